@@ -1,0 +1,20 @@
+"""Lower ONNX SequenceMap into Loop, for runtimes that lack it.
+
+Public API: :func:`lower`, the passes :class:`LowerSequenceMapPass` and
+:class:`FreshNamesPass`, and :class:`LoweringError`.
+"""
+
+from lowering.api import lower, lower_in_place
+from lowering.errors import LoweringError
+from lowering.naming import FreshNamesPass
+from lowering.sequence_map import LowerSequenceMapPass, Rewrite
+
+__all__ = [
+    "FreshNamesPass",
+    "LowerSequenceMapPass",
+    "LoweringError",
+    "Rewrite",
+    "lower",
+    "lower_in_place",
+]
+__version__ = "0.1.0"

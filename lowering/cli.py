@@ -1,0 +1,95 @@
+"""``python -m lowering IN OUT`` / ``onnx-lower IN OUT``.
+
+Exit codes: 0 success, 1 a model that cannot be read, lowered or written
+(one line on stderr naming the file, the node and the reason), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import sys
+import traceback
+
+from lowering import model_io
+from lowering.api import lower_in_place
+from lowering.errors import LoweringError
+from lowering.sequence_map import Rewrite
+
+PROG = "onnx-lower"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Rewrite every ONNX SequenceMap into an equivalent Loop.",
+    )
+    parser.add_argument("input", metavar="IN.onnx", help="the model to lower (never modified)")
+    parser.add_argument("output", metavar="OUT.onnx", help="where to write the lowered model")
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="also print each rewritten node before and after, and tracebacks on errors",
+    )
+    noise.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
+        format=f"{PROG}: %(levelname)s: %(message)s",
+    )
+    stage = "read"
+    try:
+        model = model_io.load(args.input)
+        stage = "lower"
+        rewrites = lower_in_place(model)
+        stage = "write"
+        model_io.save(model, args.output)
+    except (model_io.ModelFileError, LoweringError) as error:
+        file = args.output if stage == "write" else args.input
+        return _fail(f"{file}: {error}", args.verbose)
+    except Exception as error:  # an unexpected failure still gets one clear line
+        file = args.output if stage == "write" else args.input
+        return _fail(
+            f"{file}: internal error while trying to {stage} the model: "
+            f"{type(error).__name__}: {error} (rerun with -v for the traceback)",
+            args.verbose,
+        )
+    if not args.quiet:
+        print(_summary(args.input, args.output, rewrites), file=sys.stderr)
+        if args.verbose:
+            for rewrite in rewrites:
+                print(_details(rewrite), file=sys.stderr)
+    return 0
+
+
+def _fail(message: str, verbose: bool) -> int:
+    if verbose:
+        traceback.print_exc()
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _summary(source: str, target: str, rewrites: list[Rewrite]) -> str:
+    if not rewrites:
+        return f"{PROG}: {source}: no SequenceMap to lower; wrote {target} unchanged"
+    plural = "s" if len(rewrites) != 1 else ""
+    lines = [f"{PROG}: lowered {len(rewrites)} SequenceMap node{plural} in {source} -> {target}"]
+    by_scope = collections.defaultdict(list)
+    for rewrite in rewrites:
+        by_scope[rewrite.scope].append(rewrite.node_name or "<unnamed>")
+    for scope, names in by_scope.items():
+        lines.append(f"  {len(names)} in {scope}: {', '.join(map(repr, names))}")
+    return "\n".join(lines)
+
+
+def _details(rewrite: Rewrite) -> str:
+    return (
+        f"\n--- {rewrite.op_type} {rewrite.node_name!r} in {rewrite.scope}, before:\n"
+        f"{rewrite.before}"
+        f"+++ after:\n{rewrite.after()}"
+    )

@@ -1,0 +1,72 @@
+"""Every place a node can live: the main graph, each subgraph, each function.
+
+A SequenceMap can sit at any depth: inside If/Loop/Scan bodies, inside another
+SequenceMap's body, or inside a model-local function. Passes collect the nodes
+they rewrite through :func:`find_nodes` first, then rewrite, so that rewriting
+never disturbs the walk.
+
+Each scope carries a description ("body of Loop 'l0' in main graph 'g'") that
+reports and error messages use, so users can find the node in their model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import onnx_ir as ir
+
+GraphLike = ir.Graph | ir.Function
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """A graph or function, and how to tell a human where it is."""
+
+    owner: GraphLike
+    description: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """A node together with the scope that owns it."""
+
+    node: ir.Node
+    scope: Scope
+
+
+def iter_scopes(model: ir.Model) -> Iterator[Scope]:
+    """Yield the main graph, all subgraphs and all functions, parents first."""
+    yield from _walk(model.graph, f"main graph {model.graph.name or '<unnamed>'!r}")
+    for function in model.functions.values():
+        ident = ":".join(part for part in (function.domain, function.name) if part)
+        yield from _walk(function, f"function {ident!r}")
+
+
+def _walk(owner: GraphLike, description: str) -> Iterator[Scope]:
+    yield Scope(owner, description)
+    for node in owner:
+        for attr in node.attributes.values():
+            if not isinstance(attr, ir.Attr) or attr.is_ref():
+                continue
+            where = f"{node.op_type} {node.name or '<unnamed>'!r} in {description}"
+            if attr.type == ir.AttributeType.GRAPH:
+                yield from _walk(attr.as_graph(), f"{attr.name} of {where}")
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for i, graph in enumerate(attr.as_graphs()):
+                    yield from _walk(graph, f"{attr.name}[{i}] of {where}")
+
+
+def find_nodes(model: ir.Model, predicate: Callable[[ir.Node], bool]) -> list[Located]:
+    """All nodes matching ``predicate`` in every scope, outer scopes first."""
+    return [
+        Located(node, scope)
+        for scope in iter_scopes(model)
+        for node in scope.owner
+        if predicate(node)
+    ]
+
+
+def is_onnx_op(node: ir.Node, op_type: str) -> bool:
+    """True for a default-domain op, which may be spelled "" or "ai.onnx"."""
+    return node.op_type == op_type and node.domain in ("", "ai.onnx")

@@ -1,0 +1,138 @@
+"""Types for values the model leaves untyped, from ONNX shape inference.
+
+Exporters often leave a SequenceMap body untyped: torch.onnx (dynamo) writes
+``body (tensor) => (tensor_2)`` with no types at all. The lowering needs the
+element type of every output (``SequenceEmpty`` takes it as ``dtype``), so it
+asks ONNX's own shape inference, which types a SequenceMap body from the
+actual types of the node's inputs.
+
+Inference runs on a serialized copy of the model. It adds no nodes, so every
+node of the copy sits at the same position of the corresponding graph as in
+the original: :class:`TypeOracle` finds a node's *twin* by position, never by
+name (values made by earlier rewrites may not have names yet). The oracle
+only answers questions; it never writes types into the model.
+
+Model-local functions are not typed by ONNX inference, because their inputs
+have no types. Where every call site that inference could type agrees on the
+input types, the function body is inferred on its own with those types.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import _c_api_utils
+
+from lowering.scopes import GraphLike
+
+logger = logging.getLogger(__name__)
+
+_TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
+
+
+class TypeOracle:
+    """Finds, for a node of the model, its twin in a type-inferred copy."""
+
+    def __init__(self, model: ir.Model, functions: Sequence[ir.Function] | set[ir.Function] = ()):
+        self._twin_of: dict[GraphLike, list[ir.Node]] = {}
+        self._position: dict[GraphLike, dict[ir.Node, int]] = {}
+        inferred = _infer_model(model)
+        if inferred is not None:
+            self._pair(model.graph, inferred.graph)
+        for function in functions:
+            self._infer_function(model, function)
+
+    def twin(self, node: ir.Node, owner: GraphLike) -> ir.Node | None:
+        """The node at the same position in the inferred copy, if there is one."""
+        twin_nodes = self._twin_of.get(owner)
+        if twin_nodes is None:
+            return None
+        position = self._position.get(owner)
+        if position is None:
+            position = self._position[owner] = {n: i for i, n in enumerate(owner)}
+        index = position.get(node)
+        if index is None or index >= len(twin_nodes):
+            return None
+        candidate = twin_nodes[index]
+        return candidate if candidate.op_type == node.op_type else None
+
+    def _pair(self, original: GraphLike, inferred: ir.Graph) -> None:
+        self._twin_of[original] = list(inferred)
+        for sub, twin_sub in zip(original.subgraphs(), inferred.subgraphs(), strict=False):
+            self._twin_of[sub] = list(twin_sub)
+
+    def _infer_function(self, model: ir.Model, function: ir.Function) -> None:
+        input_types = self._call_site_types(model, function)
+        if input_types is None:
+            logger.info("No typed call site for function %r", function.name)
+            return
+        function_proto = ir.serde.serialize_function(function)
+        graph_proto = onnx.GraphProto(name=function.name, node=function_proto.node)
+        for value, (type_, shape) in zip(function.inputs, input_types, strict=True):
+            ir.serde.serialize_value_into(
+                graph_proto.input.add(), ir.Value(name=value.name, type=type_, shape=shape)
+            )
+        for value in function.outputs:
+            graph_proto.output.add(name=value.name)
+        proto = onnx.helper.make_model(
+            graph_proto,
+            opset_imports=[
+                onnx.helper.make_opsetid(domain, version)
+                for domain, version in function.opset_imports.items()
+            ],
+            ir_version=model.ir_version,
+        )
+        proto.functions.extend(ir.serde.serialize_function(f) for f in model.functions.values())
+        try:
+            inferred = _infer_proto(proto)
+        except Exception as error:  # ONNX raises many kinds; inference is best effort
+            logger.warning("Shape inference failed for function %r: %s", function.name, error)
+            return
+        self._pair(function, ir.serde.deserialize_model(inferred).graph)
+
+    def _call_site_types(
+        self, model: ir.Model, function: ir.Function
+    ) -> list[_TypeAndShape] | None:
+        """The input types that every typed call site agrees on, or None.
+
+        Shapes are kept only where all call sites agree on them too.
+        """
+        agreed: list[_TypeAndShape] | None = None
+        for graph in model.graphs():
+            for node in graph:
+                if node.op_identifier() != function.identifier():
+                    continue
+                twin = self.twin(node, graph)
+                if twin is None or any(v is None or v.type is None for v in twin.inputs):
+                    continue
+                types = [(v.type, v.shape) for v in twin.inputs]
+                if len(types) != len(function.inputs):
+                    continue
+                if agreed is None:
+                    agreed = types
+                elif [t for t, _ in agreed] != [t for t, _ in types]:
+                    logger.warning("Call sites of function %r disagree on input types", function.name)
+                    return None
+                else:
+                    agreed = [
+                        (t, s if s == other else None)
+                        for (t, s), (_, other) in zip(agreed, types, strict=True)
+                    ]
+        return agreed
+
+
+def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
+
+
+def _infer_model(model: ir.Model) -> ir.Model | None:
+    try:
+        # Large initializers are dropped from the copy that ONNX serializes.
+        inferred = _c_api_utils.call_onnx_api(_infer_proto, model)
+    except Exception as error:  # ONNX raises many kinds; inference is best effort
+        logger.warning("Shape inference failed, using declared types only: %s", error)
+        return None
+    return ir.serde.deserialize_model(inferred)
