@@ -7,6 +7,7 @@ from typing import TypeVar, overload
 import onnx
 import onnx_ir as ir
 
+from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass
 from lowering.sequence_map import LowerSequenceMapPass, Rewrite
 
@@ -21,7 +22,16 @@ def lower_in_place(model: ir.Model) -> list[Rewrite]:
     before anything is changed.
     """
     sequence_maps = LowerSequenceMapPass()
-    ir.passes.PassManager([sequence_maps, FreshNamesPass()])(model)
+    try:
+        ir.passes.PassManager([sequence_maps, FreshNamesPass()])(model)
+    except ir.passes.PassError as error:
+        # PassManager wraps what a pass raises; users want the LoweringError.
+        cause = error.__cause__
+        while isinstance(cause, ir.passes.PassError):
+            cause = cause.__cause__
+        if isinstance(cause, LoweringError):
+            raise cause from None
+        raise
     return sequence_maps.rewrites
 
 

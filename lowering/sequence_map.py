@@ -91,6 +91,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         functions = {loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)}
         oracle = TypeOracle(model, functions)
         plans = [_plan(loc, oracle.twin(loc.node, loc.scope.owner)) for loc in found]
+        for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
+            _import_default_domain(opset_imports)
         # Innermost first; the order does not matter for correctness since the
         # body graph objects are reused, but it keeps each step local.
         new_nodes = [_apply(plan) for plan in reversed(plans)][::-1]
@@ -240,7 +242,9 @@ def _apply(plan: _Plan) -> list[ir.Node]:
     node = plan.located.node
     owner = plan.located.scope.owner
     body = plan.body
-    domain = node.domain
+    # New nodes use the canonical spelling of the default domain: ONNX's
+    # checker knows no schema under "ai.onnx", though runtimes accept it.
+    domain = ""
 
     def typed(value: ir.Value, type_and_shape: _TypeAndShape | None) -> ir.Value:
         if type_and_shape is not None:
@@ -256,9 +260,9 @@ def _apply(plan: _Plan) -> list[ir.Node]:
     # Each body input becomes the current element (sequence inputs) or the
     # outer value itself (tensor inputs, read from the enclosing scope).
     prologue = []
-    old_inputs = list(body.inputs)
+    replacements: dict[ir.Value, ir.Value] = {}
     for outer, inner, sequence, element in zip(
-        node.inputs, old_inputs, plan.is_sequence, plan.element_types, strict=True
+        node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
         if sequence:
             at = fresh(ir.node("SequenceAt", [outer, iteration], domain=domain))
@@ -267,10 +271,14 @@ def _apply(plan: _Plan) -> list[ir.Node]:
             prologue.append(at)
         else:
             current = outer
-        inner.replace_all_uses_with(current, replace_graph_outputs=True)
+        replacements[inner] = current
+    # A body output may be a body input passed straight through.
+    results = [replacements.get(value, value) for value in body.outputs]
+    body.outputs.clear()
+    for inner, current in replacements.items():
+        inner.replace_all_uses_with(current)
     body.inputs.clear()
 
-    results = list(body.outputs)
     for result, t in zip(results, plan.result_types, strict=True):
         # Type the body's own untyped results; never retype an outer-scope value.
         if result.graph is body and (result.type is None or not _dtype_known(result.type)):
@@ -320,6 +328,12 @@ def _apply(plan: _Plan) -> list[ir.Node]:
         typed(output, t)
     logger.debug("Lowered SequenceMap %r in %s", node.name, plan.located.scope.description)
     return new_nodes
+
+
+def _import_default_domain(opset_imports: dict[str, int]) -> None:
+    """Make sure nodes in the "" domain resolve where only "ai.onnx" is imported."""
+    if "" not in opset_imports and "ai.onnx" in opset_imports:
+        opset_imports[""] = opset_imports["ai.onnx"]
 
 
 def _of(value: ir.Value | None) -> _TypeAndShape | None:

@@ -1,0 +1,119 @@
+"""Shared test tools: parse ONNX text, lower, run in onnxruntime, compare.
+
+The oracles are onnxruntime and plain Python. ``onnx.reference`` is not used
+as an oracle: it is wrong for SequenceMap and SequenceInsert on positions,
+empty sequences and outer-scope references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+import lowering
+
+
+def parse(text: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(text)
+
+
+def all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    """Every node at any depth, in the main graph and in every function."""
+
+    def walk(nodes):
+        for node in nodes:
+            yield node
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from walk(attr.g.node)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    for graph in attr.graphs:
+                        yield from walk(graph.node)
+
+    yield from walk(model.graph.node)
+    for function in model.functions:
+        yield from walk(function.node)
+
+
+def op_types(model: onnx.ModelProto) -> list[str]:
+    return [node.op_type for node in all_nodes(model)]
+
+
+def lowered(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Lower and check the promises every output keeps."""
+    before = model.SerializeToString()
+    result = lowering.lower(model)
+    assert model.SerializeToString() == before, "lower() changed its input"
+    assert "SequenceMap" not in op_types(result)
+    onnx.checker.check_model(result, full_check=True)
+    for type_proto in all_types(result):
+        assert_no_dtype_zero(type_proto)
+    for node in all_nodes(result):
+        if node.op_type == "SequenceEmpty":
+            dtype = [a.i for a in node.attribute if a.name == "dtype"]
+            assert dtype and dtype[0] != 0, "SequenceEmpty without a real dtype"
+    return result
+
+
+def all_types(model: onnx.ModelProto) -> Iterator[onnx.TypeProto]:
+    def graph_types(graph):
+        for vi in (*graph.input, *graph.output, *graph.value_info):
+            if vi.HasField("type"):
+                yield vi.type
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from graph_types(attr.g)
+                for sub in attr.graphs:
+                    yield from graph_types(sub)
+
+    yield from graph_types(model.graph)
+
+
+def assert_no_dtype_zero(type_proto: onnx.TypeProto) -> None:
+    kind = type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        assert type_proto.tensor_type.elem_type != 0, f"dtype 0 in {type_proto}"
+    elif kind == "sequence_type":
+        assert_no_dtype_zero(type_proto.sequence_type.elem_type)
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def run(model: onnx.ModelProto, feeds: dict) -> list:
+    return session(model).run(None, feeds)
+
+
+def try_run(model: onnx.ModelProto, feeds: dict) -> list | None:
+    """onnxruntime's results, or None where onnxruntime cannot run the model."""
+    try:
+        return run(model, feeds)
+    except Exception:  # onnxruntime fails on some valid SequenceMap models
+        return None
+
+
+def assert_same(actual, expected, path: str = "output") -> None:
+    """Equal values: sequences element by element, same dtype and shape."""
+    if isinstance(expected, (list, tuple)):
+        assert isinstance(actual, list), f"{path}: expected a sequence, got {type(actual)}"
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_same(a, e, f"{path}[{i}]")
+        return
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+    if np.issubdtype(expected.dtype, np.floating):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=path)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=path)

@@ -1,0 +1,47 @@
+"""ONNX's own SequenceMap conformance cases, lowered and run in onnxruntime."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pytest
+from onnx.backend.test.case.node import collect_testcases
+
+from tests.helpers import assert_same, lowered, op_types, run
+
+
+@functools.cache
+def _cases() -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {case.name: case for case in collect_testcases(None)}
+
+
+SEQUENCE_MAP_CASES = [
+    "test_sequence_map_identity_1_sequence",
+    "test_sequence_map_identity_2_sequences",
+    "test_sequence_map_identity_1_sequence_1_tensor",
+    "test_sequence_map_add_2_sequences",
+    "test_sequence_map_add_1_sequence_1_tensor",
+    "test_sequence_map_extract_shapes",
+]
+
+
+def test_every_sequence_map_case_is_covered():
+    shipped = {
+        name for name in _cases() if name.startswith("test_sequence_map_")
+        and not name.endswith("_expanded")
+    }
+    assert shipped == set(SEQUENCE_MAP_CASES)
+
+
+@pytest.mark.parametrize("name", SEQUENCE_MAP_CASES)
+def test_conformance_case(name):
+    case = _cases()[name]
+    result = lowered(case.model)
+    assert "Loop" in op_types(result)
+    input_names = [i.name for i in result.graph.input]
+    for inputs, expected in case.data_sets:
+        actual = run(result, dict(zip(input_names, inputs)))
+        assert_same(actual, list(expected))
