@@ -52,7 +52,11 @@ def lower(model):
     """
     if isinstance(model, onnx.ModelProto):
         ir_model = ir.serde.deserialize_model(model)
-        lower_in_place(ir_model)
+        if not lower_in_place(ir_model):
+            # Nothing to lower: hand back the model exactly, not a re-serialization.
+            unchanged = onnx.ModelProto()
+            unchanged.CopyFrom(model)
+            return unchanged
         return ir.serde.serialize_model(ir_model)
     if isinstance(model, ir.Model):
         lower_in_place(model)

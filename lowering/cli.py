@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         stage = "lower"
         rewrites = lower_in_place(model)
         stage = "write"
-        model_io.save(model, args.output)
+        if rewrites or not model_io.copy_unchanged(args.input, args.output, model):
+            model_io.save(model, args.output)
     except (model_io.ModelFileError, LoweringError) as error:
         file = args.output if stage == "write" else args.input
         return _fail(f"{file}: {error}", args.verbose)

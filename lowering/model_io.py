@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 
 import onnx
@@ -49,12 +50,44 @@ def load(path: str) -> ir.Model:
 
 def save(model: ir.Model, path: str) -> None:
     """Write ``model`` to ``path`` atomically."""
-    out_dir = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(out_dir):
-        raise ModelFileError(f"the folder {out_dir!r} does not exist")
+    out_dir = _output_dir(path)
     external_data = None
     if _has_external_data_elsewhere(model, out_dir):
         external_data = os.path.basename(path) + ".data"
+    with _atomic_target(path) as temp_path:
+        ir.save(model, temp_path, external_data=external_data)
+
+
+def copy_unchanged(source: str, path: str, model: ir.Model) -> bool:
+    """Write ``source``'s bytes to ``path`` when that gives a valid model.
+
+    A model with nothing to lower is copied byte for byte, so it comes out
+    exactly as it went in. That is not possible when it refers to external
+    data that would not sit beside ``path``; then this returns False.
+    """
+    if _has_external_data_elsewhere(model, _output_dir(path)):
+        return False
+    if os.path.abspath(source) == os.path.abspath(path):
+        return True
+    with _atomic_target(path) as temp_path, open(source, "rb") as src:
+        with open(temp_path, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return True
+
+
+def _output_dir(path: str) -> str:
+    out_dir = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(out_dir):
+        raise ModelFileError(f"the folder {out_dir!r} does not exist")
+    if os.path.isdir(path):
+        raise ModelFileError("the output path is a directory")
+    return out_dir
+
+
+@contextlib.contextmanager
+def _atomic_target(path: str):
+    """A temporary path beside ``path`` that replaces it only on success."""
+    out_dir = os.path.dirname(os.path.abspath(path))
     try:
         fd, temp_path = tempfile.mkstemp(
             dir=out_dir, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
@@ -63,9 +96,10 @@ def save(model: ir.Model, path: str) -> None:
         raise ModelFileError(f"cannot write to {out_dir!r}: {error.strerror}") from error
     os.close(fd)
     try:
-        ir.save(model, temp_path, external_data=external_data)
+        yield temp_path
         with open(temp_path, "rb") as written:
             os.fsync(written.fileno())
+        os.chmod(temp_path, _mode_for(path))
         os.replace(temp_path, path)
     except BaseException as error:
         with contextlib.suppress(OSError):
@@ -73,6 +107,16 @@ def save(model: ir.Model, path: str) -> None:
         if isinstance(error, OSError):
             raise ModelFileError(f"cannot write the output: {error.strerror or error}") from error
         raise
+
+
+def _mode_for(path: str) -> int:
+    """Keep an existing file's permissions; give a new one the usual umask ones."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _has_external_data_elsewhere(model: ir.Model, out_dir: str) -> bool:

@@ -117,3 +117,26 @@ def assert_same(actual, expected, path: str = "output") -> None:
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=path)
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=path)
+
+
+def normalized(message):
+    """A copy with explicitly set default scalars cleared.
+
+    onnx_ir writes ``domain: ""`` where the input left the field unset; both
+    mean the same, so comparisons of protos ignore the difference.
+    """
+    copy = type(message)()
+    copy.CopyFrom(message)
+    _clear_defaults(copy)
+    return copy
+
+
+def _clear_defaults(message) -> None:
+    for field, value in list(message.ListFields()):
+        if field.message_type is not None:
+            items = value if field.is_repeated else [value]
+            for item in items:
+                if hasattr(item, "ListFields"):
+                    _clear_defaults(item)
+        elif not field.is_repeated and value == field.default_value:
+            message.ClearField(field.name)
