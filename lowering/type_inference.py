@@ -125,7 +125,38 @@ class TypeOracle:
 
 
 def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
-    return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
+    inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
+    _drop_partial_types(inferred.graph)
+    return inferred
+
+
+def _drop_partial_types(graph: onnx.GraphProto) -> None:
+    """Forget types that inference left half-built, such as ``seq(?)``.
+
+    ONNX writes a sequence type with no element type where it cannot tell
+    the element type; onnx_ir refuses to read those, and they say nothing.
+    """
+    kept = [vi for vi in graph.value_info if _complete(vi.type)]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    for vi in (*graph.input, *graph.output):
+        if vi.HasField("type") and not _complete(vi.type):
+            vi.ClearField("type")
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                _drop_partial_types(attr.g)
+            for subgraph in attr.graphs:
+                _drop_partial_types(subgraph)
+
+
+def _complete(type_proto: onnx.TypeProto) -> bool:
+    kind = type_proto.WhichOneof("value")
+    if kind == "sequence_type":
+        return _complete(type_proto.sequence_type.elem_type)
+    if kind == "optional_type":
+        return _complete(type_proto.optional_type.elem_type)
+    return kind is not None
 
 
 def _infer_model(model: ir.Model) -> ir.Model | None:

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.helpers import assert_same, lowered, op_types, parse, run, try_run
+from tests.helpers import assert_same, lowered, op_types, parse, run, session, try_run
 
 F32 = np.float32
 
@@ -345,3 +345,23 @@ def test_every_model_opset(opset):
     assert result.opset_import[0].version == opset
     assert result.ir_version == model.ir_version
     assert_same(run(result, feeds), spec.oracle(feeds))
+
+
+@pytest.mark.parametrize("name", ["several_outputs_changing_dtype_and_shape", "untyped_body"])
+def test_empty_input_gives_empty_outputs_of_the_right_element_type(name):
+    """onnxruntime returns [] for an empty sequence, which hides the dtype;
+    so check that every Loop output starts from SequenceEmpty of its type."""
+    result = lowered(parse(CASES[name].text))
+    producers = {out: node for node in result.graph.node for out in node.output}
+    loop = next(node for node in result.graph.node if node.op_type == "Loop")
+    for initial, output in zip(loop.input[2:], loop.output, strict=True):
+        empty = producers[initial]
+        assert empty.op_type == "SequenceEmpty"
+        declared = next(o for o in result.graph.output if o.name == output)
+        element = declared.type.sequence_type.elem_type.tensor_type.elem_type
+        assert element != 0
+        assert [a.i for a in empty.attribute if a.name == "dtype"] == [element]
+    feeds = CASES[name].feeds(0, np.random.default_rng(0))
+    session_outputs = session(result).get_outputs()
+    assert all(o.type.startswith("seq(tensor(") for o in session_outputs)
+    assert run(result, feeds) == [[] for _ in loop.output]

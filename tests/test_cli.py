@@ -1,0 +1,206 @@
+"""The command line: summary, -v/-q, exit codes, safe writes, external data."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+from lowering.cli import main
+from tests.helpers import assert_same, op_types, parse, run
+
+SIMPLE = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x) => (seq(float[N]) y) {
+  [the_map] y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
+}"""
+
+TWO_SCOPES = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x, bool flag) => (seq(float[N]) y) {
+  [top] m = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
+  [branch] y = If (flag) <
+    then_branch = then_g () => (seq(float[N]) t) {
+      [inner] t = SequenceMap <body = body2 (float[N] a2) => (float[N] c2) { c2 = Abs(a2) }> (m)
+    },
+    else_branch = else_g () => (seq(float[N]) e) { e = Identity(m) }>
+}"""
+
+# The body calls an op nobody knows, and the map's output is not declared:
+# no one can say what the output's element type is.
+UNKNOWABLE = """<ir_version: 8, opset_import: ["" : 17, "custom" : 1]>
+g (seq(float[N]) x) => (float z) {
+  [mystery] y = SequenceMap <body = body (float[N] a) => (c) { c = custom.Foo(a) }> (x)
+  z = custom.Bar(y)
+}"""
+
+
+def write(path: pathlib.Path, text: str) -> pathlib.Path:
+    onnx.save(parse(text), path)
+    return path
+
+
+def test_lowers_and_reports_to_stderr(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    assert main([str(source), str(tmp_path / "out.onnx")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "lowered 1 SequenceMap node" in captured.err
+    assert "main graph 'g': 'the_map'" in captured.err
+    result = onnx.load(tmp_path / "out.onnx")
+    assert "SequenceMap" not in op_types(result)
+    onnx.checker.check_model(result, full_check=True)
+
+
+def test_summary_names_every_scope(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", TWO_SCOPES)
+    assert main([str(source), str(tmp_path / "out.onnx")]) == 0
+    err = capsys.readouterr().err
+    assert "lowered 2 SequenceMap nodes" in err
+    assert "1 in main graph 'g': 'top'" in err
+    assert "1 in then_branch of If 'branch' in main graph 'g': 'inner'" in err
+
+
+def test_verbose_prints_each_node_before_and_after(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    assert main(["-v", str(source), str(tmp_path / "out.onnx")]) == 0
+    err = capsys.readouterr().err
+    before, after = err.split("+++ after:")
+    assert "= SequenceMap (x)" in before and "Neg (a)" in before
+    assert "= SequenceLength (x)" in after and "= Loop (" in after and "SequenceInsert" in after
+
+
+def test_quiet_prints_nothing(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    assert main(["-q", str(source), str(tmp_path / "out.onnx")]) == 0
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("argv", [[], ["only_one.onnx"], ["-v", "-q", "a", "b"], ["--bogus", "a", "b"]])
+def test_usage_errors_exit_2(argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+
+
+def test_missing_input_exits_1_naming_the_file(tmp_path, capsys):
+    missing = tmp_path / "nope.onnx"
+    assert main([str(missing), str(tmp_path / "out.onnx")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(missing) in err and "no such file" in err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_garbage_input_exits_1(tmp_path, capsys):
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x08\x96\x01 definitely not a model \xff\xfe")
+    assert main([str(garbage), str(tmp_path / "out.onnx")]) == 1
+    err = capsys.readouterr().err
+    assert str(garbage) in err and "Traceback" not in err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_unknowable_element_type_names_node_and_output(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", UNKNOWABLE)
+    target = tmp_path / "out.onnx"
+    assert main([str(source), str(target)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert str(source) in err
+    assert "'mystery' (SequenceMap) in main graph 'g'" in err
+    assert "element type of output 0 ('y')" in err
+    assert "Traceback" not in err
+    assert not target.exists()
+
+
+def test_verbose_failure_shows_traceback(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", UNKNOWABLE)
+    assert main(["-v", str(source), str(tmp_path / "out.onnx")]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_in_equals_out(tmp_path):
+    path = write(tmp_path / "model.onnx", SIMPLE)
+    assert main(["-q", str(path), str(path)]) == 0
+    assert "Loop" in op_types(onnx.load(path))
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+
+
+def test_failed_run_leaves_in_equal_out_untouched(tmp_path):
+    path = write(tmp_path / "model.onnx", UNKNOWABLE)
+    before = path.read_bytes()
+    assert main(["-q", str(path), str(path)]) == 1
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+
+
+def test_missing_output_folder_exits_1(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    assert main([str(source), str(tmp_path / "no" / "out.onnx")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_nothing_to_lower_is_copied_byte_for_byte(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { y = Neg(x) }""")
+    assert main([str(source), str(tmp_path / "out.onnx")]) == 0
+    assert (tmp_path / "out.onnx").read_bytes() == source.read_bytes()
+    assert "no SequenceMap to lower" in capsys.readouterr().err
+
+
+def test_output_permissions_follow_umask(tmp_path):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    target = tmp_path / "out.onnx"
+    assert main(["-q", str(source), str(target)]) == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+WEIGHTED = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[64]) x) => (seq(float[64]) y) <float[64] w> {
+  y = SequenceMap <body = body (float[64] a) => (float[64] c) { c = Mul(a, w) }> (x)
+}"""
+
+
+@pytest.mark.parametrize("same_folder", [True, False])
+def test_external_data_survives(tmp_path, same_folder):
+    model = parse(WEIGHTED)
+    weights = np.arange(64, dtype=np.float32)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(weights, "w"))
+    source_dir = tmp_path / "src"
+    source_dir.mkdir()
+    onnx.save(model, source_dir / "in.onnx", save_as_external_data=True,
+              location="weights.bin", size_threshold=0)
+    target_dir = source_dir if same_folder else tmp_path / "elsewhere"
+    target_dir.mkdir(exist_ok=True)
+    target = target_dir / "out.onnx"
+    assert main(["-q", str(source_dir / "in.onnx"), str(target)]) == 0
+    result = onnx.load(target)  # loads the external data from beside `target`
+    stored = onnx.numpy_helper.to_array(result.graph.initializer[0])
+    np.testing.assert_array_equal(stored, weights)
+    x = [np.ones(64, np.float32), np.full(64, 2, np.float32)]
+    assert_same(run(result, {"x": x}), [[a * weights for a in x]])
+
+
+def test_python_dash_m_and_console_script(tmp_path):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    module = subprocess.run(
+        [sys.executable, "-m", "lowering", str(source), str(tmp_path / "a.onnx")],
+        capture_output=True, text=True, check=False,
+    )
+    assert module.returncode == 0, module.stderr
+    script = pathlib.Path(sys.executable).parent / "onnx-lower"
+    console = subprocess.run(
+        [str(script), str(source), str(tmp_path / "b.onnx")],
+        capture_output=True, text=True, check=False,
+    )
+    assert console.returncode == 0, console.stderr
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+    usage = subprocess.run(
+        [sys.executable, "-m", "lowering"], capture_output=True, text=True, check=False
+    )
+    assert usage.returncode == 2
