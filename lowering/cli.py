@@ -29,7 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("output", metavar="OUT.onnx", help="where to write the lowered model")
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument(
-        "-v", "--verbose", action="store_true",
+        "-v",
+        "--verbose",
+        action="store_true",
         help="also print each rewritten node before and after, and tracebacks on errors",
     )
     noise.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except (model_io.ModelFileError, LoweringError) as error:
         file = args.output if stage == "write" else args.input
         return _fail(f"{file}: {error}", args.verbose)
-    except Exception as error:  # an unexpected failure still gets one clear line
+    except Exception as error:  # noqa: BLE001 -- an unexpected failure still gets one clear line
         file = args.output if stage == "write" else args.input
         return _fail(
             f"{file}: internal error while trying to {stage} the model: "
@@ -91,6 +93,6 @@ def _summary(source: str, target: str, rewrites: list[Rewrite]) -> str:
 def _details(rewrite: Rewrite) -> str:
     return (
         f"\n--- {rewrite.op_type} {rewrite.node_name!r} in {rewrite.scope}, before:\n"
-        f"{rewrite.before}"
+        f"{rewrite.before()}"
         f"+++ after:\n{rewrite.after()}"
     )

@@ -69,9 +69,8 @@ def copy_unchanged(source: str, path: str, model: ir.Model) -> bool:
         return False
     if os.path.abspath(source) == os.path.abspath(path):
         return True
-    with _atomic_target(path) as temp_path, open(source, "rb") as src:
-        with open(temp_path, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+    with _atomic_target(path) as temp_path, open(source, "rb") as src, open(temp_path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
     return True
 
 
@@ -123,9 +122,11 @@ def _has_external_data_elsewhere(model: ir.Model, out_dir: str) -> bool:
     for graph in model.graphs():
         for value in graph.initializers.values():
             tensor = value.const_value
-            if isinstance(tensor, ir.ExternalTensor):
-                if os.path.abspath(tensor.base_dir) != out_dir:
-                    return True
+            if (
+                isinstance(tensor, ir.ExternalTensor)
+                and os.path.abspath(tensor.base_dir) != out_dir
+            ):
+                return True
     return False
 
 

@@ -118,7 +118,9 @@ class FreshNamesPass(ir.passes.InPlacePass):
         for item in (*_all_values(model), *_all_nodes(model)):
             if _FRESH_KEY in item.meta:
                 item.name = None
-        anonymous = [node for node in _all_nodes(model) if not node.name and _FRESH_KEY not in node.meta]
+        anonymous = [
+            node for node in _all_nodes(model) if not node.name and _FRESH_KEY not in node.meta
+        ]
         generator = _ModelWideNames(*used_names(model))
         result = NameFixPass(name_generator=generator)(model)
         for node in anonymous:

@@ -60,8 +60,12 @@ class Rewrite:
     scope: str
     node_name: str
     op_type: str
-    before: str
+    original: onnx.NodeProto
     new_nodes: list[ir.Node]
+
+    def before(self) -> str:
+        """The rewritten node in ONNX text syntax."""
+        return onnx.printer.to_text(self.original)
 
     def after(self) -> str:
         """The replacement in ONNX text syntax (render after names are fixed)."""
@@ -88,7 +92,11 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         found = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
         if not found:
             return ir.passes.PassResult(model, modified=False)
-        functions = {loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)}
+        functions = list(
+            dict.fromkeys(
+                loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)
+            )
+        )
         oracle = TypeOracle(model, functions)
         plans = [_plan(loc, oracle.twin(loc.node, loc.scope.owner)) for loc in found]
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
@@ -101,7 +109,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 scope=plan.located.scope.description,
                 node_name=plan.located.node.name or "",
                 op_type="SequenceMap",
-                before=plan.before,
+                original=plan.original,
                 new_nodes=nodes,
             )
             for plan, nodes in zip(plans, new_nodes, strict=True)
@@ -126,7 +134,7 @@ class _Plan:
     element_types: list[_TypeAndShape | None]  # of each body input
     result_types: list[_TypeAndShape]  # of each body output (a tensor)
     output_types: list[_TypeAndShape]  # of each node output (a sequence)
-    before: str
+    original: onnx.NodeProto
 
 
 def _plan(located: Located, twin: ir.Node | None) -> _Plan:
@@ -169,16 +177,16 @@ def _plan(located: Located, twin: ir.Node | None) -> _Plan:
         elif isinstance(outer_type[0], ir.TensorType):
             sequence = False
         else:
-            raise fail(f"input {j} ({outer.name!r}) has type {outer_type[0]}, "
-                       "but SequenceMap takes sequences of tensors and tensors")
+            raise fail(
+                f"input {j} ({outer.name!r}) has type {outer_type[0]}, "
+                "but SequenceMap takes sequences of tensors and tensors"
+            )
         if j == 0 and not sequence:
             raise fail(f"its first input ({outer.name!r}) is a tensor, not a sequence")
         if sequence and outer_type is not None:
             outer_type = _element_of(outer_type)
         is_sequence.append(sequence)
-        element_types.append(
-            _first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type)
-        )
+        element_types.append(_first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type))
 
     result_types: list[_TypeAndShape] = []
     output_types: list[_TypeAndShape] = []
@@ -186,8 +194,10 @@ def _plan(located: Located, twin: ir.Node | None) -> _Plan:
         twin_output = twin.outputs[k] if twin is not None else None
         declared_output = _first_typed(_of(output), _of(twin_output))
         if declared_output is not None and not isinstance(declared_output[0], ir.SequenceType):
-            raise fail(f"output {k} ({output.name!r}) is declared as {declared_output[0]}, "
-                       "but SequenceMap outputs are sequences")
+            raise fail(
+                f"output {k} ({output.name!r}) is declared as {declared_output[0]}, "
+                "but SequenceMap outputs are sequences"
+            )
         result_type = _first_typed(
             _of(result),
             _of(_at(twin_body, "outputs", k)),
@@ -200,8 +210,10 @@ def _plan(located: Located, twin: ir.Node | None) -> _Plan:
                 "declare the type of the body output or of the node output"
             )
         if not isinstance(result_type[0], ir.TensorType):
-            raise fail(f"body output {k} ({result.name!r}) has type {result_type[0]}; "
-                       "a SequenceMap body must return tensors")
+            raise fail(
+                f"body output {k} ({result.name!r}) has type {result_type[0]}; "
+                "a SequenceMap body must return tensors"
+            )
         if declared_output is not None and _element_of(declared_output)[0] != result_type[0]:
             raise fail(
                 f"output {k} ({output.name!r}) is declared as {declared_output[0]} but its "
@@ -209,7 +221,10 @@ def _plan(located: Located, twin: ir.Node | None) -> _Plan:
             )
         result_types.append(result_type)
         output_types.append(
-            (ir.SequenceType(result_type[0]), declared_output[1] if declared_output else result_type[1])
+            (
+                ir.SequenceType(result_type[0]),
+                declared_output[1] if declared_output else result_type[1],
+            )
         )
 
     return _Plan(
@@ -219,7 +234,7 @@ def _plan(located: Located, twin: ir.Node | None) -> _Plan:
         element_types=element_types,
         result_types=result_types,
         output_types=output_types,
-        before=onnx.printer.to_text(ir.serde.serialize_node(node)),
+        original=ir.serde.serialize_node(node),
     )
 
 

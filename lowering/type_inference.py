@@ -36,7 +36,7 @@ _TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 class TypeOracle:
     """Finds, for a node of the model, its twin in a type-inferred copy."""
 
-    def __init__(self, model: ir.Model, functions: Sequence[ir.Function] | set[ir.Function] = ()):
+    def __init__(self, model: ir.Model, functions: Sequence[ir.Function] = ()):
         self._twin_of: dict[GraphLike, list[ir.Node]] = {}
         self._position: dict[GraphLike, dict[ir.Node, int]] = {}
         inferred = _infer_model(model)
@@ -88,7 +88,7 @@ class TypeOracle:
         proto.functions.extend(ir.serde.serialize_function(f) for f in model.functions.values())
         try:
             inferred = _infer_proto(proto)
-        except Exception as error:  # ONNX raises many kinds; inference is best effort
+        except Exception as error:  # noqa: BLE001 -- ONNX raises many kinds; best effort
             logger.warning("Shape inference failed for function %r: %s", function.name, error)
             return
         self._pair(function, ir.serde.deserialize_model(inferred).graph)
@@ -114,7 +114,9 @@ class TypeOracle:
                 if agreed is None:
                     agreed = types
                 elif [t for t, _ in agreed] != [t for t, _ in types]:
-                    logger.warning("Call sites of function %r disagree on input types", function.name)
+                    logger.warning(
+                        "Call sites of function %r disagree on input types", function.name
+                    )
                     return None
                 else:
                     agreed = [
@@ -163,7 +165,7 @@ def _infer_model(model: ir.Model) -> ir.Model | None:
     try:
         # Large initializers are dropped from the copy that ONNX serializes.
         inferred = _c_api_utils.call_onnx_api(_infer_proto, model)
-    except Exception as error:  # ONNX raises many kinds; inference is best effort
+    except Exception as error:  # noqa: BLE001 -- ONNX raises many kinds; best effort
         logger.warning("Shape inference failed, using declared types only: %s", error)
         return None
     return ir.serde.deserialize_model(inferred)

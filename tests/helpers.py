@@ -97,7 +97,7 @@ def try_run(model: onnx.ModelProto, feeds: dict) -> list | None:
     """onnxruntime's results, or None where onnxruntime cannot run the model."""
     try:
         return run(model, feeds)
-    except Exception:  # onnxruntime fails on some valid SequenceMap models
+    except Exception:  # noqa: BLE001 -- onnxruntime fails on some valid SequenceMap models
         return None
 
 

@@ -79,7 +79,9 @@ def test_quiet_prints_nothing(tmp_path, capsys):
     assert capsys.readouterr() == ("", "")
 
 
-@pytest.mark.parametrize("argv", [[], ["only_one.onnx"], ["-v", "-q", "a", "b"], ["--bogus", "a", "b"]])
+@pytest.mark.parametrize(
+    "argv", [[], ["only_one.onnx"], ["-v", "-q", "a", "b"], ["--bogus", "a", "b"]]
+)
 def test_usage_errors_exit_2(argv):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -144,8 +146,11 @@ def test_missing_output_folder_exits_1(tmp_path, capsys):
 
 
 def test_nothing_to_lower_is_copied_byte_for_byte(tmp_path, capsys):
-    source = write(tmp_path / "in.onnx", """<ir_version: 8, opset_import: ["" : 17]>
-        g (float[2] x) => (float[2] y) { y = Neg(x) }""")
+    source = write(
+        tmp_path / "in.onnx",
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { y = Neg(x) }""",
+    )
     assert main([str(source), str(tmp_path / "out.onnx")]) == 0
     assert (tmp_path / "out.onnx").read_bytes() == source.read_bytes()
     assert "no SequenceMap to lower" in capsys.readouterr().err
@@ -173,8 +178,13 @@ def test_external_data_survives(tmp_path, same_folder):
     model.graph.initializer.append(onnx.numpy_helper.from_array(weights, "w"))
     source_dir = tmp_path / "src"
     source_dir.mkdir()
-    onnx.save(model, source_dir / "in.onnx", save_as_external_data=True,
-              location="weights.bin", size_threshold=0)
+    onnx.save(
+        model,
+        source_dir / "in.onnx",
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
     target_dir = source_dir if same_folder else tmp_path / "elsewhere"
     target_dir.mkdir(exist_ok=True)
     target = target_dir / "out.onnx"
@@ -190,13 +200,17 @@ def test_python_dash_m_and_console_script(tmp_path):
     source = write(tmp_path / "in.onnx", SIMPLE)
     module = subprocess.run(
         [sys.executable, "-m", "lowering", str(source), str(tmp_path / "a.onnx")],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert module.returncode == 0, module.stderr
     script = pathlib.Path(sys.executable).parent / "onnx-lower"
     console = subprocess.run(
         [str(script), str(source), str(tmp_path / "b.onnx")],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert console.returncode == 0, console.stderr
     assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()

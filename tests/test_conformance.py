@@ -30,8 +30,9 @@ SEQUENCE_MAP_CASES = [
 
 def test_every_sequence_map_case_is_covered():
     shipped = {
-        name for name in _cases() if name.startswith("test_sequence_map_")
-        and not name.endswith("_expanded")
+        name
+        for name in _cases()
+        if name.startswith("test_sequence_map_") and not name.endswith("_expanded")
     }
     assert shipped == set(SEQUENCE_MAP_CASES)
 

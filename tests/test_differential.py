@@ -24,6 +24,12 @@ def floats(rng, *shape):
     return rng.standard_normal(shape).astype(F32)
 
 
+def aligned(n, rng, names, make, smallest=0) -> dict:
+    """Sequences of length n whose i-th elements share one random size."""
+    sizes = [int(rng.integers(smallest, 5)) for _ in range(n)]
+    return {name: [make(rng, size) for size in sizes] for name in names}
+
+
 @dataclasses.dataclass
 class Case:
     text: str
@@ -42,7 +48,8 @@ HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
 case(
     "one_sequence_with_constant",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x) => (seq(float[N]) y) {
       y = SequenceMap <body = body (float[N] a) => (float[N] c) {
             two = Constant <value = float {2.0}> ()
@@ -55,24 +62,22 @@ case(
 
 case(
     "several_sequences",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x0, seq(float[N]) x1, seq(float[N]) x2) => (seq(float[N]) y) {
       y = SequenceMap <body = body (float[N] a, float[N] b, float[N] c) => (float[N] d) {
             ab = Mul(a, b)
             d = Sub(ab, c)
           }> (x0, x1, x2)
     }""",
-    lambda n, rng: (
-        lambda sizes: {
-            f"x{k}": [floats(rng, s) for s in sizes] for k in range(3)
-        }
-    )([int(rng.integers(1, 5)) for _ in range(n)]),
+    lambda n, rng: aligned(n, rng, ["x0", "x1", "x2"], floats, smallest=1),
     lambda f: [[a * b - c for a, b, c in zip(f["x0"], f["x1"], f["x2"])]],
 )
 
 case(
     "extras_sequence_tensor_sequence_tensor",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[3]) s0, float[3] t, seq(float[3]) s1, float[3] u) => (seq(float[3]) y) {
       y = SequenceMap <body = body (float[3] a, float[3] tt, float[3] b, float[3] uu) => (float[3] c) {
             at = Mul(a, tt)
@@ -91,26 +96,25 @@ case(
 
 case(
     "extras_tensor_first_then_sequence",
-    HEADER + """
+    HEADER
+    + """
     g (seq(int64[N]) s, int64 k, seq(int64[N]) r) => (seq(int64[N]) y) {
       y = SequenceMap <body = body (int64[N] a, int64 kk, int64[N] b) => (int64[N] c) {
             ak = Mul(a, kk)
             c = Add(ak, b)
           }> (s, k, r)
     }""",
-    lambda n, rng: (
-        lambda sizes: {
-            "s": [rng.integers(-9, 9, s) for s in sizes],
-            "k": np.array(3, np.int64),
-            "r": [rng.integers(-9, 9, s) for s in sizes],
-        }
-    )([int(rng.integers(0, 4)) for _ in range(n)]),
+    lambda n, rng: {
+        **aligned(n, rng, ["s", "r"], lambda r, size: r.integers(-9, 9, size)),
+        "k": np.array(3, np.int64),
+    },
     lambda f: [[a * f["k"] + b for a, b in zip(f["s"], f["r"])]],
 )
 
 case(
     "several_outputs_changing_dtype_and_shape",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[H,W]) x) => (seq(int64[2]) shapes, seq(float[W]) sums, seq(int32[H,W]) ints,
                               seq(bool[H,W]) signs) {
       shapes, sums, ints, signs = SequenceMap <body = body (float[H,W] a)
@@ -136,7 +140,8 @@ case(
 
 case(
     "untyped_body",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x, float[N] t) => (seq(float[N]) y, seq(int64[N]) z) {
       y, z = SequenceMap <body = body (a, b) => (c, d) {
             c = Add(a, b)
@@ -152,7 +157,8 @@ case(
 
 case(
     "outer_scope_values_initializers_and_body_initializer",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x, float z) => (seq(float[N]) y) <float[1] w = {3.0}> {
       k = Constant <value = float {0.5}> ()
       y = SequenceMap <body = body (float[N] a) => (float[N] c) <float[1] bias = {1.0}> {
@@ -171,7 +177,8 @@ case(
 
 case(
     "outputs_passed_straight_through",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x, float[2] t) => (seq(float[N]) same, seq(float[2]) ts, seq(float[N]) neg) {
       same, ts, neg = SequenceMap <body = body (float[N] a, float[2] b) => (float[N] a, float[2] b, float[N] c) {
             c = Neg(a)
@@ -186,7 +193,8 @@ case(
 
 case(
     "nested_sequence_map",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x, float k) => (seq(float[N]) y) {
       y = SequenceMap <body = outer (float[N] a) => (float[N] c) {
             zero = Constant <value = int64[1] {0}> ()
@@ -208,7 +216,8 @@ case(
 
 case(
     "inside_if",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x, bool flag) => (seq(float[N]) y) {
       y = If (flag) <
         then_branch = then_g () => (seq(float[N]) yt) {
@@ -225,7 +234,8 @@ case(
 
 case(
     "inside_loop_and_if_at_depth",
-    HEADER + """
+    HEADER
+    + """
     g (seq(float[N]) x, int64 trips) => (seq(float[N]) y) {
       yes = Constant <value = bool {1}> ()
       y = Loop (trips, yes, x) <body = loop_body (int64 i, bool c_in, seq(float[N]) s) => (bool c_out, seq(float[N]) s_out) {
@@ -249,7 +259,8 @@ case(
 
 case(
     "inside_scan",
-    HEADER + """
+    HEADER
+    + """
     g (float[T,D] x) => (float[T,D] y) {
       y = Scan <num_scan_inputs = 1, body = scan_body (float[D] row) => (float[D] out) {
             parts = SplitToSequence <keepdims = 0> (row)

@@ -6,7 +6,6 @@ names never matter; node order, wiring, attributes and signatures do.
 
 from __future__ import annotations
 
-import onnx
 import pytest
 
 import lowering
@@ -18,13 +17,15 @@ H = '<ir_version: 8, opset_import: ["" : 17]>'
 GOLDEN = {
     # One sequence input and one tensor input read from the outer scope.
     "sequence_and_tensor": (
-        H + """
+        H
+        + """
         g (seq(float[N]) x, float[3] t) => (seq(float[3]) y) {
           y = SequenceMap <body = body (float[N] a, float[3] b) => (float[3] c) {
                 c = Add(a, b)
               }> (x, t)
         }""",
-        H + """
+        H
+        + """
         g (seq(float[N]) x, float[3] t) => (seq(float[3]) y) {
           n = SequenceLength(x)
           empty = SequenceEmpty <dtype = 1> ()
@@ -39,13 +40,15 @@ GOLDEN = {
     ),
     # Several outputs of different element types; one passes an input through.
     "several_outputs_and_pass_through": (
-        H + """
+        H
+        + """
         g (seq(float[N]) x, seq(int32[M]) z) => (seq(int64[1]) shapes, seq(int32[M]) same) {
           shapes, same = SequenceMap <body = body (float[N] a, int32[M] b) => (int64[1] s, int32[M] b) {
                 s = Shape(a)
               }> (x, z)
         }""",
-        H + """
+        H
+        + """
         g (seq(float[N]) x, seq(int32[M]) z) => (seq(int64[1]) shapes, seq(int32[M]) same) {
           n = SequenceLength(x)
           e1 = SequenceEmpty <dtype = 7> ()
@@ -64,11 +67,13 @@ GOLDEN = {
     ),
     # torch.onnx style: nothing in the body is typed; inference supplies it.
     "untyped_body": (
-        H + """
+        H
+        + """
         g (seq(float[N]) x) => (seq(int64[1]) y) {
           y = SequenceMap <body = body (a) => (s) { s = Shape(a) }> (x)
         }""",
-        H + """
+        H
+        + """
         g (seq(float[N]) x) => (seq(int64[1]) y) {
           n = SequenceLength(x)
           empty = SequenceEmpty <dtype = 7> ()
@@ -83,7 +88,8 @@ GOLDEN = {
     ),
     # A map inside a map: both become Loops, the inner one inside the outer body.
     "nested": (
-        H + """
+        H
+        + """
         g (seq(float[N]) x, seq(float[N]) w) => (seq(float[N]) y) {
           y = SequenceMap <body = outer (float[N] a) => (float[N] c) {
                 inner = SequenceMap <body = inner_body (float[N] b) => (float[N] d) {
@@ -92,7 +98,8 @@ GOLDEN = {
                 c = ConcatFromSequence <axis = 0> (inner)
               }> (x)
         }""",
-        H + """
+        H
+        + """
         g (seq(float[N]) x, seq(float[N]) w) => (seq(float[N]) y) {
           n = SequenceLength(x)
           empty = SequenceEmpty <dtype = 1> ()
@@ -116,14 +123,16 @@ GOLDEN = {
     ),
     # Body initializers stay in the body; outer-scope references stay as they are.
     "body_initializer_and_outer_reference": (
-        H + """
+        H
+        + """
         g (seq(float[N]) x, float k) => (seq(float[N]) y) {
           y = SequenceMap <body = body (float[N] a) => (float[N] c) <float[1] bias = {1.0}> {
                 ak = Mul(a, k)
                 c = Add(ak, bias)
               }> (x)
         }""",
-        H + """
+        H
+        + """
         g (seq(float[N]) x, float k) => (seq(float[N]) y) {
           n = SequenceLength(x)
           empty = SequenceEmpty <dtype = 1> ()

@@ -66,8 +66,12 @@ def test_crowded_model_still_computes_the_same():
         "i": np.array(2.0, np.float32),
         "trip_count": np.array(False),
     }
-    expected = [[-a + np.float32(2.0) for a in feeds["cond"]], np.float32(-2.0),
-                np.float32(2.0), np.float32(2.0)]
+    expected = [
+        [-a + np.float32(2.0) for a in feeds["cond"]],
+        np.float32(-2.0),
+        np.float32(2.0),
+        np.float32(2.0),
+    ]
     assert_same(run(lowered(parse(CROWDED)), feeds), expected)
 
 

@@ -41,8 +41,14 @@ def _source() -> onnx.ModelProto:
 def test_everything_else_survives():
     source = _source()
     result = lowered(source)
-    for field in ("ir_version", "producer_name", "producer_version", "domain",
-                  "model_version", "doc_string"):
+    for field in (
+        "ir_version",
+        "producer_name",
+        "producer_version",
+        "domain",
+        "model_version",
+        "doc_string",
+    ):
         assert getattr(result, field) == getattr(source, field), field
     assert list(result.metadata_props) == list(source.metadata_props)
     assert list(result.opset_import) == list(source.opset_import)
@@ -60,7 +66,9 @@ def test_everything_else_survives():
     kept = [n for n in result.graph.node if n.name in {"first", "second", "last"}]
     assert [normalized(n) for n in kept] == [normalized(n) for n in others]
     names = [n.name for n in result.graph.node]
-    assert names.index("first") < names.index("second") < names.index("the_map") < names.index("last")
+    assert (
+        names.index("first") < names.index("second") < names.index("the_map") < names.index("last")
+    )
     loop = result.graph.node[names.index("the_map")]
     assert loop.op_type == "Loop"
     assert loop.doc_string == "doc of the_map"

@@ -30,4 +30,3 @@ def test_lowered_export_matches_torch(name):
     feeds = {n: data[f"input_{k}"] for k, n in enumerate(inputs)}
     expected = [data[f"output_{k}"] for k in range(len(result.graph.output))]
     assert_same(run(result, feeds), expected)
-
