@@ -2,28 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TypeVar, overload
+from typing import overload
 
 import onnx
 import onnx_ir as ir
 
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass
+from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import LowerSequenceMapPass, Rewrite
 
-ModelT = TypeVar("ModelT", onnx.ModelProto, ir.Model)
 
-
-def lower_in_place(model: ir.Model) -> list[Rewrite]:
+def lower_in_place(model: ir.Model, *, normalize_inserts: bool = True) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
 
-    Runs :class:`LowerSequenceMapPass` and then names the fresh values and
-    nodes. If the model cannot be lowered, :class:`LoweringError` is raised
-    before anything is changed.
+    Runs :class:`LowerSequenceMapPass`, then (unless ``normalize_inserts`` is
+    False) :class:`NormalizeSequenceInsertPass`, naming the fresh values and
+    nodes after each. A pass that finds a model it cannot handle raises
+    :class:`LoweringError` before it changes anything.
     """
     sequence_maps = LowerSequenceMapPass()
+    inserts = NormalizeSequenceInsertPass()
+    passes: list[ir.passes.PassBase] = [sequence_maps, FreshNamesPass()]
+    if normalize_inserts:
+        passes += [inserts, FreshNamesPass()]
     try:
-        ir.passes.PassManager([sequence_maps, FreshNamesPass()])(model)
+        ir.passes.PassManager(passes)(model)
     except ir.passes.PassError as error:
         # PassManager wraps what a pass raises; users want the LoweringError.
         cause = error.__cause__
@@ -32,15 +36,18 @@ def lower_in_place(model: ir.Model) -> list[Rewrite]:
         if isinstance(cause, LoweringError):
             raise cause from None
         raise
-    return sequence_maps.rewrites
+    return [*sequence_maps.rewrites, *inserts.rewrites]
 
 
 @overload
-def lower(model: onnx.ModelProto) -> onnx.ModelProto: ...
+def lower(model: onnx.ModelProto, *, normalize_inserts: bool = True) -> onnx.ModelProto: ...
 @overload
-def lower(model: ir.Model) -> ir.Model: ...
-def lower(model):
+def lower(model: ir.Model, *, normalize_inserts: bool = True) -> ir.Model: ...
+def lower(model, *, normalize_inserts=True):
     """Rewrite every SequenceMap in ``model`` into an equivalent Loop.
+
+    Then, unless ``normalize_inserts`` is False, put every SequenceInsert
+    position into canonical form (see :mod:`lowering.sequence_insert`).
 
     Takes an ``onnx.ModelProto`` or an ``onnx_ir.Model`` and returns the same
     kind. A ModelProto is left unchanged and a new one is returned; an
@@ -52,13 +59,13 @@ def lower(model):
     """
     if isinstance(model, onnx.ModelProto):
         ir_model = ir.serde.deserialize_model(model)
-        if not lower_in_place(ir_model):
+        if not lower_in_place(ir_model, normalize_inserts=normalize_inserts):
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)
             return unchanged
         return ir.serde.serialize_model(ir_model)
     if isinstance(model, ir.Model):
-        lower_in_place(model)
+        lower_in_place(model, normalize_inserts=normalize_inserts)
         return model
     raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")

@@ -27,6 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("input", metavar="IN.onnx", help="the model to lower (never modified)")
     parser.add_argument("output", metavar="OUT.onnx", help="where to write the lowered model")
+    parser.add_argument(
+        "--no-normalize-inserts",
+        dest="normalize_inserts",
+        action="store_false",
+        help="leave SequenceInsert positions as they are",
+    )
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument(
         "-v",
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = model_io.load(args.input)
         stage = "lower"
-        rewrites = lower_in_place(model)
+        rewrites = lower_in_place(model, normalize_inserts=args.normalize_inserts)
         stage = "write"
         if rewrites or not model_io.copy_unchanged(args.input, args.output, model):
             model_io.save(model, args.output)
@@ -77,16 +83,27 @@ def _fail(message: str, verbose: bool) -> int:
     return 1
 
 
+_DONE = {
+    "SequenceMap": "lowered {count} SequenceMap node{s}",
+    "SequenceInsert": "normalized {count} SequenceInsert position{s}",
+}
+
+
 def _summary(source: str, target: str, rewrites: list[Rewrite]) -> str:
     if not rewrites:
-        return f"{PROG}: {source}: no SequenceMap to lower; wrote {target} unchanged"
-    plural = "s" if len(rewrites) != 1 else ""
-    lines = [f"{PROG}: lowered {len(rewrites)} SequenceMap node{plural} in {source} -> {target}"]
-    by_scope = collections.defaultdict(list)
-    for rewrite in rewrites:
-        by_scope[rewrite.scope].append(rewrite.node_name or "<unnamed>")
-    for scope, names in by_scope.items():
-        lines.append(f"  {len(names)} in {scope}: {', '.join(map(repr, names))}")
+        return f"{PROG}: {source}: nothing to lower; wrote {target} unchanged"
+    lines = []
+    for op_type, done in _DONE.items():
+        of_op = [r for r in rewrites if r.op_type == op_type]
+        if not of_op:
+            continue
+        plural = "s" if len(of_op) != 1 else ""
+        lines.append(f"{PROG}: {done.format(count=len(of_op), s=plural)} in {source} -> {target}")
+        by_scope = collections.defaultdict(list)
+        for rewrite in of_op:
+            by_scope[rewrite.scope].append(rewrite.node_name or "<unnamed>")
+        for scope, names in by_scope.items():
+            lines.append(f"  {len(names)} in {scope}: {', '.join(map(repr, names))}")
     return "\n".join(lines)
 
 

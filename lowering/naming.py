@@ -115,6 +115,7 @@ class FreshNamesPass(ir.passes.InPlacePass):
     """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        before = _names(model)
         for item in (*_all_values(model), *_all_nodes(model)):
             if _FRESH_KEY in item.meta:
                 item.name = None
@@ -122,9 +123,13 @@ class FreshNamesPass(ir.passes.InPlacePass):
             node for node in _all_nodes(model) if not node.name and _FRESH_KEY not in node.meta
         ]
         generator = _ModelWideNames(*used_names(model))
-        result = NameFixPass(name_generator=generator)(model)
+        NameFixPass(name_generator=generator)(model)
         for node in anonymous:
             node.name = None
         for item in (*_all_values(model), *_all_nodes(model)):
             item.meta.pop(_FRESH_KEY, None)
-        return result
+        return ir.passes.PassResult(model, modified=_names(model) != before)
+
+
+def _names(model: ir.Model) -> list[str | None]:
+    return [item.name for item in (*_all_values(model), *_all_nodes(model))]

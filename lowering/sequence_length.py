@@ -1,0 +1,130 @@
+"""Static sequence lengths: how many elements a sequence value holds, if known.
+
+The SequenceInsert normalization folds a constant position into canonical
+form only when it knows the sequence's length. The analysis follows the
+producers of a sequence value through the ops whose effect on the length is
+fixed:
+
+    SequenceEmpty()                         -> 0
+    SequenceConstruct(t_1, .., t_k)         -> k
+    SequenceInsert(s, t[, p])               -> len(s) + 1
+    SequenceErase(s[, p])                   -> len(s) - 1
+    SplitToSequence(x, split)               -> len(split) for a 1-D constant split,
+                                               ceil(dim / split) for a scalar one
+    SplitToSequence(x)                      -> dim, when x's dim on axis is static
+    Identity(s)                             -> len(s)
+    Loop(SequenceLength(s), "", SequenceEmpty(), ..)
+         whose body appends once per trip   -> len(s)   (a lowered SequenceMap)
+
+Anything else, including graph inputs and loop-carried values, is unknown.
+Values are objects shared across scopes, so a sequence built in the main
+graph is known inside any subgraph that reads it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import onnx_ir as ir
+
+from lowering.scopes import is_onnx_op
+
+
+class SequenceLengths:
+    """Memoized static lengths of sequence values."""
+
+    def __init__(self) -> None:
+        self._known: dict[ir.Value, int | None] = {}
+
+    def __call__(self, value: ir.Value | None) -> int | None:
+        if value is None:
+            return None
+        if value not in self._known:
+            self._known[value] = None  # guards against cycles through loops
+            self._known[value] = self._compute(value)
+        return self._known[value]
+
+    def forget(self, value: ir.Value) -> None:
+        self._known.pop(value, None)
+
+    def _compute(self, value: ir.Value) -> int | None:
+        node = value.producer()
+        if node is None or node.domain not in ("", "ai.onnx"):
+            return None
+        op = node.op_type
+        if op == "SequenceEmpty":
+            return 0
+        if op == "SequenceConstruct":
+            return len(node.inputs)
+        if op == "SequenceInsert":
+            before = self(node.inputs[0])
+            return None if before is None else before + 1
+        if op == "SequenceErase":
+            before = self(node.inputs[0])
+            return None if before is None or before == 0 else before - 1
+        if op == "Identity":
+            return self(node.inputs[0])
+        if op == "SplitToSequence":
+            return _split_length(node)
+        if op == "Loop":
+            return self._mapped_length(node, value)
+        return None
+
+    def _mapped_length(self, loop: ir.Node, value: ir.Value) -> int | None:
+        """The length of a Loop output that appends once per trip to an empty start."""
+        if len(loop.inputs) < 3 or loop.inputs[1] is not None:
+            return None
+        trip_count = loop.inputs[0]
+        counter = trip_count.producer() if trip_count is not None else None
+        if counter is None or not is_onnx_op(counter, "SequenceLength"):
+            return None
+        j = value.index()
+        if j is None or 2 + j >= len(loop.inputs):
+            return None  # a scan output, not a loop-carried value
+        start = loop.inputs[2 + j]
+        start_node = start.producer() if start is not None else None
+        if start_node is None or not is_onnx_op(start_node, "SequenceEmpty"):
+            return None
+        body = loop.attributes["body"].as_graph()
+        cond_out = body.outputs[0].producer()
+        keeps_going = body.outputs[0] is body.inputs[1] or (
+            cond_out is not None
+            and is_onnx_op(cond_out, "Identity")
+            and cond_out.inputs[0] is body.inputs[1]
+        )
+        append = body.outputs[1 + j].producer()
+        appends_once = (
+            append is not None
+            and is_onnx_op(append, "SequenceInsert")
+            and len(append.inputs) == 2
+            and append.inputs[0] is body.inputs[2 + j]
+        )
+        if not (keeps_going and appends_once):
+            return None
+        return self(counter.inputs[0])
+
+
+def _split_length(node: ir.Node) -> int | None:
+    axis = node.attributes.get_int("axis", 0)
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is not None:
+        tensor = ir.convenience.get_const_tensor(split)
+        if tensor is None or split.is_graph_input():
+            return None
+        sizes = tensor.numpy()
+        if sizes.ndim == 1:
+            return int(sizes.shape[0])
+        dim = _static_dim(node.inputs[0], axis)
+        step = int(sizes)
+        return None if dim is None or step <= 0 else math.ceil(dim / step)
+    return _static_dim(node.inputs[0], axis)
+
+
+def _static_dim(value: ir.Value | None, axis: int) -> int | None:
+    if value is None or value.shape is None:
+        return None
+    rank = len(value.shape)
+    if not -rank <= axis < rank:
+        return None
+    dim = value.shape[axis]
+    return dim if isinstance(dim, int) else None
