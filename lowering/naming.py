@@ -26,12 +26,23 @@ def fresh(item: ir.Value | ir.Node, stem: str | None = None):
     """Mark a value or node made by a rewrite, to be named by :class:`FreshNamesPass`.
 
     ``stem`` is a readable base for a value's name ("iter", "acc"); nodes are
-    named after their op type. onnx_ir graphs name nodes and values the moment
-    they are inserted, unique only within that one graph; the mark lets the
-    pass replace those names with ones unique in the whole model.
+    named after their op type, and marking a node marks its outputs too.
+    onnx_ir graphs name nodes and values the moment they are inserted, unique
+    only within that one graph; the mark lets the pass replace those names
+    with ones unique in the whole model.
     """
     item.meta[_FRESH_KEY] = stem or ""
+    if isinstance(item, ir.Node):
+        for output in item.outputs:
+            output.meta.setdefault(_FRESH_KEY, "")
     return item
+
+
+def adopt_name(value: ir.Value, name: str | None) -> ir.Value:
+    """Give a fresh value a name it takes over from a value it replaces."""
+    value.meta.pop(_FRESH_KEY, None)
+    value.name = name
+    return value
 
 
 def used_names(model: ir.Model) -> tuple[set[str], set[str]]:

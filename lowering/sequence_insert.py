@@ -184,7 +184,7 @@ class _Position:
         p = self.position
         if self.dtype != _INT64:
             cast = fresh(ir.node("Cast", [p], {"to": _INT64}))
-            p = cast.outputs[0]
+            p = fresh(cast.outputs[0], "position")
             p.dtype, p.shape = _INT64, self.shape
             nodes.append(cast)
         if self.shape is None or self.shape.rank() != 0:
@@ -196,13 +196,14 @@ class _Position:
             p = _scalar_int64(reshape.outputs[0], "position")
             nodes += [scalar_shape, reshape]
         if not _known_non_negative(p, self.sequence):
-            zero = _constant_node(0)
+            zero = _constant_node(0, "zero")
             negative = fresh(ir.node("Less", [p, zero.outputs[0]]))
-            negative.outputs[0].dtype, negative.outputs[0].shape = ir.DataType.BOOL, ir.Shape([])
+            is_negative = fresh(negative.outputs[0], "is_negative")
+            is_negative.dtype, is_negative.shape = ir.DataType.BOOL, ir.Shape([])
             length = _sequence_length(self.sequence)
             shifted = fresh(ir.node("Add", [p, length.outputs[0]]))
             _scalar_int64(shifted.outputs[0], "shifted")
-            where = fresh(ir.node("Where", [negative.outputs[0], shifted.outputs[0], p]))
+            where = fresh(ir.node("Where", [is_negative, shifted.outputs[0], p]))
             p = _scalar_int64(where.outputs[0], "position")
             nodes += [zero, negative, length, shifted, where]
         return self._use(nodes) if nodes else None
@@ -262,9 +263,9 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
     return False
 
 
-def _constant_node(value: int) -> ir.Node:
+def _constant_node(value: int, stem: str = "position") -> ir.Node:
     node = fresh(ir.node("Constant", [], {"value": ir.tensor(np.array(value, np.int64))}))
-    _scalar_int64(node.outputs[0], "position")
+    _scalar_int64(node.outputs[0], stem)
     return node
 
 

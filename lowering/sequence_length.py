@@ -13,7 +13,7 @@ fixed:
                                                ceil(dim / split) for a scalar one
     SplitToSequence(x)                      -> dim, when x's dim on axis is static
     Identity(s)                             -> len(s)
-    Loop(SequenceLength(s), "", SequenceEmpty(), ..)
+    Loop(SequenceLength(s), true, SequenceEmpty(), ..)
          whose body appends once per trip   -> len(s)   (a lowered SequenceMap)
 
 Anything else, including graph inputs and loop-carried values, is unknown.
@@ -72,7 +72,7 @@ class SequenceLengths:
 
     def _mapped_length(self, loop: ir.Node, value: ir.Value) -> int | None:
         """The length of a Loop output that appends once per trip to an empty start."""
-        if len(loop.inputs) < 3 or loop.inputs[1] is not None:
+        if len(loop.inputs) < 3 or not _always_true(loop.inputs[1]):
             return None
         trip_count = loop.inputs[0]
         counter = trip_count.producer() if trip_count is not None else None
@@ -102,6 +102,14 @@ class SequenceLengths:
         if not (keeps_going and appends_once):
             return None
         return self(counter.inputs[0])
+
+
+def _always_true(condition: ir.Value | None) -> bool:
+    """A missing Loop condition, or a constant true one."""
+    if condition is None:
+        return True
+    tensor = ir.convenience.get_const_tensor(condition)
+    return tensor is not None and not condition.is_graph_input() and bool(tensor.numpy().all())
 
 
 def _split_length(node: ir.Node) -> int | None:

@@ -10,8 +10,9 @@ the output needs nothing beyond the sequence ops of opset 11 and Loop-13::
 becomes::
 
     n       = SequenceLength(s_0)
+    true    = Constant<value = true>()
     empty_j = SequenceEmpty<dtype = element type of y_j>()        j = 1..m
-    outs_1..outs_m = Loop(n, "", empty_1, .., empty_m)
+    outs_1..outs_m = Loop(n, true, empty_1, .., empty_m)
       body (iter, cond, acc_1, .., acc_m):
         +------------------------------------------------------------+
         | e_0 = SequenceAt(s_0, iter)        for every sequence input |
@@ -40,11 +41,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
 from lowering.errors import LoweringError
-from lowering.naming import fresh
+from lowering.naming import adopt_name, fresh
 from lowering.scopes import Located, find_nodes, is_onnx_op
 from lowering.type_inference import TypeOracle
 
@@ -282,7 +284,7 @@ def _apply(plan: _Plan) -> list[ir.Node]:
         if sequence:
             at = fresh(ir.node("SequenceAt", [outer, iteration], domain=domain))
             current = typed(at.outputs[0], element)
-            current.name = inner.name  # the body's nodes keep reading the same name
+            adopt_name(current, inner.name)  # the body's nodes keep reading the same name
             prologue.append(at)
         else:
             current = outer
@@ -319,6 +321,10 @@ def _apply(plan: _Plan) -> list[ir.Node]:
 
     length = fresh(ir.node("SequenceLength", [node.inputs[0]], domain=domain))
     typed(fresh(length.outputs[0], "trip_count"), scalar_int64)
+    # An explicit condition: Loop allows "" for "always", but some runtimes
+    # (onnx.reference among them) then run no trip at all.
+    always = fresh(ir.node("Constant", [], {"value": ir.tensor(np.array(True))}))
+    typed(fresh(always.outputs[0], "true"), scalar_bool)
     empties = []
     for t in plan.result_types:
         empty = fresh(ir.node("SequenceEmpty", [], {"dtype": t[0].dtype.value}, domain=domain))
@@ -326,7 +332,7 @@ def _apply(plan: _Plan) -> list[ir.Node]:
         empties.append(empty)
     loop = ir.node(
         "Loop",
-        [length.outputs[0], None, *(e.outputs[0] for e in empties)],
+        [length.outputs[0], always.outputs[0], *(e.outputs[0] for e in empties)],
         {"body": body},
         domain=domain,
         num_outputs=len(node.outputs),
@@ -334,7 +340,7 @@ def _apply(plan: _Plan) -> list[ir.Node]:
         doc_string=node.doc_string,
         metadata_props=dict(node.metadata_props),
     )
-    new_nodes = [length, *empties, loop]
+    new_nodes = [length, always, *empties, loop]
     old_outputs = list(node.outputs)
     ir.convenience.replace_nodes_and_values(
         owner, node, [node], new_nodes, old_outputs, loop.outputs

@@ -28,8 +28,9 @@ GOLDEN = {
         + """
         g (seq(float[N]) x, float[3] t) => (seq(float[3]) y) {
           n = SequenceLength(x)
+          true = Constant <value = bool {1}> ()
           empty = SequenceEmpty <dtype = 1> ()
-          y = Loop (n, , empty) <body = body (int64 i, bool cond, seq(float[3]) acc)
+          y = Loop (n, true, empty) <body = body (int64 i, bool cond, seq(float[3]) acc)
                                          => (bool cond_out, seq(float[3]) acc_out) {
                 a = SequenceAt(x, i)
                 c = Add(a, t)
@@ -51,9 +52,10 @@ GOLDEN = {
         + """
         g (seq(float[N]) x, seq(int32[M]) z) => (seq(int64[1]) shapes, seq(int32[M]) same) {
           n = SequenceLength(x)
+          true = Constant <value = bool {1}> ()
           e1 = SequenceEmpty <dtype = 7> ()
           e2 = SequenceEmpty <dtype = 6> ()
-          shapes, same = Loop (n, , e1, e2) <body = body (int64 i, bool cond,
+          shapes, same = Loop (n, true, e1, e2) <body = body (int64 i, bool cond,
                 seq(int64[1]) acc1, seq(int32[M]) acc2)
                 => (bool cond_out, seq(int64[1]) acc1_out, seq(int32[M]) acc2_out) {
                 a = SequenceAt(x, i)
@@ -76,8 +78,9 @@ GOLDEN = {
         + """
         g (seq(float[N]) x) => (seq(int64[1]) y) {
           n = SequenceLength(x)
+          true = Constant <value = bool {1}> ()
           empty = SequenceEmpty <dtype = 7> ()
-          y = Loop (n, , empty) <body = body (int64 i, bool cond, seq(int64[1]) acc)
+          y = Loop (n, true, empty) <body = body (int64 i, bool cond, seq(int64[1]) acc)
                                          => (bool cond_out, seq(int64[1]) acc_out) {
                 a = SequenceAt(x, i)
                 s = Shape(a)
@@ -102,13 +105,15 @@ GOLDEN = {
         + """
         g (seq(float[N]) x, seq(float[N]) w) => (seq(float[N]) y) {
           n = SequenceLength(x)
+          true = Constant <value = bool {1}> ()
           empty = SequenceEmpty <dtype = 1> ()
-          y = Loop (n, , empty) <body = outer (int64 i, bool cond, seq(float[N]) acc)
+          y = Loop (n, true, empty) <body = outer (int64 i, bool cond, seq(float[N]) acc)
                                           => (bool cond_out, seq(float[N]) acc_out) {
                 a = SequenceAt(x, i)
                 m = SequenceLength(w)
+                true2 = Constant <value = bool {1}> ()
                 empty2 = SequenceEmpty <dtype = 1> ()
-                inner = Loop (m, , empty2) <body = inner_body (int64 j, bool cond2, seq(float[N]) acc2)
+                inner = Loop (m, true2, empty2) <body = inner_body (int64 j, bool cond2, seq(float[N]) acc2)
                                                    => (bool cond2_out, seq(float[N]) acc2_out) {
                       b = SequenceAt(w, j)
                       d = Mul(a, b)
@@ -135,8 +140,9 @@ GOLDEN = {
         + """
         g (seq(float[N]) x, float k) => (seq(float[N]) y) {
           n = SequenceLength(x)
+          true = Constant <value = bool {1}> ()
           empty = SequenceEmpty <dtype = 1> ()
-          y = Loop (n, , empty) <body = body (int64 i, bool cond, seq(float[N]) acc)
+          y = Loop (n, true, empty) <body = body (int64 i, bool cond, seq(float[N]) acc)
                                          => (bool cond_out, seq(float[N]) acc_out)
                                          <float[1] bias = {1.0}> {
                 a = SequenceAt(x, i)
@@ -160,8 +166,9 @@ GOLDEN = {
         <domain: "local", opset_import: ["" : 17]>
         f (s) => (r) {
           n = SequenceLength(s)
+          true = Constant <value = bool {1}> ()
           empty = SequenceEmpty <dtype = 1> ()
-          r = Loop (n, , empty) <body = body (int64 i, bool cond, seq(float[N]) acc)
+          r = Loop (n, true, empty) <body = body (int64 i, bool cond, seq(float[N]) acc)
                                          => (bool cond_out, seq(float[N]) acc_out) {
                 a = SequenceAt(s, i)
                 c = Neg(a)

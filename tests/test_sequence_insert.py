@@ -1,0 +1,267 @@
+"""SequenceInsert positions: canonical form, checked against list.insert."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import warnings
+
+import numpy as np
+import onnx
+import onnx.reference
+import onnx_ir as ir
+import pytest
+from onnx.backend.test.case.node import collect_testcases
+
+import lowering
+from lowering.cli import main
+from tests.golden import canonical_text
+from tests.helpers import all_nodes, assert_same, lowered, parse, run
+
+F2 = "float[2]"
+
+
+def _element(k: int) -> np.ndarray:
+    return np.full(2, k, np.float32)
+
+
+INSERTED = np.full(2, 99, np.float32)
+
+
+def sweep_model(n, p, dtype, shape, source, placement, sequence):
+    """A model that inserts INSERTED into a sequence of n elements at p.
+
+    Returns the model and its feeds. Its output is the resulting sequence
+    stacked into a [n + 1, 2] tensor, computed at the top level, in a Loop
+    body, or in a SequenceMap body.
+    """
+    type_name = {"int32": "int32", "int64": "int64"}[dtype]
+    p_type = f"{type_name}[1]" if shape == "[1]" else type_name
+    inputs = [f"{F2} x"]
+    feeds = {"x": INSERTED}
+    initializers = []
+    if sequence == "static":
+        inputs += [f"{F2} a{k}" for k in range(n)]
+        feeds.update({f"a{k}": _element(k) for k in range(n)})
+        if n:
+            build = f"s = SequenceConstruct({', '.join(f'a{k}' for k in range(n))})"
+        else:
+            build = "s = SequenceEmpty <dtype = 1> ()"
+    else:
+        inputs.append(f"seq({F2}) s")
+        feeds["s"] = [_element(k) for k in range(n)]
+        build = ""
+    value = np.array(p if shape == "" else [p], dtype=dtype)
+    if source == "constant":
+        initializers.append(f"{p_type} p = {{{p}}}")
+    else:
+        inputs.append(f"{p_type} p")
+        feeds["p"] = value
+    insert = (
+        "r = SequenceInsert(s, x_in, p)\n stacked = ConcatFromSequence <axis = 0, new_axis = 1> (r)"
+    )
+    if placement == "top":
+        body = f"x_in = Identity(x)\n {insert}\n y = Identity(stacked)"
+    elif placement == "loop":
+        body = f"""one = Constant <value = int64 {{1}}> ()
+          yes = Constant <value = bool {{1}}> ()
+          nothing = Constant <value = float[0,2] {{}}> ()
+          y = Loop (one, yes, nothing) <body = loop_body (int64 i, bool c, float[M,2] before)
+                                                => (bool c_out, float[M,2] stacked) {{
+                 c_out = Identity(c)
+                 x_in = Identity(x)
+                 {insert}
+               }}>"""
+    else:
+        body = f"""xs = SequenceConstruct(x)
+          mapped = SequenceMap <body = map_body ({F2} x_in) => (float[M,2] stacked) {{
+                 {insert}
+               }}> (xs)
+          y = ConcatFromSequence <axis = 0> (mapped)"""
+    init = f"<{', '.join(initializers)}>" if initializers else ""
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g ({", ".join(inputs)}) => (float[M,2] y) {init} {{
+      {build}
+      {body}
+    }}"""
+    return parse(text), feeds
+
+
+def oracle(n: int, p: int) -> np.ndarray:
+    elements = [_element(k) for k in range(n)]
+    elements.insert(p, INSERTED)  # Python's list.insert is SequenceInsert
+    return np.stack(elements)
+
+
+SWEEP = [
+    (n, p, dtype, shape, source, placement, sequence)
+    for n in range(5)
+    for p in range(-n, n + 1)
+    for dtype, shape, source, placement, sequence in itertools.product(
+        ["int32", "int64"],
+        ["", "[1]"],
+        ["constant", "input"],
+        ["top", "loop", "map"],
+        ["static", "dynamic"],
+    )
+]
+
+
+def _positions(model: onnx.ModelProto) -> list[list[str]]:
+    return [list(n.input[2:]) for n in all_nodes(model) if n.op_type == "SequenceInsert"]
+
+
+@pytest.mark.parametrize("n,p,dtype,shape,source,placement,sequence", SWEEP)
+def test_position_sweep(n, p, dtype, shape, source, placement, sequence):
+    model, feeds = sweep_model(n, p, dtype, shape, source, placement, sequence)
+    result = lowered(model)
+    expected = oracle(n, p)
+    assert_same(run(result, feeds), [expected])
+    # Canonical: no third input where the position appends, whenever that is known.
+    if source == "constant" and sequence == "static" and p == n:
+        assert all(not position for position in _positions(result))
+    # Idempotent: a second run has nothing to do.
+    assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []
+    if source == "constant" and sequence == "static":
+        # onnx.reference computes (p + n) % n; on canonical positions it is right.
+        reference = onnx.reference.ReferenceEvaluator(result).run(None, feeds)
+        assert_same(reference, [expected])
+
+
+def test_onnx_reference_is_wrong_before_normalization():
+    """Why the pass exists: onnx.reference inserts p == n at the front."""
+    model, feeds = sweep_model(3, 3, "int64", "", "constant", "top", "static")
+    raw = onnx.reference.ReferenceEvaluator(model).run(None, feeds)[0]
+    assert not np.array_equal(raw, oracle(3, 3))
+
+
+@functools.cache
+def _onnx_cases() -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {c.name: c for c in collect_testcases(None) if "sequence_insert" in c.name}
+
+
+@pytest.mark.parametrize("name", ["test_sequence_insert_at_back", "test_sequence_insert_at_front"])
+def test_onnx_conformance_case(name):
+    case = _onnx_cases()[name]
+    result = lowered(case.model)
+    names = [i.name for i in result.graph.input]
+    for inputs, expected in case.data_sets:
+        assert_same(run(result, dict(zip(names, inputs))), list(expected))
+
+
+OUT_OF_RANGE = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] a, float[2] b, float[2] c, float[2] x) => (seq(float[2]) y) <{type} p = {{{p}}}> {{
+  s = SequenceConstruct(a, b, c)
+  [too_far] y = SequenceInsert(s, x, p)
+}}"""
+
+
+@pytest.mark.parametrize("p", [4, -4, 100])
+@pytest.mark.parametrize("type_", ["int64", "int32[1]"])
+def test_statically_out_of_range_is_an_error(p, type_):
+    model = parse(OUT_OF_RANGE.format(type=type_, p=p))
+    with pytest.raises(lowering.LoweringError) as error:
+        lowering.lower(model)
+    message = str(error.value)
+    assert "'too_far' (SequenceInsert) in main graph 'g'" in message
+    assert f"position {p} is out of range for a sequence of length 3" in message
+
+
+def test_out_of_range_exits_1_from_the_cli(tmp_path, capsys):
+    onnx.save(parse(OUT_OF_RANGE.format(type="int64", p=5)), tmp_path / "in.onnx")
+    assert main([str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]) == 1
+    err = capsys.readouterr().err
+    assert "position 5 is out of range for a sequence of length 3" in err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_no_normalize_inserts_leaves_positions(tmp_path):
+    model = parse(OUT_OF_RANGE.format(type="int32[1]", p=-1))
+    assert lowering.lower(model, normalize_inserts=False) == model
+    onnx.save(model, tmp_path / "in.onnx")
+    assert (
+        main(["-q", "--no-normalize-inserts", str(tmp_path / "in.onnx"), str(tmp_path / "o.onnx")])
+        == 0
+    )
+    assert (tmp_path / "o.onnx").read_bytes() == (tmp_path / "in.onnx").read_bytes()
+
+
+H = '<ir_version: 8, opset_import: ["" : 17]>'
+STATIC3 = "s = SequenceConstruct(a, b, c)"
+SIG = f"({F2} a, {F2} b, {F2} c, {F2} x, seq({F2}) d{{extra}}) => (seq({F2}) y)"
+
+# Each kind of position beside its fewest-nodes canonical rewrite.
+GOLDEN = {
+    "append_at_known_length_is_dropped": (
+        f"g {SIG.format(extra='')} <int32 p = {{3}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
+        f"g {SIG.format(extra='')} <int32 p = {{3}}> {{ {STATIC3}  y = SequenceInsert(s, x) }}",
+    ),
+    "negative_at_known_length_is_folded": (
+        f"g {SIG.format(extra='')} <int64[1] p = {{-2}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
+        f"""g {SIG.format(extra="")} <int64[1] p = {{-2}}> {{ {STATIC3}
+              q = Constant <value = int64 {{1}}> ()
+              y = SequenceInsert(s, x, q) }}""",
+    ),
+    "canonical_is_left_alone": (
+        f"g {SIG.format(extra='')} <int64 p = {{1}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
+        f"g {SIG.format(extra='')} <int64 p = {{1}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
+    ),
+    "non_negative_constant_unknown_length_gets_dtype_and_shape_only": (
+        f"g {SIG.format(extra='')} <int32[1] p = {{2}}> {{ y = SequenceInsert(d, x, p) }}",
+        f"""g {SIG.format(extra="")} <int32[1] p = {{2}}> {{
+              q = Constant <value = int64 {{2}}> ()
+              y = SequenceInsert(d, x, q) }}""",
+    ),
+    "negative_constant_unknown_length_adds_the_length": (
+        f"g {SIG.format(extra='')} <int64 p = {{-1}}> {{ y = SequenceInsert(d, x, p) }}",
+        f"""g {SIG.format(extra="")} <int64 p = {{-1}}> {{
+              q = Constant <value = int64 {{-1}}> ()
+              n = SequenceLength(d)
+              r = Add(q, n)
+              y = SequenceInsert(d, x, r) }}""",
+    ),
+    "dynamic_int64_scalar_gets_the_sign_fix": (
+        f"g {SIG.format(extra=', int64 p')} {{ y = SequenceInsert(d, x, p) }}",
+        f"""g {SIG.format(extra=", int64 p")} {{
+              zero = Constant <value = int64 {{0}}> ()
+              neg = Less(p, zero)
+              n = SequenceLength(d)
+              shifted = Add(p, n)
+              q = Where(neg, shifted, p)
+              y = SequenceInsert(d, x, q) }}""",
+    ),
+    "dynamic_int32_of_shape_1_gets_every_fix": (
+        f"g {SIG.format(extra=', int32[1] p')} {{ y = SequenceInsert(d, x, p) }}",
+        f"""g {SIG.format(extra=", int32[1] p")} {{
+              p64 = Cast <to = 7> (p)
+              shape = Constant <value = int64[0] {{}}> ()
+              scalar = Reshape(p64, shape)
+              zero = Constant <value = int64 {{0}}> ()
+              neg = Less(scalar, zero)
+              n = SequenceLength(d)
+              shifted = Add(scalar, n)
+              q = Where(neg, shifted, scalar)
+              y = SequenceInsert(d, x, q) }}""",
+    ),
+    "dynamic_length_of_the_same_sequence_appends": (
+        f"g {SIG.format(extra='')} {{ n = SequenceLength(d)  y = SequenceInsert(d, x, n) }}",
+        f"g {SIG.format(extra='')} {{ n = SequenceLength(d)  y = SequenceInsert(d, x) }}",
+    ),
+    "constant_from_a_dead_constant_node_is_replaced": (
+        f"""g {SIG.format(extra="")} {{ {STATIC3}
+              p = Constant <value = int32 {{-3}}> ()
+              y = SequenceInsert(s, x, p) }}""",
+        f"""g {SIG.format(extra="")} {{ {STATIC3}
+              q = Constant <value = int64 {{0}}> ()
+              y = SequenceInsert(s, x, q) }}""",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_golden(name):
+    source, expected = GOLDEN[name]
+    actual = lowering.lower(parse(H + source))
+    assert canonical_text(actual) == canonical_text(parse(H + expected))
