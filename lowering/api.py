@@ -58,7 +58,12 @@ def lower(model, *, normalize_inserts=True):
             node, the graph it sits in and the reason.
     """
     if isinstance(model, onnx.ModelProto):
-        ir_model = ir.serde.deserialize_model(model)
+        # onnx_ir tensors read through to the proto they came from, and some
+        # onnx_ir helpers write to them (get_const_tensor names the tensor):
+        # work on a copy so the caller's proto stays exactly as it was.
+        working = onnx.ModelProto()
+        working.CopyFrom(model)
+        ir_model = ir.serde.deserialize_model(working)
         if not lower_in_place(ir_model, normalize_inserts=normalize_inserts):
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()

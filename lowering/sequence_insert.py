@@ -36,6 +36,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
+from lowering.constants import constant_array
 from lowering.errors import LoweringError
 from lowering.naming import fresh
 from lowering.scopes import Located, find_nodes, is_onnx_op
@@ -98,15 +99,7 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
 
 
 def _needs_types(position: ir.Value) -> bool:
-    return _constant(position) is None and (position.dtype is None or position.shape is None)
-
-
-def _constant(value: ir.Value) -> np.ndarray | None:
-    """The value's contents when it is a constant that no caller can override."""
-    if value.is_graph_input():
-        return None
-    tensor = ir.convenience.get_const_tensor(value)
-    return None if tensor is None else tensor.numpy()
+    return constant_array(position) is None and (position.dtype is None or position.shape is None)
 
 
 class _Position:
@@ -117,7 +110,7 @@ class _Position:
         node = located.node
         self.sequence, _, self.position = node.inputs
         self.length = lengths(self.sequence)
-        self.value = _constant(self.position)
+        self.value = constant_array(self.position)
         self.dtype, self.shape = self.position.dtype, self.position.shape
         if self.value is None and oracle is not None and (self.dtype is None or self.shape is None):
             twin = oracle.twin(node, located.scope.owner)
@@ -226,7 +219,7 @@ class _Position:
 
 def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
     """True where ``value`` cannot be negative, or is this pass's own canonical form."""
-    constant = _constant(value)
+    constant = constant_array(value)
     if constant is not None:
         return bool((constant >= 0).all())
     node = value.producer()
@@ -238,7 +231,7 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
         left, right = node.inputs
         right_node = right.producer() if right is not None else None
         return (
-            _constant(left) is not None
+            constant_array(left) is not None
             and right_node is not None
             and is_onnx_op(right_node, "SequenceLength")
             and right_node.inputs[0] is sequence
@@ -251,8 +244,8 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
             less is not None
             and is_onnx_op(less, "Less")
             and less.inputs[0] is unshifted
-            and _constant(less.inputs[1]) is not None
-            and not _constant(less.inputs[1]).any()
+            and constant_array(less.inputs[1]) is not None
+            and not constant_array(less.inputs[1]).any()
             and add is not None
             and is_onnx_op(add, "Add")
             and add.inputs[0] is unshifted

@@ -27,6 +27,7 @@ import math
 
 import onnx_ir as ir
 
+from lowering.constants import constant_array
 from lowering.scopes import is_onnx_op
 
 
@@ -108,18 +109,17 @@ def _always_true(condition: ir.Value | None) -> bool:
     """A missing Loop condition, or a constant true one."""
     if condition is None:
         return True
-    tensor = ir.convenience.get_const_tensor(condition)
-    return tensor is not None and not condition.is_graph_input() and bool(tensor.numpy().all())
+    value = constant_array(condition)
+    return value is not None and bool(value.all())
 
 
 def _split_length(node: ir.Node) -> int | None:
     axis = node.attributes.get_int("axis", 0)
     split = node.inputs[1] if len(node.inputs) > 1 else None
     if split is not None:
-        tensor = ir.convenience.get_const_tensor(split)
-        if tensor is None or split.is_graph_input():
+        sizes = constant_array(split)
+        if sizes is None:
             return None
-        sizes = tensor.numpy()
         if sizes.ndim == 1:
             return int(sizes.shape[0])
         dim = _static_dim(node.inputs[0], axis)

@@ -265,3 +265,111 @@ def test_golden(name):
     source, expected = GOLDEN[name]
     actual = lowering.lower(parse(H + source))
     assert canonical_text(actual) == canonical_text(parse(H + expected))
+
+
+# Each static length source: (ops building s from a, b, c: float[2] and
+# w: float[4,2], the length, and a Python builder of the same list).
+LENGTH_SOURCES = {
+    "SequenceEmpty": ("s = SequenceEmpty <dtype = 1> ()", 0, lambda f: []),
+    "SequenceConstruct": ("s = SequenceConstruct(a, b)", 2, lambda f: [f["a"], f["b"]]),
+    "SequenceInsert": (
+        "t = SequenceConstruct(a, b)\n s = SequenceInsert(t, c)",
+        3,
+        lambda f: [f["a"], f["b"], f["c"]],
+    ),
+    "SequenceErase": (
+        "t = SequenceConstruct(a, b, c)\n s = SequenceErase(t)",
+        2,
+        lambda f: [f["a"], f["b"]],
+    ),
+    "SplitToSequence_constant_split": (
+        "sizes = Constant <value = int64[3] {1, 1, 2}> ()\n s = SplitToSequence(w, sizes)",
+        3,
+        lambda f: [f["w"][:1], f["w"][1:2], f["w"][2:]],
+    ),
+    "SplitToSequence_scalar_split": (
+        "size = Constant <value = int64 {3}> ()\n s = SplitToSequence(w, size)",
+        2,
+        lambda f: [f["w"][:3], f["w"][3:]],
+    ),
+    "SplitToSequence_static_dim": (
+        "s = SplitToSequence <keepdims = 0> (w)",
+        4,
+        lambda f: list(f["w"]),
+    ),
+    "Identity": ("t = SequenceConstruct(a)\n s = Identity(t)", 1, lambda f: [f["a"]]),
+    "lowered_SequenceMap": (
+        """t = SequenceConstruct(a, b, c)
+           s = SequenceMap <body = body (float[2] e) => (float[2] d) { d = Neg(e) }> (t)""",
+        3,
+        lambda f: [-f["a"], -f["b"], -f["c"]],
+    ),
+}
+
+
+def _length_model(build: str, position: int) -> onnx.ModelProto:
+    return parse(f"""{H}
+    g (float[2] a, float[2] b, float[2] c, float[4,2] w, float[2] x) => (seq(float[N]) y)
+      <int32 p = {{{position}}}> {{
+      {build}
+      [insert] y = SequenceInsert(s, x, p)
+    }}""")
+
+
+@pytest.mark.parametrize("source", list(LENGTH_SOURCES))
+def test_static_length_sources(source):
+    build, n, elements = LENGTH_SOURCES[source]
+    rng = np.random.default_rng(0)
+    feeds = {name: rng.standard_normal(2).astype(np.float32) for name in "abcx"}
+    feeds["w"] = rng.standard_normal((4, 2)).astype(np.float32)
+    # Appending at the known length drops the position altogether...
+    result = lowered(_length_model(build, n))
+    inserts = [n for n in all_nodes(result) if n.op_type == "SequenceInsert" and n.name == "insert"]
+    assert [list(node.input) for node in inserts] == [["s", "x"]]
+    assert_same(run(result, feeds), [[*elements(feeds), feeds["x"]]])
+    # ...and one past it is an error that names the length.
+    with pytest.raises(lowering.LoweringError, match=f"length {n}"):
+        lowering.lower(_length_model(build, n + 1))
+
+
+def test_constant_position_with_several_elements_is_an_error():
+    model = parse(f"""{H}
+    g (float[2] a, float[2] x) => (seq(float[2]) y) <int64[2] p = {{0, 1}}> {{
+      s = SequenceConstruct(a)
+      y = SequenceInsert(s, x, p)
+    }}""")
+    with pytest.raises(lowering.LoweringError, match=r"constant of shape \[2\]"):
+        lowering.lower(model)
+
+
+def test_positions_inside_functions_and_from_outer_scope_constants():
+    model = parse("""<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+    g (float[2] a, float[2] b, float[2] x, bool flag) => (seq(float[2]) y, seq(float[2]) z)
+      <int32[1] p = {-1}> {
+      s = SequenceConstruct(a, b)
+      y = If (flag) <
+        then_branch = then_g () => (seq(float[2]) t) { t = SequenceInsert(s, x, p) },
+        else_branch = else_g () => (seq(float[2]) e) { e = Identity(s) }>
+      z = local.push_front(s, x)
+    }
+    <domain: "local", opset_import: ["" : 17]>
+    push_front (q, v) => (r) {
+      zero = Constant <value = int32 {0}> ()
+      r = SequenceInsert(q, v, zero)
+    }""")
+    result = lowered(model)
+    positions = {node.input[2] for node in all_nodes(result) if node.op_type == "SequenceInsert"}
+    constants = {
+        out: onnx.numpy_helper.to_array(node.attribute[0].t)
+        for node in all_nodes(result)
+        if node.op_type == "Constant"
+        for out in node.output
+    }
+    # Both positions became int64 scalars: 1 (length 2 known), 0 (length unknown).
+    assert sorted(int(constants[p]) for p in positions) == [0, 1]
+    assert all(constants[p].dtype == np.int64 and constants[p].ndim == 0 for p in positions)
+    rng = np.random.default_rng(1)
+    feeds = {k: rng.standard_normal(2).astype(np.float32) for k in "abx"}
+    feeds["flag"] = np.array(True)
+    expected = [[feeds["a"], feeds["x"], feeds["b"]], [feeds["x"], feeds["a"], feeds["b"]]]
+    assert_same(run(result, feeds), expected)
