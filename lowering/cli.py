@@ -1,7 +1,9 @@
 """``python -m lowering IN OUT`` / ``onnx-lower IN OUT``.
 
 Exit codes: 0 success, 1 a model that cannot be read, lowered or written
-(one line on stderr naming the file, the node and the reason), 2 usage.
+(one line on stderr naming the file, the node and the reason) or, with
+``--verify``, a lowered model whose results differ, 2 usage, 3 (``--verify``)
+the two models could not be compared.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import logging
 import sys
 import traceback
 
-from lowering import model_io
+from lowering import model_io, verify
 from lowering.api import lower_in_place
 from lowering.errors import LoweringError
 from lowering.sequence_map import Rewrite
@@ -32,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
         dest="normalize_inserts",
         action="store_false",
         help="leave SequenceInsert positions as they are",
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="after writing OUT, run IN and OUT in onnxruntime on the same inputs and "
+        "compare every output (exit 1 on a mismatch, 3 if they cannot be compared)",
     )
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument(
@@ -56,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         stage = "lower"
         rewrites = lower_in_place(model, normalize_inserts=args.normalize_inserts)
         stage = "write"
-        if rewrites or not model_io.copy_unchanged(args.input, args.output, model):
-            model_io.save(model, args.output)
+        with model_io.kept_original(args.input, args.output, keep=args.verify) as original:
+            if rewrites or not model_io.copy_unchanged(args.input, args.output, model):
+                model_io.save(model, args.output)
+            report = verify.compare(original, args.output) if args.verify else None
     except (model_io.ModelFileError, LoweringError) as error:
         file = args.output if stage == "write" else args.input
         return _fail(f"{file}: {error}", args.verbose)
@@ -73,7 +83,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             for rewrite in rewrites:
                 print(_details(rewrite), file=sys.stderr)
-    return 0
+    if report is None:
+        return 0
+    if not args.quiet or report.status != verify.MATCH:
+        print(report.table(), file=sys.stderr)
+    if report.status == verify.MISMATCH:
+        names = ", ".join(map(repr, report.mismatched()))
+        print(
+            f"{PROG}: error: {args.output} was written, but it does not match "
+            f"{args.input} on {names}",
+            file=sys.stderr,
+        )
+    elif report.status == verify.COULD_NOT_COMPARE:
+        print(
+            f"{PROG}: {args.output} was written, but it could not be compared with "
+            f"{args.input}: {report.reason}",
+            file=sys.stderr,
+        )
+    return report.exit_code
 
 
 def _fail(message: str, verbose: bool) -> int:

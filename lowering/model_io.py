@@ -74,6 +74,27 @@ def copy_unchanged(source: str, path: str, model: ir.Model) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def kept_original(source: str, path: str, *, keep: bool):
+    """Yield a path where ``source`` can still be read after ``path`` is written.
+
+    That is ``source`` itself, unless it is about to be replaced (IN == OUT);
+    then a copy in the same folder, so that relative external data still
+    resolves, removed afterwards.
+    """
+    if not keep or os.path.abspath(source) != os.path.abspath(path):
+        yield source
+        return
+    fd, copy = tempfile.mkstemp(dir=_output_dir(path), prefix=".original.", suffix=".onnx")
+    try:
+        with os.fdopen(fd, "wb") as dst, open(source, "rb") as src:
+            shutil.copyfileobj(src, dst)
+        yield copy
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(copy)
+
+
 def _output_dir(path: str) -> str:
     out_dir = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(out_dir):
