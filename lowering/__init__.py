@@ -8,8 +8,9 @@ Public API: :func:`lower`, the passes :class:`LowerSequenceMapPass`,
 from lowering.api import lower, lower_in_place
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass
+from lowering.rewrites import Rewrite
 from lowering.sequence_insert import NormalizeSequenceInsertPass
-from lowering.sequence_map import LowerSequenceMapPass, Rewrite
+from lowering.sequence_map import LowerSequenceMapPass
 
 __all__ = [
     "FreshNamesPass",

@@ -9,19 +9,22 @@ import onnx_ir as ir
 
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass
+from lowering.rewrites import Rewrite
 from lowering.sequence_insert import NormalizeSequenceInsertPass
-from lowering.sequence_map import LowerSequenceMapPass, Rewrite
+from lowering.sequence_map import LowerSequenceMapPass
 
 
-def lower_in_place(model: ir.Model, *, normalize_inserts: bool = True) -> list[Rewrite]:
+def lower_in_place(
+    model: ir.Model, *, normalize_inserts: bool = True, strategy: str = "auto"
+) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
 
-    Runs :class:`LowerSequenceMapPass`, then (unless ``normalize_inserts`` is
-    False) :class:`NormalizeSequenceInsertPass`, naming the fresh values and
+    Runs :class:`LowerSequenceMapPass` with ``strategy``, then (unless
+    ``normalize_inserts`` is False) :class:`NormalizeSequenceInsertPass`, naming the fresh values and
     nodes after each. A pass that finds a model it cannot handle raises
     :class:`LoweringError` before it changes anything.
     """
-    sequence_maps = LowerSequenceMapPass()
+    sequence_maps = LowerSequenceMapPass(strategy)
     inserts = NormalizeSequenceInsertPass()
     passes: list[ir.passes.PassBase] = [sequence_maps, FreshNamesPass()]
     if normalize_inserts:
@@ -40,14 +43,21 @@ def lower_in_place(model: ir.Model, *, normalize_inserts: bool = True) -> list[R
 
 
 @overload
-def lower(model: onnx.ModelProto, *, normalize_inserts: bool = True) -> onnx.ModelProto: ...
+def lower(
+    model: onnx.ModelProto, *, normalize_inserts: bool = True, strategy: str = "auto"
+) -> onnx.ModelProto: ...
 @overload
-def lower(model: ir.Model, *, normalize_inserts: bool = True) -> ir.Model: ...
-def lower(model, *, normalize_inserts=True):
+def lower(
+    model: ir.Model, *, normalize_inserts: bool = True, strategy: str = "auto"
+) -> ir.Model: ...
+def lower(model, *, normalize_inserts=True, strategy="auto"):
     """Rewrite every SequenceMap in ``model`` into an equivalent Loop.
 
-    Then, unless ``normalize_inserts`` is False, put every SequenceInsert
-    position into canonical form (see :mod:`lowering.sequence_insert`).
+    ``strategy`` "auto" picks, for each map, a Loop with scan outputs where
+    every output element has one shape (O(n) in onnxruntime) and the
+    general Loop + SequenceInsert form elsewhere; "loop" forces the general
+    form. Then, unless ``normalize_inserts`` is False, every SequenceInsert
+    position is put into canonical form (see :mod:`lowering.sequence_insert`).
 
     Takes an ``onnx.ModelProto`` or an ``onnx_ir.Model`` and returns the same
     kind. A ModelProto is left unchanged and a new one is returned; an
@@ -64,13 +74,13 @@ def lower(model, *, normalize_inserts=True):
         working = onnx.ModelProto()
         working.CopyFrom(model)
         ir_model = ir.serde.deserialize_model(working)
-        if not lower_in_place(ir_model, normalize_inserts=normalize_inserts):
+        if not lower_in_place(ir_model, normalize_inserts=normalize_inserts, strategy=strategy):
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)
             return unchanged
         return ir.serde.serialize_model(ir_model)
     if isinstance(model, ir.Model):
-        lower_in_place(model, normalize_inserts=normalize_inserts)
+        lower_in_place(model, normalize_inserts=normalize_inserts, strategy=strategy)
         return model
     raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")

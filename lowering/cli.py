@@ -17,7 +17,8 @@ import traceback
 from lowering import model_io, verify
 from lowering.api import lower_in_place
 from lowering.errors import LoweringError
-from lowering.sequence_map import Rewrite
+from lowering.rewrites import Rewrite
+from lowering.sequence_map import STRATEGIES
 
 PROG = "onnx-lower"
 
@@ -29,6 +30,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("input", metavar="IN.onnx", help="the model to lower (never modified)")
     parser.add_argument("output", metavar="OUT.onnx", help="where to write the lowered model")
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="auto",
+        help="auto (default): a Loop with scan outputs where every output element has one "
+        "shape, the general Loop + SequenceInsert form elsewhere; loop: the general form "
+        "everywhere",
+    )
     parser.add_argument(
         "--no-normalize-inserts",
         dest="normalize_inserts",
@@ -62,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = model_io.load(args.input)
         stage = "lower"
-        rewrites = lower_in_place(model, normalize_inserts=args.normalize_inserts)
+        rewrites = lower_in_place(
+            model, normalize_inserts=args.normalize_inserts, strategy=args.strategy
+        )
         stage = "write"
         with model_io.kept_original(args.input, args.output, keep=args.verify) as original:
             if rewrites or not model_io.copy_unchanged(args.input, args.output, model):
@@ -128,9 +139,15 @@ def _summary(source: str, target: str, rewrites: list[Rewrite]) -> str:
         lines.append(f"{PROG}: {done.format(count=len(of_op), s=plural)} in {source} -> {target}")
         by_scope = collections.defaultdict(list)
         for rewrite in of_op:
-            by_scope[rewrite.scope].append(rewrite.node_name or "<unnamed>")
-        for scope, names in by_scope.items():
-            lines.append(f"  {len(names)} in {scope}: {', '.join(map(repr, names))}")
+            by_scope[rewrite.scope].append(rewrite)
+        for scope, in_scope in by_scope.items():
+            names = ", ".join(repr(r.node_name or "<unnamed>") for r in in_scope)
+            lines.append(f"  {len(in_scope)} in {scope}: {names}")
+            lines += [
+                f"    {r.node_name or '<unnamed>'!r}: {r.strategy}, {r.reason}"
+                for r in in_scope
+                if r.strategy
+            ]
     return "\n".join(lines)
 
 

@@ -39,9 +39,9 @@ import onnx_ir as ir
 from lowering.constants import constant_array
 from lowering.errors import LoweringError
 from lowering.naming import fresh
+from lowering.rewrites import Rewrite
 from lowering.scopes import Located, find_nodes, is_onnx_op
 from lowering.sequence_length import SequenceLengths
-from lowering.sequence_map import Rewrite
 from lowering.type_inference import TypeOracle
 
 logger = logging.getLogger(__name__)

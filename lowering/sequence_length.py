@@ -14,7 +14,9 @@ fixed:
     SplitToSequence(x)                      -> dim, when x's dim on axis is static
     Identity(s)                             -> len(s)
     Loop(SequenceLength(s), true, SequenceEmpty(), ..)
-         whose body appends once per trip   -> len(s)   (a lowered SequenceMap)
+         whose body appends once per trip   -> len(s)   (a SequenceMap lowered to a loop)
+    SplitToSequence(a scan output of
+         Loop(SequenceLength(s), true))     -> len(s)   (one lowered with uniform shapes)
 
 Anything else, including graph inputs and loop-carried values, is unknown.
 Values are objects shared across scopes, so a sequence built in the main
@@ -66,25 +68,38 @@ class SequenceLengths:
         if op == "Identity":
             return self(node.inputs[0])
         if op == "SplitToSequence":
-            return _split_length(node)
+            return self._split_length(node)
         if op == "Loop":
             return self._mapped_length(node, value)
         return None
 
     def _mapped_length(self, loop: ir.Node, value: ir.Value) -> int | None:
         """The length of a Loop output that appends once per trip to an empty start."""
-        if len(loop.inputs) < 3 or not _always_true(loop.inputs[1]):
-            return None
-        trip_count = loop.inputs[0]
-        counter = trip_count.producer() if trip_count is not None else None
-        if counter is None or not is_onnx_op(counter, "SequenceLength"):
-            return None
+        trips = self._trips(loop)
         j = value.index()
-        if j is None or 2 + j >= len(loop.inputs):
+        if trips is None or j is None or 2 + j >= len(loop.inputs):
             return None  # a scan output, not a loop-carried value
         start = loop.inputs[2 + j]
         start_node = start.producer() if start is not None else None
         if start_node is None or not is_onnx_op(start_node, "SequenceEmpty"):
+            return None
+        body = loop.attributes["body"].as_graph()
+        append = body.outputs[1 + j].producer()
+        appends_once = (
+            append is not None
+            and is_onnx_op(append, "SequenceInsert")
+            and len(append.inputs) == 2
+            and append.inputs[0] is body.inputs[2 + j]
+        )
+        return trips if appends_once else None
+
+    def _trips(self, loop: ir.Node) -> int | None:
+        """How many trips a Loop makes: ``SequenceLength(s)`` of a known ``s``, never stopping early."""
+        if len(loop.inputs) < 2 or not _always_true(loop.inputs[1]):
+            return None
+        trip_count = loop.inputs[0]
+        counter = trip_count.producer() if trip_count is not None else None
+        if counter is None or not is_onnx_op(counter, "SequenceLength"):
             return None
         body = loop.attributes["body"].as_graph()
         cond_out = body.outputs[0].producer()
@@ -93,16 +108,30 @@ class SequenceLengths:
             and is_onnx_op(cond_out, "Identity")
             and cond_out.inputs[0] is body.inputs[1]
         )
-        append = body.outputs[1 + j].producer()
-        appends_once = (
-            append is not None
-            and is_onnx_op(append, "SequenceInsert")
-            and len(append.inputs) == 2
-            and append.inputs[0] is body.inputs[2 + j]
-        )
-        if not (keeps_going and appends_once):
+        return self(counter.inputs[0]) if keeps_going else None
+
+    def _split_length(self, node: ir.Node) -> int | None:
+        axis = node.attributes.get_int("axis", 0)
+        split = node.inputs[1] if len(node.inputs) > 1 else None
+        if split is not None:
+            sizes = constant_array(split)
+            if sizes is None:
+                return None
+            if sizes.ndim == 1:
+                return int(sizes.shape[0])
+            dim = _static_dim(node.inputs[0], axis)
+            step = int(sizes)
+            return None if dim is None or step <= 0 else math.ceil(dim / step)
+        dim = _static_dim(node.inputs[0], axis)
+        if dim is not None:
+            return dim
+        # The stacked scan output of a Loop, split along the trips again.
+        stack = node.inputs[0]
+        loop = stack.producer() if stack is not None else None
+        if axis != 0 or loop is None or not is_onnx_op(loop, "Loop"):
             return None
-        return self(counter.inputs[0])
+        carried = len(loop.inputs) - 2
+        return self._trips(loop) if stack.index() >= carried else None
 
 
 def _always_true(condition: ir.Value | None) -> bool:
@@ -111,21 +140,6 @@ def _always_true(condition: ir.Value | None) -> bool:
         return True
     value = constant_array(condition)
     return value is not None and bool(value.all())
-
-
-def _split_length(node: ir.Node) -> int | None:
-    axis = node.attributes.get_int("axis", 0)
-    split = node.inputs[1] if len(node.inputs) > 1 else None
-    if split is not None:
-        sizes = constant_array(split)
-        if sizes is None:
-            return None
-        if sizes.ndim == 1:
-            return int(sizes.shape[0])
-        dim = _static_dim(node.inputs[0], axis)
-        step = int(sizes)
-        return None if dim is None or step <= 0 else math.ceil(dim / step)
-    return _static_dim(node.inputs[0], axis)
 
 
 def _static_dim(value: ir.Value | None, axis: int) -> int | None:

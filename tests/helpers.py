@@ -42,10 +42,10 @@ def op_types(model: onnx.ModelProto) -> list[str]:
     return [node.op_type for node in all_nodes(model)]
 
 
-def lowered(model: onnx.ModelProto) -> onnx.ModelProto:
+def lowered(model: onnx.ModelProto, **options) -> onnx.ModelProto:
     """Lower and check the promises every output keeps."""
     before = model.SerializeToString()
-    result = lowering.lower(model)
+    result = lowering.lower(model, **options)
     assert model.SerializeToString() == before, "lower() changed its input"
     assert "SequenceMap" not in op_types(result)
     onnx.checker.check_model(result, full_check=True)

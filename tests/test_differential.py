@@ -320,12 +320,13 @@ case(
 )
 
 
+@pytest.mark.parametrize("strategy", ["auto", "loop"])
 @pytest.mark.parametrize("n", [0, 1, 4])
 @pytest.mark.parametrize("name", list(CASES))
-def test_lowered_matches_oracle_and_original(name, n):
+def test_lowered_matches_oracle_and_original(name, n, strategy):
     spec = CASES[name]
     original = parse(spec.text)
-    result = lowered(original)
+    result = lowered(original, strategy=strategy)
     assert "Loop" in op_types(result)
     feeds = spec.feeds(n, np.random.default_rng(n))
     expected = spec.oracle(feeds)
@@ -362,7 +363,7 @@ def test_every_model_opset(opset):
 def test_empty_input_gives_empty_outputs_of_the_right_element_type(name):
     """onnxruntime returns [] for an empty sequence, which hides the dtype;
     so check that every Loop output starts from SequenceEmpty of its type."""
-    result = lowered(parse(CASES[name].text))
+    result = lowered(parse(CASES[name].text), strategy="loop")
     producers = {out: node for node in result.graph.node for out in node.output}
     loop = next(node for node in result.graph.node if node.op_type == "Loop")
     for initial, output in zip(loop.input[2:], loop.output, strict=True):

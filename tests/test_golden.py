@@ -1,4 +1,5 @@
-"""Golden tests: each input model beside the model the lowering must write.
+"""Golden tests of the general (``loop``) strategy: each input model beside
+the model the lowering must write.
 
 Compared by structure with :func:`tests.golden.canonical_text`, so fresh
 names never matter; node order, wiring, attributes and signatures do.
@@ -183,17 +184,17 @@ GOLDEN = {
 @pytest.mark.parametrize("name", list(GOLDEN))
 def test_golden(name):
     source, expected = GOLDEN[name]
-    actual = lowering.lower(parse(source))
+    actual = lowering.lower(parse(source), strategy="loop")
     assert canonical_text(actual) == canonical_text(parse(expected))
 
 
 def test_canonical_text_sees_a_changed_op():
     source, expected = GOLDEN["sequence_and_tensor"]
     wrong = parse(expected.replace("Add(a, t)", "Sub(a, t)"))
-    assert canonical_text(lowering.lower(parse(source))) != canonical_text(wrong)
+    assert canonical_text(lowering.lower(parse(source), strategy="loop")) != canonical_text(wrong)
 
 
 def test_canonical_text_sees_changed_wiring():
     source, expected = GOLDEN["sequence_and_tensor"]
     wrong = parse(expected.replace("SequenceAt(x, i)", "SequenceAt(x, n)"))
-    assert canonical_text(lowering.lower(parse(source))) != canonical_text(wrong)
+    assert canonical_text(lowering.lower(parse(source), strategy="loop")) != canonical_text(wrong)

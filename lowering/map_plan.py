@@ -1,0 +1,310 @@
+"""Checking a SequenceMap, and what every strategy's rewrite shares.
+
+:func:`plan_map` validates a SequenceMap and works out, before anything is
+changed, which inputs are sequences and the type of every element and
+output: from the body's declared types, the node's, or ONNX shape inference
+(:mod:`lowering.type_inference`). Every strategy then turns the same body
+graph into a Loop body with :func:`open_body`, and puts its nodes in the
+map's place with :func:`replace_map`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from lowering.errors import LoweringError
+from lowering.naming import adopt_name, fresh
+from lowering.scopes import Located
+
+TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
+SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
+SCALAR_BOOL: TypeAndShape = (ir.TensorType(ir.DataType.BOOL), ir.Shape([]))
+
+
+@dataclasses.dataclass
+class MapPlan:
+    """Everything a rewrite needs, checked before anything is changed."""
+
+    located: Located
+    body: ir.Graph
+    is_sequence: list[bool]
+    element_types: list[TypeAndShape | None]  # of each body input
+    result_types: list[TypeAndShape]  # of each body output (a tensor)
+    output_types: list[TypeAndShape]  # of each node output (a sequence)
+    original: onnx.NodeProto
+
+    @property
+    def node(self) -> ir.Node:
+        return self.located.node
+
+
+def plan_map(located: Located, twin: ir.Node | None) -> MapPlan:
+    """Check a SequenceMap and work out every type its lowering needs."""
+    node = located.node
+
+    def fail(reason: str) -> LoweringError:
+        return LoweringError(reason, node=node, scope=located.scope.description)
+
+    body = _body_of(node, fail)
+    twin_body = twin.attributes["body"].as_graph() if twin is not None else None
+    if not node.inputs:
+        raise fail("it has no input sequence")
+    if len(body.inputs) != len(node.inputs):
+        raise fail(
+            f"its body has {len(body.inputs)} input(s) but the node has {len(node.inputs)}; "
+            "the body must take one input per node input"
+        )
+    if len(body.outputs) != len(node.outputs):
+        raise fail(
+            f"its body has {len(body.outputs)} output(s) but the node has {len(node.outputs)}; "
+            "the body must return one output per node output"
+        )
+
+    is_sequence: list[bool] = []
+    element_types: list[TypeAndShape | None] = []
+    for j, (outer, inner) in enumerate(zip(node.inputs, body.inputs, strict=True)):
+        if outer is None:
+            raise fail(f"input {j} is empty; SequenceMap inputs cannot be omitted")
+        twin_outer = twin.inputs[j] if twin is not None else None
+        outer_type = _first_typed(_of(outer), _of(twin_outer))
+        if outer_type is None:
+            if j > 0:
+                raise fail(
+                    f"the type of input {j} ({outer.name!r}) is unknown, so it cannot tell "
+                    "a sequence from a tensor; declare the input's type"
+                )
+            sequence = True  # the spec makes the first input a sequence
+        elif isinstance(outer_type[0], ir.SequenceType):
+            sequence = True
+        elif isinstance(outer_type[0], ir.TensorType):
+            sequence = False
+        else:
+            raise fail(
+                f"input {j} ({outer.name!r}) has type {outer_type[0]}, "
+                "but SequenceMap takes sequences of tensors and tensors"
+            )
+        if j == 0 and not sequence:
+            raise fail(f"its first input ({outer.name!r}) is a tensor, not a sequence")
+        if sequence and outer_type is not None:
+            outer_type = _element_of(outer_type)
+        is_sequence.append(sequence)
+        element_types.append(_first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type))
+
+    result_types: list[TypeAndShape] = []
+    output_types: list[TypeAndShape] = []
+    for k, (result, output) in enumerate(zip(body.outputs, node.outputs, strict=True)):
+        twin_output = twin.outputs[k] if twin is not None else None
+        declared_output = _first_typed(_of(output), _of(twin_output))
+        if declared_output is not None and not isinstance(declared_output[0], ir.SequenceType):
+            raise fail(
+                f"output {k} ({output.name!r}) is declared as {declared_output[0]}, "
+                "but SequenceMap outputs are sequences"
+            )
+        result_type = _first_typed(
+            _of(result),
+            _of(_at(twin_body, "outputs", k)),
+            _element_of(declared_output) if declared_output is not None else None,
+        )
+        if result_type is None:
+            raise fail(
+                f"the element type of output {k} ({output.name!r}) cannot be determined: "
+                "the body does not declare it and shape inference cannot infer it; "
+                "declare the type of the body output or of the node output"
+            )
+        if not isinstance(result_type[0], ir.TensorType):
+            raise fail(
+                f"body output {k} ({result.name!r}) has type {result_type[0]}; "
+                "a SequenceMap body must return tensors"
+            )
+        if declared_output is not None and _element_of(declared_output)[0] != result_type[0]:
+            raise fail(
+                f"output {k} ({output.name!r}) is declared as {declared_output[0]} but its "
+                f"body output ({result.name!r}) is {result_type[0]}"
+            )
+        result_types.append(result_type)
+        output_types.append(
+            (
+                ir.SequenceType(result_type[0]),
+                declared_output[1] if declared_output else result_type[1],
+            )
+        )
+
+    return MapPlan(
+        located=located,
+        body=body,
+        is_sequence=is_sequence,
+        element_types=element_types,
+        result_types=result_types,
+        output_types=output_types,
+        original=ir.serde.serialize_node(node),
+    )
+
+
+def _body_of(node: ir.Node, fail) -> ir.Graph:
+    attr = node.attributes.get("body")
+    if attr is None:
+        raise fail("it has no 'body' attribute")
+    if attr.is_ref():
+        raise fail(
+            f"its body is a reference to the function attribute {attr.ref_attr_name!r}; "
+            "inline the function before lowering"
+        )
+    if attr.type != ir.AttributeType.GRAPH:
+        raise fail(f"its 'body' attribute is a {attr.type.name}, not a graph")
+    return attr.as_graph()
+
+
+def typed(value: ir.Value, type_and_shape: TypeAndShape | None) -> ir.Value:
+    """Give ``value`` a whole type, shape included."""
+    if type_and_shape is not None:
+        value.type, value.shape = type_and_shape
+    return value
+
+
+def open_body(
+    plan: MapPlan, iteration: ir.Value, cond: ir.Value
+) -> tuple[list[ir.Node], list[ir.Value]]:
+    """Turn the map's body into a Loop body reading element ``iteration``.
+
+    Each body input becomes the current element (a ``SequenceAt`` of a
+    sequence input, which takes over the input's name, so the body's nodes
+    keep reading the same name) or the outer value itself (a tensor input,
+    read from the enclosing scope). The body's inputs become
+    ``(iteration, cond)``; the caller adds any loop-carried ones.
+
+    Returns the ``SequenceAt`` nodes, already at the top of the body, and
+    the values the body computed for each output, already typed.
+    """
+    node, body = plan.node, plan.body
+    prologue = []
+    replacements: dict[ir.Value, ir.Value] = {}
+    for outer, inner, sequence, element in zip(
+        node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
+    ):
+        if sequence:
+            at = fresh(ir.node("SequenceAt", [outer, iteration]))
+            current = typed(at.outputs[0], element)
+            adopt_name(current, inner.name)
+            prologue.append(at)
+        else:
+            current = outer
+        replacements[inner] = current
+    # A body output may be a body input passed straight through.
+    results = [replacements.get(value, value) for value in body.outputs]
+    body.outputs.clear()
+    for inner, current in replacements.items():
+        inner.replace_all_uses_with(current)
+    body.inputs.clear()
+    body.inputs.extend([iteration, cond])
+    for result, t in zip(results, plan.result_types, strict=True):
+        # Type the body's own untyped results; never retype an outer-scope value.
+        if result.graph is body and (result.type is None or not dtype_known(result.type)):
+            typed(result, t)
+    if prologue:
+        if body.num_nodes():
+            body.insert_before(body.node(0), prologue)
+        else:
+            body.extend(prologue)
+    return prologue, results
+
+
+def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
+    """``SequenceLength`` of the first input, and a constant true condition.
+
+    The condition is explicit: Loop allows "" for "always", but some
+    runtimes (onnx.reference among them) then run no trip at all.
+    """
+    length = fresh(ir.node("SequenceLength", [plan.node.inputs[0]]))
+    typed(fresh(length.outputs[0], "trip_count"), SCALAR_INT64)
+    always = fresh(ir.node("Constant", [], {"value": ir.tensor(np.array(True))}))
+    typed(fresh(always.outputs[0], "true"), SCALAR_BOOL)
+    return [length, always], length.outputs[0], always.outputs[0]
+
+
+def body_signature(plan: MapPlan) -> tuple[ir.Value, ir.Value]:
+    """Fresh ``(iteration, cond)`` inputs for a Loop body."""
+    iteration = typed(fresh(ir.Value(), "iter"), SCALAR_INT64)
+    cond = typed(fresh(ir.Value(), "cond_in"), SCALAR_BOOL)
+    return iteration, cond
+
+
+def keep_going(cond: ir.Value) -> ir.Node:
+    """``Identity(cond)``: the body's condition output, never stopping early."""
+    node = fresh(ir.node("Identity", [cond]))
+    typed(fresh(node.outputs[0], "cond_out"), SCALAR_BOOL)
+    return node
+
+
+def make_loop(plan: MapPlan, inputs: list[ir.Value | None], num_outputs: int) -> ir.Node:
+    """The Loop that takes the map's place, its name, doc string and metadata."""
+    node = plan.node
+    return ir.node(
+        "Loop",
+        inputs,
+        {"body": plan.body},
+        num_outputs=num_outputs,
+        name=node.name,
+        doc_string=node.doc_string,
+        metadata_props=dict(node.metadata_props),
+    )
+
+
+def replace_map(plan: MapPlan, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
+    """Put ``new_nodes`` in the map's place; ``outputs`` take over its outputs' names."""
+    node = plan.node
+    names = [output.name for output in node.outputs]
+    ir.convenience.replace_nodes_and_values(
+        plan.located.scope.owner, node, [node], new_nodes, list(node.outputs), outputs
+    )
+    for output, name, t in zip(outputs, names, plan.output_types, strict=True):
+        adopt_name(typed(output, t), name)
+
+
+def _of(value: ir.Value | None) -> TypeAndShape | None:
+    if value is None or value.type is None:
+        return None
+    return value.type, value.shape
+
+
+def _at(graph: ir.Graph | None, field: str, index: int) -> ir.Value | None:
+    if graph is None:
+        return None
+    values = getattr(graph, field)
+    return values[index] if index < len(values) else None
+
+
+def _element_of(type_and_shape: TypeAndShape) -> TypeAndShape:
+    """The element type of a sequence type; the shape is already the element's."""
+    type_, shape = type_and_shape
+    if isinstance(type_, ir.SequenceType):
+        return type_.elem_type, shape
+    return type_, shape
+
+
+def _first_typed(*candidates: TypeAndShape | None) -> TypeAndShape | None:
+    """The first candidate whose innermost element type is known.
+
+    A candidate with a known type but no shape borrows the first shape a
+    later candidate of the same type offers.
+    """
+    for i, candidate in enumerate(candidates):
+        if candidate is None or not dtype_known(candidate[0]):
+            continue
+        type_, shape = candidate
+        if shape is None:
+            for other in candidates[i + 1 :]:
+                if other is not None and other[0] == type_ and other[1] is not None:
+                    shape = other[1]
+                    break
+        return type_, shape
+    return None
+
+
+def dtype_known(type_: ir.TypeProtocol) -> bool:
+    while isinstance(type_, (ir.SequenceType, ir.OptionalType)):
+        type_ = type_.elem_type
+    return type_.dtype != ir.DataType.UNDEFINED

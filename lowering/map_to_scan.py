@@ -1,0 +1,115 @@
+"""The uniform-shape strategy: scan outputs, then one SplitToSequence each.
+
+When every output element has the same shape (:mod:`lowering.uniform_shapes`),
+the body's outputs can be stacked by the Loop itself as scan outputs, and
+each stack split back into a sequence once. That is O(n), where appending
+to a loop-carried sequence is O(n^2) in onnxruntime, and needs only opset 11::
+
+    outs_1..outs_m = SequenceMap(s_0, a_1, .., a_k)
+                     <body (e_0, e_1, .., e_k) => (y_1, .., y_m)>
+
+becomes::
+
+    n    = SequenceLength(s_0)
+    true = Constant<value = true>()
+    stack_1..stack_m = Loop(n, true)
+      body (iter, cond):
+        +------------------------------------------------------------+
+        | e_0 = SequenceAt(s_0, iter)        for every sequence input |
+        | ... the original body nodes, unchanged ...                  |
+        | cond' = Identity(cond)                                      |
+        +------------------------------------------------------------+
+        => (cond', y_1, .., y_m)             y_j stacked: [n, *shape_j]
+    outs_j = SplitToSequence<axis = 0, keepdims = 0>(stack_j)   j = 1..m
+
+An empty input gives n = 0, stacks of shape [0, *shape_j], and empty
+sequences of the right element type.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from lowering.map_plan import (
+    MapPlan,
+    body_signature,
+    keep_going,
+    loop_header,
+    make_loop,
+    open_body,
+    replace_map,
+    typed,
+)
+from lowering.naming import fresh
+from lowering.uniform_shapes import UniformShapes, static_shapes, uniform_elements
+
+
+def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
+    """Whether every output element has one shape, and why (not)."""
+    if static_shapes([shape for _, shape in plan.result_types]):
+        return True, "every output has a static shape"
+    node, body = plan.node, plan.body
+    k, (_, shape) = next(
+        (k, t) for k, t in enumerate(plan.result_types) if not static_shapes([t[1]])
+    )
+    output = f"output {k} ({node.outputs[k].name!r}) has shape {_show(shape)}"
+    uniform_inputs, invariant_inputs = set(), set()
+    for outer, inner, sequence, element in zip(
+        node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
+    ):
+        if not sequence:
+            invariant_inputs.add(inner)
+        elif uniform_elements(outer, element[1] if element else None):
+            uniform_inputs.add(inner)
+        else:
+            return False, (
+                f"{output}, and the elements of {outer.name!r} may differ in shape "
+                "(not a SplitToSequence without split, nor of static shape)"
+            )
+    shapes = UniformShapes(body, uniform_inputs, invariant_inputs)
+    for k, result in enumerate(body.outputs):
+        if not shapes.is_uniform(result):
+            return False, (
+                f"output {k} ({node.outputs[k].name!r}) may differ in shape from element "
+                "to element: its body computes a shape from data"
+            )
+    return True, (
+        "every input element comes from a SplitToSequence without split, and the body "
+        "keeps shapes uniform"
+    )
+
+
+def _show(shape: ir.Shape | None) -> str:
+    if shape is None:
+        return "unknown"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def lower_to_scan_outputs(plan: MapPlan) -> list[ir.Node]:
+    """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it."""
+    body = plan.body
+    iteration, cond = body_signature(plan)
+    _, results = open_body(plan, iteration, cond)
+    stop = keep_going(cond)
+    body.append(stop)
+    scanned = []
+    for result, t in zip(results, plan.result_types, strict=True):
+        if result.graph is not body or result in scanned:
+            # A scan output must be a value of this body, and each one distinct.
+            copy = fresh(ir.node("Identity", [result]))
+            body.append(copy)
+            result = typed(copy.outputs[0], t)
+        scanned.append(result)
+    body.outputs.extend([stop.outputs[0], *scanned])
+
+    header, trip_count, always = loop_header(plan)
+    loop = make_loop(plan, [trip_count, always], len(plan.node.outputs))
+    splits = []
+    for stack, (type_, shape) in zip(loop.outputs, plan.result_types, strict=True):
+        stack_shape = None if shape is None else ir.Shape([None, *shape])
+        typed(fresh(stack, "stack"), (type_, stack_shape))
+        split = fresh(ir.node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
+        splits.append(split)
+    new_nodes = [*header, loop, *splits]
+    replace_map(plan, new_nodes, [split.outputs[0] for split in splits])
+    return new_nodes

@@ -1,0 +1,39 @@
+"""What a pass rewrote, for the CLI's summary and ``-v`` report."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx
+import onnx_ir as ir
+
+
+@dataclasses.dataclass
+class Rewrite:
+    """One rewritten node: where it was, how it was rewritten, what replaced it.
+
+    Attributes:
+        scope: The graph or function the node sat in, for humans.
+        node_name: The node's name ("" if it had none).
+        op_type: "SequenceMap" or "SequenceInsert".
+        original: The node as it was, serialized before the rewrite.
+        new_nodes: The nodes that replaced it (render after names are fixed).
+        strategy: How it was rewritten (e.g. "loop", "uniform").
+        reason: Why that strategy was chosen.
+    """
+
+    scope: str
+    node_name: str
+    op_type: str
+    original: onnx.NodeProto
+    new_nodes: list[ir.Node]
+    strategy: str = ""
+    reason: str = ""
+
+    def before(self) -> str:
+        """The rewritten node in ONNX text syntax."""
+        return onnx.printer.to_text(self.original)
+
+    def after(self) -> str:
+        """The replacement in ONNX text syntax."""
+        return "".join(onnx.printer.to_text(ir.serde.serialize_node(n)) for n in self.new_nodes)

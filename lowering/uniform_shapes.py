@@ -1,0 +1,269 @@
+"""Does a SequenceMap body give every element's outputs the same shape?
+
+The uniform-shape strategy (:mod:`lowering.map_to_scan`) stacks the body's
+outputs as a Loop's scan outputs, which needs one shape for all iterations.
+That holds in two cases:
+
+1. every body output has a fully static shape after type inference;
+2. it can be proven: every sequence input's elements share one shape (the
+   sequence comes from ``SplitToSequence`` without ``split``, or its element
+   type is fully static), and every output's shape is a function of shapes
+   that are the same in every iteration.
+
+For (2) the analysis tracks two facts about body values:
+
+- *invariant*: the same value in every iteration. Outer-scope values and
+  constants are; so are ``Shape``/``Size`` of a uniform value, and the
+  result of a deterministic op on invariant values;
+- *uniform*: the same shape in every iteration. Invariant values are; so is
+  the result of an op whose output shape depends only on its inputs' shapes,
+  given uniform inputs, and on operands that fix the shape (``Reshape``'s
+  shape, ``Slice``'s starts, ...) when those are invariant.
+
+Anything else (data-dependent shapes such as ``NonZero``, subgraphs, ops it
+does not know) is not proven uniform, and the map keeps the general form.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from lowering.constants import constant_array
+
+# Ops whose output shapes follow from their inputs' shapes and attributes.
+_SHAPE_FROM_SHAPES = frozenset(
+    [
+        "Abs",
+        "Acos",
+        "Acosh",
+        "Add",
+        "And",
+        "ArgMax",
+        "ArgMin",
+        "Asin",
+        "Asinh",
+        "Atan",
+        "Atanh",
+        "AveragePool",
+        "BatchNormalization",
+        "BitShift",
+        "BitwiseAnd",
+        "BitwiseNot",
+        "BitwiseOr",
+        "BitwiseXor",
+        "Cast",
+        "CastLike",
+        "Ceil",
+        "Celu",
+        "Clip",
+        "Concat",
+        "Constant",
+        "Conv",
+        "ConvTranspose",
+        "Cos",
+        "Cosh",
+        "CumSum",
+        "DepthToSpace",
+        "Det",
+        "Div",
+        "Dropout",
+        "Einsum",
+        "Elu",
+        "Equal",
+        "Erf",
+        "Exp",
+        "Flatten",
+        "Floor",
+        "Gather",
+        "GatherElements",
+        "GatherND",
+        "Gelu",
+        "Gemm",
+        "GlobalAveragePool",
+        "GlobalLpPool",
+        "GlobalMaxPool",
+        "Greater",
+        "GreaterOrEqual",
+        "GridSample",
+        "GroupNormalization",
+        "HardSigmoid",
+        "HardSwish",
+        "Hardmax",
+        "Identity",
+        "InstanceNormalization",
+        "IsInf",
+        "IsNaN",
+        "LayerNormalization",
+        "LeakyRelu",
+        "Less",
+        "LessOrEqual",
+        "Log",
+        "LogSoftmax",
+        "LpNormalization",
+        "LpPool",
+        "MatMul",
+        "MatMulInteger",
+        "Max",
+        "MaxPool",
+        "Mean",
+        "Min",
+        "Mish",
+        "Mod",
+        "Mul",
+        "Neg",
+        "Not",
+        "Or",
+        "PRelu",
+        "Pow",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "Reciprocal",
+        "Relu",
+        "Round",
+        "RMSNormalization",
+        "ScatterElements",
+        "ScatterND",
+        "Selu",
+        "Shape",
+        "Shrink",
+        "Sigmoid",
+        "Sign",
+        "Sin",
+        "Sinh",
+        "Size",
+        "Softmax",
+        "Softplus",
+        "Softsign",
+        "SpaceToDepth",
+        "Sqrt",
+        "Sub",
+        "Sum",
+        "Tan",
+        "Tanh",
+        "ThresholdedRelu",
+        "Transpose",
+        "Trilu",
+        "Where",
+        "Xor",
+    ]
+)
+
+# Ops whose output shapes also depend on the values of these operands.
+_SHAPE_OPERANDS = {
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Tile": (1,),
+    "ConstantOfShape": (0,),
+    "Range": (0, 1, 2),
+    "Slice": (1, 2, 3, 4),
+    "Pad": (1, 2, 3),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "Split": (1,),
+    "Resize": (1, 2, 3),
+    "TopK": (1,),
+    "OneHot": (1,),
+    "CenterCropPad": (1,),
+    **{
+        op: (1,)
+        for op in [
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceMax",
+            "ReduceMean",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceSum",
+            "ReduceSumSquare",
+        ]
+    },
+}
+
+_NOT_DETERMINISTIC = frozenset(
+    [
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    ]
+)
+
+
+def static_shapes(shapes: list[ir.Shape | None]) -> bool:
+    """Every shape known and made of integers only."""
+    return all(shape is not None and shape.is_static() for shape in shapes)
+
+
+def uniform_elements(sequence: ir.Value, element_shape: ir.Shape | None) -> bool:
+    """Do all elements of ``sequence`` have one shape?"""
+    if element_shape is not None and element_shape.is_static():
+        return True
+    producer = sequence.producer()
+    return (
+        producer is not None
+        and producer.op_type == "SplitToSequence"
+        and producer.domain in ("", "ai.onnx")
+        and (len(producer.inputs) < 2 or producer.inputs[1] is None)
+    )
+
+
+class UniformShapes:
+    """Which values of a map body have the same shape in every iteration."""
+
+    def __init__(
+        self, body: ir.Graph, uniform_inputs: set[ir.Value], invariant_inputs: set[ir.Value]
+    ) -> None:
+        self._body = body
+        self._uniform = set(uniform_inputs) | set(invariant_inputs)
+        self._invariant = set(invariant_inputs)
+        for node in body:
+            self._visit(node)
+
+    def is_uniform(self, value: ir.Value) -> bool:
+        return value in self._uniform or self._is_invariant(value)
+
+    def _is_invariant(self, value: ir.Value | None) -> bool:
+        if value is None:
+            return True
+        if value in self._invariant:
+            return True
+        if value.graph is not self._body:
+            return True  # read from the enclosing scope: the same every trip
+        return constant_array(value) is not None
+
+    def _visit(self, node: ir.Node) -> None:
+        outputs = node.outputs
+        if node.domain not in ("", "ai.onnx") or any(
+            isinstance(attr, ir.Attr)
+            and attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+            for attr in node.attributes.values()
+        ):
+            return
+        op = node.op_type
+        inputs = node.inputs
+        if op not in _NOT_DETERMINISTIC and all(self._is_invariant(v) for v in inputs):
+            self._invariant.update(outputs)
+            self._uniform.update(outputs)
+            return
+        if op in ("Shape", "Size") and self.is_uniform(inputs[0]):
+            self._invariant.update(outputs)
+            self._uniform.update(outputs)
+            return
+        shape_operands = _SHAPE_OPERANDS.get(op)
+        if op in _SHAPE_FROM_SHAPES:
+            shape_operands = ()
+        if shape_operands is None:
+            return
+        for index, value in enumerate(inputs):
+            if value is None:
+                continue
+            if index in shape_operands:
+                if not self._is_invariant(value):
+                    return
+            elif not self.is_uniform(value):
+                return
+        self._uniform.update(outputs)

@@ -1,0 +1,215 @@
+"""The uniform-shape strategy: when it applies, what it writes, that it is right."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+import lowering
+from lowering.cli import main
+from tests.golden import canonical_text
+from tests.helpers import assert_same, lowered, op_types, parse, run
+
+H = '<ir_version: 8, opset_import: ["" : 17]>'
+
+# Input and expected output side by side.
+GOLDEN = {
+    "static_output_shapes": (
+        H
+        + """
+        g (seq(float[N]) x, float[16] w) => (seq(float[16]) y, seq(int64[1]) s) {
+          y, s = SequenceMap <body = body (float[N] a, float[16] b) => (float[16] c, int64[1] d) {
+                c = Mul(a, b)
+                d = Shape(a)
+              }> (x, w)
+        }""",
+        H
+        + """
+        g (seq(float[N]) x, float[16] w) => (seq(float[16]) y, seq(int64[1]) s) {
+          n = SequenceLength(x)
+          true = Constant <value = bool {1}> ()
+          ys, ss = Loop (n, true) <body = body (int64 i, bool cond) => (bool cond_out, float[16] c, int64[1] d) {
+                a = SequenceAt(x, i)
+                c = Mul(a, w)
+                d = Shape(a)
+                cond_out = Identity(cond)
+              }>
+          y = SplitToSequence <axis = 0, keepdims = 0> (ys)
+          s = SplitToSequence <axis = 0, keepdims = 0> (ss)
+        }""",
+    ),
+    # Symbolic shapes, but every element comes from one SplitToSequence and
+    # the body's shapes follow from its inputs' shapes.
+    "proven_uniform_from_split": (
+        H
+        + """
+        g (float[T,D] x, float[D] w) => (seq(float[D]) y) {
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          y = SequenceMap <body = body (float[D] r) => (float[D] c) {
+                t = Mul(r, w)
+                c = Softmax(t)
+              }> (rows)
+        }""",
+        H
+        + """
+        g (float[T,D] x, float[D] w) => (seq(float[D]) y) {
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          n = SequenceLength(rows)
+          true = Constant <value = bool {1}> ()
+          ys = Loop (n, true) <body = body (int64 i, bool cond) => (bool cond_out, float[D] c) {
+                r = SequenceAt(rows, i)
+                t = Mul(r, w)
+                c = Softmax(t)
+                cond_out = Identity(cond)
+              }>
+          y = SplitToSequence <axis = 0, keepdims = 0> (ys)
+        }""",
+    ),
+    # Outputs that are not values of the body are copied with Identity.
+    "pass_through_tensor_and_duplicate_outputs": (
+        H
+        + """
+        g (seq(float[4]) x, float[2] t) => (seq(float[2]) a, seq(float[4]) b, seq(float[4]) c) {
+          a, b, c = SequenceMap <body = body (float[4] e, float[2] u) => (float[2] u, float[4] f, float[4] f) {
+                f = Neg(e)
+              }> (x, t)
+        }""",
+        H
+        + """
+        g (seq(float[4]) x, float[2] t) => (seq(float[2]) a, seq(float[4]) b, seq(float[4]) c) {
+          n = SequenceLength(x)
+          true = Constant <value = bool {1}> ()
+          sa, sb, sc = Loop (n, true) <body = body (int64 i, bool cond) => (bool cond_out, float[2] u2, float[4] f, float[4] f2) {
+                e = SequenceAt(x, i)
+                f = Neg(e)
+                cond_out = Identity(cond)
+                u2 = Identity(t)
+                f2 = Identity(f)
+              }>
+          a = SplitToSequence <axis = 0, keepdims = 0> (sa)
+          b = SplitToSequence <axis = 0, keepdims = 0> (sb)
+          c = SplitToSequence <axis = 0, keepdims = 0> (sc)
+        }""",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_golden(name):
+    source, expected = GOLDEN[name]
+    assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
+
+
+def _strategies(text: str, **options) -> list[tuple[str, str]]:
+    model = ir.serde.deserialize_model(parse(text))
+    return [
+        (r.strategy, r.reason)
+        for r in lowering.lower_in_place(model, **options)
+        if r.op_type == "SequenceMap"
+    ]
+
+
+SPLIT_MAP = (
+    H
+    + """
+g (float[T,D] x, int64[2] outer_shape) => (seq(float[M]) y) {{
+  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+  y = SequenceMap <body = body (float[D] r) => (float[M] c) {{
+        {body}
+      }}> (rows)
+}}"""
+)
+
+CHOICES = {
+    "shape_from_outer_value": ("c = Reshape(r, outer_shape)", "uniform"),
+    "shape_from_constant": (
+        "s = Constant <value = int64[2] {1, -1}> ()\n c = Reshape(r, s)",
+        "uniform",
+    ),
+    "shape_from_shape_of_element": (
+        "s = Shape(r)\n z = ConstantOfShape(s)\n c = Add(r, z)",
+        "uniform",
+    ),
+    "shape_from_data": ("nz = NonZero(r)\n c = Cast <to = 1> (nz)", "loop"),
+    "reshape_by_data": (
+        "i = Cast <to = 7> (r)\n k = Slice(i, outer_shape, outer_shape)\n c = Reshape(r, k)",
+        "loop",
+    ),
+    "subgraph_in_body": (
+        """b = Constant <value = bool {1}> ()
+        c = If (b) <then_branch = t () => (float[D] o) { o = Identity(r) },
+                     else_branch = e () => (float[D] o2) { o2 = Neg(r) }>""",
+        "loop",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CHOICES))
+def test_strategy_choice(name):
+    body, expected = CHOICES[name]
+    [(strategy, reason)] = _strategies(SPLIT_MAP.format(body=body))
+    assert strategy == expected, reason
+
+
+def test_elements_of_unknown_shape_keep_the_general_form():
+    text = (
+        H
+        + """
+    g (seq(float[N]) x) => (seq(float[N]) y) {
+      y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
+    }"""
+    )
+    [(strategy, reason)] = _strategies(text)
+    assert strategy == "loop"
+    assert "output 0 ('y') has shape [N]" in reason and "'x' may differ in shape" in reason
+
+
+def test_strategy_loop_is_forced():
+    [(strategy, reason)] = _strategies(GOLDEN["static_output_shapes"][0], strategy="loop")
+    assert (strategy, reason) == ("loop", "forced by --strategy loop")
+    result = lowering.lower(parse(GOLDEN["static_output_shapes"][0]), strategy="loop")
+    assert "SplitToSequence" not in op_types(result) and "SequenceInsert" in op_types(result)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "loop"])
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_every_strategy_is_right_at_every_length(strategy, n):
+    source = GOLDEN["static_output_shapes"][0]
+    rng = np.random.default_rng(n)
+    feeds = {
+        "x": [rng.standard_normal(16).astype(np.float32) for _ in range(n)],
+        "w": rng.standard_normal(16).astype(np.float32),
+    }
+    expected = [[a * feeds["w"] for a in feeds["x"]], [np.array([16], np.int64)] * n]
+    result = lowered(parse(source), strategy=strategy)
+    assert_same(run(result, feeds), expected)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_proven_uniform_is_right_at_every_length(n):
+    source = GOLDEN["proven_uniform_from_split"][0]
+    rng = np.random.default_rng(n)
+    feeds = {
+        "x": rng.standard_normal((n, 3)).astype(np.float32),
+        "w": rng.standard_normal(3).astype(np.float32),
+    }
+
+    def softmax(v):
+        e = np.exp(v - v.max())
+        return e / e.sum()
+
+    expected = [[softmax(r * feeds["w"]).astype(np.float32) for r in feeds["x"]]]
+    assert_same(run(lowered(parse(source)), feeds), expected)
+
+
+def test_cli_summary_says_which_strategy_and_why(tmp_path, capsys):
+    import onnx
+
+    onnx.save(parse(GOLDEN["static_output_shapes"][0]), tmp_path / "in.onnx")
+    assert main([str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]) == 0
+    assert "uniform, every output has a static shape" in capsys.readouterr().err
+    assert main(["--strategy", "loop", str(tmp_path / "in.onnx"), str(tmp_path / "o.onnx")]) == 0
+    assert "loop, forced by --strategy loop" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--strategy", "bogus", str(tmp_path / "in.onnx"), str(tmp_path / "o.onnx")])
