@@ -15,20 +15,26 @@ from lowering.sequence_map import LowerSequenceMapPass
 
 
 def lower_in_place(
-    model: ir.Model, *, normalize_inserts: bool = True, strategy: str = "auto"
+    model: ir.Model,
+    *,
+    normalize_inserts: bool = True,
+    strategy: str = "auto",
+    keep_originals: bool = False,
 ) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
 
     Runs :class:`LowerSequenceMapPass` with ``strategy``, then (unless
-    ``normalize_inserts`` is False) :class:`NormalizeSequenceInsertPass`, naming the fresh values and
-    nodes after each. A pass that finds a model it cannot handle raises
+    ``normalize_inserts`` is False) :class:`NormalizeSequenceInsertPass`, then
+    names the fresh values and nodes. ``keep_originals`` keeps a copy of each
+    rewritten node for :meth:`Rewrite.before`. A pass that finds a model it cannot handle raises
     :class:`LoweringError` before it changes anything.
     """
-    sequence_maps = LowerSequenceMapPass(strategy)
-    inserts = NormalizeSequenceInsertPass()
-    passes: list[ir.passes.PassBase] = [sequence_maps, FreshNamesPass()]
+    sequence_maps = LowerSequenceMapPass(strategy, keep_originals=keep_originals)
+    inserts = NormalizeSequenceInsertPass(keep_originals=keep_originals)
+    passes: list[ir.passes.PassBase] = [sequence_maps]
     if normalize_inserts:
-        passes += [inserts, FreshNamesPass()]
+        passes.append(inserts)
+    passes.append(FreshNamesPass())
     try:
         ir.passes.PassManager(passes)(model)
     except ir.passes.PassError as error:

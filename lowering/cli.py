@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         model = model_io.load(args.input)
         stage = "lower"
         rewrites = lower_in_place(
-            model, normalize_inserts=args.normalize_inserts, strategy=args.strategy
+            model,
+            normalize_inserts=args.normalize_inserts,
+            strategy=args.strategy,
+            keep_originals=args.verbose,
         )
         stage = "write"
         with model_io.kept_original(args.input, args.output, keep=args.verify) as original:

@@ -5,7 +5,7 @@ changed, which inputs are sequences and the type of every element and
 output: from the body's declared types, the node's, or ONNX shape inference
 (:mod:`lowering.type_inference`). Every strategy then turns the same body
 graph into a Loop body with :func:`open_body`, and puts its nodes in the
-map's place with :func:`replace_map`.
+map's place with a :class:`Replacer`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from lowering.errors import LoweringError
@@ -23,6 +22,7 @@ from lowering.scopes import Located
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
 SCALAR_BOOL: TypeAndShape = (ir.TensorType(ir.DataType.BOOL), ir.Shape([]))
+_TRUE = ir.tensor(np.array(True))  # read-only, so every Loop's condition can share it
 
 
 @dataclasses.dataclass
@@ -35,7 +35,6 @@ class MapPlan:
     element_types: list[TypeAndShape | None]  # of each body input
     result_types: list[TypeAndShape]  # of each body output (a tensor)
     output_types: list[TypeAndShape]  # of each node output (a sequence)
-    original: onnx.NodeProto
 
     @property
     def node(self) -> ir.Node:
@@ -140,8 +139,26 @@ def plan_map(located: Located, twin: ir.Node | None) -> MapPlan:
         element_types=element_types,
         result_types=result_types,
         output_types=output_types,
-        original=ir.serde.serialize_node(node),
     )
+
+
+def declares_enough(node: ir.Node) -> bool:
+    """Whether the model's own types say all :func:`plan_map` needs.
+
+    That is the type of every additional input (sequence or tensor?) and
+    the element type of every output. Shapes come from inference only when
+    inference is needed anyway.
+    """
+    attr = node.attributes.get("body")
+    if not isinstance(attr, ir.Attr) or attr.is_ref() or attr.type != ir.AttributeType.GRAPH:
+        return True  # plan_map reports the problem
+    body = attr.as_graph()
+    inputs_known = all(v is None or v.type is not None for v in node.inputs[1:])
+    outputs_known = all(
+        any(v.type is not None and dtype_known(v.type) for v in (result, output))
+        for result, output in zip(body.outputs, node.outputs, strict=False)
+    )
+    return inputs_known and outputs_known
 
 
 def _body_of(node: ir.Node, fail) -> ir.Graph:
@@ -220,7 +237,7 @@ def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
     """
     length = fresh(ir.node("SequenceLength", [plan.node.inputs[0]]))
     typed(fresh(length.outputs[0], "trip_count"), SCALAR_INT64)
-    always = fresh(ir.node("Constant", [], {"value": ir.tensor(np.array(True))}))
+    always = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", _TRUE)]))
     typed(fresh(always.outputs[0], "true"), SCALAR_BOOL)
     return [length, always], length.outputs[0], always.outputs[0]
 
@@ -253,15 +270,51 @@ def make_loop(plan: MapPlan, inputs: list[ir.Value | None], num_outputs: int) ->
     )
 
 
-def replace_map(plan: MapPlan, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
-    """Put ``new_nodes`` in the map's place; ``outputs`` take over its outputs' names."""
-    node = plan.node
-    names = [output.name for output in node.outputs]
-    ir.convenience.replace_nodes_and_values(
-        plan.located.scope.owner, node, [node], new_nodes, list(node.outputs), outputs
-    )
-    for output, name, t in zip(outputs, names, plan.output_types, strict=True):
-        adopt_name(typed(output, t), name)
+class Replacer:
+    """Puts rewrites in the maps' places in time linear in the model.
+
+    onnx_ir's ``replace_nodes_and_values`` and ``Graph.remove`` each scan all
+    of a graph's outputs, which is quadratic in a graph with thousands of
+    maps whose results are graph outputs. Here each graph's output positions
+    are indexed once, and the replaced maps are removed in one batch per
+    graph by :meth:`finish`.
+    """
+
+    def __init__(self) -> None:
+        self._output_positions: dict[object, dict[ir.Value, list[int]]] = {}
+        self._removed: dict[object, list[ir.Node]] = {}
+
+    def replace(self, plan: MapPlan, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
+        """Put ``new_nodes`` after the map; ``outputs`` take over its outputs and names."""
+        node, owner = plan.node, plan.located.scope.owner
+        owner.insert_after(node, new_nodes)
+        for old, new, t in zip(node.outputs, outputs, plan.output_types, strict=True):
+            for user, index in list(old.uses()):
+                user.replace_input_with(index, new)
+            if old.is_graph_output():
+                positions = self._positions(owner)
+                for index in positions.pop(old):
+                    owner.outputs[index] = new
+                    positions.setdefault(new, []).append(index)
+            name, old.name = old.name, None
+            adopt_name(typed(new, t), name)
+        for index in range(len(node.inputs)):
+            node.replace_input_with(index, None)
+        self._removed.setdefault(owner, []).append(node)
+
+    def finish(self) -> None:
+        """Remove the replaced maps."""
+        for owner, nodes in self._removed.items():
+            owner.remove(nodes)
+        self._removed.clear()
+
+    def _positions(self, owner) -> dict[ir.Value, list[int]]:
+        if owner not in self._output_positions:
+            positions: dict[ir.Value, list[int]] = {}
+            for index, value in enumerate(owner.outputs):
+                positions.setdefault(value, []).append(index)
+            self._output_positions[owner] = positions
+        return self._output_positions[owner]
 
 
 def _of(value: ir.Value | None) -> TypeAndShape | None:

@@ -33,18 +33,18 @@ import onnx_ir as ir
 
 from lowering.map_plan import (
     MapPlan,
+    Replacer,
     body_signature,
     keep_going,
     loop_header,
     make_loop,
     open_body,
-    replace_map,
     typed,
 )
 from lowering.naming import fresh
 
 
-def lower_to_sequence_loop(plan: MapPlan) -> list[ir.Node]:
+def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it."""
     body = plan.body
     iteration, cond = body_signature(plan)
@@ -70,5 +70,5 @@ def lower_to_sequence_loop(plan: MapPlan) -> list[ir.Node]:
         plan, [trip_count, always, *(e.outputs[0] for e in empties)], len(plan.node.outputs)
     )
     new_nodes = [*header, *empties, loop]
-    replace_map(plan, new_nodes, list(loop.outputs))
+    replacer.replace(plan, new_nodes, list(loop.outputs))
     return new_nodes

@@ -32,12 +32,12 @@ import onnx_ir as ir
 
 from lowering.map_plan import (
     MapPlan,
+    Replacer,
     body_signature,
     keep_going,
     loop_header,
     make_loop,
     open_body,
-    replace_map,
     typed,
 )
 from lowering.naming import fresh
@@ -85,7 +85,7 @@ def _show(shape: ir.Shape | None) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def lower_to_scan_outputs(plan: MapPlan) -> list[ir.Node]:
+def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it."""
     body = plan.body
     iteration, cond = body_signature(plan)
@@ -111,5 +111,5 @@ def lower_to_scan_outputs(plan: MapPlan) -> list[ir.Node]:
         split = fresh(ir.node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
         splits.append(split)
     new_nodes = [*header, loop, *splits]
-    replace_map(plan, new_nodes, [split.outputs[0] for split in splits])
+    replacer.replace(plan, new_nodes, [split.outputs[0] for split in splits])
     return new_nodes

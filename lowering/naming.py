@@ -1,78 +1,66 @@
 """Unique names for the values and nodes that rewrites create.
 
-Rewrites leave fresh values and nodes unnamed. :class:`FreshNamesPass` then
-runs onnx_ir's ``NameFixPass`` with a generator that knows every name already
-used anywhere in the model, in every scope and function. ``NameFixPass`` only
-checks a name against the enclosing scopes it has walked so far, so a fresh
-name in a subgraph could otherwise repeat a name that an outer graph defines
-later, or that a sibling function uses. Checking against the whole model
-rules out every such collision, whatever names the model already uses
-(``cond``, ``i``, ``trip_count``, or ONNX's own expansion's names).
+Rewrites mark what they create with :func:`fresh` and leave the naming to
+:class:`FreshNamesPass`, which gives every fresh value and node a name that
+no value or node anywhere in the model uses, in any scope or function. So no
+fresh name can collide, whatever names the model already uses (``cond``,
+``i``, ``trip_count``, or the names ONNX's own expansion generates).
 
-Rewrites mark what they create with :func:`fresh`.
+Why not onnx_ir's ``NameFixPass``: it checks a name only against the scopes
+it has walked so far, so a fresh name in a subgraph could repeat a name that
+an outer graph defines later, or that a sibling function uses; and it copies
+the enclosing scope's set of names on entering every subgraph, which is
+quadratic: minutes for a model with 10,000 SequenceMap bodies. This pass
+walks the model twice, whatever its size.
+
+onnx_ir graphs name nodes and values the moment they are inserted, unique
+only within that graph (``val_0``, ``node_Loop_1``); the mark tells this pass
+which names to replace. Values that have no name at all are named too.
+Nodes that had no name before a rewrite keep having none: node names are
+optional in ONNX, and untouched nodes stay as they were.
 """
 
 from __future__ import annotations
 
 import collections
+import weakref
 
 import onnx_ir as ir
-from onnx_ir.passes.common import NameFixPass
 
-_FRESH_KEY = "lowering.fresh"
+# Items made by rewrites and not yet named, with the stem for their names.
+_fresh: weakref.WeakKeyDictionary[ir.Value | ir.Node, str] = weakref.WeakKeyDictionary()
 
 
 def fresh(item: ir.Value | ir.Node, stem: str | None = None):
     """Mark a value or node made by a rewrite, to be named by :class:`FreshNamesPass`.
 
     ``stem`` is a readable base for a value's name ("iter", "acc"); nodes are
-    named after their op type, and marking a node marks its outputs too.
-    onnx_ir graphs name nodes and values the moment they are inserted, unique
-    only within that one graph; the mark lets the pass replace those names
-    with ones unique in the whole model.
+    named after their op type. Marking a node marks its outputs too.
     """
-    item.meta[_FRESH_KEY] = stem or ""
+    _fresh[item] = stem or ""
     if isinstance(item, ir.Node):
         for output in item.outputs:
-            output.meta.setdefault(_FRESH_KEY, "")
+            _fresh.setdefault(output, "")
     return item
 
 
 def adopt_name(value: ir.Value, name: str | None) -> ir.Value:
     """Give a fresh value a name it takes over from a value it replaces."""
-    value.meta.pop(_FRESH_KEY, None)
+    _fresh.pop(value, None)
     value.name = name
     return value
 
 
-def used_names(model: ir.Model) -> tuple[set[str], set[str]]:
-    """All value names and all node names in the model, across every scope."""
-    values: set[str] = set()
-    nodes: set[str] = set()
-    for value in _all_values(model):
-        values.add(value.name or "")
-    for node in _all_nodes(model):
-        nodes.add(node.name or "")
-    values.discard("")
-    nodes.discard("")
-    return values, nodes
-
-
-def _graph_likes(model: ir.Model):
-    yield model.graph
-    yield from model.graph.subgraphs()
+def scopes_of(model: ir.Model) -> list[ir.Graph | ir.Function]:
+    """Every graph and function of the model, listed in one walk."""
+    scopes: list[ir.Graph | ir.Function] = [model.graph, *model.graph.subgraphs()]
     for function in model.functions.values():
-        yield function
-        yield from function.subgraphs()
+        scopes += [function, *function.subgraphs()]
+    return scopes
 
 
-def _all_nodes(model: ir.Model):
-    for graph_like in _graph_likes(model):
-        yield from graph_like
-
-
-def _all_values(model: ir.Model):
-    for graph_like in _graph_likes(model):
+def _values(scopes):
+    for graph_like in scopes:
         yield from graph_like.inputs
         yield from graph_like.outputs
         if isinstance(graph_like, ir.Graph):
@@ -81,30 +69,44 @@ def _all_values(model: ir.Model):
             yield from node.outputs
 
 
-class _ModelWideNames:
-    """A NameFixPass name generator whose names are new to the whole model."""
+def _nodes(scopes):
+    for graph_like in scopes:
+        yield from graph_like
 
-    def __init__(self, value_names: set[str], node_names: set[str]) -> None:
-        self._values = value_names
-        self._nodes = node_names
-        self._counters: collections.Counter[str] = collections.Counter()
 
-    def generate_value_name(self, value: ir.Value) -> str:
-        stem = value.meta.get(_FRESH_KEY)
-        if not stem and value.producer() is not None:
-            stem = _snake(value.producer().op_type)
-        return self._fresh(stem or "v", self._values)
+class FreshNamesPass(ir.passes.InPlacePass):
+    """Name every fresh or unnamed value, and every fresh node, uniquely in the model."""
 
-    def generate_node_name(self, node: ir.Node) -> str:
-        return self._fresh(_snake(node.op_type), self._nodes)
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        scopes = scopes_of(model)
+        values = list(dict.fromkeys(_values(scopes)))
+        nodes = list(_nodes(scopes))
+        to_name_values = [v for v in values if v in _fresh or not v.name]
+        to_name_nodes = [n for n in nodes if n in _fresh]
+        taken_values = {v.name for v in values if v.name and v not in _fresh}
+        taken_nodes = {n.name for n in nodes if n.name and n not in _fresh}
+        counters: collections.Counter[str] = collections.Counter()
 
-    def _fresh(self, stem: str, taken: set[str]) -> str:
-        while True:
-            self._counters[stem] += 1
-            candidate = f"{stem}_{self._counters[stem]}"
-            if candidate not in taken:
-                taken.add(candidate)
-                return candidate
+        def unique(stem: str, taken: set[str]) -> str:
+            while True:
+                counters[stem] += 1
+                candidate = f"{stem}_{counters[stem]}"
+                if candidate not in taken:
+                    taken.add(candidate)
+                    return candidate
+
+        for value in to_name_values:
+            stem = _fresh.pop(value, "") or _stem_of(value)
+            value.name = unique(stem, taken_values)
+        for node in to_name_nodes:
+            _fresh.pop(node, None)
+            node.name = unique(_snake(node.op_type), taken_nodes)
+        return ir.passes.PassResult(model, modified=bool(to_name_values or to_name_nodes))
+
+
+def _stem_of(value: ir.Value) -> str:
+    producer = value.producer()
+    return _snake(producer.op_type) if producer is not None else "v"
 
 
 def _snake(op_type: str) -> str:
@@ -114,33 +116,3 @@ def _snake(op_type: str) -> str:
             out.append("_")
         out.append(ch.lower())
     return "".join(out)
-
-
-class FreshNamesPass(ir.passes.InPlacePass):
-    """Name every fresh or unnamed value, and every fresh node, uniquely in the model.
-
-    Runs onnx_ir's NameFixPass with a generator that avoids every name used
-    anywhere in the model. Nodes that were anonymous before the rewrite stay
-    anonymous: node names are optional in ONNX, and this project leaves
-    untouched nodes as they were.
-    """
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        before = _names(model)
-        for item in (*_all_values(model), *_all_nodes(model)):
-            if _FRESH_KEY in item.meta:
-                item.name = None
-        anonymous = [
-            node for node in _all_nodes(model) if not node.name and _FRESH_KEY not in node.meta
-        ]
-        generator = _ModelWideNames(*used_names(model))
-        NameFixPass(name_generator=generator)(model)
-        for node in anonymous:
-            node.name = None
-        for item in (*_all_values(model), *_all_nodes(model)):
-            item.meta.pop(_FRESH_KEY, None)
-        return ir.passes.PassResult(model, modified=_names(model) != before)
-
-
-def _names(model: ir.Model) -> list[str | None]:
-    return [item.name for item in (*_all_values(model), *_all_nodes(model))]

@@ -16,7 +16,8 @@ class Rewrite:
         scope: The graph or function the node sat in, for humans.
         node_name: The node's name ("" if it had none).
         op_type: "SequenceMap" or "SequenceInsert".
-        original: The node as it was, serialized before the rewrite.
+        original: The node as it was, serialized before the rewrite, when
+            the pass was asked to keep it (it costs a copy of the body).
         new_nodes: The nodes that replaced it (render after names are fixed).
         strategy: How it was rewritten (e.g. "loop", "uniform").
         reason: Why that strategy was chosen.
@@ -25,14 +26,14 @@ class Rewrite:
     scope: str
     node_name: str
     op_type: str
-    original: onnx.NodeProto
+    original: onnx.NodeProto | None
     new_nodes: list[ir.Node]
     strategy: str = ""
     reason: str = ""
 
     def before(self) -> str:
-        """The rewritten node in ONNX text syntax."""
-        return onnx.printer.to_text(self.original)
+        """The rewritten node in ONNX text syntax, if it was kept."""
+        return "" if self.original is None else onnx.printer.to_text(self.original)
 
     def after(self) -> str:
         """The replacement in ONNX text syntax."""

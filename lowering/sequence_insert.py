@@ -38,7 +38,7 @@ import onnx_ir as ir
 
 from lowering.constants import constant_array
 from lowering.errors import LoweringError
-from lowering.naming import fresh
+from lowering.naming import FreshNamesPass, fresh
 from lowering.rewrites import Rewrite
 from lowering.scopes import Located, find_nodes, is_onnx_op
 from lowering.sequence_length import SequenceLengths
@@ -52,15 +52,17 @@ _INT64 = ir.DataType.INT64
 class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
     """Rewrite every SequenceInsert position, in every scope, into canonical form.
 
-    Fresh values and nodes are left unnamed; run
-    :class:`lowering.naming.FreshNamesPass` afterwards.
+    Fresh values and nodes are left for :class:`lowering.naming.FreshNamesPass`
+    to name; run it afterwards.
 
     Attributes:
+        keep_originals: Keep a copy of each node as it was, for reports.
         rewrites: What the last call changed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_originals: bool = False) -> None:
         super().__init__()
+        self.keep_originals = keep_originals
         self.rewrites: list[Rewrite] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -75,6 +77,9 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
         lengths = SequenceLengths()
         oracle = None
         if any(_needs_types(loc.node.inputs[2]) for loc in found):
+            # Shape inference reads the model by names: name what earlier
+            # rewrites left unnamed first.
+            FreshNamesPass()(model)
             functions = [
                 loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)
             ]
@@ -82,7 +87,7 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
         # Check every constant first, so that a model with an error is not changed.
         plans = [_Position(loc, lengths, oracle) for loc in found]
         for plan in plans:
-            original = ir.serde.serialize_node(plan.located.node)
+            original = ir.serde.serialize_node(plan.located.node) if self.keep_originals else None
             new_nodes = plan.apply()
             if new_nodes is None:
                 continue

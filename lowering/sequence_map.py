@@ -28,7 +28,7 @@ import logging
 
 import onnx_ir as ir
 
-from lowering.map_plan import MapPlan, plan_map
+from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map
 from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
 from lowering.rewrites import Rewrite
@@ -43,21 +43,23 @@ STRATEGIES = ("auto", "loop")
 class LowerSequenceMapPass(ir.passes.InPlacePass):
     """Replace every SequenceMap, in every scope, with an equivalent Loop.
 
-    Fresh values and nodes are left unnamed: run
-    :class:`lowering.naming.FreshNamesPass` (or ``NameFixPass``) afterwards,
-    as :func:`lowering.lower` does.
+    Fresh values and nodes are left for :class:`lowering.naming.FreshNamesPass`
+    to name; run it afterwards, as :func:`lowering.lower` does.
 
     Attributes:
         strategy: "auto" picks the fastest correct strategy for each map;
             "loop" forces the general Loop + SequenceInsert form everywhere.
+        keep_originals: Keep a copy of each map as it was, for reports
+            (:meth:`lowering.rewrites.Rewrite.before`).
         rewrites: What the last call rewrote, outermost maps first.
     """
 
-    def __init__(self, strategy: str = "auto") -> None:
+    def __init__(self, strategy: str = "auto", *, keep_originals: bool = False) -> None:
         super().__init__()
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, not {strategy!r}")
         self.strategy = strategy
+        self.keep_originals = keep_originals
         self.rewrites: list[Rewrite] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -70,24 +72,32 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)
             )
         )
-        oracle = TypeOracle(model, functions)
-        plans = [plan_map(loc, oracle.twin(loc.node, loc.scope.owner)) for loc in found]
+        if all(declares_enough(loc.node) for loc in found):
+            plans = [plan_map(loc, None) for loc in found]
+        else:  # ask ONNX shape inference, which costs a pass over the whole model
+            oracle = TypeOracle(model, functions)
+            plans = [plan_map(loc, oracle.twin(loc.node, loc.scope.owner)) for loc in found]
         choices = [self._choose(plan) for plan in plans]
+        originals = [
+            ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
+        ]
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
             _import_default_domain(opset_imports)
         # Innermost first: an outer map's uniformity was judged on its body as
         # written, and each rewrite only touches its own body and scope.
         replaced: dict[int, list[ir.Node]] = {}
+        replacer = Replacer()
         for index in reversed(range(len(plans))):
             rewrite = _STRATEGIES[choices[index][0]]
-            replaced[index] = rewrite(plans[index])
+            replaced[index] = rewrite(plans[index], replacer)
             logger.debug("Lowered SequenceMap %r (%s)", plans[index].node.name, choices[index][0])
+        replacer.finish()
         self.rewrites = [
             Rewrite(
                 scope=plan.located.scope.description,
                 node_name=plan.node.name or "",
                 op_type="SequenceMap",
-                original=plan.original,
+                original=originals[index],
                 new_nodes=replaced[index],
                 strategy=choices[index][0],
                 reason=choices[index][1],

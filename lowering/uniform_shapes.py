@@ -231,8 +231,8 @@ class UniformShapes:
             return True
         if value in self._invariant:
             return True
-        if value.graph is not self._body:
-            return True  # read from the enclosing scope: the same every trip
+        if value.graph is not self._body or value.const_value is not None:
+            return True  # an outer-scope value or an initializer: the same every trip
         return constant_array(value) is not None
 
     def _visit(self, node: ir.Node) -> None:

@@ -1,6 +1,6 @@
 """Write the hand-made example models in examples/ from ONNX text.
 
-    python scripts/make_examples.py
+python scripts/make_examples.py
 """
 
 from __future__ import annotations

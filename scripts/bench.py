@@ -1,0 +1,261 @@
+"""Benchmarks, measured side by side in one run, printed as Markdown tables.
+
+    python scripts/bench.py            # everything (a few minutes)
+    python scripts/bench.py --quick    # smaller sizes, for a smoke test
+
+1. onnxruntime time of the original model (onnxruntime expands SequenceMap
+   itself) and of the lowered one, for n elements of uniform shape (float[16])
+   and of variable shape (float[1..32]), with a hand-written Scan over the
+   same data as the floor. Each model takes one tensor and returns one: the
+   elements come from SplitToSequence and go back through ConcatFromSequence,
+   so every model pays the same input and output conversion.
+2. The pass's own time against a plain onnx_ir load + save of the same model,
+   for models with many SequenceMap nodes.
+3. Peak RSS of ``python -m lowering`` on a model with 1 GiB of external
+   weights, written to the same folder and to another one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+import lowering
+
+H = '<ir_version: 8, opset_import: ["" : 17]>'
+
+UNIFORM = (
+    H
+    + """
+g (float[N,16] x, float[16] w) => (float[M] y) {
+  parts = SplitToSequence <axis = 0, keepdims = 0> (x)
+  mapped = SequenceMap <body = body (float[16] a) => (float[16] c) {
+        aw = Mul(a, w)
+        c = Relu(aw)
+      }> (parts)
+  y = ConcatFromSequence <axis = 0> (mapped)
+}"""
+)
+
+VARIABLE = (
+    H
+    + """
+g (float[T] x, int64[N] sizes, float w) => (float[M] y) {
+  parts = SplitToSequence <axis = 0> (x, sizes)
+  mapped = SequenceMap <body = body (float[K] a) => (float[K] c) {
+        aw = Mul(a, w)
+        c = Relu(aw)
+      }> (parts)
+  y = ConcatFromSequence <axis = 0> (mapped)
+}"""
+)
+
+SCAN = (
+    H
+    + """
+g (float[N,16] x, float[16] w) => (float[N,16] y) {
+  y = Scan <num_scan_inputs = 1, body = body (float[16] a) => (float[16] c) {
+        aw = Mul(a, w)
+        c = Relu(aw)
+      }> (x)
+}"""
+)
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def _median_ms(session: ort.InferenceSession, feeds: dict, repeats: int) -> float:
+    session.run(None, feeds)  # warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def runtime_table(sizes: list[int], repeats: int) -> str:
+    rng = np.random.default_rng(0)
+    uniform = onnx.parser.parse_model(UNIFORM)
+    variable = onnx.parser.parse_model(VARIABLE)
+    scan = _session(onnx.parser.parse_model(SCAN))
+    sessions = {
+        ("uniform", "original"): _session(uniform),
+        ("uniform", "lowered"): _session(lowering.lower(uniform)),
+        ("variable", "original"): _session(variable),
+        ("variable", "lowered"): _session(lowering.lower(variable)),
+    }
+    rows = [
+        "| shapes | n | original (ms) | lowered (ms) | Scan (ms) | original / lowered | lowered / Scan |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        w = rng.standard_normal(16).astype(np.float32)
+        reps = max(3, repeats // (1 + n // 2000))
+        original = _median_ms(sessions["uniform", "original"], {"x": x, "w": w}, reps)
+        lowered_ms = _median_ms(sessions["uniform", "lowered"], {"x": x, "w": w}, reps)
+        floor = _median_ms(scan, {"x": x, "w": w}, reps)
+        rows.append(
+            f"| uniform | {n:,} | {original:.2f} | {lowered_ms:.2f} | {floor:.2f} "
+            f"| {original / lowered_ms:.1f}x | {lowered_ms / floor:.2f}x |"
+        )
+    for n in sizes:
+        sizes_ = rng.integers(1, 33, n).astype(np.int64)
+        feeds = {
+            "x": rng.standard_normal(int(sizes_.sum())).astype(np.float32),
+            "sizes": sizes_,
+            "w": np.array(0.5, np.float32),
+        }
+        reps = max(3, repeats // (1 + n // 2000))
+        original = _median_ms(sessions["variable", "original"], feeds, reps)
+        lowered_ms = _median_ms(sessions["variable", "lowered"], feeds, reps)
+        rows.append(
+            f"| variable | {n:,} | {original:.2f} | {lowered_ms:.2f} | - "
+            f"| {original / lowered_ms:.2f}x | - |"
+        )
+    return "\n".join(rows)
+
+
+def many_maps_model(count: int) -> onnx.ModelProto:
+    """``count`` SequenceMap nodes, each of its own result a graph output."""
+    nodes, outputs = [], []
+    for i in range(count):
+        body = helper.make_graph(
+            [helper.make_node("Neg", ["a"], ["c"])],
+            f"body_{i}",
+            [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16])],
+            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [16])],
+        )
+        nodes.append(helper.make_node("SequenceMap", ["x"], [f"y{i}"], body=body, name=f"m{i}"))
+        outputs.append(helper.make_tensor_sequence_value_info(f"y{i}", TensorProto.FLOAT, [16]))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [16])], outputs
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def pass_time_table(counts: list[int], folder: pathlib.Path) -> str:
+    rows = [
+        "| SequenceMap nodes | load + save (s) | lowering pass (s) | pass / (load + save) |",
+        "|---:|---:|---:|---:|",
+    ]
+    for count in counts:
+        path = folder / f"maps_{count}.onnx"
+        onnx.save(many_maps_model(count), path)
+        start = time.perf_counter()
+        model = ir.load(path)
+        ir.save(model, folder / "copy.onnx")
+        load_save = time.perf_counter() - start
+        model = ir.load(path)
+        start = time.perf_counter()
+        lowering.lower_in_place(model)
+        pass_time = time.perf_counter() - start
+        rows.append(
+            f"| {count:,} | {load_save:.2f} | {pass_time:.2f} | {pass_time / load_save:.2f}x |"
+        )
+    return "\n".join(rows)
+
+
+def large_weights_model(folder: pathlib.Path, gib: float) -> pathlib.Path:
+    """A SequenceMap model with ``gib`` GiB of external weights, in 64 MiB tensors.
+
+    The data file is written sparse (all zeros), so making it is fast.
+    """
+    chunk = 16 * 1024 * 1024  # float32 values per tensor: 64 MiB
+    count = max(1, round(gib * 1024 / 64))
+    model = onnx.parser.parse_model(
+        H
+        + """
+    g (seq(float[N]) x) => (seq(float[N]) y) {
+      y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
+    }"""
+    )
+    data = folder / "weights.bin"
+    with open(data, "wb") as f:
+        f.truncate(count * chunk * 4)
+    for i in range(count):
+        tensor = onnx.TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[chunk])
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (
+            ("location", "weights.bin"),
+            ("offset", str(i * chunk * 4)),
+            ("length", str(chunk * 4)),
+        ):
+            tensor.external_data.add(key=key, value=value)
+        model.graph.initializer.append(tensor)
+    path = folder / "large.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _peak_rss_mib(command: list[str]) -> float:
+    probe = (
+        "import resource, subprocess, sys; "
+        "subprocess.run(sys.argv[1:], check=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True
+    )
+    return int(out.stdout.split()[-1]) / 1024
+
+
+def rss_table(folder: pathlib.Path, gib: float) -> str:
+    source = large_weights_model(folder, gib)
+    elsewhere = folder / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    rows = ["| run | peak RSS (MiB) |", "|---|---:|"]
+    for label, target in (
+        ("output beside the input", folder / "out.onnx"),
+        ("output in another folder", elsewhere / "out.onnx"),
+    ):
+        rss = _peak_rss_mib([sys.executable, "-m", "lowering", "-q", str(source), str(target)])
+        rows.append(f"| {gib:g} GiB of weights, {label} | {rss:.0f} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    args = parser.parse_args()
+    sizes = [10, 100] if args.quick else [10, 100, 1000, 10000]
+    counts = [10, 100] if args.quick else [100, 1000, 10000]
+    print(f"# lowering benchmarks, {time.strftime('%Y-%m-%d')}")
+    print(
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"onnxruntime {ort.__version__} (1 thread), onnx {onnx.__version__}, "
+        f"onnx-ir {ir.__version__}\n"
+    )
+    print("## onnxruntime time per run (median)\n")
+    print(runtime_table(sizes, repeats=7 if args.quick else 15), "\n")
+    with tempfile.TemporaryDirectory() as folder:
+        print("## The pass's own time\n")
+        print(pass_time_table(counts, pathlib.Path(folder)), "\n")
+        print("## Peak memory with large external weights\n")
+        print(rss_table(pathlib.Path(folder), 0.0625 if args.quick else 1.0))
+
+
+if __name__ == "__main__":
+    main()
