@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
-from lowering.scopes import Located
+from lowering.scopes import Located, is_onnx_op
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
@@ -187,26 +187,26 @@ def open_body(
 ) -> tuple[list[ir.Node], list[ir.Value]]:
     """Turn the map's body into a Loop body reading element ``iteration``.
 
-    Each body input becomes the current element (a ``SequenceAt`` of a
-    sequence input, which takes over the input's name, so the body's nodes
-    keep reading the same name) or the outer value itself (a tensor input,
-    read from the enclosing scope). The body's inputs become
-    ``(iteration, cond)``; the caller adds any loop-carried ones.
+    Each body input becomes the current element of a sequence input (which
+    takes over the input's name, so the body's nodes keep reading the same
+    name) or the outer value itself (a tensor input, read from the enclosing
+    scope). The body's inputs become ``(iteration, cond)``; the caller adds
+    any loop-carried ones.
 
-    Returns the ``SequenceAt`` nodes, already at the top of the body, and
-    the values the body computed for each output, already typed.
+    Returns the nodes that read the elements, already at the top of the
+    body, and the values the body computed for each output, already typed.
     """
     node, body = plan.node, plan.body
-    prologue = []
+    prologue: list[ir.Node] = []
     replacements: dict[ir.Value, ir.Value] = {}
     for outer, inner, sequence, element in zip(
         node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
         if sequence:
-            at = fresh(ir.node("SequenceAt", [outer, iteration]))
-            current = typed(at.outputs[0], element)
+            reads = _read_element(outer, iteration)
+            current = typed(reads[-1].outputs[0], element)
             adopt_name(current, inner.name)
-            prologue.append(at)
+            prologue += reads
         else:
             current = outer
         replacements[inner] = current
@@ -229,17 +229,71 @@ def open_body(
     return prologue, results
 
 
+def split_source(sequence: ir.Value) -> tuple[ir.Value, int, bool] | None:
+    """``(X, axis, keepdims)`` when ``sequence`` is ``SplitToSequence(X)`` without split.
+
+    Element i of such a sequence is slice i of X along axis: the lowering
+    reads it straight from X with ``Gather`` and counts the elements with
+    ``Shape``, so the sequence need not be built at all.
+    """
+    producer = sequence.producer()
+    if (
+        producer is None
+        or not is_onnx_op(producer, "SplitToSequence")
+        or (len(producer.inputs) > 1 and producer.inputs[1] is not None)
+    ):
+        return None
+    return (
+        producer.inputs[0],
+        producer.attributes.get_int("axis", 0),
+        bool(producer.attributes.get_int("keepdims", 1)),
+    )
+
+
+def _read_element(sequence: ir.Value, iteration: ir.Value) -> list[ir.Node]:
+    """Nodes reading element ``iteration``; the last one's output is the element."""
+    source = split_source(sequence)
+    if source is None:
+        return [fresh(ir.node("SequenceAt", [sequence, iteration]))]
+    tensor, axis, keepdims = source
+    nodes = []
+    index = iteration
+    if keepdims:  # a slice of size 1 along axis: gather with indices [i]
+        shape = _int64_constant(np.array([1], np.int64), "one_element")
+        reshape = fresh(ir.node("Reshape", [iteration, shape.outputs[0]]))
+        typed(fresh(reshape.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
+        nodes += [shape, reshape]
+        index = reshape.outputs[0]
+    nodes.append(fresh(ir.node("Gather", [tensor, index], {"axis": axis})))
+    return nodes
+
+
+def _int64_constant(value: np.ndarray, stem: str) -> ir.Node:
+    node = fresh(ir.node("Constant", [], {"value": ir.tensor(value)}))
+    typed(fresh(node.outputs[0], stem), (ir.TensorType(ir.DataType.INT64), ir.Shape(value.shape)))
+    return node
+
+
 def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
-    """``SequenceLength`` of the first input, and a constant true condition.
+    """The trip count (the first input's length), and a constant true condition.
 
     The condition is explicit: Loop allows "" for "always", but some
     runtimes (onnx.reference among them) then run no trip at all.
     """
-    length = fresh(ir.node("SequenceLength", [plan.node.inputs[0]]))
-    typed(fresh(length.outputs[0], "trip_count"), SCALAR_INT64)
+    first = plan.node.inputs[0]
+    source = split_source(first)
+    if source is None:
+        nodes = [fresh(ir.node("SequenceLength", [first]))]
+    else:  # the size of the split axis
+        tensor, axis, _ = source
+        shape = fresh(ir.node("Shape", [tensor]))
+        typed(fresh(shape.outputs[0], "shape"), (ir.TensorType(ir.DataType.INT64), None))
+        where = _int64_constant(np.array(axis, np.int64), "axis")
+        nodes = [shape, where, fresh(ir.node("Gather", [shape.outputs[0], where.outputs[0]]))]
+    trip_count = typed(fresh(nodes[-1].outputs[0], "trip_count"), SCALAR_INT64)
     always = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", _TRUE)]))
     typed(fresh(always.outputs[0], "true"), SCALAR_BOOL)
-    return [length, always], length.outputs[0], always.outputs[0]
+    return [*nodes, always], trip_count, always.outputs[0]
 
 
 def body_signature(plan: MapPlan) -> tuple[ir.Value, ir.Value]:
@@ -283,12 +337,21 @@ class Replacer:
     def __init__(self) -> None:
         self._output_positions: dict[object, dict[ir.Value, list[int]]] = {}
         self._removed: dict[object, list[ir.Node]] = {}
+        self._maybe_dead: set[ir.Value] = set()
 
-    def replace(self, plan: MapPlan, new_nodes: list[ir.Node], outputs: list[ir.Value]) -> None:
-        """Put ``new_nodes`` after the map; ``outputs`` take over its outputs and names."""
+    def replace(
+        self, plan: MapPlan, new_nodes: list[ir.Node], outputs: list[ir.Value | None]
+    ) -> None:
+        """Put ``new_nodes`` after the map; ``outputs`` take over its outputs and names.
+
+        An output may be None where the rewrite has left the map's output
+        with no use at all.
+        """
         node, owner = plan.node, plan.located.scope.owner
         owner.insert_after(node, new_nodes)
         for old, new, t in zip(node.outputs, outputs, plan.output_types, strict=True):
+            if new is None:
+                continue
             for user, index in list(old.uses()):
                 user.replace_input_with(index, new)
             if old.is_graph_output():
@@ -298,15 +361,22 @@ class Replacer:
                     positions.setdefault(new, []).append(index)
             name, old.name = old.name, None
             adopt_name(typed(new, t), name)
+        inputs = list(node.inputs)
         for index in range(len(node.inputs)):
             node.replace_input_with(index, None)
         self._removed.setdefault(owner, []).append(node)
+        self._maybe_dead.update(v for v in inputs if v is not None and split_source(v))
 
     def finish(self) -> None:
-        """Remove the replaced maps."""
+        """Remove the replaced maps, and splits whose elements are now read directly."""
+        for value in self._maybe_dead:
+            producer = value.producer()
+            if not value.uses() and not value.is_graph_output() and producer.graph is not None:
+                self._removed.setdefault(producer.graph, []).append(producer)
         for owner, nodes in self._removed.items():
             owner.remove(nodes)
         self._removed.clear()
+        self._maybe_dead.clear()
 
     def _positions(self, owner) -> dict[ir.Value, list[int]]:
         if owner not in self._output_positions:

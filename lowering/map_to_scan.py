@@ -28,6 +28,7 @@ sequences of the right element type.
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
 from lowering.map_plan import (
@@ -41,7 +42,10 @@ from lowering.map_plan import (
     typed,
 )
 from lowering.naming import fresh
+from lowering.scopes import is_onnx_op
 from lowering.uniform_shapes import UniformShapes, static_shapes, uniform_elements
+
+INT64 = ir.DataType.INT64
 
 
 def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
@@ -104,12 +108,66 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
 
     header, trip_count, always = loop_header(plan)
     loop = make_loop(plan, [trip_count, always], len(plan.node.outputs))
-    splits = []
-    for stack, (type_, shape) in zip(loop.outputs, plan.result_types, strict=True):
+    new_nodes = [*header, loop]
+    sequences: list[ir.Value | None] = []
+    for output, stack, (type_, shape) in zip(
+        plan.node.outputs, loop.outputs, plan.result_types, strict=True
+    ):
         stack_shape = None if shape is None else ir.Shape([None, *shape])
         typed(fresh(stack, "stack"), (type_, stack_shape))
-        split = fresh(ir.node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
-        splits.append(split)
-    new_nodes = [*header, loop, *splits]
-    replacer.replace(plan, new_nodes, [split.outputs[0] for split in splits])
+        new_nodes += _read_stack_in_concats(output, stack, shape)
+        if output.uses() or output.is_graph_output():
+            split = fresh(ir.node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
+            new_nodes.append(split)
+            sequences.append(split.outputs[0])
+        else:
+            sequences.append(None)  # every consumer now reads the stack
+    replacer.replace(plan, new_nodes, sequences)
     return new_nodes
+
+
+def _read_stack_in_concats(
+    output: ir.Value, stack: ir.Value, element_shape: ir.Shape | None
+) -> list[ir.Node]:
+    """Let each ``ConcatFromSequence`` of ``output`` read the stacked tensor instead.
+
+    Splitting the stack into a sequence only to concatenate it again costs
+    two copies of every element. Two cases need no sequence at all::
+
+        ConcatFromSequence<axis = 0, new_axis = 1>(output)  ==  stack
+        ConcatFromSequence<axis = 0, new_axis = 0>(output)  ==  Reshape(stack, [-1, *shape[1:]])
+
+    The second needs the element's rank, and its dims after the first
+    static and non-zero (Reshape reads 0 as "copy"). The consumer is
+    rewritten in place, so its name and output stay. Unlike the original,
+    an empty input gives an empty tensor rather than an error.
+    Returns the new shape constants, to go before the Loop.
+    """
+    constants = []
+    for user, index in list(output.uses()):
+        if index != 0 or not is_onnx_op(user, "ConcatFromSequence"):
+            continue
+        axis = user.attributes.get_int("axis", 0)
+        new_axis = user.attributes.get_int("new_axis", 0)
+        rank = None if element_shape is None else len(element_shape)
+        if new_axis == 1 and (axis == 0 or (rank is not None and axis == -rank - 1)):
+            user.op_type = "Identity"
+            user.attributes.clear()
+            user.replace_input_with(0, stack)
+        elif (
+            new_axis == 0
+            and rank is not None
+            and rank >= 1
+            and axis in (0, -rank)
+            and all(isinstance(d, int) and d > 0 for d in element_shape[1:])
+        ):
+            target = np.array([-1, *element_shape[1:]], np.int64)
+            shape = fresh(ir.node("Constant", [], {"value": ir.tensor(target)}))
+            typed(fresh(shape.outputs[0], "merged_shape"), (ir.TensorType(INT64), ir.Shape([rank])))
+            constants.append(shape)
+            user.op_type = "Reshape"
+            user.attributes.clear()
+            user.replace_input_with(0, stack)
+            user.resize_inputs(2)
+            user.replace_input_with(1, shape.outputs[0])
+    return constants

@@ -16,7 +16,9 @@ fixed:
     Loop(SequenceLength(s), true, SequenceEmpty(), ..)
          whose body appends once per trip   -> len(s)   (a SequenceMap lowered to a loop)
     SplitToSequence(a scan output of
-         Loop(SequenceLength(s), true))     -> len(s)   (one lowered with uniform shapes)
+         Loop(SequenceLength(s), true))     -> len(s)   (one lowered with uniform shapes;
+                                               the count may also be a static dim of
+                                               the tensor a split would have read)
 
 Anything else, including graph inputs and loop-carried values, is unknown.
 Values are objects shared across scopes, so a sequence built in the main
@@ -94,12 +96,11 @@ class SequenceLengths:
         return trips if appends_once else None
 
     def _trips(self, loop: ir.Node) -> int | None:
-        """How many trips a Loop makes: ``SequenceLength(s)`` of a known ``s``, never stopping early."""
+        """How many trips a Loop makes, if it never stops early and its count is known."""
         if len(loop.inputs) < 2 or not _always_true(loop.inputs[1]):
             return None
-        trip_count = loop.inputs[0]
-        counter = trip_count.producer() if trip_count is not None else None
-        if counter is None or not is_onnx_op(counter, "SequenceLength"):
+        count = _trip_count(loop.inputs[0], self)
+        if count is None:
             return None
         body = loop.attributes["body"].as_graph()
         cond_out = body.outputs[0].producer()
@@ -108,7 +109,7 @@ class SequenceLengths:
             and is_onnx_op(cond_out, "Identity")
             and cond_out.inputs[0] is body.inputs[1]
         )
-        return self(counter.inputs[0]) if keeps_going else None
+        return count if keeps_going else None
 
     def _split_length(self, node: ir.Node) -> int | None:
         axis = node.attributes.get_int("axis", 0)
@@ -132,6 +133,28 @@ class SequenceLengths:
             return None
         carried = len(loop.inputs) - 2
         return self._trips(loop) if stack.index() >= carried else None
+
+
+def _trip_count(value: ir.Value | None, lengths: SequenceLengths) -> int | None:
+    """A trip count that is a sequence's length, or a static dim read by ``Shape``."""
+    node = value.producer() if value is not None else None
+    if node is None:
+        return None
+    if is_onnx_op(node, "SequenceLength"):
+        return lengths(node.inputs[0])
+    if is_onnx_op(node, "Gather") and node.attributes.get_int("axis", 0) == 0:
+        shape, index = node.inputs
+        shape_node = shape.producer() if shape is not None else None
+        where = constant_array(index)
+        if (
+            shape_node is not None
+            and is_onnx_op(shape_node, "Shape")
+            and not shape_node.attributes
+            and where is not None
+            and where.ndim == 0
+        ):
+            return _static_dim(shape_node.inputs[0], int(where))
+    return None
 
 
 def _always_true(condition: ir.Value | None) -> bool:

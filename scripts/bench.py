@@ -85,14 +85,17 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     )
 
 
-def _median_ms(session: ort.InferenceSession, feeds: dict, repeats: int) -> float:
-    session.run(None, feeds)  # warm up
-    times = []
+def _medians_ms(sessions: list[ort.InferenceSession], feeds: dict, repeats: int) -> list[float]:
+    """Median time of each session, the runs interleaved so that load drift hits all alike."""
+    for session in sessions:
+        session.run(None, feeds)  # warm up
+    times: list[list[float]] = [[] for _ in sessions]
     for _ in range(repeats):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+        for session, spent in zip(sessions, times):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(spent) * 1000 for spent in times]
 
 
 def runtime_table(sizes: list[int], repeats: int) -> str:
@@ -113,10 +116,12 @@ def runtime_table(sizes: list[int], repeats: int) -> str:
     for n in sizes:
         x = rng.standard_normal((n, 16)).astype(np.float32)
         w = rng.standard_normal(16).astype(np.float32)
-        reps = max(3, repeats // (1 + n // 2000))
-        original = _median_ms(sessions["uniform", "original"], {"x": x, "w": w}, reps)
-        lowered_ms = _median_ms(sessions["uniform", "lowered"], {"x": x, "w": w}, reps)
-        floor = _median_ms(scan, {"x": x, "w": w}, reps)
+        reps = max(5, repeats // (1 + n // 2000))
+        original, lowered_ms, floor = _medians_ms(
+            [sessions["uniform", "original"], sessions["uniform", "lowered"], scan],
+            {"x": x, "w": w},
+            reps,
+        )
         rows.append(
             f"| uniform | {n:,} | {original:.2f} | {lowered_ms:.2f} | {floor:.2f} "
             f"| {original / lowered_ms:.1f}x | {lowered_ms / floor:.2f}x |"
@@ -128,9 +133,10 @@ def runtime_table(sizes: list[int], repeats: int) -> str:
             "sizes": sizes_,
             "w": np.array(0.5, np.float32),
         }
-        reps = max(3, repeats // (1 + n // 2000))
-        original = _median_ms(sessions["variable", "original"], feeds, reps)
-        lowered_ms = _median_ms(sessions["variable", "lowered"], feeds, reps)
+        reps = max(5, repeats // (1 + n // 2000))
+        original, lowered_ms = _medians_ms(
+            [sessions["variable", "original"], sessions["variable", "lowered"]], feeds, reps
+        )
         rows.append(
             f"| variable | {n:,} | {original:.2f} | {lowered_ms:.2f} | - "
             f"| {original / lowered_ms:.2f}x | - |"

@@ -300,6 +300,12 @@ LENGTH_SOURCES = {
         lambda f: list(f["w"]),
     ),
     "Identity": ("t = SequenceConstruct(a)\n s = Identity(t)", 1, lambda f: [f["a"]]),
+    "lowered_SequenceMap_over_a_split": (
+        """t = SplitToSequence <keepdims = 0> (w)
+           s = SequenceMap <body = body (float[2] e) => (float[2] d) { d = Neg(e) }> (t)""",
+        4,
+        lambda f: list(-f["w"]),
+    ),
     "lowered_SequenceMap": (
         """t = SequenceConstruct(a, b, c)
            s = SequenceMap <body = body (float[2] e) => (float[2] d) { d = Neg(e) }> (t)""",

@@ -40,7 +40,8 @@ GOLDEN = {
         }""",
     ),
     # Symbolic shapes, but every element comes from one SplitToSequence and
-    # the body's shapes follow from its inputs' shapes.
+    # the body's shapes follow from its inputs' shapes. The elements are read
+    # straight from x with Gather, and the split, now unused, is removed.
     "proven_uniform_from_split": (
         H
         + """
@@ -54,16 +55,50 @@ GOLDEN = {
         H
         + """
         g (float[T,D] x, float[D] w) => (seq(float[D]) y) {
-          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
-          n = SequenceLength(rows)
+          shape = Shape(x)
+          axis = Constant <value = int64 {0}> ()
+          n = Gather(shape, axis)
           true = Constant <value = bool {1}> ()
           ys = Loop (n, true) <body = body (int64 i, bool cond) => (bool cond_out, float[D] c) {
-                r = SequenceAt(rows, i)
+                r = Gather <axis = 0> (x, i)
                 t = Mul(r, w)
                 c = Softmax(t)
                 cond_out = Identity(cond)
               }>
           y = SplitToSequence <axis = 0, keepdims = 0> (ys)
+        }""",
+    ),
+    # Split -> map -> concat: no sequence is built at all. keepdims = 1 reads
+    # slices of size 1; the concat of the results becomes a Reshape (or, for
+    # new_axis = 1, the stack itself).
+    "split_map_concat": (
+        H
+        + """
+        g (float[T,4] x) => (float[M,4] y, float[T,1,4] z) {
+          rows = SplitToSequence <axis = 0> (x)
+          doubled = SequenceMap <body = body (float[1,4] r) => (float[1,4] c) {
+                c = Add(r, r)
+              }> (rows)
+          y = ConcatFromSequence <axis = 0> (doubled)
+          z = ConcatFromSequence <axis = 0, new_axis = 1> (doubled)
+        }""",
+        H
+        + """
+        g (float[T,4] x) => (float[M,4] y, float[T,1,4] z) {
+          shape = Shape(x)
+          axis = Constant <value = int64 {0}> ()
+          n = Gather(shape, axis)
+          true = Constant <value = bool {1}> ()
+          stack = Loop (n, true) <body = body (int64 i, bool cond) => (bool cond_out, float[1,4] c) {
+                one = Constant <value = int64[1] {1}> ()
+                index = Reshape(i, one)
+                r = Gather <axis = 0> (x, index)
+                c = Add(r, r)
+                cond_out = Identity(cond)
+              }>
+          merged = Constant <value = int64[2] {-1, 4}> ()
+          y = Reshape(stack, merged)
+          z = Identity(stack)
         }""",
     ),
     # Outputs that are not values of the body are copied with Identity.
@@ -184,6 +219,54 @@ def test_every_strategy_is_right_at_every_length(strategy, n):
     expected = [[a * feeds["w"] for a in feeds["x"]], [np.array([16], np.int64)] * n]
     result = lowered(parse(source), strategy=strategy)
     assert_same(run(result, feeds), expected)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_split_map_concat_is_right_at_every_length(n):
+    source = GOLDEN["split_map_concat"][0]
+    x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+    result = lowered(parse(source))
+    assert "SplitToSequence" not in op_types(result)
+    assert_same(run(result, {"x": x}), [x + x, (x + x).reshape(n, 1, 4)])
+
+
+SPLIT_VARIANTS = (
+    H
+    + """
+g (float[3,5,2] x) => (seq(float{dims}) y) {{
+  parts = SplitToSequence <axis = {axis}, keepdims = {keepdims}> (x)
+  y = SequenceMap <body = body (a) => (b) {{ b = Neg(a) }}> (parts)
+}}"""
+)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "loop"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_elements_read_from_the_split_tensor(axis, keepdims, strategy):
+    dims = "[A,B,C]" if keepdims else "[A,B]"
+    source = parse(SPLIT_VARIANTS.format(axis=axis, keepdims=keepdims, dims=dims))
+    x = np.random.default_rng(0).standard_normal((3, 5, 2)).astype(np.float32)
+    parts = [np.take(x, [i] if keepdims else i, axis=axis) for i in range(x.shape[axis])]
+    result = lowered(source, strategy=strategy)
+    assert "SequenceAt" not in op_types(result)
+    assert_same(run(result, {"x": x}), [[-p for p in parts]])
+
+
+def test_a_split_still_used_elsewhere_stays():
+    source = parse(
+        H
+        + """
+    g (float[3,2] x) => (seq(float[2]) y, int64 n) {
+      parts = SplitToSequence <axis = 0, keepdims = 0> (x)
+      y = SequenceMap <body = body (float[2] a) => (float[2] b) { b = Neg(a) }> (parts)
+      n = SequenceLength(parts)
+    }"""
+    )
+    result = lowered(source)
+    assert op_types(result).count("SplitToSequence") == 2  # the input's, and the output's
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    assert_same(run(result, {"x": x}), [list(-x), np.array(3, np.int64)])
 
 
 @pytest.mark.parametrize("n", [0, 1, 5])
