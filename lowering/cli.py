@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
         help="leave SequenceInsert positions as they are",
     )
     parser.add_argument(
+        "--external-data",
+        metavar="NAME",
+        help="write all weights to the file NAME beside OUT (default: keep the input's "
+        "external data layout, copying the data files when OUT is in another folder)",
+    )
+    parser.add_argument(
         "--verify",
         action="store_true",
         help="after writing OUT, run IN and OUT in onnxruntime on the same inputs and "
@@ -70,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     stage = "read"
     try:
         model = model_io.load(args.input)
+        model_io.check_external_data(model)
         stage = "lower"
         rewrites = lower_in_place(
             model,
@@ -79,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         stage = "write"
         with model_io.kept_original(args.input, args.output, keep=args.verify) as original:
-            if rewrites or not model_io.copy_unchanged(args.input, args.output, model):
-                model_io.save(model, args.output)
+            relayout = args.external_data is not None
+            if rewrites or relayout or not model_io.copy_unchanged(args.input, args.output, model):
+                model_io.save(model, args.output, external_data=args.external_data)
             report = verify.compare(original, args.output) if args.verify else None
     except (model_io.ModelFileError, LoweringError) as error:
         file = args.output if stage == "write" else args.input

@@ -6,8 +6,7 @@ atomic, so OUT is either the old file or the complete new one, and IN == OUT
 is safe: IN is only replaced once the new model is fully written.
 
 Weights stored as external data are never read into memory here: onnx_ir maps
-them lazily. When OUT is in IN's folder the output refers to the same data
-file; elsewhere the weights are copied into a data file beside OUT.
+them lazily, and :func:`save` copies data files by streaming them.
 """
 
 from __future__ import annotations
@@ -48,24 +47,69 @@ def load(path: str) -> ir.Model:
     return model
 
 
-def save(model: ir.Model, path: str) -> None:
-    """Write ``model`` to ``path`` atomically."""
+def save(model: ir.Model, path: str, *, external_data: str | None = None) -> None:
+    """Write ``model`` to ``path`` atomically, its external data complete.
+
+    By default the output keeps the input's layout: tensors stored in
+    external data files stay in files of the same names at the same offsets.
+    When OUT is in IN's folder it refers to the very same files; elsewhere
+    the files are copied beside OUT, streamed, never read into memory.
+    ``external_data`` instead writes every initializer above 256 bytes to
+    that one file beside OUT.
+    """
     out_dir = _output_dir(path)
-    external_data = None
-    if _has_external_data_elsewhere(model, out_dir):
-        external_data = os.path.basename(path) + ".data"
+    if external_data is not None:
+        if os.path.isabs(external_data) or os.path.dirname(external_data):
+            raise ModelFileError(
+                f"--external-data takes a file name for OUT's folder, not {external_data!r}"
+            )
+        with _atomic_target(path) as temp_path:
+            ir.save(model, temp_path, external_data=external_data)
+        return
+    for source, location in _external_files(model).items():
+        target = os.path.join(out_dir, location)
+        if os.path.abspath(source) != os.path.abspath(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with _atomic_target(target) as temp_path:
+                shutil.copyfile(source, temp_path)
     with _atomic_target(path) as temp_path:
-        ir.save(model, temp_path, external_data=external_data)
+        ir.save(model, temp_path)
+
+
+def check_external_data(model: ir.Model) -> None:
+    """Fail clearly if a file that holds the model's weights is missing."""
+    for source, location in _external_files(model).items():
+        if not os.path.isfile(source):
+            raise ModelFileError(
+                f"the external data file {location!r} that holds the model's weights is "
+                f"missing (looked for {source}); keep it beside the model"
+            )
+
+
+def _external_files(model: ir.Model) -> dict[str, str]:
+    """Each external data file the model reads, with its location relative to the model."""
+    files: dict[str, str] = {}
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if isinstance(tensor, ir.ExternalTensor):
+                files[os.path.abspath(tensor.path)] = os.fspath(tensor.location)
+    return files
 
 
 def copy_unchanged(source: str, path: str, model: ir.Model) -> bool:
     """Write ``source``'s bytes to ``path`` when that gives a valid model.
 
     A model with nothing to lower is copied byte for byte, so it comes out
-    exactly as it went in. That is not possible when it refers to external
-    data that would not sit beside ``path``; then this returns False.
+    exactly as it went in. That is only possible when its external data, if
+    any, already sits where ``path`` will look for it; otherwise this
+    returns False and the caller saves the model normally.
     """
-    if _has_external_data_elsewhere(model, _output_dir(path)):
+    out_dir = _output_dir(path)
+    if any(
+        os.path.abspath(os.path.join(out_dir, location)) != source_file
+        for source_file, location in _external_files(model).items()
+    ):
         return False
     if os.path.abspath(source) == os.path.abspath(path):
         return True
@@ -137,18 +181,6 @@ def _mode_for(path: str) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
-
-
-def _has_external_data_elsewhere(model: ir.Model, out_dir: str) -> bool:
-    for graph in model.graphs():
-        for value in graph.initializers.values():
-            tensor = value.const_value
-            if (
-                isinstance(tensor, ir.ExternalTensor)
-                and os.path.abspath(tensor.base_dir) != out_dir
-            ):
-                return True
-    return False
 
 
 def _first_line(error: BaseException) -> str:

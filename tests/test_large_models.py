@@ -1,0 +1,145 @@
+"""External data: the layout is kept, weights are never read into memory,
+models over 2 GB round-trip, and a missing data file is a clear error."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto
+
+from lowering.cli import main
+from tests.helpers import assert_same, op_types, parse, run
+
+MAP = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[4]) x) => (seq(float[4]) y) {
+  y = SequenceMap <body = body (float[4] a) => (float[4] c) { c = Mul(a, w0) }> (x)
+}"""
+
+
+def weighted_model(folder: pathlib.Path, tensors: int, values: int, real: bool) -> pathlib.Path:
+    """A map that reads w0, with ``tensors`` float32 initializers of ``values``
+    each in ``weights.bin``. Unless ``real``, the file is sparse zeros (fast to make)."""
+    model = parse(MAP)
+    data = folder / "weights.bin"
+    size = values * 4
+    if real:
+        rng = np.random.default_rng(0)
+        with open(data, "wb") as f:
+            for _ in range(tensors):
+                f.write(rng.standard_normal(values).astype(np.float32).tobytes())
+    else:
+        with open(data, "wb") as f:
+            f.truncate(tensors * size)
+    for i in range(tensors):
+        tensor = TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[values])
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (
+            ("location", "weights.bin"),
+            ("offset", str(i * size)),
+            ("length", str(size)),
+        ):
+            tensor.external_data.add(key=key, value=value)
+        model.graph.initializer.append(tensor)
+    path = folder / "model.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _locations(path: pathlib.Path) -> set[str]:
+    model = onnx.load(path, load_external_data=False)
+    return {
+        entry.value
+        for tensor in model.graph.initializer
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }
+
+
+def _weights(path: pathlib.Path) -> np.ndarray:
+    model = onnx.load(path)
+    return onnx.numpy_helper.to_array(model.graph.initializer[0])
+
+
+def test_layout_is_kept_beside_the_input(tmp_path):
+    source = weighted_model(tmp_path, 3, 4, real=True)
+    assert main(["-q", str(source), str(tmp_path / "out.onnx")]) == 0
+    assert _locations(tmp_path / "out.onnx") == {"weights.bin"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "out.onnx", "weights.bin"]
+
+
+def test_layout_is_copied_to_another_folder(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    source = weighted_model(tmp_path / "in", 3, 4, real=True)
+    target = tmp_path / "out" / "lowered.onnx"
+    assert main(["-q", str(source), str(target)]) == 0
+    assert _locations(target) == {"weights.bin"}
+    assert (tmp_path / "out" / "weights.bin").read_bytes() == (
+        tmp_path / "in" / "weights.bin"
+    ).read_bytes()
+    np.testing.assert_array_equal(_weights(target), _weights(source))
+    x = [np.ones(4, np.float32)]
+    assert_same(run(onnx.load(target), {"x": x}), [[x[0] * _weights(source)]])
+
+
+def test_external_data_option_chooses_the_file(tmp_path):
+    source = weighted_model(tmp_path, 3, 1024, real=True)
+    target = tmp_path / "out.onnx"
+    assert main(["-q", "--external-data", "all.bin", str(source), str(target)]) == 0
+    assert _locations(target) == {"all.bin"}
+    np.testing.assert_array_equal(_weights(target), _weights(source))
+    assert main(["-q", "--external-data", "sub/all.bin", str(source), str(target)]) == 1
+
+
+def test_missing_data_file_is_a_clear_error(tmp_path, capsys):
+    source = weighted_model(tmp_path, 1, 4, real=True)
+    os.unlink(tmp_path / "weights.bin")
+    assert main([str(source), str(tmp_path / "out.onnx")]) == 1
+    err = capsys.readouterr().err
+    assert "external data file 'weights.bin'" in err and "missing" in err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def _peak_rss_mib(command: list[str]) -> float:
+    probe = (
+        "import resource, subprocess, sys; "
+        "subprocess.run(sys.argv[1:], check=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True
+    )
+    return int(out.stdout.split()[-1]) / 1024
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_one_gib_of_weights_is_lowered_in_little_memory(tmp_path, elsewhere):
+    source = weighted_model(tmp_path, 16, 16 * 1024 * 1024, real=False)  # 16 x 64 MiB
+    target_dir = tmp_path / "out" if elsewhere else tmp_path
+    target_dir.mkdir(exist_ok=True)
+    target = target_dir / "lowered.onnx"
+    rss = _peak_rss_mib([sys.executable, "-m", "lowering", "-q", str(source), str(target)])
+    assert rss < 300, f"peak RSS {rss:.0f} MiB"
+    assert "Loop" in op_types(onnx.load(target, load_external_data=False))
+    assert (target_dir / "weights.bin").stat().st_size == 1024**3
+
+
+def test_a_model_over_2_gib_round_trips(tmp_path):
+    source = weighted_model(tmp_path, 35, 16 * 1024 * 1024, real=False)  # 35 x 64 MiB = 2.19 GiB
+    (tmp_path / "out").mkdir()
+    target = tmp_path / "out" / "lowered.onnx"
+    assert main(["-q", str(source), str(target)]) == 0
+    assert (tmp_path / "out" / "weights.bin").stat().st_size == 35 * 64 * 1024**2
+    onnx.checker.check_model(str(target))  # by path: the model is over 2 GB with its data
+    lowered = onnx.load(target, load_external_data=False)
+    original = onnx.load(source, load_external_data=False)
+    assert [t.SerializeToString() for t in lowered.graph.initializer] == [
+        t.SerializeToString() for t in original.graph.initializer
+    ]
+    assert "SequenceMap" not in op_types(lowered)
