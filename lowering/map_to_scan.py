@@ -56,7 +56,9 @@ def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
     k, (_, shape) = next(
         (k, t) for k, t in enumerate(plan.result_types) if not static_shapes([t[1]])
     )
-    output = f"output {k} ({node.outputs[k].name!r}) has shape {_show(shape)}"
+    output = f"output {k} ({node.outputs[k].name!r}) " + (
+        "has no known shape" if shape is None else f"has shape {_show(shape)}"
+    )
     uniform_inputs, invariant_inputs = set(), set()
     for outer, inner, sequence, element in zip(
         node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
@@ -83,9 +85,7 @@ def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
     )
 
 
-def _show(shape: ir.Shape | None) -> str:
-    if shape is None:
-        return "unknown"
+def _show(shape: ir.Shape) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 

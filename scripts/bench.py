@@ -116,7 +116,7 @@ def runtime_table(sizes: list[int], repeats: int) -> str:
     for n in sizes:
         x = rng.standard_normal((n, 16)).astype(np.float32)
         w = rng.standard_normal(16).astype(np.float32)
-        reps = max(5, repeats // (1 + n // 2000))
+        reps = max(7, repeats // (1 + n // 2000))
         original, lowered_ms, floor = _medians_ms(
             [sessions["uniform", "original"], sessions["uniform", "lowered"], scan],
             {"x": x, "w": w},
@@ -133,7 +133,7 @@ def runtime_table(sizes: list[int], repeats: int) -> str:
             "sizes": sizes_,
             "w": np.array(0.5, np.float32),
         }
-        reps = max(5, repeats // (1 + n // 2000))
+        reps = max(7, repeats // (1 + n // 2000))
         original, lowered_ms = _medians_ms(
             [sessions["variable", "original"], sessions["variable", "lowered"]], feeds, reps
         )

@@ -31,8 +31,9 @@ def weighted_model(folder: pathlib.Path, tensors: int, values: int, real: bool) 
     if real:
         rng = np.random.default_rng(0)
         with open(data, "wb") as f:
-            for _ in range(tensors):
-                f.write(rng.standard_normal(values).astype(np.float32).tobytes())
+            f.writelines(
+                rng.standard_normal(values).astype(np.float32).tobytes() for _ in range(tensors)
+            )
     else:
         with open(data, "wb") as f:
             f.truncate(tensors * size)
