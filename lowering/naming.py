@@ -34,8 +34,9 @@ _fresh: weakref.WeakKeyDictionary[ir.Value | ir.Node, str] = weakref.WeakKeyDict
 def fresh(item: ir.Value | ir.Node, stem: str | None = None):
     """Mark a value or node made by a rewrite, to be named by :class:`FreshNamesPass`.
 
-    ``stem`` is a readable base for a value's name ("iter", "acc"); nodes are
-    named after their op type. Marking a node marks its outputs too.
+    ``stem`` is a readable base for the name ("iter", "acc"); without one, a
+    node is named after its op type and a value after its producer's. Marking
+    a node marks its outputs too.
     """
     _fresh[item] = stem or ""
     if isinstance(item, ir.Node):
@@ -99,8 +100,8 @@ class FreshNamesPass(ir.passes.InPlacePass):
             stem = _fresh.pop(value, "") or _stem_of(value)
             value.name = unique(stem, taken_values)
         for node in to_name_nodes:
-            _fresh.pop(node, None)
-            node.name = unique(_snake(node.op_type), taken_nodes)
+            stem = _fresh.pop(node, "") or _snake(node.op_type)
+            node.name = unique(stem, taken_nodes)
         return ir.passes.PassResult(model, modified=bool(to_name_values or to_name_nodes))
 
 

@@ -31,8 +31,11 @@ import onnx_ir as ir
 from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map
 from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
+from lowering.map_unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
 from lowering.rewrites import Rewrite
 from lowering.scopes import find_nodes, is_onnx_op
+from lowering.sequence_elimination import EliminateSequencesPass
+from lowering.sequence_length import SequenceLengths
 from lowering.type_inference import TypeOracle
 
 logger = logging.getLogger(__name__)
@@ -47,18 +50,31 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
     to name; run it afterwards, as :func:`lowering.lower` does.
 
     Attributes:
-        strategy: "auto" picks the fastest correct strategy for each map;
-            "loop" forces the general Loop + SequenceInsert form everywhere.
+        strategy: "auto" picks the fastest correct strategy for each map:
+            unrolled when its length is static and at most ``max_unroll``,
+            a Loop with scan outputs when its output shapes are uniform, the
+            general Loop + SequenceInsert form otherwise; "loop" forces the
+            general form everywhere.
+        max_unroll: The longest static length that "auto" unrolls (0: never).
         keep_originals: Keep a copy of each map as it was, for reports
             (:meth:`lowering.rewrites.Rewrite.before`).
         rewrites: What the last call rewrote, outermost maps first.
     """
 
-    def __init__(self, strategy: str = "auto", *, keep_originals: bool = False) -> None:
+    def __init__(
+        self,
+        strategy: str = "auto",
+        *,
+        max_unroll: int = DEFAULT_MAX_UNROLL,
+        keep_originals: bool = False,
+    ) -> None:
         super().__init__()
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, not {strategy!r}")
+        if max_unroll < 0:
+            raise ValueError(f"max_unroll must be at least 0, not {max_unroll}")
         self.strategy = strategy
+        self.max_unroll = max_unroll
         self.keep_originals = keep_originals
         self.rewrites: list[Rewrite] = []
 
@@ -77,7 +93,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         else:  # ask ONNX shape inference, which costs a pass over the whole model
             oracle = TypeOracle(model, functions)
             plans = [plan_map(loc, oracle.twin(loc.node, loc.scope.owner)) for loc in found]
-        choices = [self._choose(plan) for plan in plans]
+        lengths = SequenceLengths()
+        choices = [self._choose(plan, lengths) for plan in plans]
         originals = [
             ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
         ]
@@ -88,10 +105,18 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         replaced: dict[int, list[ir.Node]] = {}
         replacer = Replacer()
         for index in reversed(range(len(plans))):
-            rewrite = _STRATEGIES[choices[index][0]]
-            replaced[index] = rewrite(plans[index], replacer)
-            logger.debug("Lowered SequenceMap %r (%s)", plans[index].node.name, choices[index][0])
+            plan, (strategy, _) = plans[index], choices[index]
+            if strategy == "unroll":
+                replaced[index] = lower_by_unrolling(plan, replacer, lengths(plan.node.inputs[0]))
+            elif strategy == "uniform":
+                replaced[index] = lower_to_scan_outputs(plan, replacer)
+            else:
+                replaced[index] = lower_to_sequence_loop(plan, replacer)
+            logger.debug("Lowered SequenceMap %r (%s)", plan.node.name, strategy)
         replacer.finish()
+        # What unrolling builds with SequenceConstruct is mostly read back
+        # with SequenceAt: let those reads take the tensors directly.
+        EliminateSequencesPass()(model)
         self.rewrites = [
             Rewrite(
                 scope=plan.located.scope.description,
@@ -106,9 +131,12 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         ]
         return ir.passes.PassResult(model, modified=True)
 
-    def _choose(self, plan: MapPlan) -> tuple[str, str]:
+    def _choose(self, plan: MapPlan, lengths: SequenceLengths) -> tuple[str, str]:
         if self.strategy == "loop":
             return "loop", "forced by --strategy loop"
+        length = lengths(plan.node.inputs[0])
+        if length is not None and length <= self.max_unroll:
+            return "unroll", f"its input has {length} elements (--max-unroll {self.max_unroll})"
         uniform, why = uniform_reason(plan)
         return ("uniform" if uniform else "loop"), why
 
@@ -118,9 +146,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             raise ir.passes.PostconditionError(
                 f"{len(left)} SequenceMap node(s) left, first in {left[0].scope.description}"
             )
-
-
-_STRATEGIES = {"uniform": lower_to_scan_outputs, "loop": lower_to_sequence_loop}
 
 
 def _import_default_domain(opset_imports: dict[str, int]) -> None:

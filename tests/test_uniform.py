@@ -257,7 +257,7 @@ def test_a_split_still_used_elsewhere_stays():
     source = parse(
         H
         + """
-    g (float[3,2] x) => (seq(float[2]) y, int64 n) {
+    g (float[T,2] x) => (seq(float[2]) y, int64 n) {
       parts = SplitToSequence <axis = 0, keepdims = 0> (x)
       y = SequenceMap <body = body (float[2] a) => (float[2] b) { b = Neg(a) }> (parts)
       n = SequenceLength(parts)

@@ -1,0 +1,163 @@
+"""The unroll strategy: a copy of the body for each element, no loop at all.
+
+When the first input's length k is known statically and small (a
+``SequenceConstruct`` of k tensors, a ``SplitToSequence`` with static
+sizes, ...; see :mod:`lowering.sequence_length`), the body is inlined k
+times, each copy reading its own element, and the outputs are built with
+``SequenceConstruct``::
+
+    outs = SequenceMap(SequenceConstruct(t_0, .., t_k-1), a)
+           <body (e, b) => (y)>
+
+becomes::
+
+    y_0   = <body nodes, e := t_0, b := a>
+    ...
+    y_k-1 = <body nodes, e := t_k-1, b := a>
+    outs  = SequenceConstruct(y_0, .., y_k-1)          (SequenceEmpty when k = 0)
+
+An element is the construct's own input where there is one; otherwise it is
+read with ``SequenceAt(s, i)`` for a constant i. The copies keep the body's
+element types but not its shapes, which may differ from element to element.
+Body initializers become one ``Constant`` each, shared by all copies. With
+:class:`lowering.sequence_elimination.EliminateSequencesPass` afterwards,
+reads such as ``SequenceAt(outs, 1)`` become the tensors themselves, so a
+model like torch's ``atleast_2d((a, b, c))`` ends up with no sequence op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.constants import constant_array
+from lowering.map_plan import MapPlan, Replacer, split_source, typed
+from lowering.naming import fresh
+from lowering.scopes import is_onnx_op
+
+DEFAULT_MAX_UNROLL = 16
+
+
+def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[ir.Node]:
+    """Rewrite ``plan``'s map as ``length`` copies of its body; returns the new nodes."""
+    node, body = plan.node, plan.body
+    new_nodes: list[ir.Node] = []
+    shared_constants: dict[ir.Value, ir.Value] = {}
+    for initializer in body.initializers.values():
+        constant = fresh(ir.node("Constant", [], {"value": initializer.const_value}))
+        typed(constant.outputs[0], (initializer.type, initializer.shape))
+        shared_constants[initializer] = constant.outputs[0]
+        new_nodes.append(constant)
+    elements = [
+        _elements(outer, length, new_nodes) if sequence else None
+        for outer, sequence in zip(node.inputs, plan.is_sequence, strict=True)
+    ]
+    results: list[list[ir.Value]] = [[] for _ in body.outputs]
+    for i in range(length):
+        copy = body.clone(allow_outer_scope_values=True)
+        mapping = {
+            copied: (elements[j][i] if elements[j] is not None else node.inputs[j])
+            for j, copied in enumerate(copy.inputs)
+        }
+        for original, copied in zip(
+            body.initializers.values(), copy.initializers.values(), strict=True
+        ):
+            mapping[copied] = shared_constants[original]
+        outputs = [mapping.get(v, v) for v in copy.outputs]
+        copy.outputs.clear()
+        copy_nodes = list(copy)
+        copy.remove(copy_nodes)
+        for value, replacement in mapping.items():
+            value.replace_all_uses_with(replacement)
+        for copied_node in copy_nodes:
+            # Each copy gets its own names, built from the body's.
+            fresh(copied_node, copied_node.name or None)
+            for output in copied_node.outputs:
+                fresh(output, output.name or None)
+                output.shape = None  # shapes may differ between elements
+        new_nodes += copy_nodes
+        for k, output in enumerate(outputs):
+            results[k].append(output)
+    sequences = []
+    for values, (type_, _) in zip(results, plan.result_types, strict=True):
+        if length:
+            construct = fresh(ir.node("SequenceConstruct", values))
+        else:
+            construct = fresh(ir.node("SequenceEmpty", [], {"dtype": type_.dtype.value}))
+        new_nodes.append(construct)
+        sequences.append(construct.outputs[0])
+    replacer.replace(plan, new_nodes, sequences)
+    return new_nodes
+
+
+def _elements(sequence: ir.Value, length: int, new_nodes: list[ir.Node]) -> list[ir.Value]:
+    """The ``length`` elements of ``sequence``, read without a loop.
+
+    A ``SequenceConstruct``'s inputs are its elements; a split tensor's
+    slices are read with ``Gather`` (no ``split``) or one ``Split`` (static
+    sizes); anything else with ``SequenceAt`` at a constant index.
+    """
+    producer = sequence.producer()
+    if (
+        producer is not None
+        and is_onnx_op(producer, "SequenceConstruct")
+        and len(producer.inputs) >= length
+    ):
+        return list(producer.inputs[:length])
+    source = split_source(sequence)
+    if source is not None:
+        tensor, axis, keepdims = source
+        values = []
+        for i in range(length):
+            index = _constant(np.array([i] if keepdims else i, np.int64), new_nodes)
+            gather = fresh(ir.node("Gather", [tensor, index], {"axis": axis}))
+            new_nodes.append(gather)
+            values.append(gather.outputs[0])
+        return values
+    sizes = _static_split_sizes(producer, length)
+    if sizes is not None:
+        split = fresh(
+            ir.node(
+                "Split",
+                [producer.inputs[0], _constant(np.array(sizes, np.int64), new_nodes)],
+                {"axis": producer.attributes.get_int("axis", 0)},
+                num_outputs=length,
+            )
+        )
+        new_nodes.append(split)
+        return list(split.outputs)
+    values = []
+    for i in range(length):
+        at = fresh(ir.node("SequenceAt", [sequence, _constant(np.array(i, np.int64), new_nodes)]))
+        new_nodes.append(at)
+        values.append(at.outputs[0])
+    return values
+
+
+def _constant(value: np.ndarray, new_nodes: list[ir.Node]) -> ir.Value:
+    node = fresh(ir.node("Constant", [], {"value": ir.tensor(value)}))
+    new_nodes.append(node)
+    return node.outputs[0]
+
+
+def _static_split_sizes(producer: ir.Node | None, length: int) -> list[int] | None:
+    """The sizes of a ``SplitToSequence`` with a constant ``split``, as a list."""
+    if (
+        producer is None
+        or not is_onnx_op(producer, "SplitToSequence")
+        or len(producer.inputs) < 2
+        or producer.inputs[1] is None
+    ):
+        return None
+    split = constant_array(producer.inputs[1])
+    if split is None:
+        return None
+    if split.ndim == 1:
+        return [int(s) for s in split]
+    tensor_shape = producer.inputs[0].shape
+    axis = producer.attributes.get_int("axis", 0)
+    dim = tensor_shape[axis] if tensor_shape is not None else None
+    if not isinstance(dim, int):
+        return None
+    step = int(split)
+    return [min(step, dim - i * step) for i in range(length)]

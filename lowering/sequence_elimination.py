@@ -1,0 +1,170 @@
+"""Remove the sequence ops that lowering has made unnecessary.
+
+After an unrolled map (:mod:`lowering.map_unroll`) a model reads tensors
+out of ``SequenceConstruct`` results that it could read directly. Runtimes
+without sequence support (OpenVINO, tract) refuse those ops, so this pass
+rewrites them away::
+
+    SequenceAt(SequenceConstruct(t_0, .., t_k-1), i)   ->  t_i        (i constant)
+    SequenceLength(s)                                 ->  Constant   (length of s static)
+    ConcatFromSequence<axis>(SequenceConstruct(t..))  ->  Concat<axis>(t..)
+    ConcatFromSequence<axis, new_axis = 1>(...)       ->  Concat<axis>(Unsqueeze(t_i, axis)..)
+
+and then removes sequence ops left without a use. A rewritten node keeps its
+name and its output value, so consumers and graph outputs are untouched. The
+pass runs only on models where maps were lowered, so other models come out
+exactly as they went in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.constants import constant_array
+from lowering.naming import fresh
+from lowering.scopes import find_nodes, iter_scopes
+from lowering.sequence_length import SequenceLengths
+
+_SEQUENCE_OPS = frozenset(
+    [
+        "SequenceConstruct",
+        "SequenceEmpty",
+        "SequenceInsert",
+        "SequenceErase",
+        "SequenceAt",
+        "SequenceLength",
+        "SplitToSequence",
+        "ConcatFromSequence",
+    ]
+)
+
+
+class EliminateSequencesPass(ir.passes.InPlacePass):
+    """Read tensors straight from SequenceConstruct, fold static lengths, drop dead sequence ops."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        lengths = SequenceLengths()
+        for located in find_nodes(model, lambda n: n.domain in ("", "ai.onnx")):
+            node = located.node
+            rewrite = _RULES.get(node.op_type)
+            if rewrite is not None and rewrite(node, located.scope.owner, lengths):
+                modified = True
+        return ir.passes.PassResult(model, modified=_remove_dead(model) or modified)
+
+
+def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
+    producer = sequence.producer() if sequence is not None else None
+    if (
+        producer is None
+        or producer.op_type != "SequenceConstruct"
+        or producer.domain not in ("", "ai.onnx")
+    ):
+        return None
+    return list(producer.inputs)
+
+
+def _sequence_at(node: ir.Node, owner, lengths) -> bool:
+    tensors = _construct_inputs(node.inputs[0])
+    position = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    if tensors is None or position is None or position.size != 1:
+        return False
+    index = int(position.reshape(()))
+    if not -len(tensors) <= index < len(tensors):
+        return False  # out of range: leave the runtime's error in place
+    _become_identity(node, tensors[index], owner)
+    return True
+
+
+def _sequence_length(node: ir.Node, owner, lengths: SequenceLengths) -> bool:
+    length = lengths(node.inputs[0])
+    if length is None:
+        return False
+    node.op_type = "Constant"
+    node.attributes.clear()
+    for index in range(len(node.inputs)):
+        node.replace_input_with(index, None)
+    node.resize_inputs(0)
+    node.attributes["value"] = ir.AttrTensor("value", ir.tensor(np.array(length, np.int64)))
+    return True
+
+
+def _concat_from_sequence(node: ir.Node, owner, lengths) -> bool:
+    tensors = _construct_inputs(node.inputs[0])
+    if not tensors:
+        return False  # unknown, or empty: ConcatFromSequence of nothing is an error
+    axis = node.attributes.get_int("axis", 0)
+    new_axis = node.attributes.get_int("new_axis", 0)
+    parts = tensors
+    if new_axis:
+        axes = fresh(ir.node("Constant", [], {"value": ir.tensor(np.array([axis], np.int64))}))
+        unsqueezes = [fresh(ir.node("Unsqueeze", [t, axes.outputs[0]])) for t in tensors]
+        owner.insert_before(node, [axes, *unsqueezes])
+        parts = [u.outputs[0] for u in unsqueezes]
+    node.op_type = "Concat"
+    node.attributes.clear()
+    node.attributes["axis"] = ir.AttrInt64("axis", axis)
+    node.replace_input_with(0, None)
+    node.resize_inputs(len(parts))
+    for index, value in enumerate(parts):
+        node.replace_input_with(index, value)
+    return True
+
+
+def _become_identity(node: ir.Node, source: ir.Value, owner) -> None:
+    """Make ``node``'s readers read ``source``; keep it as Identity only for a graph output."""
+    output = node.outputs[0]
+    inputs = list(node.inputs)
+    for index in range(len(node.inputs)):
+        node.replace_input_with(index, None)
+    _remove_if_dead_constants(inputs)
+    if output.is_graph_output():
+        node.op_type = "Identity"
+        node.attributes.clear()
+        node.resize_inputs(1)
+        node.replace_input_with(0, source)
+        return
+    for user, index in list(output.uses()):
+        user.replace_input_with(index, source)
+    owner.remove(node, safe=True)
+
+
+def _remove_if_dead_constants(values: list[ir.Value | None]) -> None:
+    """Remove Constant nodes that only fed a node this pass rewrote."""
+    for value in values:
+        producer = value.producer() if value is not None else None
+        if (
+            producer is not None
+            and producer.op_type == "Constant"
+            and not value.uses()
+            and not value.is_graph_output()
+            and producer.graph is not None
+        ):
+            producer.graph.remove(producer, safe=True)
+
+
+_RULES = {
+    "SequenceAt": _sequence_at,
+    "SequenceLength": _sequence_length,
+    "ConcatFromSequence": _concat_from_sequence,
+}
+
+
+def _remove_dead(model: ir.Model) -> bool:
+    """Remove sequence ops that nothing reads, until none is left."""
+    removed_any = False
+    while True:
+        dead = [
+            (scope.owner, node)
+            for scope in iter_scopes(model)
+            for node in scope.owner
+            if node.domain in ("", "ai.onnx")
+            and node.op_type in _SEQUENCE_OPS
+            and not any(v.uses() or v.is_graph_output() for v in node.outputs)
+        ]
+        if not dead:
+            return removed_any
+        for owner, node in dead:
+            owner.remove(node, safe=True)
+        removed_any = True
