@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import overload
+from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
 
 from lowering.errors import LoweringError
+from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.naming import FreshNamesPass
 from lowering.rewrites import Rewrite
 from lowering.sequence_insert import NormalizeSequenceInsertPass
@@ -19,6 +20,7 @@ def lower_in_place(
     *,
     normalize_inserts: bool = True,
     strategy: str = "auto",
+    max_unroll: int = DEFAULT_MAX_UNROLL,
     keep_originals: bool = False,
 ) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
@@ -29,7 +31,9 @@ def lower_in_place(
     rewritten node for :meth:`Rewrite.before`. A pass that finds a model it cannot handle raises
     :class:`LoweringError` before it changes anything.
     """
-    sequence_maps = LowerSequenceMapPass(strategy, keep_originals=keep_originals)
+    sequence_maps = LowerSequenceMapPass(
+        strategy, max_unroll=max_unroll, keep_originals=keep_originals
+    )
     inserts = NormalizeSequenceInsertPass(keep_originals=keep_originals)
     passes: list[ir.passes.PassBase] = [sequence_maps]
     if normalize_inserts:
@@ -49,18 +53,16 @@ def lower_in_place(
 
 
 @overload
-def lower(
-    model: onnx.ModelProto, *, normalize_inserts: bool = True, strategy: str = "auto"
-) -> onnx.ModelProto: ...
+def lower(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto: ...
 @overload
-def lower(
-    model: ir.Model, *, normalize_inserts: bool = True, strategy: str = "auto"
-) -> ir.Model: ...
-def lower(model, *, normalize_inserts=True, strategy="auto"):
+def lower(model: ir.Model, **options: Any) -> ir.Model: ...
+def lower(model, **options):
     """Rewrite every SequenceMap in ``model`` into an equivalent Loop.
 
-    ``strategy`` "auto" picks, for each map, a Loop with scan outputs where
-    every output element has one shape (O(n) in onnxruntime) and the
+    Options, as keywords (the same as :func:`lower_in_place`'s):
+    ``strategy`` "auto" picks, for each map, unrolling where its length is
+    static and at most ``max_unroll`` (default 16), a Loop with scan outputs
+    where every output element has one shape (O(n) in onnxruntime), and the
     general Loop + SequenceInsert form elsewhere; "loop" forces the general
     form. Then, unless ``normalize_inserts`` is False, every SequenceInsert
     position is put into canonical form (see :mod:`lowering.sequence_insert`).
@@ -80,13 +82,13 @@ def lower(model, *, normalize_inserts=True, strategy="auto"):
         working = onnx.ModelProto()
         working.CopyFrom(model)
         ir_model = ir.serde.deserialize_model(working)
-        if not lower_in_place(ir_model, normalize_inserts=normalize_inserts, strategy=strategy):
+        if not lower_in_place(ir_model, **options):
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)
             return unchanged
         return ir.serde.serialize_model(ir_model)
     if isinstance(model, ir.Model):
-        lower_in_place(model, normalize_inserts=normalize_inserts, strategy=strategy)
+        lower_in_place(model, **options)
         return model
     raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")

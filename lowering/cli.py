@@ -17,6 +17,7 @@ import traceback
 from lowering import model_io, verify
 from lowering.api import lower_in_place
 from lowering.errors import LoweringError
+from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.rewrites import Rewrite
 from lowering.sequence_map import STRATEGIES
 
@@ -37,6 +38,14 @@ def _parser() -> argparse.ArgumentParser:
         help="auto (default): a Loop with scan outputs where every output element has one "
         "shape, the general Loop + SequenceInsert form elsewhere; loop: the general form "
         "everywhere",
+    )
+    parser.add_argument(
+        "--max-unroll",
+        type=int,
+        default=DEFAULT_MAX_UNROLL,
+        metavar="K",
+        help=f"unroll maps whose input has a static length of at most K elements "
+        f"(default {DEFAULT_MAX_UNROLL}; 0 never unrolls)",
     )
     parser.add_argument(
         "--no-normalize-inserts",
@@ -68,7 +77,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.max_unroll < 0:
+        parser.error("--max-unroll must be at least 0")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format=f"{PROG}: %(levelname)s: %(message)s",
@@ -82,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             model,
             normalize_inserts=args.normalize_inserts,
             strategy=args.strategy,
+            max_unroll=args.max_unroll,
             keep_originals=args.verbose,
         )
         stage = "write"
