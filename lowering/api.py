@@ -6,6 +6,7 @@ from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
+import onnxscript.optimizer
 
 from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
@@ -21,6 +22,7 @@ def lower_in_place(
     normalize_inserts: bool = True,
     strategy: str = "auto",
     max_unroll: int = DEFAULT_MAX_UNROLL,
+    optimize: bool = False,
     keep_originals: bool = False,
 ) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
@@ -28,7 +30,9 @@ def lower_in_place(
     Runs :class:`LowerSequenceMapPass` with ``strategy``, then (unless
     ``normalize_inserts`` is False) :class:`NormalizeSequenceInsertPass`, then
     names the fresh values and nodes. ``keep_originals`` keeps a copy of each
-    rewritten node for :meth:`Rewrite.before`. A pass that finds a model it cannot handle raises
+    rewritten node for :meth:`Rewrite.before`. ``optimize`` runs onnxscript's
+    optimizer afterwards (constant folding, Ifs on constants inlined, unused
+    values removed), when anything was lowered. A pass that finds a model it cannot handle raises
     :class:`LoweringError` before it changes anything.
     """
     sequence_maps = LowerSequenceMapPass(
@@ -49,6 +53,11 @@ def lower_in_place(
         if isinstance(cause, LoweringError):
             raise cause from None
         raise
+    if optimize and (sequence_maps.rewrites or inserts.rewrites):
+        # Folding what unrolling made static (Shape of a known tensor, an If
+        # on a constant) is what OpenVINO and tract need; it rewrites the
+        # whole model, so it is asked for, not done by default.
+        onnxscript.optimizer.optimize(model)
     return [*sequence_maps.rewrites, *inserts.rewrites]
 
 

@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_MAX_UNROLL}; 0 never unrolls)",
     )
     parser.add_argument(
+        "--optimize",
+        action="store_true",
+        help="afterwards, fold constants with onnxscript's optimizer (removes Ifs whose "
+        "conditions unrolling made static; rewrites the whole model)",
+    )
+    parser.add_argument(
         "--no-normalize-inserts",
         dest="normalize_inserts",
         action="store_false",
@@ -95,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             normalize_inserts=args.normalize_inserts,
             strategy=args.strategy,
             max_unroll=args.max_unroll,
+            optimize=args.optimize,
             keep_originals=args.verbose,
         )
         stage = "write"

@@ -135,7 +135,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if self.strategy == "loop":
             return "loop", "forced by --strategy loop"
         length = lengths(plan.node.inputs[0])
-        if length is not None and length <= self.max_unroll:
+        if length is not None and 0 < self.max_unroll and length <= self.max_unroll:
             return "unroll", f"its input has {length} elements (--max-unroll {self.max_unroll})"
         uniform, why = uniform_reason(plan)
         return ("uniform" if uniform else "loop"), why
