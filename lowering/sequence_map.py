@@ -36,6 +36,7 @@ from lowering.rewrites import Rewrite
 from lowering.scopes import find_nodes, is_onnx_op
 from lowering.sequence_elimination import EliminateSequencesPass
 from lowering.sequence_length import SequenceLengths
+from lowering.split_map_concat import lower_to_scan, scan_axes
 from lowering.type_inference import TypeOracle
 
 logger = logging.getLogger(__name__)
@@ -51,10 +52,11 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
 
     Attributes:
         strategy: "auto" picks the fastest correct strategy for each map:
-            unrolled when its length is static and at most ``max_unroll``,
-            a Loop with scan outputs when its output shapes are uniform, the
-            general Loop + SequenceInsert form otherwise; "loop" forces the
-            general form everywhere.
+            unrolled when its length is static and at most ``max_unroll``;
+            one Scan for split -> map -> concat; a Loop with scan outputs
+            when its output shapes are uniform; the general Loop +
+            SequenceInsert form otherwise. "loop" forces the general form
+            everywhere.
         max_unroll: The longest static length that "auto" unrolls (0: never).
         keep_originals: Keep a copy of each map as it was, for reports
             (:meth:`lowering.rewrites.Rewrite.before`).
@@ -108,7 +110,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             plan, (strategy, _) = plans[index], choices[index]
             if strategy == "unroll":
                 replaced[index] = lower_by_unrolling(plan, replacer, lengths(plan.node.inputs[0]))
-            elif strategy == "uniform":
+            elif strategy == "scan" and (axes := scan_axes(plan)) is not None:
+                replaced[index] = lower_to_scan(plan, replacer, axes)
+            elif strategy in ("scan", "uniform"):
+                # (A scan whose readers changed since it was chosen falls back.)
                 replaced[index] = lower_to_scan_outputs(plan, replacer)
             else:
                 replaced[index] = lower_to_sequence_loop(plan, replacer)
@@ -138,6 +143,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if length is not None and 0 < self.max_unroll and length <= self.max_unroll:
             return "unroll", f"its input has {length} elements (--max-unroll {self.max_unroll})"
         uniform, why = uniform_reason(plan)
+        if uniform and scan_axes(plan) is not None:
+            return "scan", f"split -> map -> concat, and {why}"
         return ("uniform" if uniform else "loop"), why
 
     def ensures(self, model: ir.Model) -> None:

@@ -70,6 +70,9 @@ def _rename_graph(graph: onnx.GraphProto, outer: dict, keep: set, counter) -> No
 def _rename_nodes(nodes, scope: dict, keep: set, counter) -> None:
     for node in nodes:
         node.name = ""
+        ordered = sorted(node.attribute, key=lambda attr: attr.name)
+        del node.attribute[:]
+        node.attribute.extend(ordered)
         node.input[:] = [scope.get(name, name) for name in node.input]
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:

@@ -68,9 +68,9 @@ GOLDEN = {
           y = SplitToSequence <axis = 0, keepdims = 0> (ys)
         }""",
     ),
-    # Split -> map -> concat: no sequence is built at all. keepdims = 1 reads
-    # slices of size 1; the concat of the results becomes a Reshape (or, for
-    # new_axis = 1, the stack itself).
+    # Split -> map -> concat: one Scan, no sequence at all (split_map_concat.py).
+    # keepdims = 1 slices are unsqueezed back in the body; the concat along
+    # axis 0 becomes a Reshape of the stack, and new_axis = 1 the stack itself.
     "split_map_concat": (
         H
         + """
@@ -85,17 +85,12 @@ GOLDEN = {
         H
         + """
         g (float[T,4] x) => (float[M,4] y, float[T,1,4] z) {
-          shape = Shape(x)
-          axis = Constant <value = int64 {0}> ()
-          n = Gather(shape, axis)
-          true = Constant <value = bool {1}> ()
-          stack = Loop (n, true) <body = body (int64 i, bool cond) => (bool cond_out, float[1,4] c) {
-                one = Constant <value = int64[1] {1}> ()
-                index = Reshape(i, one)
-                r = Gather <axis = 0> (x, index)
+          stack = Scan <num_scan_inputs = 1, scan_input_axes = [0], scan_output_axes = [0],
+                        body = body (float[4] s) => (float[1,4] c) {
+                axes = Constant <value = int64[1] {0}> ()
+                r = Unsqueeze(s, axes)
                 c = Add(r, r)
-                cond_out = Identity(cond)
-              }>
+              }> (x)
           merged = Constant <value = int64[2] {-1, 4}> ()
           y = Reshape(stack, merged)
           z = Identity(stack)
@@ -221,13 +216,24 @@ def test_every_strategy_is_right_at_every_length(strategy, n):
     assert_same(run(result, feeds), expected)
 
 
-@pytest.mark.parametrize("n", [0, 1, 5])
+@pytest.mark.parametrize("n", [1, 5])
 def test_split_map_concat_is_right_at_every_length(n):
     source = GOLDEN["split_map_concat"][0]
     x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
     result = lowered(parse(source))
     assert "SplitToSequence" not in op_types(result)
     assert_same(run(result, {"x": x}), [x + x, (x + x).reshape(n, 1, 4)])
+
+
+def test_split_map_concat_of_nothing_fails_as_the_original_does():
+    """onnxruntime's ConcatFromSequence fails on an empty sequence, and its
+    Scan on an empty scan input: the lowered model keeps that behavior."""
+    source = parse(GOLDEN["split_map_concat"][0])
+    empty = {"x": np.zeros((0, 4), np.float32)}
+    with pytest.raises(Exception, match="ConcatFromSequence|at least one"):
+        run(source, empty)
+    with pytest.raises(Exception, match="Scan"):
+        run(lowered(source), empty)
 
 
 SPLIT_VARIANTS = (

@@ -1,0 +1,234 @@
+"""Split -> Map -> Concat becomes one Scan, with no sequence types at all.
+
+The most common shape of a SequenceMap in practice splits a tensor, maps
+each slice, and concatenates the results. That is exactly what ``Scan``
+does, and Scan is what runtimes without sequence support run (OpenVINO,
+tract)::
+
+    parts = SplitToSequence<axis = a, keepdims = k>(X)            (no split)
+    ys    = SequenceMap(parts, t) <body (e, u) => (y)>
+    out   = ConcatFromSequence<axis = b, new_axis = 1>(ys)
+
+becomes::
+
+    _, out = Scan<num_scan_inputs = 1, scan_input_axes = [a],
+                  scan_output_axes = [b]>(t, X)
+      body (u, e'):                  u: a state the body returns unchanged
+        +-------------------------------------------------+
+        | e = Unsqueeze(e', [a])         only if k = 1     |
+        | ... the original body nodes, unchanged ...       |
+        | u' = Identity(u)                                 |
+        +-------------------------------------------------+
+        => (u', y)
+
+A ``ConcatFromSequence<axis = 0, new_axis = 0>`` takes the stack along axis
+0 and merges it: ``Reshape(out, [-1, *shape[1:]])``. Several mapped inputs
+become several scan inputs.
+
+Every value the body reads from an enclosing scope, the map's tensor inputs
+included, is passed in as a state variable that the body returns unchanged:
+OpenVINO's Scan converter rejects bodies that read outer-scope values, and
+this works in OpenVINO and tract alike.
+
+It applies when every sequence input is a ``SplitToSequence`` without
+``split``, every output element has one shape, and every reader of every
+output is such a ``ConcatFromSequence`` (agreeing on the output axis).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.map_plan import MapPlan, Replacer, split_source, typed
+from lowering.naming import adopt_name, fresh
+from lowering.scopes import is_onnx_op
+
+
+def scan_axes(plan: MapPlan) -> list[int] | None:
+    """The scan output axis of each output, when the map fits a Scan; else None."""
+    node = plan.node
+    if not all(
+        split_source(outer) is not None
+        for outer, sequence in zip(node.inputs, plan.is_sequence, strict=True)
+        if sequence
+    ):
+        return None
+    axes = []
+    for output, (_, shape) in zip(node.outputs, plan.result_types, strict=True):
+        if output.is_graph_output() or not output.uses() or shape is None:
+            return None
+        rank = len(shape)
+        wanted = set()
+        for user, index in output.uses():
+            kind = _concat_kind(user, index, rank, shape)
+            if kind is None:
+                return None
+            wanted.add(kind[1])
+        if len(wanted) != 1:
+            return None
+        axes.append(wanted.pop())
+    return axes
+
+
+def _concat_kind(user: ir.Node, index: int, rank: int, shape: ir.Shape):
+    """("stack", axis) or ("merge", 0) for a ConcatFromSequence a Scan can serve."""
+    if index != 0 or not is_onnx_op(user, "ConcatFromSequence"):
+        return None
+    axis = user.attributes.get_int("axis", 0)
+    if user.attributes.get_int("new_axis", 0):
+        if not -rank - 1 <= axis <= rank:
+            return None
+        return "stack", axis % (rank + 1)
+    if rank >= 1 and axis in (0, -rank) and all(isinstance(d, int) and d > 0 for d in shape[1:]):
+        return "merge", 0
+    return None
+
+
+def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir.Node]:
+    """Rewrite ``plan``'s map and its concats as one Scan; returns the new nodes."""
+    node, body = plan.node, plan.body
+    new_nodes: list[ir.Node] = []
+    scan_inputs: list[ir.Value] = []
+    scan_input_axes: list[int] = []
+    element_inputs: list[ir.Value] = []
+    prologue: list[ir.Node] = []
+    replacements: dict[ir.Value, ir.Value] = {}
+    for outer, inner, sequence, element in zip(
+        node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
+    ):
+        if not sequence:
+            replacements[inner] = outer  # read from outside, then made a state below
+            continue
+        tensor, axis, keepdims = split_source(outer)
+        scan_inputs.append(tensor)
+        scan_input_axes.append(axis)
+        sliced = fresh(ir.Value(), "slice")
+        if element is not None:
+            shape = element[1]
+            if keepdims and shape is not None and len(shape) > 0:
+                shape = ir.Shape([d for i, d in enumerate(shape) if i != axis % len(shape)])
+            typed(sliced, (element[0], shape))
+        element_inputs.append(sliced)
+        if keepdims:
+            where = _constant(np.array([axis], np.int64), prologue)
+            unsqueeze = fresh(ir.node("Unsqueeze", [sliced, where]))
+            prologue.append(unsqueeze)
+            current = typed(unsqueeze.outputs[0], element)
+            adopt_name(current, inner.name)
+        else:
+            current = sliced
+            adopt_name(current, inner.name)
+        replacements[inner] = current
+    results = [replacements.get(value, value) for value in body.outputs]
+    body.outputs.clear()
+    for inner, current in replacements.items():
+        inner.replace_all_uses_with(current)
+    body.inputs.clear()
+    body.inputs.extend(element_inputs)  # before looking for outer values
+    if prologue:
+        if body.num_nodes():
+            body.insert_before(body.node(0), prologue)
+        else:
+            body.extend(prologue)
+
+    states = _outer_values(body)
+    state_inputs = []
+    for outer in states:
+        state = typed(fresh(ir.Value(), "state"), (outer.type, outer.shape))
+        _replace_uses_inside(outer, state, body)
+        state_inputs.append(state)
+    results = [state_inputs[states.index(r)] if r in states else r for r in results]
+    state_outputs = []
+    for state in state_inputs:
+        keep = fresh(ir.node("Identity", [state]))
+        typed(keep.outputs[0], (state.type, state.shape))
+        body.append(keep)
+        state_outputs.append(keep.outputs[0])
+    scanned = []
+    for result, t in zip(results, plan.result_types, strict=True):
+        if result.graph is not body or result in scanned or result.is_graph_input():
+            copy = fresh(ir.node("Identity", [result]))
+            body.append(copy)
+            result = typed(copy.outputs[0], t)
+        scanned.append(result)
+    body.inputs.clear()
+    body.inputs.extend([*state_inputs, *element_inputs])
+    body.outputs.extend([*state_outputs, *scanned])
+
+    scan = ir.node(
+        "Scan",
+        [*states, *scan_inputs],
+        {
+            "body": body,
+            "num_scan_inputs": len(scan_inputs),
+            "scan_input_axes": scan_input_axes,
+            "scan_output_axes": axes,
+        },
+        num_outputs=len(states) + len(scanned),
+        name=node.name,
+        doc_string=node.doc_string,
+        metadata_props=dict(node.metadata_props),
+    )
+    for value in scan.outputs[: len(states)]:
+        fresh(value, "final_state")
+    new_nodes.append(scan)
+    for output, stack, axis, (type_, shape) in zip(
+        node.outputs, scan.outputs[len(states) :], axes, plan.result_types, strict=True
+    ):
+        dims = list(shape)
+        dims.insert(axis, None)
+        typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
+        for user, _ in list(output.uses()):
+            new_nodes += _read_stack(user, stack, shape)
+    replacer.replace(plan, new_nodes, [None] * len(node.outputs))
+    return new_nodes
+
+
+def _read_stack(user: ir.Node, stack: ir.Value, shape: ir.Shape) -> list[ir.Node]:
+    """Turn a ConcatFromSequence of the map into a read of the Scan's output."""
+    stacks = user.attributes.get_int("new_axis", 0)
+    user.attributes.clear()
+    user.replace_input_with(0, stack)
+    if stacks:
+        user.op_type = "Identity"
+        return []
+    constants: list[ir.Node] = []
+    target = _constant(np.array([-1, *shape[1:]], np.int64), constants)
+    user.op_type = "Reshape"
+    user.resize_inputs(2)
+    user.replace_input_with(1, target)
+    return constants
+
+
+def _constant(value: np.ndarray, nodes: list[ir.Node]) -> ir.Value:
+    node = fresh(ir.node("Constant", [], {"value": ir.tensor(value)}))
+    typed(node.outputs[0], (ir.TensorType(ir.DataType.INT64), ir.Shape(value.shape)))
+    nodes.append(node)
+    return node.outputs[0]
+
+
+def _outer_values(body: ir.Graph) -> list[ir.Value]:
+    """Values the body, or a graph nested in it, reads from an enclosing scope."""
+    inside = {body, *body.subgraphs()}
+    found: dict[ir.Value, None] = {}
+    for graph in inside:
+        for node in graph:
+            for value in node.inputs:
+                if value is not None and value.graph not in inside:
+                    found[value] = None
+        for value in graph.outputs:
+            if value.graph not in inside:
+                found[value] = None
+    return list(found)
+
+
+def _replace_uses_inside(outer: ir.Value, state: ir.Value, body: ir.Graph) -> None:
+    inside = {body, *body.subgraphs()}
+    for user, index in list(outer.uses()):
+        if user.graph in inside:
+            user.replace_input_with(index, state)
+    for graph in inside:
+        for index, value in enumerate(graph.outputs):
+            if value is outer and graph is not body:
+                graph.outputs[index] = state
