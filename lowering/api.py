@@ -14,6 +14,7 @@ from lowering.naming import FreshNamesPass
 from lowering.rewrites import Rewrite
 from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import LowerSequenceMapPass
+from lowering.target_opset import TargetOpsetPass
 
 
 def lower_in_place(
@@ -23,6 +24,7 @@ def lower_in_place(
     strategy: str = "auto",
     max_unroll: int = DEFAULT_MAX_UNROLL,
     optimize: bool = False,
+    target_opset: int | None = None,
     keep_originals: bool = False,
 ) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
@@ -32,7 +34,8 @@ def lower_in_place(
     names the fresh values and nodes. ``keep_originals`` keeps a copy of each
     rewritten node for :meth:`Rewrite.before`. ``optimize`` runs onnxscript's
     optimizer afterwards (constant folding, Ifs on constants inlined, unused
-    values removed), when anything was lowered. A pass that finds a model it cannot handle raises
+    values removed), when anything was lowered. ``target_opset`` then
+    declares that default-domain opset (see :mod:`lowering.target_opset`). A pass that finds a model it cannot handle raises
     :class:`LoweringError` before it changes anything.
     """
     sequence_maps = LowerSequenceMapPass(
@@ -43,22 +46,29 @@ def lower_in_place(
     if normalize_inserts:
         passes.append(inserts)
     passes.append(FreshNamesPass())
+    # PassManager wraps what a pass raises; users want the LoweringError.
+    _run(ir.passes.PassManager(passes), model)
+    if optimize and (sequence_maps.rewrites or inserts.rewrites):
+        # Folding what unrolling made static (Shape of a known tensor, an If
+        # on a constant) is what OpenVINO and tract need; it rewrites the
+        # whole model, so it is asked for, not done by default.
+        onnxscript.optimizer.optimize(model)
+    if target_opset is not None:
+        _run(TargetOpsetPass(target_opset), model)
+    return [*sequence_maps.rewrites, *inserts.rewrites]
+
+
+def _run(pass_: ir.passes.PassBase, model: ir.Model) -> None:
+    """Run one pass, raising what it raises rather than onnx_ir's wrapper."""
     try:
-        ir.passes.PassManager(passes)(model)
+        pass_(model)
     except ir.passes.PassError as error:
-        # PassManager wraps what a pass raises; users want the LoweringError.
         cause = error.__cause__
         while isinstance(cause, ir.passes.PassError):
             cause = cause.__cause__
         if isinstance(cause, LoweringError):
             raise cause from None
         raise
-    if optimize and (sequence_maps.rewrites or inserts.rewrites):
-        # Folding what unrolling made static (Shape of a known tensor, an If
-        # on a constant) is what OpenVINO and tract need; it rewrites the
-        # whole model, so it is asked for, not done by default.
-        onnxscript.optimizer.optimize(model)
-    return [*sequence_maps.rewrites, *inserts.rewrites]
 
 
 @overload

@@ -20,6 +20,7 @@ from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.rewrites import Rewrite
 from lowering.sequence_map import STRATEGIES
+from lowering.target_opset import MIN_OPSET, lowest_opset
 
 PROG = "onnx-lower"
 
@@ -52,6 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="afterwards, fold constants with onnxscript's optimizer (removes Ifs whose "
         "conditions unrolling made static; rewrites the whole model)",
+    )
+    parser.add_argument(
+        "--target-opset",
+        type=int,
+        metavar="N",
+        help="declare default-domain opset N (at least 11) when every node is valid at N, "
+        "adapting what changed where it can; exit 1 listing what blocks",
     )
     parser.add_argument(
         "--no-normalize-inserts",
@@ -87,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.max_unroll < 0:
         parser.error("--max-unroll must be at least 0")
+    if args.target_opset is not None and args.target_opset < MIN_OPSET:
+        parser.error(f"--target-opset must be at least {MIN_OPSET}")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format=f"{PROG}: %(levelname)s: %(message)s",
@@ -102,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             strategy=args.strategy,
             max_unroll=args.max_unroll,
             optimize=args.optimize,
+            target_opset=args.target_opset,
             keep_originals=args.verbose,
         )
         stage = "write"
@@ -122,6 +133,14 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not args.quiet:
         print(_summary(args.input, args.output, rewrites), file=sys.stderr)
+        if rewrites:
+            lowest = lowest_opset(model)
+            if lowest is not None:
+                print(
+                    f"  the output could declare default-domain opset {lowest} "
+                    f"(it declares {model.opset_imports.get('', lowest)})",
+                    file=sys.stderr,
+                )
         if args.verbose:
             for rewrite in rewrites:
                 print(_details(rewrite), file=sys.stderr)
