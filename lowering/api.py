@@ -101,7 +101,8 @@ def lower(model, **options):
         working = onnx.ModelProto()
         working.CopyFrom(model)
         ir_model = ir.serde.deserialize_model(working)
-        if not lower_in_place(ir_model, **options):
+        rewrites = lower_in_place(ir_model, **options)
+        if not rewrites and options.get("target_opset") is None:
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)

@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         stage = "write"
         with model_io.kept_original(args.input, args.output, keep=args.verify) as original:
+            changed = rewrites or args.target_opset is not None
             relayout = args.external_data is not None
-            if rewrites or relayout or not model_io.copy_unchanged(args.input, args.output, model):
+            if changed or relayout or not model_io.copy_unchanged(args.input, args.output, model):
                 model_io.save(model, args.output, external_data=args.external_data)
             report = verify.compare(original, args.output) if args.verify else None
     except (model_io.ModelFileError, LoweringError) as error:

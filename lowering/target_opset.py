@@ -40,7 +40,18 @@ MIN_OPSET = 11
 # Same inputs, outputs and attributes, but other semantics: never relabeled.
 _CHANGED_MEANING = frozenset(["Softmax", "LogSoftmax", "Hardmax", "Resize", "Upsample"])
 _REDUCE = frozenset(
-    ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"]
+    [
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceMax",
+        "ReduceMean",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceSum",
+        "ReduceSumSquare",
+    ]
 )
 # Where each op's axes (or split) moved from an attribute to an input.
 _INPUT_SINCE = {"Squeeze": 13, "Unsqueeze": 13, "Split": 13, "ReduceSum": 13}

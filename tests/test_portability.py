@@ -55,3 +55,60 @@ def test_torch_atleast_without_folding_still_has_no_sequence_op(name, tmp_path):
     assert not [op for op in op_types(result) if "Sequence" in op]
     data = np.load(DATA / f"{name}.npz")
     assert_same(run(result, feeds), [data[f"output_{k}"] for k in range(4)])
+
+
+# Split -> map -> concat, lowered with --target-opset 11: one Scan at opset 11.
+SPLIT_MAP_CONCAT = {
+    "keepdims_0_merge": (
+        """rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+           m = SequenceMap <body = body (float[4] r) => (float[4] c) {
+                 t = Mul(r, w)
+                 c = Relu(t)
+               }> (rows)
+           y = ConcatFromSequence <axis = 0> (m)""",
+        "float[M] y",
+    ),
+    "keepdims_1_stack": (
+        """rows = SplitToSequence <axis = 0> (x)
+           m = SequenceMap <body = body (float[1,4] r) => (float[1,4] c) { c = Add(r, w) }> (rows)
+           y = ConcatFromSequence <axis = 0, new_axis = 1> (m)""",
+        "float[T,1,4] y",
+    ),
+    "columns_stacked_on_axis_1": (
+        """cols = SplitToSequence <axis = 1, keepdims = 0> (x)
+           m = SequenceMap <body = body (float[T] col) => (float[T] c) { c = Neg(col) }> (cols)
+           y = ConcatFromSequence <axis = 1, new_axis = 1> (m)""",
+        "float[T,4] y",
+    ),
+    "two_mapped_inputs_and_an_extra": (
+        """a = SplitToSequence <axis = 0, keepdims = 0> (x)
+           b = SplitToSequence <axis = 0, keepdims = 0> (z)
+           m = SequenceMap <body = body (float[4] r, float[4] s, float[4] u) => (float[4] c) {
+                 rs = Mul(r, s)
+                 c = Sub(rs, u)
+               }> (a, b, w)
+           y = ConcatFromSequence <axis = 0, new_axis = 1> (m)""",
+        "float[T,4] y",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SPLIT_MAP_CONCAT))
+def test_split_map_concat_at_opset_11_runs_in_openvino_and_tract(name, tmp_path):
+    body, output = SPLIT_MAP_CONCAT[name]
+    source = onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[T,4] x, float[T,4] z, float[4] w) => ({output}) {{
+      {body}
+    }}""")
+    result = lowering.lower(source, target_opset=11)
+    assert {o.domain: o.version for o in result.opset_import}[""] == 11
+    assert not [op for op in op_types(result) if "Sequence" in op]
+    path = tmp_path / "lowered.onnx"
+    onnx.save(result, path)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (3, 4), (4,))]
+    feeds = dict(zip(["x", "z", "w"], inputs))
+    expected = run(source, feeds)  # onnxruntime on the original
+    assert_same(run(result, feeds), expected)
+    assert_same(run_openvino(path, inputs), expected)
+    assert_same(run_tract(path, inputs), expected)
