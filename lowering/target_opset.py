@@ -104,9 +104,25 @@ def lowest_opset(model: ir.Model) -> int | None:
     return current
 
 
-def _types(model: ir.Model) -> TypeOracle:
+class _Types:
+    """ONNX shape inference for the checks, run only if a node lacks types."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self._model = model
+        self._oracle: TypeOracle | None = None
+
+    def twin(self, node: ir.Node, owner) -> ir.Node | None:
+        values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+        if all(v.type is not None for v in values):
+            return None
+        if self._oracle is None:
+            self._oracle = TypeOracle(self._model, list(self._model.functions.values()))
+        return self._oracle.twin(node, owner)
+
+
+def _types(model: ir.Model) -> _Types:
     """Types for the checks, where the model itself does not declare them."""
-    return TypeOracle(model, list(model.functions.values()))
+    return _Types(model)
 
 
 def _opset_tables(model: ir.Model) -> list[dict[str, int]]:
@@ -117,7 +133,7 @@ def _current_opset(model: ir.Model) -> int | None:
     return model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
 
 
-def _plan(model: ir.Model, target: int, types: TypeOracle) -> list[_Change]:
+def _plan(model: ir.Model, target: int, types: _Types) -> list[_Change]:
     changes = []
     for scope in iter_scopes(model):
         owner = scope.owner
@@ -127,7 +143,9 @@ def _plan(model: ir.Model, target: int, types: TypeOracle) -> list[_Change]:
             continue
         for node in owner:
             if node.domain in ("", "ai.onnx"):
-                changes.append(_change(node, current, target, types.twin(node, owner)))
+                changes.append(
+                    _change(node, current, target, lambda n=node, o=owner: types.twin(n, o))
+                )
     return changes
 
 
@@ -138,19 +156,20 @@ def _schema(op: str, version: int):
         return None
 
 
-def _change(node: ir.Node, current: int, target: int, twin: ir.Node | None) -> _Change:
+def _change(node: ir.Node, current: int, target: int, twin) -> _Change:
+    """How to convert ``node``; ``twin()`` gives an inferred copy, only if asked."""
     op = node.op_type
     now, then = _schema(op, current), _schema(op, target)
     if now is None:
         return _Change(blocker=f"{op} (not an ONNX op at opset {current})")
     if then is None:
         return _Change(blocker=f"{op} (opset {now.since_version}, not defined at opset {target})")
-    typed_node = node if twin is None else twin
+    if now.since_version == then.since_version:
+        return _Change()
+    typed_node = twin() or node
     sequences = _sequence_blocker(node, target) or _sequence_blocker(typed_node, target)
     if sequences:
         return _Change(blocker=sequences)
-    if now.since_version == then.since_version:
-        return _Change()
     adapter = _ADAPTERS.get(op) or (_adapt_reduce if op in _REDUCE else None)
     if adapter is not None:
         return adapter(node, now, then, target)
