@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = model_io.load(args.input)
         model_io.check_external_data(model)
+        problem = model_io.checker_problem(args.input)
         stage = "lower"
         rewrites = lower_in_place(
             model,
@@ -133,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
             args.verbose,
         )
     if not args.quiet:
+        if problem is not None:
+            print(
+                f"{PROG}: warning: {args.input} does not pass the ONNX checker ({problem}); "
+                "it was lowered anyway",
+                file=sys.stderr,
+            )
         print(_summary(args.input, args.output, rewrites), file=sys.stderr)
         if rewrites:
             lowest = lowest_opset(model)

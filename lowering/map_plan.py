@@ -120,9 +120,11 @@ def plan_map(located: Located, twin: ir.Node | None) -> MapPlan:
                 "a SequenceMap body must return tensors"
             )
         if declared_output is not None and _element_of(declared_output)[0] != result_type[0]:
+            declared = _element_of(declared_output)[0]
             raise fail(
-                f"output {k} ({output.name!r}) is declared as {declared_output[0]} but its "
-                f"body output ({result.name!r}) is {result_type[0]}"
+                f"inconsistent types: output {k} ({output.name!r}) is declared as a sequence "
+                f"of {_dtype_name(declared)} but its body output ({result.name!r}) is "
+                f"{_dtype_name(result_type[0])}; fix one of the two declarations"
             )
         result_types.append(result_type)
         output_types.append(
@@ -425,6 +427,10 @@ def _first_typed(*candidates: TypeAndShape | None) -> TypeAndShape | None:
                     break
         return type_, shape
     return None
+
+
+def _dtype_name(type_: ir.TypeProtocol) -> str:
+    return type_.dtype.name if isinstance(type_, ir.TensorType) else str(type_)
 
 
 def dtype_known(type_: ir.TypeProtocol) -> bool:

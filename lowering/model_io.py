@@ -28,23 +28,41 @@ class ModelFileError(Exception):
 def load(path: str) -> ir.Model:
     """Load a model, turning every kind of unreadable file into one clear error."""
     if not os.path.exists(path):
-        raise ModelFileError("no such file")
+        raise ModelFileError("no such file; check the path")
     if os.path.isdir(path):
-        raise ModelFileError("is a directory, not an ONNX file")
+        raise ModelFileError("is a directory; give the path of an .onnx file")
     if os.path.getsize(path) == 0:
-        raise ModelFileError("the file is empty")
+        raise ModelFileError("the file is empty; was it written completely?")
     try:
         proto = onnx.load(path, load_external_data=False)
     except (DecodeError, RuntimeError, ValueError) as error:
-        raise ModelFileError(f"not a valid ONNX model ({_first_line(error)})") from error
+        raise ModelFileError(
+            f"not a valid ONNX model ({_first_line(error)}); the file may be truncated "
+            "or not an ONNX model at all"
+        ) from error
     if not proto.HasField("graph") or proto.ir_version == 0:
-        raise ModelFileError("the file parses but holds no ONNX model (no graph or no ir_version)")
+        raise ModelFileError(
+            "the file is a protobuf but not an ONNX model (it has no graph or no ir_version)"
+        )
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as error:  # onnx_ir raises many kinds on malformed protos
         raise ModelFileError(f"malformed ONNX model ({_first_line(error)})") from error
     ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
     return model
+
+
+def checker_problem(path: str) -> str | None:
+    """Why ONNX's checker rejects the model at ``path``, or None if it does not.
+
+    A model can fail the checker for reasons that have nothing to do with
+    SequenceMap; it is still lowered, with a warning.
+    """
+    try:
+        onnx.checker.check_model(path)
+    except Exception as error:  # noqa: BLE001 -- the checker raises several kinds
+        return _first_line(error)
+    return None
 
 
 def save(model: ir.Model, path: str, *, external_data: str | None = None) -> None:
