@@ -366,8 +366,17 @@ class Replacer:
         inputs = list(node.inputs)
         for index in range(len(node.inputs)):
             node.replace_input_with(index, None)
+        # The body now belongs to the new nodes: the map, removed only in
+        # finish(), must not hold it meanwhile (an outer map may clone it).
+        node.attributes.clear()
         self._removed.setdefault(owner, []).append(node)
         self._maybe_dead.update(v for v in inputs if v is not None and split_source(v))
+
+    def flush(self, owner) -> None:
+        """Remove at once the replaced maps of ``owner`` (before it is cloned)."""
+        nodes = self._removed.pop(owner, [])
+        if nodes:
+            owner.remove(nodes)
 
     def finish(self) -> None:
         """Remove the replaced maps, and splits whose elements are now read directly."""

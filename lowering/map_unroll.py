@@ -41,6 +41,7 @@ DEFAULT_MAX_UNROLL = 16
 def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[ir.Node]:
     """Rewrite ``plan``'s map as ``length`` copies of its body; returns the new nodes."""
     node, body = plan.node, plan.body
+    replacer.flush(body)  # maps nested in the body are rewritten already: drop them
     new_nodes: list[ir.Node] = []
     shared_constants: dict[ir.Value, ir.Value] = {}
     for initializer in body.initializers.values():
@@ -65,15 +66,21 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
             mapping[copied] = shared_constants[original]
         outputs = [mapping.get(v, v) for v in copy.outputs]
         copy.outputs.clear()
+        # Each copy gets its own names, built from the body's, down to the
+        # graphs nested in it.
+        for copied_node in ir.traversal.RecursiveGraphIterator(copy):
+            fresh(copied_node, copied_node.name or None)
+            for output in copied_node.outputs:
+                fresh(output, output.name or None)
+        for nested in copy.subgraphs():
+            for value in nested.inputs:
+                fresh(value, value.name or None)
         copy_nodes = list(copy)
         copy.remove(copy_nodes)
         for value, replacement in mapping.items():
             value.replace_all_uses_with(replacement)
         for copied_node in copy_nodes:
-            # Each copy gets its own names, built from the body's.
-            fresh(copied_node, copied_node.name or None)
             for output in copied_node.outputs:
-                fresh(output, output.name or None)
                 output.shape = None  # shapes may differ between elements
         new_nodes += copy_nodes
         for k, output in enumerate(outputs):
