@@ -1,23 +1,28 @@
-"""Lower ONNX SequenceMap into Loop, for runtimes that lack it.
+"""Lower ONNX SequenceMap into Loop, Scan or plain ops, for runtimes that lack it.
 
-Public API: :func:`lower`, the passes :class:`LowerSequenceMapPass`,
-:class:`NormalizeSequenceInsertPass` and :class:`FreshNamesPass`, and
-:class:`LoweringError`.
+Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models),
+the passes :class:`LowerSequenceMapPass`, :class:`NormalizeSequenceInsertPass`,
+:class:`EliminateSequencesPass`, :class:`TargetOpsetPass` and
+:class:`FreshNamesPass`, :class:`LoweringError`, and ``lowering.verify.compare``.
 """
 
 from lowering.api import lower, lower_in_place
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass
 from lowering.rewrites import Rewrite
+from lowering.sequence_elimination import EliminateSequencesPass
 from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import LowerSequenceMapPass
+from lowering.target_opset import TargetOpsetPass
 
 __all__ = [
+    "EliminateSequencesPass",
     "FreshNamesPass",
     "LowerSequenceMapPass",
     "LoweringError",
     "NormalizeSequenceInsertPass",
     "Rewrite",
+    "TargetOpsetPass",
     "lower",
     "lower_in_place",
 ]

@@ -183,12 +183,27 @@ def _atomic_target(path: str):
             os.fsync(written.fileno())
         os.chmod(temp_path, _mode_for(path))
         os.replace(temp_path, path)
+        _sync_folder(out_dir)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temp_path)
         if isinstance(error, OSError):
             raise ModelFileError(f"cannot write the output: {error.strerror or error}") from error
         raise
+
+
+def _sync_folder(folder: str) -> None:
+    """Make the rename itself durable, where the platform allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _mode_for(path: str) -> int:

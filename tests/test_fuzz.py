@@ -8,7 +8,6 @@ runs. ``scripts/fuzz.py --examples N`` runs the same property for longer.
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from tests.fuzz_models import FuzzModel, fuzz_models
@@ -35,25 +34,14 @@ def test_random_models_lower_correctly(model):
     check(model)
 
 
-# Shrunk failures found while writing the fuzzer, kept as regression tests.
-
-
-def test_regression_extra_passed_straight_through_of_an_empty_map():
+def test_an_empty_map_passing_a_tensor_straight_through():
+    """An edge the generator reaches rarely: no elements, output = an extra."""
     from tests.fuzz_models import _assemble
 
-    model = _assemble(1, 1, "construct", 0, [], [], ["u0"])
-    check(model)
+    check(_assemble(1, 1, "construct", 0, [], [], ["u0"]))
 
 
-def test_regression_seed_values_are_float32():
-    feeds = _one().feeds(3)
-    assert all(np.asarray(v).dtype == np.float32 for v in feeds.values() if not isinstance(v, list))
-
-
-def _one() -> FuzzModel:
-    from tests.fuzz_models import UNARY, _assemble
-
-    return _assemble(2, 1, "split", 3, [2, 2, 2], [UNARY[0]("a1", "v0")], ["v0", "a0"])
+# Shrunk failures the fuzzer found, kept as regression tests.
 
 
 def test_regression_map_nested_in_an_unrolled_map():
