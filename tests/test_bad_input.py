@@ -58,17 +58,15 @@ def test_truncated_protobuf(tmp_path, capsys):
     _fails(tmp_path, capsys, tmp_path / "cut.onnx", "may be truncated")
 
 
-def test_a_protobuf_that_is_not_a_model(tmp_path, capsys):
-    graph_only = parse(GOOD).graph.SerializeToString()
-    (tmp_path / "graph.onnx").write_bytes(
-        onnx.TensorProto(name="t").SerializeToString() or graph_only
-    )
-    (tmp_path / "graph2.onnx").write_bytes(
-        onnx.OperatorSetIdProto(domain="x", version=1).SerializeToString()
-    )
-    for name in ("graph.onnx", "graph2.onnx"):
-        err = _fails(tmp_path, capsys, tmp_path / name)
-        assert "not an ONNX model" in err or "not a valid ONNX model" in err
+@pytest.mark.parametrize("kind", ["graph", "node", "opset"])
+def test_a_protobuf_that_is_not_a_model(kind, tmp_path, capsys):
+    message = {
+        "graph": parse(GOOD).graph,
+        "node": onnx.helper.make_node("Add", ["a", "b"], ["c"]),
+        "opset": onnx.OperatorSetIdProto(domain="x", version=1),
+    }[kind]
+    (tmp_path / "not_a_model.onnx").write_bytes(message.SerializeToString())
+    _fails(tmp_path, capsys, tmp_path / "not_a_model.onnx", "a protobuf but not an ONNX model")
 
 
 def test_unwritable_output(tmp_path, capsys):
