@@ -6,7 +6,6 @@ from typing import Any, overload
 
 import onnx
 import onnx_ir as ir
-import onnxscript.optimizer
 
 from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
@@ -52,6 +51,8 @@ def lower_in_place(
         # Folding what unrolling made static (Shape of a known tensor, an If
         # on a constant) is what OpenVINO and tract need; it rewrites the
         # whole model, so it is asked for, not done by default.
+        import onnxscript.optimizer  # heavy to import; only when asked for
+
         onnxscript.optimizer.optimize(model)
     if target_opset is not None:
         _run(TargetOpsetPass(target_opset), model)

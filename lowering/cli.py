@@ -14,7 +14,7 @@ import logging
 import sys
 import traceback
 
-from lowering import model_io, verify
+from lowering import model_io
 from lowering.api import lower_in_place
 from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
@@ -122,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
             relayout = args.external_data is not None
             if changed or relayout or not model_io.copy_unchanged(args.input, args.output, model):
                 model_io.save(model, args.output, external_data=args.external_data)
-            report = verify.compare(original, args.output) if args.verify else None
+            report = None
+            if args.verify:
+                from lowering import verify  # imports onnxruntime: only when asked for
+
+                report = verify.compare(original, args.output)
     except (model_io.ModelFileError, LoweringError) as error:
         file = args.output if stage == "write" else args.input
         return _fail(f"{file}: {error}", args.verbose)
@@ -154,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(_details(rewrite), file=sys.stderr)
     if report is None:
         return 0
+    from lowering import verify
+
     if not args.quiet or report.status != verify.MATCH:
         print(report.table(), file=sys.stderr)
     if report.status == verify.MISMATCH:
