@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(_summary(args.input, args.output, rewrites), file=sys.stderr)
         if rewrites:
-            lowest = lowest_opset(model)
+            lowest = _lowest_opset(model)
             if lowest is not None:
                 print(
                     f"  the output could declare default-domain opset {lowest} "
@@ -176,6 +176,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     return report.exit_code
+
+
+def _lowest_opset(model) -> int | None:
+    """For the summary only: a failure here must not turn a success into a crash."""
+    try:
+        return lowest_opset(model)
+    except Exception:  # noqa: BLE001 -- OUT is written; the summary line is optional
+        logging.getLogger(PROG).debug("could not work out the lowest opset", exc_info=True)
+        return None
 
 
 def _fail(message: str, verbose: bool) -> int:
