@@ -182,7 +182,7 @@ def _lowest_opset(model) -> int | None:
     """For the summary only: a failure here must not turn a success into a crash."""
     try:
         return lowest_opset(model)
-    except Exception:  # noqa: BLE001 -- OUT is written; the summary line is optional
+    except Exception:  # OUT is written; the summary line is optional
         logging.getLogger(PROG).debug("could not work out the lowest opset", exc_info=True)
         return None
 
