@@ -212,23 +212,39 @@ def open_body(
         else:
             current = outer
         replacements[inner] = current
-    # A body output may be a body input passed straight through.
+    results = rebind_inputs(body, replacements, [iteration, cond])
+    for result, t in zip(results, plan.result_types, strict=True):
+        # Type the body's own untyped results; never retype an outer-scope value.
+        if result.graph is body and (result.type is None or not dtype_known(result.type)):
+            typed(result, t)
+    prepend(body, prologue)
+    return prologue, results
+
+
+def rebind_inputs(
+    body: ir.Graph, replacements: dict[ir.Value, ir.Value], new_inputs: list[ir.Value]
+) -> list[ir.Value]:
+    """Make the body read ``replacements`` instead of its inputs, which become ``new_inputs``.
+
+    Returns the values the body computes for its outputs, after the swap (a
+    body output may be a body input passed straight through). The body's
+    outputs are left empty for the caller to fill.
+    """
     results = [replacements.get(value, value) for value in body.outputs]
     body.outputs.clear()
     for inner, current in replacements.items():
         inner.replace_all_uses_with(current)
     body.inputs.clear()
-    body.inputs.extend([iteration, cond])
-    for result, t in zip(results, plan.result_types, strict=True):
-        # Type the body's own untyped results; never retype an outer-scope value.
-        if result.graph is body and (result.type is None or not dtype_known(result.type)):
-            typed(result, t)
-    if prologue:
-        if body.num_nodes():
-            body.insert_before(body.node(0), prologue)
-        else:
-            body.extend(prologue)
-    return prologue, results
+    body.inputs.extend(new_inputs)
+    return results
+
+
+def prepend(body: ir.Graph, nodes: list[ir.Node]) -> None:
+    """Put ``nodes`` at the top of ``body``."""
+    if nodes and body.num_nodes():
+        body.insert_before(body.node(0), nodes)
+    elif nodes:
+        body.extend(nodes)
 
 
 def split_source(sequence: ir.Value) -> tuple[ir.Value, int, bool] | None:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.map_plan import MapPlan, Replacer, split_source, typed
+from lowering.map_plan import MapPlan, Replacer, prepend, rebind_inputs, split_source, typed
 from lowering.naming import adopt_name, fresh
 from lowering.scopes import is_onnx_op
 
@@ -120,17 +120,9 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
             current = sliced
             adopt_name(current, inner.name)
         replacements[inner] = current
-    results = [replacements.get(value, value) for value in body.outputs]
-    body.outputs.clear()
-    for inner, current in replacements.items():
-        inner.replace_all_uses_with(current)
-    body.inputs.clear()
-    body.inputs.extend(element_inputs)  # before looking for outer values
-    if prologue:
-        if body.num_nodes():
-            body.insert_before(body.node(0), prologue)
-        else:
-            body.extend(prologue)
+    # The elements are inputs before looking for outer values.
+    results = rebind_inputs(body, replacements, element_inputs)
+    prepend(body, prologue)
 
     states = _outer_values(body)
     state_inputs = []

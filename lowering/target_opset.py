@@ -34,25 +34,12 @@ from lowering.constants import constant_array
 from lowering.errors import LoweringError
 from lowering.scopes import iter_scopes
 from lowering.type_inference import TypeOracle
+from lowering.uniform_shapes import REDUCE_OPS
 
 MIN_OPSET = 11
 
 # Same inputs, outputs and attributes, but other semantics: never relabeled.
 _CHANGED_MEANING = frozenset(["Softmax", "LogSoftmax", "Hardmax", "Resize", "Upsample"])
-_REDUCE = frozenset(
-    [
-        "ReduceL1",
-        "ReduceL2",
-        "ReduceLogSum",
-        "ReduceLogSumExp",
-        "ReduceMax",
-        "ReduceMean",
-        "ReduceMin",
-        "ReduceProd",
-        "ReduceSum",
-        "ReduceSumSquare",
-    ]
-)
 # Where each op's axes (or split) moved from an attribute to an input.
 _INPUT_SINCE = {"Squeeze": 13, "Unsqueeze": 13, "Split": 13, "ReduceSum": 13}
 
@@ -170,7 +157,7 @@ def _change(node: ir.Node, current: int, target: int, twin) -> _Change:
     sequences = _sequence_blocker(node, target) or _sequence_blocker(typed_node, target)
     if sequences:
         return _Change(blocker=sequences)
-    adapter = _ADAPTERS.get(op) or (_adapt_reduce if op in _REDUCE else None)
+    adapter = _ADAPTERS.get(op) or (_adapt_reduce if op in REDUCE_OPS else None)
     if adapter is not None:
         return adapter(node, now, then, target)
     if op in ("Loop", "If", "Scan") or _only_types_added(node, now, then):

@@ -30,6 +30,11 @@ import onnx_ir as ir
 
 from lowering.constants import constant_array
 
+# Ops whose axes moved from an attribute to an optional input (opset 13 or 18).
+REDUCE_OPS = frozenset(
+    ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"]
+)
+
 # Ops whose output shapes follow from their inputs' shapes and attributes.
 _SHAPE_FROM_SHAPES = frozenset(
     [
@@ -164,21 +169,7 @@ _SHAPE_OPERANDS = {
     "TopK": (1,),
     "OneHot": (1,),
     "CenterCropPad": (1,),
-    **{
-        op: (1,)
-        for op in [
-            "ReduceL1",
-            "ReduceL2",
-            "ReduceLogSum",
-            "ReduceLogSumExp",
-            "ReduceMax",
-            "ReduceMean",
-            "ReduceMin",
-            "ReduceProd",
-            "ReduceSum",
-            "ReduceSumSquare",
-        ]
-    },
+    **{op: (1,) for op in REDUCE_OPS},
 }
 
 _NOT_DETERMINISTIC = frozenset(
