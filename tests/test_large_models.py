@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -119,8 +120,15 @@ def _peak_rss_mib(command: list[str]) -> float:
     return int(out.stdout.split()[-1]) / 1024
 
 
+def _need_disk(folder: pathlib.Path, gib: float) -> None:
+    free = shutil.disk_usage(folder).free
+    if free < gib * 1024**3:
+        pytest.skip(f"needs {gib:g} GiB of free disk, {free / 1024**3:.1f} GiB free here")
+
+
 @pytest.mark.parametrize("elsewhere", [False, True])
 def test_one_gib_of_weights_is_lowered_in_little_memory(tmp_path, elsewhere):
+    _need_disk(tmp_path, 1.5 if elsewhere else 0.1)  # the copy is written out in full
     source = weighted_model(tmp_path, 16, 16 * 1024 * 1024, real=False)  # 16 x 64 MiB
     target_dir = tmp_path / "out" if elsewhere else tmp_path
     target_dir.mkdir(exist_ok=True)
@@ -133,10 +141,9 @@ def test_one_gib_of_weights_is_lowered_in_little_memory(tmp_path, elsewhere):
 
 def test_a_model_over_2_gib_round_trips(tmp_path):
     source = weighted_model(tmp_path, 35, 16 * 1024 * 1024, real=False)  # 35 x 64 MiB = 2.19 GiB
-    (tmp_path / "out").mkdir()
-    target = tmp_path / "out" / "lowered.onnx"
+    target = tmp_path / "lowered.onnx"  # beside the input: no copy of 2 GiB of zeros
     assert main(["-q", str(source), str(target)]) == 0
-    assert (tmp_path / "out" / "weights.bin").stat().st_size == 35 * 64 * 1024**2
+    assert _locations(target) == {"weights.bin"}
     onnx.checker.check_model(str(target))  # by path: the model is over 2 GB with its data
     lowered = onnx.load(target, load_external_data=False)
     original = onnx.load(source, load_external_data=False)
