@@ -1,8 +1,10 @@
-"""Reading constant values without touching the model.
+"""Constant values: read without touching the model, made, and cleaned up.
 
 ``onnx_ir.convenience.get_const_tensor`` names the tensor it returns, which
 writes through to the proto a model was read from. The rewrites here only
-look, so they read constants with :func:`constant_array`.
+look, so they read constants with :func:`constant_array`. They make the
+constants they need with :func:`constant_node`, and drop the ones their
+rewrites leave unread with :func:`remove_if_dead_constant`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
 
 _LIST_ATTRIBUTES = {"value_ints": np.int64, "value_floats": np.float32}
@@ -35,3 +38,25 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         if name in _LIST_ATTRIBUTES:
             return np.array(attr.value, _LIST_ATTRIBUTES[name])
     return None
+
+
+def constant_node(value: np.ndarray, stem: str | None = None) -> ir.Node:
+    """A fresh Constant node holding ``value``, its output typed."""
+    node = fresh(ir.node("Constant", [], {"value": ir.tensor(value)}))
+    output = fresh(node.outputs[0], stem)
+    output.dtype = ir.DataType.from_numpy(value.dtype)
+    output.shape = ir.Shape(value.shape)
+    return node
+
+
+def remove_if_dead_constant(value: ir.Value | None) -> None:
+    """Remove the Constant node producing ``value`` if nothing reads it any more."""
+    producer = value.producer() if value is not None else None
+    if (
+        producer is not None
+        and is_onnx_op(producer, "Constant")
+        and not value.uses()
+        and not value.is_graph_output()
+        and producer.graph is not None
+    ):
+        producer.graph.remove(producer, safe=True)

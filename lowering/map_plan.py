@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from lowering.constants import constant_node
 from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
 from lowering.scopes import Located, is_onnx_op
@@ -277,19 +278,13 @@ def _read_element(sequence: ir.Value, iteration: ir.Value) -> list[ir.Node]:
     nodes = []
     index = iteration
     if keepdims:  # a slice of size 1 along axis: gather with indices [i]
-        shape = _int64_constant(np.array([1], np.int64), "one_element")
+        shape = constant_node(np.array([1], np.int64), "one_element")
         reshape = fresh(ir.node("Reshape", [iteration, shape.outputs[0]]))
         typed(fresh(reshape.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
         nodes += [shape, reshape]
         index = reshape.outputs[0]
     nodes.append(fresh(ir.node("Gather", [tensor, index], {"axis": axis})))
     return nodes
-
-
-def _int64_constant(value: np.ndarray, stem: str) -> ir.Node:
-    node = fresh(ir.node("Constant", [], {"value": ir.tensor(value)}))
-    typed(fresh(node.outputs[0], stem), (ir.TensorType(ir.DataType.INT64), ir.Shape(value.shape)))
-    return node
 
 
 def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
@@ -306,7 +301,7 @@ def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
         tensor, axis, _ = source
         shape = fresh(ir.node("Shape", [tensor]))
         typed(fresh(shape.outputs[0], "shape"), (ir.TensorType(ir.DataType.INT64), None))
-        where = _int64_constant(np.array(axis, np.int64), "axis")
+        where = constant_node(np.array(axis, np.int64), "axis")
         nodes = [shape, where, fresh(ir.node("Gather", [shape.outputs[0], where.outputs[0]]))]
     trip_count = typed(fresh(nodes[-1].outputs[0], "trip_count"), SCALAR_INT64)
     always = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", _TRUE)]))

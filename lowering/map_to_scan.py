@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.constants import constant_node
 from lowering.map_plan import (
     MapPlan,
     Replacer,
@@ -44,8 +45,6 @@ from lowering.map_plan import (
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
 from lowering.uniform_shapes import UniformShapes, static_shapes, uniform_elements
-
-INT64 = ir.DataType.INT64
 
 
 def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
@@ -129,45 +128,68 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
 def _read_stack_in_concats(
     output: ir.Value, stack: ir.Value, element_shape: ir.Shape | None
 ) -> list[ir.Node]:
-    """Let each ``ConcatFromSequence`` of ``output`` read the stacked tensor instead.
+    """Let each ``ConcatFromSequence`` of ``output`` along axis 0 read the stack instead.
 
     Splitting the stack into a sequence only to concatenate it again costs
-    two copies of every element. Two cases need no sequence at all::
-
-        ConcatFromSequence<axis = 0, new_axis = 1>(output)  ==  stack
-        ConcatFromSequence<axis = 0, new_axis = 0>(output)  ==  Reshape(stack, [-1, *shape[1:]])
-
-    The second needs the element's rank, and its dims after the first
-    static and non-zero (Reshape reads 0 as "copy"). The consumer is
-    rewritten in place, so its name and output stay. Unlike the original,
-    an empty input gives an empty tensor rather than an error.
-    Returns the new shape constants, to go before the Loop.
+    two copies of every element. Unlike the original, an empty input then
+    gives an empty tensor rather than an error. Returns the new shape
+    constants, to go before the Loop.
     """
-    constants = []
+    rank = None if element_shape is None else len(element_shape)
+    constants: list[ir.Node] = []
     for user, index in list(output.uses()):
-        if index != 0 or not is_onnx_op(user, "ConcatFromSequence"):
-            continue
-        axis = user.attributes.get_int("axis", 0)
-        new_axis = user.attributes.get_int("new_axis", 0)
-        rank = None if element_shape is None else len(element_shape)
-        if new_axis == 1 and (axis == 0 or (rank is not None and axis == -rank - 1)):
-            user.op_type = "Identity"
-            user.attributes.clear()
-            user.replace_input_with(0, stack)
-        elif (
-            new_axis == 0
-            and rank is not None
-            and rank >= 1
-            and axis in (0, -rank)
-            and all(isinstance(d, int) and d > 0 for d in element_shape[1:])
-        ):
-            target = np.array([-1, *element_shape[1:]], np.int64)
-            shape = fresh(ir.node("Constant", [], {"value": ir.tensor(target)}))
-            typed(fresh(shape.outputs[0], "merged_shape"), (ir.TensorType(INT64), ir.Shape([rank])))
-            constants.append(shape)
-            user.op_type = "Reshape"
-            user.attributes.clear()
-            user.replace_input_with(0, stack)
-            user.resize_inputs(2)
-            user.replace_input_with(1, shape.outputs[0])
+        kind = concat_kind(user, index, rank, element_shape)
+        if kind is not None and kind[1] == 0:
+            constants += read_stack(user, stack, element_shape)
     return constants
+
+
+def concat_kind(user: ir.Node, index: int, rank: int | None, shape: ir.Shape | None):
+    """How a stack of the elements serves ``user``, a reader of the sequence.
+
+    ``("stack", axis)`` for ``ConcatFromSequence<axis, new_axis = 1>``: the
+    elements stacked along ``axis``. ``("merge", 0)`` for
+    ``ConcatFromSequence<axis = 0, new_axis = 0>``: the stack along 0 with its
+    first two dims merged, which needs the element's rank and its dims after
+    the first static and non-zero (Reshape reads 0 as "copy"). None otherwise.
+    With no known rank only a stack along axis 0 qualifies.
+    """
+    if index != 0 or not is_onnx_op(user, "ConcatFromSequence"):
+        return None
+    axis = user.attributes.get_int("axis", 0)
+    if user.attributes.get_int("new_axis", 0):
+        if rank is None:
+            return ("stack", 0) if axis == 0 else None
+        if not -rank - 1 <= axis <= rank:
+            return None
+        return "stack", axis % (rank + 1)
+    if (
+        rank is not None
+        and rank >= 1
+        and axis in (0, -rank)
+        and all(isinstance(d, int) and d > 0 for d in shape[1:])
+    ):
+        return "merge", 0
+    return None
+
+
+def read_stack(user: ir.Node, stack: ir.Value, shape: ir.Shape | None) -> list[ir.Node]:
+    """Rewrite ``user``, a ConcatFromSequence that :func:`concat_kind` accepts, to read
+    ``stack`` (stacked along the concat's axis) in place: its name and output stay::
+
+        ConcatFromSequence<axis, new_axis = 1>(seq)  ==  stack
+        ConcatFromSequence<axis = 0>(seq)            ==  Reshape(stack, [-1, *shape[1:]])
+
+    Returns the new shape constant, if any, to go before ``user``.
+    """
+    stacks = user.attributes.get_int("new_axis", 0)
+    user.attributes.clear()
+    user.replace_input_with(0, stack)
+    if stacks:
+        user.op_type = "Identity"
+        return []
+    target = constant_node(np.array([-1, *shape[1:]], np.int64), "merged_shape")
+    user.op_type = "Reshape"
+    user.resize_inputs(2)
+    user.replace_input_with(1, target.outputs[0])
+    return [target]

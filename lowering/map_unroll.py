@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array
+from lowering.constants import constant_array, constant_node
 from lowering.map_plan import MapPlan, Replacer, split_source, typed
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
@@ -142,7 +142,7 @@ def _elements(sequence: ir.Value, length: int, new_nodes: list[ir.Node]) -> list
 
 
 def _constant(value: np.ndarray, new_nodes: list[ir.Node]) -> ir.Value:
-    node = fresh(ir.node("Constant", [], {"value": ir.tensor(value)}))
+    node = constant_node(value)
     new_nodes.append(node)
     return node.outputs[0]
 

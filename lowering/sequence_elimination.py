@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array
+from lowering.constants import constant_array, constant_node, remove_if_dead_constant
 from lowering.naming import fresh
 from lowering.scopes import find_nodes, iter_scopes
 from lowering.sequence_length import SequenceLengths
@@ -98,7 +98,7 @@ def _concat_from_sequence(node: ir.Node, owner, lengths) -> bool:
     new_axis = node.attributes.get_int("new_axis", 0)
     parts = tensors
     if new_axis:
-        axes = fresh(ir.node("Constant", [], {"value": ir.tensor(np.array([axis], np.int64))}))
+        axes = constant_node(np.array([axis], np.int64))
         unsqueezes = [fresh(ir.node("Unsqueeze", [t, axes.outputs[0]])) for t in tensors]
         owner.insert_before(node, [axes, *unsqueezes])
         parts = [u.outputs[0] for u in unsqueezes]
@@ -118,7 +118,8 @@ def _become_identity(node: ir.Node, source: ir.Value, owner) -> None:
     inputs = list(node.inputs)
     for index in range(len(node.inputs)):
         node.replace_input_with(index, None)
-    _remove_if_dead_constants(inputs)
+    for value in inputs:
+        remove_if_dead_constant(value)
     if output.is_graph_output():
         node.op_type = "Identity"
         node.attributes.clear()
@@ -128,20 +129,6 @@ def _become_identity(node: ir.Node, source: ir.Value, owner) -> None:
     for user, index in list(output.uses()):
         user.replace_input_with(index, source)
     owner.remove(node, safe=True)
-
-
-def _remove_if_dead_constants(values: list[ir.Value | None]) -> None:
-    """Remove Constant nodes that only fed a node this pass rewrote."""
-    for value in values:
-        producer = value.producer() if value is not None else None
-        if (
-            producer is not None
-            and producer.op_type == "Constant"
-            and not value.uses()
-            and not value.is_graph_output()
-            and producer.graph is not None
-        ):
-            producer.graph.remove(producer, safe=True)
 
 
 _RULES = {

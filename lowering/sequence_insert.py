@@ -36,7 +36,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array
+from lowering.constants import constant_array, constant_node, remove_if_dead_constant
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, fresh
 from lowering.rewrites import Rewrite
@@ -186,10 +186,7 @@ class _Position:
             p.dtype, p.shape = _INT64, self.shape
             nodes.append(cast)
         if self.shape is None or self.shape.rank() != 0:
-            scalar_shape = fresh(
-                ir.node("Constant", [], {"value": ir.tensor(np.array([], np.int64))})
-            )
-            _typed(scalar_shape.outputs[0], ir.Shape([0]), "scalar_shape")
+            scalar_shape = constant_node(np.array([], np.int64), "scalar_shape")
             reshape = fresh(ir.node("Reshape", [p, scalar_shape.outputs[0]]))
             p = _scalar_int64(reshape.outputs[0], "position")
             nodes += [scalar_shape, reshape]
@@ -211,14 +208,14 @@ class _Position:
         self.located.scope.owner.insert_before(node, nodes)
         old = self.position
         node.replace_input_with(2, nodes[-1].outputs[0])
-        _remove_if_dead_constant(old)
+        remove_if_dead_constant(old)
         return nodes
 
     def _drop_position(self) -> list[ir.Node]:
         node = self.located.node
         old = self.position
         node.resize_inputs(2)
-        _remove_if_dead_constant(old)
+        remove_if_dead_constant(old)
         return []
 
 
@@ -262,9 +259,7 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
 
 
 def _constant_node(value: int, stem: str = "position") -> ir.Node:
-    node = fresh(ir.node("Constant", [], {"value": ir.tensor(np.array(value, np.int64))}))
-    _scalar_int64(node.outputs[0], stem)
-    return node
+    return constant_node(np.array(value, np.int64), stem)
 
 
 def _sequence_length(sequence: ir.Value) -> ir.Node:
@@ -274,22 +269,5 @@ def _sequence_length(sequence: ir.Value) -> ir.Node:
 
 
 def _scalar_int64(value: ir.Value, stem: str) -> ir.Value:
-    return _typed(value, ir.Shape([]), stem)
-
-
-def _typed(value: ir.Value, shape: ir.Shape, stem: str) -> ir.Value:
-    value.dtype, value.shape = _INT64, shape
+    value.dtype, value.shape = _INT64, ir.Shape([])
     return fresh(value, stem)
-
-
-def _remove_if_dead_constant(value: ir.Value) -> None:
-    """Remove a Constant node that fed only the position just replaced."""
-    node = value.producer()
-    if (
-        node is not None
-        and is_onnx_op(node, "Constant")
-        and not value.uses()
-        and not value.is_graph_output()
-        and node.graph is not None
-    ):
-        node.graph.remove(node, safe=True)

@@ -40,9 +40,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.constants import constant_node
 from lowering.map_plan import MapPlan, Replacer, prepend, rebind_inputs, split_source, typed
+from lowering.map_to_scan import concat_kind, read_stack
 from lowering.naming import adopt_name, fresh
-from lowering.scopes import is_onnx_op
 
 
 def scan_axes(plan: MapPlan) -> list[int] | None:
@@ -61,7 +62,7 @@ def scan_axes(plan: MapPlan) -> list[int] | None:
         rank = len(shape)
         wanted = set()
         for user, index in output.uses():
-            kind = _concat_kind(user, index, rank, shape)
+            kind = concat_kind(user, index, rank, shape)
             if kind is None:
                 return None
             wanted.add(kind[1])
@@ -69,20 +70,6 @@ def scan_axes(plan: MapPlan) -> list[int] | None:
             return None
         axes.append(wanted.pop())
     return axes
-
-
-def _concat_kind(user: ir.Node, index: int, rank: int, shape: ir.Shape):
-    """("stack", axis) or ("merge", 0) for a ConcatFromSequence a Scan can serve."""
-    if index != 0 or not is_onnx_op(user, "ConcatFromSequence"):
-        return None
-    axis = user.attributes.get_int("axis", 0)
-    if user.attributes.get_int("new_axis", 0):
-        if not -rank - 1 <= axis <= rank:
-            return None
-        return "stack", axis % (rank + 1)
-    if rank >= 1 and axis in (0, -rank) and all(isinstance(d, int) and d > 0 for d in shape[1:]):
-        return "merge", 0
-    return None
 
 
 def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir.Node]:
@@ -111,8 +98,9 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
             typed(sliced, (element[0], shape))
         element_inputs.append(sliced)
         if keepdims:
-            where = _constant(np.array([axis], np.int64), prologue)
-            unsqueeze = fresh(ir.node("Unsqueeze", [sliced, where]))
+            where = constant_node(np.array([axis], np.int64))
+            prologue.append(where)
+            unsqueeze = fresh(ir.node("Unsqueeze", [sliced, where.outputs[0]]))
             prologue.append(unsqueeze)
             current = typed(unsqueeze.outputs[0], element)
             adopt_name(current, inner.name)
@@ -172,32 +160,9 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
         dims.insert(axis, None)
         typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
         for user, _ in list(output.uses()):
-            new_nodes += _read_stack(user, stack, shape)
+            new_nodes += read_stack(user, stack, shape)
     replacer.replace(plan, new_nodes, [None] * len(node.outputs))
     return new_nodes
-
-
-def _read_stack(user: ir.Node, stack: ir.Value, shape: ir.Shape) -> list[ir.Node]:
-    """Turn a ConcatFromSequence of the map into a read of the Scan's output."""
-    stacks = user.attributes.get_int("new_axis", 0)
-    user.attributes.clear()
-    user.replace_input_with(0, stack)
-    if stacks:
-        user.op_type = "Identity"
-        return []
-    constants: list[ir.Node] = []
-    target = _constant(np.array([-1, *shape[1:]], np.int64), constants)
-    user.op_type = "Reshape"
-    user.resize_inputs(2)
-    user.replace_input_with(1, target)
-    return constants
-
-
-def _constant(value: np.ndarray, nodes: list[ir.Node]) -> ir.Value:
-    node = fresh(ir.node("Constant", [], {"value": ir.tensor(value)}))
-    typed(node.outputs[0], (ir.TensorType(ir.DataType.INT64), ir.Shape(value.shape)))
-    nodes.append(node)
-    return node.outputs[0]
 
 
 def _outer_values(body: ir.Graph) -> list[ir.Value]:

@@ -32,7 +32,18 @@ from lowering.constants import constant_array
 
 # Ops whose axes moved from an attribute to an optional input (opset 13 or 18).
 REDUCE_OPS = frozenset(
-    ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"]
+    [
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceMax",
+        "ReduceMean",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceSum",
+        "ReduceSumSquare",
+    ]
 )
 
 # Ops whose output shapes follow from their inputs' shapes and attributes.
