@@ -55,7 +55,7 @@ def lower_in_place(
 
         onnxscript.optimizer.optimize(model)
     if target_opset is not None:
-        _run(TargetOpsetPass(target_opset), model)
+        _run(ir.passes.PassManager([TargetOpsetPass(target_opset), FreshNamesPass()]), model)
     return [*sequence_maps.rewrites, *inserts.rewrites]
 
 

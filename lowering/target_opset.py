@@ -30,7 +30,7 @@ import onnx
 import onnx.defs
 import onnx_ir as ir
 
-from lowering.constants import constant_array
+from lowering.constants import constant_array, constant_node
 from lowering.errors import LoweringError
 from lowering.scopes import iter_scopes
 from lowering.type_inference import TypeOracle
@@ -53,7 +53,11 @@ class _Change:
 
 
 class TargetOpsetPass(ir.passes.InPlacePass):
-    """Convert every default-domain node to ``target`` and declare it."""
+    """Convert every default-domain node to ``target`` and declare it.
+
+    Constants it adds (going up, for an ``axes`` that becomes an input) are
+    left for :class:`lowering.naming.FreshNamesPass` to name.
+    """
 
     def __init__(self, target: int) -> None:
         super().__init__()
@@ -273,7 +277,7 @@ def _adapt_axes_input(node: ir.Node, now, then, target: int) -> _Change:
         values = np.array(node.attributes[name].as_ints(), np.int64)
 
         def to_input() -> None:
-            constant = ir.node("Constant", [], {"value": ir.tensor(values)})
+            constant = constant_node(values, name)
             node.graph.insert_before(node, constant)
             del node.attributes[name]
             node.resize_inputs(2)
