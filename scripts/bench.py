@@ -22,7 +22,6 @@ import os
 import pathlib
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,10 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import lowering
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tests.helpers import peak_rss_mib, weighted_model
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -104,19 +107,24 @@ def _medians_ms(sessions: list[ort.InferenceSession], feeds: dict, repeats: int)
     return [statistics.median(spent) * 1000 for spent in times]
 
 
+def _reps(n: int, repeats: int) -> int:
+    """Fewer repetitions for the long runs, never fewer than 7."""
+    return max(7, repeats // (1 + n // 2000))
+
+
 def runtime_table(sizes: list[int], repeats: int) -> str:
     rng = np.random.default_rng(0)
-    uniform = onnx.parser.parse_model(UNIFORM)
-    variable = onnx.parser.parse_model(VARIABLE)
     scan = _session(onnx.parser.parse_model(SCAN))
-    uniform_loop = onnx.parser.parse_model(UNIFORM_LOOP)
-    sessions = {
-        ("uniform", "original"): _session(uniform),
-        ("uniform", "lowered"): _session(lowering.lower(uniform)),
-        ("uniform loop", "original"): _session(uniform_loop),
-        ("uniform loop", "lowered"): _session(lowering.lower(uniform_loop)),
-        ("variable", "original"): _session(variable),
-        ("variable", "lowered"): _session(lowering.lower(variable)),
+    uniform_kinds = {
+        "uniform, split -> map -> concat (scan)": UNIFORM,
+        "uniform, sequence also read elsewhere (uniform)": UNIFORM_LOOP,
+    }
+    pairs = {
+        label: (_session(model), _session(lowering.lower(model)))
+        for label, model in (
+            (label, onnx.parser.parse_model(text))
+            for label, text in [*uniform_kinds.items(), ("variable (loop)", VARIABLE)]
+        )
     }
     rows = [
         (
@@ -126,29 +134,18 @@ def runtime_table(sizes: list[int], repeats: int) -> str:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
-        x = rng.standard_normal((n, 16)).astype(np.float32)
-        w = rng.standard_normal(16).astype(np.float32)
-        reps = max(7, repeats // (1 + n // 2000))
-        original, lowered_ms, floor = _medians_ms(
-            [sessions["uniform", "original"], sessions["uniform", "lowered"], scan],
-            {"x": x, "w": w},
-            reps,
-        )
-        rows.append(
-            f"| uniform, split -> map -> concat (scan) | {n:,} | {original:.2f} "
-            f"| {lowered_ms:.2f} | {floor:.2f} | {original / lowered_ms:.1f}x "
-            f"| {lowered_ms / floor:.2f}x |"
-        )
-        original, lowered_ms, floor = _medians_ms(
-            [sessions["uniform loop", "original"], sessions["uniform loop", "lowered"], scan],
-            {"x": x, "w": w},
-            reps,
-        )
-        rows.append(
-            f"| uniform, sequence also read elsewhere (uniform) | {n:,} | {original:.2f} "
-            f"| {lowered_ms:.2f} | {floor:.2f} | {original / lowered_ms:.1f}x "
-            f"| {lowered_ms / floor:.2f}x |"
-        )
+        feeds = {
+            "x": rng.standard_normal((n, 16)).astype(np.float32),
+            "w": rng.standard_normal(16).astype(np.float32),
+        }
+        for label in uniform_kinds:
+            original, lowered_ms, floor = _medians_ms(
+                [*pairs[label], scan], feeds, _reps(n, repeats)
+            )
+            rows.append(
+                f"| {label} | {n:,} | {original:.2f} | {lowered_ms:.2f} | {floor:.2f} "
+                f"| {original / lowered_ms:.1f}x | {lowered_ms / floor:.2f}x |"
+            )
     for n in sizes:
         sizes_ = rng.integers(1, 33, n).astype(np.int64)
         feeds = {
@@ -156,10 +153,7 @@ def runtime_table(sizes: list[int], repeats: int) -> str:
             "sizes": sizes_,
             "w": np.array(0.5, np.float32),
         }
-        reps = max(7, repeats // (1 + n // 2000))
-        original, lowered_ms = _medians_ms(
-            [sessions["variable", "original"], sessions["variable", "lowered"]], feeds, reps
-        )
+        original, lowered_ms = _medians_ms(pairs["variable (loop)"], feeds, _reps(n, repeats))
         rows.append(
             f"| variable (loop) | {n:,} | {original:.2f} | {lowered_ms:.2f} | - "
             f"| {original / lowered_ms:.2f}x | - |"
@@ -207,52 +201,8 @@ def pass_time_table(counts: list[int], folder: pathlib.Path) -> str:
     return "\n".join(rows)
 
 
-def large_weights_model(folder: pathlib.Path, gib: float) -> pathlib.Path:
-    """A SequenceMap model with ``gib`` GiB of external weights, in 64 MiB tensors.
-
-    The data file is written sparse (all zeros), so making it is fast.
-    """
-    chunk = 16 * 1024 * 1024  # float32 values per tensor: 64 MiB
-    count = max(1, round(gib * 1024 / 64))
-    model = onnx.parser.parse_model(
-        H
-        + """
-    g (seq(float[N]) x) => (seq(float[N]) y) {
-      y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
-    }"""
-    )
-    data = folder / "weights.bin"
-    with open(data, "wb") as f:
-        f.truncate(count * chunk * 4)
-    for i in range(count):
-        tensor = onnx.TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[chunk])
-        tensor.data_location = TensorProto.EXTERNAL
-        for key, value in (
-            ("location", "weights.bin"),
-            ("offset", str(i * chunk * 4)),
-            ("length", str(chunk * 4)),
-        ):
-            tensor.external_data.add(key=key, value=value)
-        model.graph.initializer.append(tensor)
-    path = folder / "large.onnx"
-    onnx.save(model, path)
-    return path
-
-
-def _peak_rss_mib(command: list[str]) -> float:
-    probe = (
-        "import resource, subprocess, sys; "
-        "subprocess.run(sys.argv[1:], check=True); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True
-    )
-    return int(out.stdout.split()[-1]) / 1024
-
-
 def rss_table(folder: pathlib.Path, gib: float) -> str:
-    source = large_weights_model(folder, gib)
+    source = weighted_model(folder, max(1, round(gib * 16)), 16 * 1024 * 1024, real=False)
     elsewhere = folder / "elsewhere"
     elsewhere.mkdir(exist_ok=True)
     rows = ["| run | peak RSS (MiB) |", "|---|---:|"]
@@ -260,7 +210,7 @@ def rss_table(folder: pathlib.Path, gib: float) -> str:
         ("output beside the input", folder / "out.onnx"),
         ("output in another folder", elsewhere / "out.onnx"),
     ):
-        rss = _peak_rss_mib([sys.executable, "-m", "lowering", "-q", str(source), str(target)])
+        rss = peak_rss_mib([sys.executable, "-m", "lowering", "-q", str(source), str(target)])
         rows.append(f"| {gib:g} GiB of weights, {label} | {rss:.0f} |")
     return "\n".join(rows)
 

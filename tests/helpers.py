@@ -7,11 +7,15 @@ empty sequences and outer-scope references.
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import TensorProto
 
 import lowering
 
@@ -140,3 +144,52 @@ def _clear_defaults(message) -> None:
                     _clear_defaults(item)
         elif not field.is_repeated and value == field.default_value:
             message.ClearField(field.name)
+
+
+WEIGHTED_MAP = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[4]) x) => (seq(float[4]) y) {
+  y = SequenceMap <body = body (float[4] a) => (float[4] c) { c = Mul(a, w0) }> (x)
+}"""
+
+
+def weighted_model(folder: pathlib.Path, tensors: int, values: int, real: bool) -> pathlib.Path:
+    """A map that reads w0, with ``tensors`` float32 initializers of ``values``
+    each in ``weights.bin``. Unless ``real``, the file is sparse zeros (fast to make)."""
+    model = parse(WEIGHTED_MAP)
+    data = folder / "weights.bin"
+    size = values * 4
+    if real:
+        rng = np.random.default_rng(0)
+        with open(data, "wb") as f:
+            f.writelines(
+                rng.standard_normal(values).astype(np.float32).tobytes() for _ in range(tensors)
+            )
+    else:
+        with open(data, "wb") as f:
+            f.truncate(tensors * size)
+    for i in range(tensors):
+        tensor = TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[values])
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (
+            ("location", "weights.bin"),
+            ("offset", str(i * size)),
+            ("length", str(size)),
+        ):
+            tensor.external_data.add(key=key, value=value)
+        model.graph.initializer.append(tensor)
+    path = folder / "model.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def peak_rss_mib(command: list[str]) -> float:
+    """The peak resident memory of ``command``, run in a fresh process, in MiB."""
+    probe = (
+        "import resource, subprocess, sys; "
+        "subprocess.run(sys.argv[1:], check=True); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True
+    )
+    return int(out.stdout.split()[-1]) / 1024

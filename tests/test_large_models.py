@@ -6,51 +6,14 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto
 
 from lowering.cli import main
-from tests.helpers import assert_same, op_types, parse, run
-
-MAP = """<ir_version: 8, opset_import: ["" : 17]>
-g (seq(float[4]) x) => (seq(float[4]) y) {
-  y = SequenceMap <body = body (float[4] a) => (float[4] c) { c = Mul(a, w0) }> (x)
-}"""
-
-
-def weighted_model(folder: pathlib.Path, tensors: int, values: int, real: bool) -> pathlib.Path:
-    """A map that reads w0, with ``tensors`` float32 initializers of ``values``
-    each in ``weights.bin``. Unless ``real``, the file is sparse zeros (fast to make)."""
-    model = parse(MAP)
-    data = folder / "weights.bin"
-    size = values * 4
-    if real:
-        rng = np.random.default_rng(0)
-        with open(data, "wb") as f:
-            f.writelines(
-                rng.standard_normal(values).astype(np.float32).tobytes() for _ in range(tensors)
-            )
-    else:
-        with open(data, "wb") as f:
-            f.truncate(tensors * size)
-    for i in range(tensors):
-        tensor = TensorProto(name=f"w{i}", data_type=TensorProto.FLOAT, dims=[values])
-        tensor.data_location = TensorProto.EXTERNAL
-        for key, value in (
-            ("location", "weights.bin"),
-            ("offset", str(i * size)),
-            ("length", str(size)),
-        ):
-            tensor.external_data.add(key=key, value=value)
-        model.graph.initializer.append(tensor)
-    path = folder / "model.onnx"
-    onnx.save(model, path)
-    return path
+from tests.helpers import assert_same, op_types, peak_rss_mib, run, weighted_model
 
 
 def _locations(path: pathlib.Path) -> set[str]:
@@ -108,18 +71,6 @@ def test_missing_data_file_is_a_clear_error(tmp_path, capsys):
     assert not (tmp_path / "out.onnx").exists()
 
 
-def _peak_rss_mib(command: list[str]) -> float:
-    probe = (
-        "import resource, subprocess, sys; "
-        "subprocess.run(sys.argv[1:], check=True); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True
-    )
-    return int(out.stdout.split()[-1]) / 1024
-
-
 def _need_disk(folder: pathlib.Path, gib: float) -> None:
     free = shutil.disk_usage(folder).free
     if free < gib * 1024**3:
@@ -133,7 +84,7 @@ def test_one_gib_of_weights_is_lowered_in_little_memory(tmp_path, elsewhere):
     target_dir = tmp_path / "out" if elsewhere else tmp_path
     target_dir.mkdir(exist_ok=True)
     target = target_dir / "lowered.onnx"
-    rss = _peak_rss_mib([sys.executable, "-m", "lowering", "-q", str(source), str(target)])
+    rss = peak_rss_mib([sys.executable, "-m", "lowering", "-q", str(source), str(target)])
     assert rss < 300, f"peak RSS {rss:.0f} MiB"
     assert "Loop" in op_types(onnx.load(target, load_external_data=False))
     assert (target_dir / "weights.bin").stat().st_size == 1024**3
