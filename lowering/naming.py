@@ -27,6 +27,8 @@ import weakref
 
 import onnx_ir as ir
 
+from lowering.scopes import iter_scopes
+
 # Items made by rewrites and not yet named, with the stem for their names.
 _fresh: weakref.WeakKeyDictionary[ir.Value | ir.Node, str] = weakref.WeakKeyDictionary()
 
@@ -52,14 +54,6 @@ def adopt_name(value: ir.Value, name: str | None) -> ir.Value:
     return value
 
 
-def scopes_of(model: ir.Model) -> list[ir.Graph | ir.Function]:
-    """Every graph and function of the model, listed in one walk."""
-    scopes: list[ir.Graph | ir.Function] = [model.graph, *model.graph.subgraphs()]
-    for function in model.functions.values():
-        scopes += [function, *function.subgraphs()]
-    return scopes
-
-
 def _values(scopes):
     for graph_like in scopes:
         yield from graph_like.inputs
@@ -79,7 +73,7 @@ class FreshNamesPass(ir.passes.InPlacePass):
     """Name every fresh or unnamed value, and every fresh node, uniquely in the model."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        scopes = scopes_of(model)
+        scopes = [scope.owner for scope in iter_scopes(model)]
         values = list(dict.fromkeys(_values(scopes)))
         nodes = list(_nodes(scopes))
         to_name_values = [v for v in values if v in _fresh or not v.name]
