@@ -18,6 +18,27 @@ only within that graph (``val_0``, ``node_Loop_1``); the mark tells this pass
 which names to replace. Values that have no name at all are named too.
 Nodes that had no name before a rewrite keep having none: node names are
 optional in ONNX, and untouched nodes stay as they were.
+
+Names that a rewrite carries over are another matter. A map's body input
+``X`` becomes the output of ``SequenceAt`` inside the new Loop body, so it
+is now *defined* by a node, and ONNX forbids a node output to repeat any
+name of its own or of an enclosing scope (exporters such as paddle2onnx
+name the body input exactly like the outer sequence, and nested maps all
+call theirs ``e``). And a body that reads an outer value directly, where it
+read a body input before, may meet a nested graph input of the same name
+that hides it. onnx_ir links values as objects, so the model is right; only
+its names must be made to say the same. After naming, this pass walks every
+scope with the names its ancestors define and renames, with a fresh name,
+each value that:
+
+- is a node output or initializer whose name an enclosing scope (or its own)
+  already defines: the deeper one is renamed;
+- hides, by its name, an outer value that some node below it reads: the one
+  that hides is renamed.
+
+Only colliding values are renamed, so every other name stays as the user
+wrote it. Values of the main graph are never renamed (they come first), so
+the model's inputs and outputs keep their names.
 """
 
 from __future__ import annotations
@@ -96,7 +117,80 @@ class FreshNamesPass(ir.passes.InPlacePass):
         for node in to_name_nodes:
             stem = _fresh.pop(node, "") or _snake(node.op_type)
             node.name = unique(stem, taken_nodes)
-        return ir.passes.PassResult(model, modified=bool(to_name_values or to_name_nodes))
+        renamed = _Resolver(lambda value: unique(value.name or "v", taken_values)).run(model)
+        return ir.passes.PassResult(
+            model, modified=bool(to_name_values or to_name_nodes or renamed)
+        )
+
+
+class _Resolver:
+    """Renames what breaks name resolution; see the module docstring."""
+
+    def __init__(self, new_name) -> None:
+        self._new_name = new_name
+        self.renamed = 0
+
+    def run(self, model: ir.Model) -> int:
+        self._visit(model.graph, [])
+        for function in model.functions.values():
+            self._visit(function, [])
+        return self.renamed
+
+    def _rename(self, value: ir.Value) -> None:
+        value.name = self._new_name(value)
+        self.renamed += 1
+
+    def _visit(self, owner: ir.Graph | ir.Function, outer: list[dict[str, ir.Value]]) -> None:
+        own: dict[str, ir.Value] = {}
+        for value in owner.inputs:
+            # A graph input may legally hide an outer name; it is renamed
+            # only if something below reads the outer value (see _resolve).
+            if own.get(value.name, value) is not value:
+                self._rename(value)
+            own[value.name] = value
+        defined = [*owner.initializers.values()] if isinstance(owner, ir.Graph) else []
+        defined += [output for node in owner for output in node.outputs]
+        for value in defined:
+            if own.get(value.name, value) is not value or _lookup(outer, value.name) is not None:
+                self._rename(value)
+            own[value.name] = value
+        chain = [*outer, own]
+        for node in owner:
+            for value in node.inputs:
+                if value is not None:
+                    self._resolve(value, chain)
+            for attr in node.attributes.values():
+                if not isinstance(attr, ir.Attr) or attr.is_ref():
+                    continue
+                if attr.type == ir.AttributeType.GRAPH:
+                    self._visit(attr.as_graph(), chain)
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    for graph in attr.as_graphs():
+                        self._visit(graph, chain)
+        for value in owner.outputs:
+            self._resolve(value, chain)
+
+    def _resolve(self, value: ir.Value, chain: list[dict[str, ir.Value]]) -> None:
+        """Make ``value``'s name find ``value`` from the innermost scope of ``chain``."""
+        for scope in reversed(chain):
+            found = scope.get(value.name)
+            if found is None:
+                continue
+            if found is value:
+                return
+            if not any(s.get(value.name) is value for s in chain):
+                return  # defined elsewhere (not an enclosing scope): not ours to judge
+            # ``found`` hides ``value`` and is deeper than it: rename ``found``.
+            del scope[found.name]
+            self._rename(found)
+            scope[found.name] = found
+
+
+def _lookup(chain: list[dict[str, ir.Value]], name: str | None) -> ir.Value | None:
+    for scope in reversed(chain):
+        if name in scope:
+            return scope[name]
+    return None
 
 
 def _stem_of(value: ir.Value) -> str:
