@@ -383,22 +383,32 @@ class Replacer:
         self._removed.setdefault(owner, []).append(node)
         self._maybe_dead.update(v for v in inputs if v is not None and split_source(v))
 
-    def flush(self, owner) -> None:
-        """Remove at once the replaced maps of ``owner`` (before it is cloned)."""
-        nodes = self._removed.pop(owner, [])
-        if nodes:
-            owner.remove(nodes)
+    def flush_within(self, graph: ir.Graph) -> None:
+        """Finish, now, what is pending in ``graph`` and every graph nested in it.
+
+        A strategy that copies a body (unrolling) calls this first: the maps
+        already rewritten inside the body, at any depth (in its If and Loop
+        branches too), must be gone before the copy, or each copy would
+        carry one more SequenceMap that no later step removes.
+        """
+        self._finish({graph, *graph.subgraphs()})
 
     def finish(self) -> None:
         """Remove the replaced maps, and splits whose elements are now read directly."""
-        for value in self._maybe_dead:
+        self._finish(None)
+
+    def _finish(self, owners: set | None) -> None:
+        for value in list(self._maybe_dead):
             producer = value.producer()
-            if not value.uses() and not value.is_graph_output() and producer.graph is not None:
-                self._removed.setdefault(producer.graph, []).append(producer)
-        for owner, nodes in self._removed.items():
-            owner.remove(nodes)
-        self._removed.clear()
-        self._maybe_dead.clear()
+            if producer is None or producer.graph is None:
+                self._maybe_dead.discard(value)
+            elif owners is None or producer.graph in owners:
+                self._maybe_dead.discard(value)
+                if not value.uses() and not value.is_graph_output():
+                    self._removed.setdefault(producer.graph, []).append(producer)
+        for owner in list(self._removed):
+            if owners is None or owner in owners:
+                owner.remove(self._removed.pop(owner))
 
     def _positions(self, owner) -> dict[ir.Value, list[int]]:
         if owner not in self._output_positions:

@@ -41,7 +41,7 @@ DEFAULT_MAX_UNROLL = 16
 def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[ir.Node]:
     """Rewrite ``plan``'s map as ``length`` copies of its body; returns the new nodes."""
     node, body = plan.node, plan.body
-    replacer.flush(body)  # maps nested in the body are rewritten already: drop them
+    replacer.flush_within(body)  # maps nested in the body, at any depth, are rewritten already
     new_nodes: list[ir.Node] = []
     shared_constants: dict[ir.Value, ir.Value] = {}
     for initializer in body.initializers.values():

@@ -186,3 +186,73 @@ def test_elimination_turns_concat_of_construct_into_concat():
     assert [t for t in op_types(result) if "Sequence" in t] == []
     a, b = np.ones(2, np.float32), np.full(2, 2, np.float32)
     assert_same(run(result, {"a": a, "b": b}), [np.concatenate([a, b]), np.stack([a, b])])
+
+
+def _wrapped(inner: str, wrapper: str, element: str, level: int) -> str:
+    """``inner`` nodes computing ``o{level}`` from ``e{level}``, directly or in a branch."""
+    if wrapper == "direct":
+        return inner
+    if wrapper == "if":
+        return f"""o{level} = If (c) <
+              then_branch = t{level} () => ({element} r{level}) {{
+                {inner.replace(f"o{level} =", f"r{level} =")}
+              }},
+              else_branch = f{level} () => ({element} z{level}) {{ z{level} = Neg(e{level}) }}>"""
+    # A Loop of one trip whose carried value is the result.
+    return f"""one{level} = Constant <value = int64 {{1}}> ()
+            o{level} = Loop (one{level}, , e{level}) <body = l{level} (
+                int64 i{level}, bool k{level}, {element} v{level}) => (bool kk{level}, {element} r{level}) {{
+              kk{level} = Identity(k{level})
+              {inner.replace(f"o{level} =", f"r{level} =")}
+            }}>"""
+
+
+def _nested_static_maps(depth: int, wrappers: tuple[str, ...]) -> str:
+    """Maps nested ``depth`` deep over static splits; each level restacks what it maps."""
+    dims = [2] * (depth + 1)
+
+    def body(level: int) -> str:
+        rank = depth + 1 - level
+        element = f"float[{','.join(['2'] * rank)}]" if rank else "float"
+        if level == depth:
+            nodes = f"o{level} = Neg(e{level})"
+        else:
+            nodes = f"""s{level} = SplitToSequence <keepdims = 0> (e{level})
+              m{level} = SequenceMap <body = {body(level + 1)}> (s{level})
+              o{level} = ConcatFromSequence <axis = 0, new_axis = 1> (m{level})"""
+        wrapped = _wrapped(nodes, wrappers[level - 1], element, level) if level > 1 else nodes
+        return f"b{level} ({element} e{level}) => ({element} o{level}) {{ {wrapped} }}"
+
+    top = f"float[{','.join(map(str, dims))}]"
+    return (
+        H
+        + f"""
+        g ({top} x, bool c) => (seq(float[{",".join(["2"] * depth)}]) y) {{
+          s0 = SplitToSequence <keepdims = 0> (x)
+          y = SequenceMap <body = {body(1)}> (s0)
+        }}"""
+    )
+
+
+NESTINGS = [("direct", w2) for w2 in ("direct", "if", "loop")] + [
+    ("direct", w2, w3) for w2 in ("direct", "if", "loop") for w3 in ("direct", "if", "loop")
+]
+
+
+@pytest.mark.parametrize("wrappers", NESTINGS, ids="-".join)
+@pytest.mark.parametrize("max_unroll", [16, 1])
+def test_unrolled_maps_nested_at_any_depth_come_out_lowered(wrappers, max_unroll):
+    """Maps two and three levels deep, directly or inside If/Loop branches, all unrolled.
+
+    With max_unroll 1 the outer maps (length 2) keep a loop and only what is
+    inside them may be unrolled; with 16 every level is unrolled.
+    """
+    depth = len(wrappers)
+    model = parse(_nested_static_maps(depth, wrappers))
+    result = lowered(model, max_unroll=max_unroll)
+    rng = np.random.default_rng(depth)
+    x = rng.standard_normal([2] * (depth + 1)).astype(np.float32)
+    for c in (True, False):
+        # The innermost body negates; a false If branch negates one level
+        # early instead, which is the same, so the result is -x either way.
+        assert_same(run(result, {"x": x, "c": np.array(c)}), [list(-x)])
