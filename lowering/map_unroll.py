@@ -121,18 +121,20 @@ def _elements(sequence: ir.Value, length: int, new_nodes: list[ir.Node]) -> list
             new_nodes.append(gather)
             values.append(gather.outputs[0])
         return values
-    sizes = _static_split_sizes(producer, length)
-    if sizes is not None:
+    sizes = _static_split_sizes(producer)
+    if sizes is not None and len(sizes) >= length:
+        # One Split makes all of the sequence's elements, even where the
+        # trip count (the first input's length) uses fewer of them.
         split = fresh(
             ir.node(
                 "Split",
                 [producer.inputs[0], _constant(np.array(sizes, np.int64), new_nodes)],
                 {"axis": producer.attributes.get_int("axis", 0)},
-                num_outputs=length,
+                num_outputs=len(sizes),
             )
         )
         new_nodes.append(split)
-        return list(split.outputs)
+        return list(split.outputs[:length])
     values = []
     for i in range(length):
         at = fresh(ir.node("SequenceAt", [sequence, _constant(np.array(i, np.int64), new_nodes)]))
@@ -147,8 +149,8 @@ def _constant(value: np.ndarray, new_nodes: list[ir.Node]) -> ir.Value:
     return node.outputs[0]
 
 
-def _static_split_sizes(producer: ir.Node | None, length: int) -> list[int] | None:
-    """The sizes of a ``SplitToSequence`` with a constant ``split``, as a list."""
+def _static_split_sizes(producer: ir.Node | None) -> list[int] | None:
+    """The sizes of all elements of a ``SplitToSequence`` with a constant ``split``."""
     if (
         producer is None
         or not is_onnx_op(producer, "SplitToSequence")
@@ -167,4 +169,6 @@ def _static_split_sizes(producer: ir.Node | None, length: int) -> list[int] | No
     if not isinstance(dim, int):
         return None
     step = int(split)
-    return [min(step, dim - i * step) for i in range(length)]
+    if step <= 0:
+        return None
+    return [min(step, dim - start) for start in range(0, dim, step)]

@@ -256,3 +256,50 @@ def test_unrolled_maps_nested_at_any_depth_come_out_lowered(wrappers, max_unroll
         # The innermost body negates; a false If branch negates one level
         # early instead, which is the same, so the result is -x either way.
         assert_same(run(result, {"x": x, "c": np.array(c)}), [list(-x)])
+
+
+# Extra sequences of another static length than the first input, each kind
+# of static source: the trip count is the first input's length (the spec's
+# own expansion loops over SequenceLength of the first input).
+EXTRA_SOURCES = {
+    "construct": "f = SequenceConstruct(u0, u1, u2)",
+    "split_sizes": "f = SplitToSequence <axis = 0> (u, sizes)",
+    "split_scalar": "f = SplitToSequence <axis = 0> (u, one)",
+    "split_scalar_ragged": "f = SplitToSequence <axis = 0> (u, two)",
+    "split_whole": "f = SplitToSequence <axis = 0, keepdims = 1> (u)",
+}
+
+
+@pytest.mark.parametrize("options", [{}, {"strategy": "loop"}, {"max_unroll": 0}], ids=str)
+@pytest.mark.parametrize("first_length", [1, 2, 3])
+@pytest.mark.parametrize("source", EXTRA_SOURCES)
+def test_extra_sequence_of_another_static_length(source, first_length, options):
+    firsts = ", ".join(f"a{i}" for i in range(first_length))
+    text = (
+        H
+        + f"""
+        g ({", ".join(f"float[1,2] a{i}" for i in range(first_length))}, float[3,2] u,
+           float[1,2] u0, float[1,2] u1, float[1,2] u2) => (seq(float[1,2]) y) {{
+          sizes = Constant <value = int64[3] {{1, 1, 1}}> ()
+          one = Constant <value = int64 {{1}}> ()
+          two = Constant <value = int64 {{2}}> ()
+          s = SequenceConstruct({firsts})
+          {EXTRA_SOURCES[source]}
+          y = SequenceMap <body = body (float[1,2] e, float[?,2] g) => (float[1,2] c) {{
+                gs = ReduceSum <keepdims = 1> (g)
+                c = Add(e, gs)
+              }}> (s, f)
+        }}"""
+    )
+    result = lowered(parse(text), **options)
+    rng = np.random.default_rng(first_length)
+    feeds = {f"a{i}": rng.standard_normal([1, 2]).astype(np.float32) for i in range(first_length)}
+    u = rng.standard_normal([3, 2]).astype(np.float32)
+    feeds.update(u=u, u0=u[0:1], u1=u[1:2], u2=u[2:3])
+    chunks = {"split_scalar_ragged": [u[0:2], u[2:3]]}.get(source, [u[0:1], u[1:2], u[2:3]])
+    if first_length > len(chunks):  # too short: the map itself fails at run time
+        with pytest.raises(Exception, match="(?i)index|out of|invalid"):
+            run(result, feeds)
+        return
+    expected = [feeds[f"a{i}"] + chunks[i].sum(keepdims=True) for i in range(first_length)]
+    assert_same(run(result, feeds), [expected])
