@@ -25,10 +25,12 @@ A ``ConcatFromSequence<axis = 0, new_axis = 0>`` takes the stack along axis
 0 and merges it: ``Reshape(out, [-1, *shape[1:]])``. Several mapped inputs
 become several scan inputs.
 
-Every value the body reads from an enclosing scope, the map's tensor inputs
+Every tensor the body reads from an enclosing scope, the map's tensor inputs
 included, is passed in as a state variable that the body returns unchanged:
 OpenVINO's Scan converter rejects bodies that read outer-scope values, and
-this works in OpenVINO and tract alike.
+this works in OpenVINO and tract alike. Scan states are tensors, so an
+outer *sequence* the body reads stays an outer-scope reference (a model
+that reads one needs a runtime with sequences anyway).
 
 It applies when every sequence input is a ``SplitToSequence`` without
 ``split``, every output element has one shape, and every reader of every
@@ -112,7 +114,10 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
     results = rebind_inputs(body, replacements, element_inputs)
     prepend(body, prologue)
 
-    states = _outer_values(body)
+    # Scan states are tensors: an outer sequence (or a value of unknown
+    # type) stays an outer-scope reference, which every runtime that runs
+    # sequences resolves.
+    states = [value for value in _outer_values(body) if _is_typed_tensor(value)]
     state_inputs = []
     for outer in states:
         state = typed(fresh(ir.Value(), "state"), (outer.type, outer.shape))
@@ -178,6 +183,10 @@ def _outer_values(body: ir.Graph) -> list[ir.Value]:
             if value.graph not in inside:
                 found[value] = None
     return list(found)
+
+
+def _is_typed_tensor(value: ir.Value) -> bool:
+    return isinstance(value.type, ir.TensorType) and value.type.dtype != ir.DataType.UNDEFINED
 
 
 def _replace_uses_inside(outer: ir.Value, state: ir.Value, body: ir.Graph) -> None:

@@ -302,3 +302,62 @@ def test_cli_summary_says_which_strategy_and_why(tmp_path, capsys):
     assert "loop, forced by --strategy loop" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--strategy", "bogus", str(tmp_path / "in.onnx"), str(tmp_path / "o.onnx")])
+
+
+# What a split -> map -> concat body may read from outside: each kind of
+# value, read directly in the body or from a branch nested in it. Only
+# tensors can be Scan states; the others must stay outer-scope reads.
+# kind: (graph input, setup nodes, the body's read of r, r's value)
+OUTER_READS = {
+    "sequence_input": ("seq(float[4]) q", "", "r = SequenceAt(q, zero)", lambda f: f["q"][0]),
+    "sequence_built": (
+        "float[4] t",
+        "built = SequenceConstruct(t, t)",
+        "r = SequenceAt(built, zero)",
+        lambda f: f["t"],
+    ),
+    "sequence_length": (
+        "seq(float[4]) q",
+        "",
+        "n = SequenceLength(q)\n r0 = Cast <to = 1> (n)\n r = Expand(r0, four)",
+        lambda f: np.full(4, len(f["q"]), np.float32),
+    ),
+    "optional": ("float[4] t", "maybe = Optional(t)", "r = OptionalGetElement(maybe)", None),
+    "tensor": ("float[4] t", "", "r = Identity(t)", None),
+}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("kind", OUTER_READS)
+def test_split_map_concat_reading_outer_values_of_every_kind(kind, nested):
+    declaration, setup, read, value = OUTER_READS[kind]
+    if nested:  # the read sits in an If branch inside the body
+        read = f"""r = If (yes) <
+            then_branch = tb () => (float[4] rt) {{ {read.replace("r =", "rt =")} }},
+            else_branch = eb () => (float[4] re) {{ re = Identity(a) }}>"""
+    text = (
+        H.replace('"" : 17', '"" : 18')
+        + f"""
+        g (float[3,4] x, {declaration}) => (float[3,4] y) {{
+          zero = Constant <value = int64 {{0}}> ()
+          four = Constant <value = int64[1] {{4}}> ()
+          yes = Constant <value = bool {{1}}> ()
+          {setup}
+          parts = SplitToSequence <axis = 0, keepdims = 0> (x)
+          m = SequenceMap <body = body (float[4] a) => (float[4] b) {{
+                {read}
+                b = Add(a, r)
+              }}> (parts)
+          y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }}"""
+    )
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((3, 4)).astype(np.float32)}
+    if "seq" in declaration:
+        feeds["q"] = [rng.standard_normal(4).astype(np.float32) for _ in range(2)]
+    else:
+        feeds["t"] = rng.standard_normal(4).astype(np.float32)
+    r = value(feeds) if value else feeds["t"]
+    for options in ({}, {"max_unroll": 0}, {"strategy": "loop"}):
+        result = lowered(parse(text), **options)
+        assert_same(run(result, feeds), [feeds["x"] + r])
