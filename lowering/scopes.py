@@ -70,3 +70,56 @@ def find_nodes(model: ir.Model, predicate: Callable[[ir.Node], bool]) -> list[Lo
 def is_onnx_op(node: ir.Node, op_type: str) -> bool:
     """True for a default-domain op, which may be spelled "" or "ai.onnx"."""
     return node.op_type == op_type and node.domain in ("", "ai.onnx")
+
+
+def link_outer_outputs(model: ir.Model) -> list[ir.Node]:
+    """Make each map body (at any depth inside) compute the outer values it returns.
+
+    A body or branch may return a value of an enclosing scope unchanged (a
+    SequenceMap body with no nodes that returns an outer tensor). onnx_ir
+    cannot hold that: a graph's outputs must be its own values, so its
+    deserializer makes a stand-in value with the outer value's name and no
+    producer. The name finds the right value only while the body stays where
+    it is; the lowering moves bodies and their nodes (unrolling copies them
+    into the enclosing graph, where a body input's name means nothing). So
+    inside every SequenceMap body, each such stand-in becomes the output of
+    an ``Identity`` of the outer value it names::
+
+        body () => (t) { }            body () => (t') { t' = Identity(t) }
+
+    Other graphs are left as they are. Returns the Identity nodes added.
+    """
+    added: list[ir.Node] = []
+
+    def visit(owner: GraphLike, chain: list[dict[str, ir.Value]], in_map: bool) -> None:
+        own: dict[str, ir.Value] = {v.name: v for v in owner.inputs if v.name}
+        if isinstance(owner, ir.Graph):
+            own.update((name, v) for name, v in owner.initializers.items() if name)
+        own.update((v.name, v) for node in owner for v in node.outputs if v.name)
+        if in_map:
+            for value in owner.outputs:
+                if value.producer() is not None or value.is_graph_input():
+                    continue
+                if value.is_initializer():
+                    continue
+                found = next((s[value.name] for s in reversed(chain) if value.name in s), None)
+                if found is not None and found is not value:
+                    identity = ir.node("Identity", [found], outputs=[value])
+                    owner.append(identity)
+                    added.append(identity)
+        inner = [*chain, own]
+        for node in owner:
+            for attr in node.attributes.values():
+                if not isinstance(attr, ir.Attr) or attr.is_ref():
+                    continue
+                nested = in_map or (attr.name == "body" and is_onnx_op(node, "SequenceMap"))
+                if attr.type == ir.AttributeType.GRAPH:
+                    visit(attr.as_graph(), inner, nested)
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    for graph in attr.as_graphs():
+                        visit(graph, inner, nested)
+
+    visit(model.graph, [], False)
+    for function in model.functions.values():
+        visit(function, [], False)
+    return added

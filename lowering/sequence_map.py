@@ -33,7 +33,7 @@ from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
 from lowering.map_unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
 from lowering.rewrites import Rewrite
-from lowering.scopes import find_nodes, is_onnx_op
+from lowering.scopes import find_nodes, is_onnx_op, link_outer_outputs
 from lowering.sequence_elimination import EliminateSequencesPass
 from lowering.sequence_length import SequenceLengths
 from lowering.split_map_concat import lower_to_scan, scan_axes
@@ -100,6 +100,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         originals = [
             ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
         ]
+        # Planned and checked: from here on the model changes.
+        link_outer_outputs(model)
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
             _import_default_domain(opset_imports)
         # Innermost first: an outer map's uniformity was judged on its body as
