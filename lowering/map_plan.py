@@ -18,6 +18,7 @@ import onnx_ir as ir
 from lowering.constants import constant_node
 from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
+from lowering.ort_kernels import unsupported
 from lowering.scopes import Located, is_onnx_op
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
@@ -36,13 +37,14 @@ class MapPlan:
     element_types: list[TypeAndShape | None]  # of each body input
     result_types: list[TypeAndShape]  # of each body output (a tensor)
     output_types: list[TypeAndShape]  # of each node output (a sequence)
+    opset: int = 17  # of the default domain where the map sits
 
     @property
     def node(self) -> ir.Node:
         return self.located.node
 
 
-def plan_map(located: Located, twin: ir.Node | None) -> MapPlan:
+def plan_map(located: Located, twin: ir.Node | None, opset: int = 17) -> MapPlan:
     """Check a SequenceMap and work out every type its lowering needs."""
     node = located.node
 
@@ -142,6 +144,7 @@ def plan_map(located: Located, twin: ir.Node | None) -> MapPlan:
         element_types=element_types,
         result_types=result_types,
         output_types=output_types,
+        opset=opset,
     )
 
 
@@ -206,7 +209,7 @@ def open_body(
         node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
         if sequence:
-            reads = _read_element(outer, iteration)
+            reads = _read_element(outer, iteration, element, plan.opset)
             current = typed(reads[-1].outputs[0], element)
             adopt_name(current, inner.name)
             prologue += reads
@@ -269,21 +272,72 @@ def split_source(sequence: ir.Value) -> tuple[ir.Value, int, bool] | None:
     )
 
 
-def _read_element(sequence: ir.Value, iteration: ir.Value) -> list[ir.Node]:
+def _read_element(
+    sequence: ir.Value, iteration: ir.Value, element: TypeAndShape | None, opset: int
+) -> list[ir.Node]:
     """Nodes reading element ``iteration``; the last one's output is the element."""
     source = split_source(sequence)
     if source is None:
         return [fresh(ir.node("SequenceAt", [sequence, iteration]))]
     tensor, axis, keepdims = source
-    nodes = []
-    index = iteration
-    if keepdims:  # a slice of size 1 along axis: gather with indices [i]
+    dtype = element[0].dtype if element is not None else None
+    return read_slice(tensor, iteration, axis, keepdims, dtype, opset)
+
+
+def read_slice(
+    tensor: ir.Value,
+    index: ir.Value | int,
+    axis: int,
+    keepdims: bool,
+    dtype: ir.DataType | None,
+    opset: int,
+) -> list[ir.Node]:
+    """Nodes reading slice ``index`` (an int64 scalar, or a constant) of ``tensor``.
+
+    With ``keepdims`` the slice keeps ``axis`` (size 1). ``Gather`` does it
+    in one op where onnxruntime's Gather is right for the element type;
+    elsewhere (strings) ``Slice``, then ``Squeeze`` unless ``keepdims``::
+
+        Gather<axis>(X, [i])    keepdims     Slice(X, [i], [i] + 1, [axis])
+        Gather<axis>(X, i)      otherwise    Squeeze(.., [axis])
+
+    The last node's output is the slice.
+    """
+    nodes: list[ir.Node] = []
+
+    def as_vector() -> ir.Value:  # [i]
+        if isinstance(index, int):
+            nodes.append(constant_node(np.array([index], np.int64)))
+            return nodes[-1].outputs[0]
         shape = constant_node(np.array([1], np.int64), "one_element")
-        reshape = fresh(ir.node("Reshape", [iteration, shape.outputs[0]]))
+        reshape = fresh(ir.node("Reshape", [index, shape.outputs[0]]))
         typed(fresh(reshape.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
-        nodes += [shape, reshape]
-        index = reshape.outputs[0]
-    nodes.append(fresh(ir.node("Gather", [tensor, index], {"axis": axis})))
+        nodes.extend([shape, reshape])
+        return reshape.outputs[0]
+
+    if unsupported("Gather", dtype, opset) is None:
+        if keepdims:
+            where = as_vector()
+        elif isinstance(index, int):
+            nodes.append(constant_node(np.array(index, np.int64)))
+            where = nodes[-1].outputs[0]
+        else:
+            where = index
+        nodes.append(fresh(ir.node("Gather", [tensor, where], {"axis": axis})))
+        return nodes
+    start = as_vector()
+    axes = constant_node(np.array([axis], np.int64), "axis")
+    if isinstance(index, int):
+        end_node = constant_node(np.array([index + 1], np.int64))
+    else:
+        one = constant_node(np.array([1], np.int64), "one")
+        nodes.append(one)
+        end_node = fresh(ir.node("Add", [start, one.outputs[0]]))
+        typed(fresh(end_node.outputs[0], "end"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
+    sliced = fresh(ir.node("Slice", [tensor, start, end_node.outputs[0], axes.outputs[0]]))
+    nodes += [axes, end_node, sliced]
+    if not keepdims:
+        nodes.append(fresh(ir.node("Squeeze", [sliced.outputs[0], axes.outputs[0]])))
     return nodes
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node
-from lowering.map_plan import MapPlan, Replacer, split_source, typed
+from lowering.map_plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source, typed
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
 
@@ -50,8 +50,10 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
         shared_constants[initializer] = constant.outputs[0]
         new_nodes.append(constant)
     elements = [
-        _elements(outer, length, new_nodes) if sequence else None
-        for outer, sequence in zip(node.inputs, plan.is_sequence, strict=True)
+        _elements(outer, length, new_nodes, _dtype(element), plan.opset) if sequence else None
+        for outer, sequence, element in zip(
+            node.inputs, plan.is_sequence, plan.element_types, strict=True
+        )
     ]
     results: list[list[ir.Value]] = [[] for _ in body.outputs]
     for i in range(length):
@@ -97,7 +99,13 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
     return new_nodes
 
 
-def _elements(sequence: ir.Value, length: int, new_nodes: list[ir.Node]) -> list[ir.Value]:
+def _elements(
+    sequence: ir.Value,
+    length: int,
+    new_nodes: list[ir.Node],
+    dtype: ir.DataType | None,
+    opset: int,
+) -> list[ir.Value]:
     """The ``length`` elements of ``sequence``, read without a loop.
 
     A ``SequenceConstruct``'s inputs are its elements; a split tensor's
@@ -116,10 +124,9 @@ def _elements(sequence: ir.Value, length: int, new_nodes: list[ir.Node]) -> list
         tensor, axis, keepdims = source
         values = []
         for i in range(length):
-            index = _constant(np.array([i] if keepdims else i, np.int64), new_nodes)
-            gather = fresh(ir.node("Gather", [tensor, index], {"axis": axis}))
-            new_nodes.append(gather)
-            values.append(gather.outputs[0])
+            reads = read_slice(tensor, i, axis, keepdims, dtype, opset)
+            new_nodes += reads
+            values.append(reads[-1].outputs[0])
         return values
     sizes = _static_split_sizes(producer)
     if sizes is not None and len(sizes) >= length:
@@ -141,6 +148,10 @@ def _elements(sequence: ir.Value, length: int, new_nodes: list[ir.Node]) -> list
         new_nodes.append(at)
         values.append(at.outputs[0])
     return values
+
+
+def _dtype(element: TypeAndShape | None) -> ir.DataType | None:
+    return element[0].dtype if element is not None else None
 
 
 def _constant(value: np.ndarray, new_nodes: list[ir.Node]) -> ir.Value:

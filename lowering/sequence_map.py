@@ -32,8 +32,9 @@ from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map
 from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
 from lowering.map_unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
+from lowering.ort_kernels import first_unsupported
 from lowering.rewrites import Rewrite
-from lowering.scopes import find_nodes, is_onnx_op, link_outer_outputs
+from lowering.scopes import Located, find_nodes, is_onnx_op, link_outer_outputs
 from lowering.sequence_elimination import EliminateSequencesPass
 from lowering.sequence_length import SequenceLengths
 from lowering.split_map_concat import lower_to_scan, scan_axes
@@ -91,10 +92,13 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             )
         )
         if all(declares_enough(loc.node) for loc in found):
-            plans = [plan_map(loc, None) for loc in found]
+            plans = [plan_map(loc, None, _opset(model, loc)) for loc in found]
         else:  # ask ONNX shape inference, which costs a pass over the whole model
             oracle = TypeOracle(model, functions)
-            plans = [plan_map(loc, oracle.twin(loc.node, loc.scope.owner)) for loc in found]
+            plans = [
+                plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc))
+                for loc in found
+            ]
         lengths = SequenceLengths()
         choices = [self._choose(plan, lengths) for plan in plans]
         originals = [
@@ -139,15 +143,32 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
     def _choose(self, plan: MapPlan, lengths: SequenceLengths) -> tuple[str, str]:
+        """The first strategy that fits ``plan`` and whose ops onnxruntime runs.
+
+        Each candidate is checked against onnxruntime's kernels for the
+        element types it would emit ops on (:mod:`lowering.ort_kernels`);
+        the loop form emits only the ops that the original's own expansion
+        uses, so it runs wherever the original does.
+        """
         if self.strategy == "loop":
             return "loop", "forced by --strategy loop"
+        passed_over: list[str] = []
         length = lengths(plan.node.inputs[0])
         if length is not None and 0 < self.max_unroll and length <= self.max_unroll:
-            return "unroll", f"its input has {length} elements (--max-unroll {self.max_unroll})"
+            why = f"its input has {length} elements (--max-unroll {self.max_unroll})"
+            if not (blocked := first_unsupported(_unroll_ops(plan), plan.opset)):
+                return "unroll", why
+            passed_over.append(f"not unrolled: {blocked}")
         uniform, why = uniform_reason(plan)
         if uniform and scan_axes(plan) is not None:
-            return "scan", f"split -> map -> concat, and {why}"
-        return ("uniform" if uniform else "loop"), why
+            if not (blocked := first_unsupported(_scan_ops(plan), plan.opset)):
+                return "scan", _joined(f"split -> map -> concat, and {why}", passed_over)
+            passed_over.append(f"not a Scan: {blocked}")
+        if uniform:
+            if not (blocked := first_unsupported(_uniform_ops(plan), plan.opset)):
+                return "uniform", _joined(why, passed_over)
+            passed_over.append(f"not uniform: {blocked}")
+        return "loop", _joined(why, passed_over)
 
     def ensures(self, model: ir.Model) -> None:
         left = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
@@ -155,6 +176,53 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             raise ir.passes.PostconditionError(
                 f"{len(left)} SequenceMap node(s) left, first in {left[0].scope.description}"
             )
+
+
+def _joined(why: str, passed_over: list[str]) -> str:
+    return "; ".join([why, *passed_over])
+
+
+def _opset(model: ir.Model, located: Located) -> int:
+    """The default-domain opset that the map's scope imports."""
+    owner = located.scope.owner
+    imports = owner.opset_imports if isinstance(owner, ir.Function) else model.opset_imports
+    return imports.get("", imports.get("ai.onnx", 17))
+
+
+def _dtypes(types) -> list[ir.DataType | None]:
+    return [t[0].dtype if t is not None else None for t in types]
+
+
+def _element_dtypes(plan: MapPlan) -> list[ir.DataType | None]:
+    return [
+        dtype
+        for dtype, sequence in zip(_dtypes(plan.element_types), plan.is_sequence, strict=True)
+        if sequence
+    ]
+
+
+def _unroll_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
+    """Elements are read with Split, Gather or Slice/Squeeze, results built into sequences."""
+    reads = [(op, d) for d in _element_dtypes(plan) for op in ("Split", "Slice", "Squeeze")]
+    return reads + [("SequenceConstruct", d) for d in _dtypes(plan.result_types)]
+
+
+def _scan_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
+    """Scan over the split tensors, Unsqueeze for keepdims, Reshape/Identity for concats."""
+    dtypes = _element_dtypes(plan) + _dtypes(plan.result_types)
+    extras = [
+        t[0].dtype if t is not None else None
+        for t, sequence in zip(plan.element_types, plan.is_sequence, strict=True)
+        if not sequence
+    ]
+    return [(op, d) for d in dtypes + extras for op in ("Scan", "Unsqueeze", "Reshape")]
+
+
+def _uniform_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
+    """Results stacked by a Loop, each stack split back into a sequence (or reshaped)."""
+    return [
+        (op, d) for d in _dtypes(plan.result_types) for op in ("Loop", "SplitToSequence", "Reshape")
+    ]
 
 
 def _import_default_domain(opset_imports: dict[str, int]) -> None:
