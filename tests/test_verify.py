@@ -158,12 +158,14 @@ ALL_DTYPES = [
 ]
 
 
+@pytest.mark.parametrize("values", list(verify.VALUE_MODES))
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=onnx.helper.tensor_dtype_to_string)
-def test_synthesis_covers_every_dtype(dtype):
+def test_synthesis_covers_every_dtype_in_every_value_mode(dtype, values):
     port = verify._Port("x", False, dtype, (2, "N"))
-    feeds = verify._synthesize([port], run=0, seed=0, fixed={})
+    spec = verify.RunSpec(2, "large", values)
+    feeds, bound = verify._synthesize([port], spec, np.random.default_rng(0), fixed={})
     array = feeds["x"]
-    assert array.shape[0] == 2 and array.ndim == 2
+    assert array.shape == (2, bound["N"]) and bound["N"] >= 5
     if dtype == onnx.TensorProto.STRING:
         assert array.dtype == object and all(isinstance(v, str) for v in array.ravel())
     else:
@@ -197,23 +199,24 @@ def test_every_dtype_onnxruntime_takes_round_trips(dtype, tmp_path, capsys):
     assert _verify(model, model, tmp_path) == 0, capsys.readouterr()
 
 
-def test_sequences_get_lengths_0_and_1_and_shapes_that_vary():
+def test_sequences_pair_up_and_shapes_vary_between_elements():
     ports = [
         verify._Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
         verify._Port("a", True, onnx.TensorProto.FLOAT, ("N", "H")),
         verify._Port("b", True, onnx.TensorProto.FLOAT, ("H",)),
     ]
-    runs = [verify._synthesize(ports, run, seed=7, fixed={}) for run in range(3)]
-    assert sorted(len(r["a"]) for r in runs) == [0, 1, 3]
+    runs = [
+        verify._synthesize(ports, spec, np.random.default_rng(run), fixed={})[0]
+        for run, spec in enumerate(verify.schedule())
+    ]
     for feeds in runs:
         n = feeds["t"].shape[0]
         assert len(feeds["a"]) == len(feeds["b"])
         for a, b in zip(feeds["a"], feeds["b"]):
             assert a.shape[0] == n  # N is shared with a tensor input: one size
             assert a.shape[1] == b.shape[0]  # H pairs up element by element
-    three = next(r for r in runs if len(r["a"]) == 3)
-    heights = {a.shape[1] for feeds in runs for a in feeds["a"]} | {a.shape[1] for a in three["a"]}
-    assert len(heights) > 1  # and varies between elements
+    heights = {a.shape[1] for feeds in runs for a in feeds["a"]}
+    assert len(heights) > 2  # and varies between elements
 
 
 def test_dim_option_fixes_a_dim_everywhere():
@@ -221,9 +224,11 @@ def test_dim_option_fixes_a_dim_everywhere():
         verify._Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
         verify._Port("a", True, onnx.TensorProto.FLOAT, ("H",)),
     ]
-    feeds = verify._synthesize(ports, 0, seed=0, fixed={"N": 6, "H": 5})
-    assert feeds["t"].shape == (6,)
-    assert [a.shape for a in feeds["a"]] == [(5,)] * 3
+    for run, spec in enumerate(verify.schedule()):
+        rng = np.random.default_rng(run)
+        feeds, bound = verify._synthesize(ports, spec, rng, fixed={"N": 6, "H": 5})
+        assert feeds["t"].shape == (6,) and bound == {"N": 6, "H": 5}
+        assert [a.shape for a in feeds["a"]] == [(5,)] * spec.length
 
 
 def test_dim_and_runs_and_seed_options(tmp_path, capsys):
@@ -259,8 +264,8 @@ def test_inputs_from_npz_with_sequences(tmp_path, capsys):
         == 0
     )
     np.savez(tmp_path / "partial.npz", t=arrays["t"])
-    assert _verify(model, model, tmp_path, "--inputs", str(tmp_path / "partial.npz")) == 3
-    assert "no value for input(s) s0, s1, u" in capsys.readouterr().out
+    assert _verify(model, model, tmp_path, "--inputs", str(tmp_path / "partial.npz")) == 2
+    assert "no value for input(s) s0, s1, u" in capsys.readouterr().err
 
 
 def test_python_api_report():
