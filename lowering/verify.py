@@ -353,7 +353,6 @@ def compare(
         session_a = _session(a, "A")
     except CannotCompare as error:
         report.reason = str(error)
-        report.records = [RunRecord(label, text, "not compared") for label, text, _ in feed_sets]
         return report
     session_b = None
     if broken_b is None:
