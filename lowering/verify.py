@@ -381,10 +381,17 @@ def compare(
             for row in report.rows:
                 row.fail(f"run {label}: {error_b}, where A runs")
         else:
-            _compare_run(
-                report.rows, label, feeds, results_a, results_b,
-                (inputs_a, outputs_a), (inputs_b, outputs_b), rtol, atol, declared_notes,
-            )  # fmt: skip
+            for row, result_a, result_b in zip(report.rows, results_a, results_b, strict=False):
+                _compare_value(row, result_a, result_b, rtol, atol, f"run {label}: {row.name}")
+            problems_a = _declaration_problems(inputs_a, outputs_a, feeds, results_a)
+            problems_b = _declaration_problems(inputs_b, outputs_b, feeds, results_b)
+            _blame_declarations(report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
+            for index, problem in problems_a.items():
+                declared_notes.setdefault(
+                    outputs_a[index].name,
+                    f"A's own output {outputs_a[index].name!r} breaks its declaration "
+                    f"(run {label}: {problem}); not counted against B",
+                )
         if sum(row.failures for row in report.rows) > before:
             record.outcome = "mismatch"
             if failing is None:
@@ -398,19 +405,8 @@ def compare(
     return report
 
 
-def _compare_run(rows, label, feeds, results_a, results_b, model_a, model_b, rtol, atol, notes):
-    """Values against each other, then each model's outputs against its declarations."""
-    for row, result_a, result_b in zip(rows, results_a, results_b, strict=False):
-        _compare_value(row, result_a, result_b, rtol, atol, f"run {label}: {row.name}")
-    problems_a = _declaration_problems(*model_a, feeds, results_a)
-    problems_b = _declaration_problems(*model_b, feeds, results_b)
-    outputs_a, outputs_b = model_a[1], model_b[1]
-    for index, problem in problems_a.items():
-        notes.setdefault(
-            outputs_a[index].name,
-            f"A's own output {outputs_a[index].name!r} breaks its declaration "
-            f"(run {label}: {problem}); not counted against B",
-        )
+def _blame_declarations(rows, label, outputs_a, outputs_b, problems_a, problems_b) -> None:
+    """B's broken declarations fail their rows, unless B only kept one that A breaks too."""
     for index, problem in problems_b.items():
         inherited = (
             index in problems_a

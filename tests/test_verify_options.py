@@ -24,10 +24,9 @@ F32 = onnx.TensorProto.FLOAT
 
 
 @pytest.fixture(autouse=True)
-def temporary_folder(tmp_path, monkeypatch):
+def temporary_folder(tmp_path_factory, monkeypatch):
     """Failing runs' inputs go to the temporary folder: this test's, not /tmp."""
-    folder = tmp_path / "temp"
-    folder.mkdir()
+    folder = tmp_path_factory.mktemp("temp")
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     return folder
 
