@@ -285,16 +285,30 @@ class Report:
         else:
             lines.append(f"({self.runs} run{'s' if self.runs != 1 else ''})")
         if not self.show_schedule:
-            failed = [str(r.label) for r in self.records if r.outcome == "mismatch"]
-            if failed:
-                lines.append(f"mismatch in run{'s' if len(failed) > 1 else ''} {', '.join(failed)}")
-            lines += [r.line() for r in self.records if r.outcome in ("skipped", "not compared")]
+            lines += _grouped(self.records)
         lines += [f"note: {note}" for note in self.notes]
         if self.reason is not None and self.status == COULD_NOT_COMPARE:
             lines.append(f"could not compare: {self.reason}")
         if self.saved_inputs is not None:
             lines.append(self.saved_inputs)
         return "\n".join(lines)
+
+
+def _grouped(records: list[RunRecord]) -> list[str]:
+    """The runs that were not plain matches, runs with the same fate on one line."""
+    groups: dict[tuple[str, str | None], list[RunRecord]] = {}
+    for record in records:
+        if record.outcome != "compared":
+            groups.setdefault((record.outcome, record.note), []).append(record)
+    lines = []
+    for (outcome, note), members in groups.items():
+        if len(members) == 1 and outcome != "mismatch":
+            lines.append(members[0].line())
+            continue
+        labels = ", ".join(str(r.label) for r in members)
+        lines.append(f"run{'s' if len(members) > 1 else ''} {labels}: {outcome}")
+        lines[-1] += f": {note}" if note else ""
+    return lines
 
 
 ModelLike = str | os.PathLike | onnx.ModelProto
@@ -786,7 +800,15 @@ def _shape(dims, bound: dict[str, int], mode: str, rng) -> tuple[int, ...]:
 
 
 def _array(port: _Port, shape, values: str, value_range: ValueRange | None, rng) -> np.ndarray:
-    """Contents of the port's element dtype, as an array even for a scalar."""
+    """Contents of the port's element dtype, as an array even for a scalar.
+
+    onnxruntime takes no numpy scalar (np.float32(1.0)), only arrays.
+    """
+    dtype = object if port.dtype == onnx.TensorProto.STRING else None
+    return np.asarray(_contents(port, shape, values, value_range, rng), dtype=dtype)
+
+
+def _contents(port: _Port, shape, values: str, value_range: ValueRange | None, rng):
     if port.dtype == onnx.TensorProto.STRING:
         words = {"normal": _WORDS, "zeros": np.array([""], dtype=object)}.get(values, _ODD_WORDS)
         return np.asarray(rng.choice(words, size=shape), dtype=object)

@@ -179,6 +179,10 @@ def test_synthesis_covers_every_dtype_in_every_value_mode(dtype, values):
         assert array.dtype == object and all(isinstance(v, str) for v in array.ravel())
     else:
         assert array.dtype == onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    scalar = verify._Port("s", False, dtype, ())
+    feeds, _ = verify._synthesize([scalar], spec, np.random.default_rng(0), fixed={})
+    assert isinstance(feeds["s"], np.ndarray) and feeds["s"].shape == ()  # not np.float32(1)
+    assert feeds["s"].dtype == array.dtype
 
 
 ORT_DTYPES = [
@@ -201,11 +205,13 @@ ORT_DTYPES = [
 @pytest.mark.parametrize("dtype", ORT_DTYPES)
 def test_every_dtype_onnxruntime_takes_round_trips(dtype, tmp_path, capsys):
     model = parse(f"""<ir_version: 8, opset_import: ["" : 17]>
-    g ({dtype}[N] x, seq({dtype}[M]) s) => ({dtype}[N] y, seq({dtype}[M]) t) {{
+    g ({dtype}[N] x, seq({dtype}[M]) s, {dtype} k) => ({dtype}[N] y, seq({dtype}[M]) t, {dtype} j) {{
       y = Identity(x)
       t = Identity(s)
+      j = Identity(k)
     }}""")
     assert _verify(model, model, tmp_path) == 0, capsys.readouterr()
+    assert "(10 runs)" in capsys.readouterr().out  # scalars too: every run compared
 
 
 def test_sequences_pair_up_and_shapes_vary_between_elements():
