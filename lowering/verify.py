@@ -43,7 +43,7 @@ is the single key ``S[]`` (its array is ignored). A file of several runs
 (what ``--save-inputs`` writes for more than one run) has the key
 ``__runs__`` listing the run numbers and the keys ``K/X``, ``K/S[0]``, ...
 for run K. Arrays whose dtype differs from the declared one are converted
-when no value changes (float64 to float32 rounds, with a warning), and
+when no value changes (float64 to float32 rounds, with a note), and
 refused otherwise.
 """
 
@@ -391,7 +391,7 @@ def compare(
             continue
         report.runs += 1
         before = sum(row.failures for row in report.rows)
-        if error_b:
+        if error_b or results_a is None or results_b is None:
             for row in report.rows:
                 row.fail(f"run {label}: {error_b}, where A runs")
         else:

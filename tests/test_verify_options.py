@@ -8,7 +8,10 @@ tests/test_verify.py show that it is what catches them.
 from __future__ import annotations
 
 import argparse
+import pathlib
 import re
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -390,3 +393,18 @@ def test_lowering_cli_verify_bad_inputs_exit_2(tmp_path, capsys):
     assert cli.main([*args, "--inputs", path]) == 2
     err = capsys.readouterr().err
     assert "cannot use the inputs" in err and "has no value for input(s) x" in err
+
+
+def test_module_and_console_script_entry_points(tmp_path):
+    model = parse(MAP)
+    a, b = _save(tmp_path, model, lowering.lower(model))
+    done = subprocess.run(
+        [sys.executable, "-m", "lowering.verify", a, b, "--runs", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=pathlib.Path(__file__).parents[1],
+    )
+    assert done.returncode == 0 and "(2 runs)" in done.stdout, done.stderr
+    project = (pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text()
+    assert '\nonnx-verify = "lowering.verify:main"\n' in project  # tomllib is 3.11+
