@@ -240,7 +240,8 @@ class Report:
     notes: list[str] = dataclasses.field(default_factory=list)
     input_error: str | None = None
     failing_run: int | None = None
-    saved_inputs: str | None = None
+    saved_to: str | None = None  # where inputs were saved for --inputs
+    saved_runs: int = 0  # how many runs (--save-inputs); 0: the failing run alone
     show_schedule: bool = False
 
     @property
@@ -289,8 +290,15 @@ class Report:
         lines += [f"note: {note}" for note in self.notes]
         if self.reason is not None and self.status == COULD_NOT_COMPARE:
             lines.append(f"could not compare: {self.reason}")
-        if self.saved_inputs is not None:
-            lines.append(self.saved_inputs)
+        if self.saved_to is not None:
+            if self.saved_runs:
+                s = "s" if self.saved_runs != 1 else ""
+                what = f"inputs of {self.saved_runs} run{s} saved to {self.saved_to}"
+                if self.failing_run is not None:
+                    what += f" (run {self.failing_run} fails)"
+            else:
+                what = f"inputs of failing run {self.failing_run} saved to {self.saved_to}"
+            lines.append(f"{what}; replay with --inputs {self.saved_to}")
         return "\n".join(lines)
 
 
@@ -360,6 +368,8 @@ def compare(
     report.rows = _signature_rows(outputs_a, outputs_b)
     try:
         feed_sets = _feed_sets(inputs_a, inputs, runs, seed, dims, val_ranges, report.notes)
+        if save_inputs is not None:  # before running: a run that crashes still left them
+            _save_all(report, feed_sets, os.fspath(save_inputs))
     except InputsError as error:
         report.input_error = str(error)
         return report
@@ -415,7 +425,9 @@ def compare(
         report.reason = (
             "A fails on every input set; no run could be compared" if feed_sets else "no input sets"
         )
-    _save(report, feed_sets, failing, inputs, save_inputs, save_failing)
+    from_file = isinstance(inputs, (str, os.PathLike))  # replaying it needs no copy
+    if failing is not None and save_failing and save_inputs is None and not from_file:
+        _save_failing(report, failing)
     return report
 
 
@@ -460,29 +472,28 @@ def _feed_sets(ports, inputs, runs, seed, dims, val_ranges, notes) -> list[tuple
     return sets
 
 
-def _save(report, feed_sets, failing, inputs, save_inputs, save_failing) -> None:
-    """``--save-inputs``, and the failing run for replay. Never an existing file but FILE."""
-    from_file = isinstance(inputs, (str, os.PathLike))
-    if save_inputs is not None:
-        path = os.fspath(save_inputs)
+def _save_all(report: Report, feed_sets, path: str) -> None:
+    """``--save-inputs``: every run, to the one file the user named."""
+    try:
         with open(path, "wb") as stream:
             write_inputs(stream, [(label, feeds) for label, _, feeds in feed_sets])
-        where = (
-            f"inputs of {len(feed_sets)} run{'s' if len(feed_sets) != 1 else ''} saved to {path}"
-        )
-        if report.failing_run is not None:
-            where += f" (run {report.failing_run} fails)"
-        report.saved_inputs = f"{where}; replay with --inputs {path}"
-    elif failing is not None and save_failing and not from_file:
+    except OSError as error:
+        raise InputsError(f"cannot write --save-inputs {path}: {_one_line(error)}") from error
+    report.saved_to, report.saved_runs = path, len(feed_sets)
+
+
+def _save_failing(report: Report, feeds: Feeds) -> None:
+    """The first failing run, to a new file in the temporary folder, never an existing one."""
+    try:
         descriptor, path = tempfile.mkstemp(
             prefix=f"verify-run{report.failing_run}-", suffix=".npz"
         )
         with os.fdopen(descriptor, "wb") as stream:
-            write_inputs(stream, [(report.failing_run, failing)])
-        report.saved_inputs = (
-            f"inputs of failing run {report.failing_run} saved to {path}; "
-            f"replay with --inputs {path}"
-        )
+            write_inputs(stream, [(report.failing_run, feeds)])
+    except OSError as error:
+        report.notes.append(f"could not save the failing run's inputs: {_one_line(error)}")
+        return
+    report.saved_to = path
 
 
 def _load(model: ModelLike, label: str) -> onnx.ModelProto:

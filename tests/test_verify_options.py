@@ -408,3 +408,17 @@ def test_module_and_console_script_entry_points(tmp_path):
     assert done.returncode == 0 and "(2 runs)" in done.stdout, done.stderr
     project = (pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text()
     assert '\nonnx-verify = "lowering.verify:main"\n' in project  # tomllib is 3.11+
+
+
+def test_save_inputs_to_a_folder_that_does_not_exist_exits_2(tmp_path, capsys):
+    model = parse(MAP)
+    a, b = _save(tmp_path, model, model)
+    assert verify.main([a, b, "--save-inputs", str(tmp_path / "no" / "such.npz")]) == 2
+    assert "cannot write --save-inputs" in capsys.readouterr().err
+
+
+def test_an_unwritable_temporary_folder_is_a_note(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    a, b = _save(tmp_path, parse(MAP), MUTANTS["wrong only at length 2"]())
+    assert verify.main([a, b]) == 1
+    assert "note: could not save the failing run's inputs" in capsys.readouterr().out
