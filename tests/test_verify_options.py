@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 
+import hypothesis
+import hypothesis.strategies as st
 import numpy as np
 import onnx
 import pytest
@@ -422,3 +424,38 @@ def test_an_unwritable_temporary_folder_is_a_note(tmp_path, capsys, monkeypatch)
     a, b = _save(tmp_path, parse(MAP), MUTANTS["wrong only at length 2"]())
     assert verify.main([a, b]) == 1
     assert "note: could not save the failing run's inputs" in capsys.readouterr().out
+
+
+_DIMS = st.one_of(st.sampled_from(["A", "B", "C"]), st.integers(1, 3), st.none())
+_PORTS = st.lists(
+    st.tuples(
+        st.booleans(), st.sampled_from([F32, onnx.TensorProto.INT32]), st.lists(_DIMS, max_size=3)
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@hypothesis.settings(max_examples=40, deadline=None)
+@hypothesis.given(_PORTS)
+def test_every_symbolic_dim_takes_1_and_at_least_5_for_any_inputs(specs):
+    ports = [
+        verify._Port(f"i{k}", sequence, dtype, tuple(dims))
+        for k, (sequence, dtype, dims) in enumerate(specs)
+    ]
+    seen: dict[str, set[int]] = {}
+    lengths = set()
+    for _, _, feeds in verify._feed_sets(ports, None, None, 0, None, None, []):
+        for port in ports:
+            value = feeds[port.name]
+            if port.sequence:
+                lengths.add(len(value))
+            for array in value if port.sequence else [value]:
+                assert isinstance(array, np.ndarray) and array.ndim == len(port.dims)
+                for dim, size in zip(port.dims, array.shape, strict=True):
+                    if isinstance(dim, str):
+                        seen.setdefault(dim, set()).add(size)
+    for name, sizes in seen.items():
+        assert 1 in sizes and max(sizes) >= 5, (name, sizes)
+    if any(port.sequence for port in ports):
+        assert {0, 1, 2, 3} <= lengths and max(lengths) >= 8
