@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
         help="after writing OUT, run IN and OUT in onnxruntime on the same inputs and "
         "compare every output (exit 1 on a mismatch, 3 if they cannot be compared)",
     )
+    from lowering import verify  # the comparison's options; onnxruntime loads only to run
+
+    verify.add_options(parser)
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument(
         "-v",
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.verify:
                 from lowering import verify  # imports onnxruntime: only when asked for
 
-                report = verify.compare(original, args.output)
+                report = verify.compare(original, args.output, **verify.compare_kwargs(args))
     except (model_io.ModelFileError, LoweringError) as error:
         file = args.output if stage == "write" else args.input
         return _fail(f"{file}: {error}", args.verbose)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import tempfile
 import warnings
 
 import numpy as np
@@ -18,6 +19,14 @@ from tests.test_differential import CASES
 # The originals onnxruntime itself cannot run (its SequenceMap expansion
 # fails on untyped and nested bodies, and it resolves no "ai.onnx" body).
 ORT_CANNOT_RUN = {"untyped_body", "nested_sequence_map", "domain_spelled_ai_onnx"}
+
+
+@pytest.fixture(autouse=True)
+def _temporary_folder(tmp_path_factory, monkeypatch):
+    """Failing runs' inputs go to the temporary folder: this test's, not /tmp."""
+    folder = tmp_path_factory.mktemp("temp")
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
 
 
 def _verify(a: onnx.ModelProto, b: onnx.ModelProto, tmp_path, *args: str) -> tuple[int, str]:
@@ -158,16 +167,22 @@ ALL_DTYPES = [
 ]
 
 
+@pytest.mark.parametrize("values", list(verify.VALUE_MODES))
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=onnx.helper.tensor_dtype_to_string)
-def test_synthesis_covers_every_dtype(dtype):
+def test_synthesis_covers_every_dtype_in_every_value_mode(dtype, values):
     port = verify._Port("x", False, dtype, (2, "N"))
-    feeds = verify._synthesize([port], run=0, seed=0, fixed={})
+    spec = verify.RunSpec(2, "large", values)
+    feeds, bound = verify._synthesize([port], spec, np.random.default_rng(0), fixed={})
     array = feeds["x"]
-    assert array.shape[0] == 2 and array.ndim == 2
+    assert array.shape == (2, bound["N"]) and bound["N"] >= 5
     if dtype == onnx.TensorProto.STRING:
         assert array.dtype == object and all(isinstance(v, str) for v in array.ravel())
     else:
         assert array.dtype == onnx.helper.tensor_dtype_to_np_dtype(dtype)
+    scalar = verify._Port("s", False, dtype, ())
+    feeds, _ = verify._synthesize([scalar], spec, np.random.default_rng(0), fixed={})
+    assert isinstance(feeds["s"], np.ndarray) and feeds["s"].shape == ()  # not np.float32(1)
+    assert feeds["s"].dtype == array.dtype
 
 
 ORT_DTYPES = [
@@ -190,30 +205,33 @@ ORT_DTYPES = [
 @pytest.mark.parametrize("dtype", ORT_DTYPES)
 def test_every_dtype_onnxruntime_takes_round_trips(dtype, tmp_path, capsys):
     model = parse(f"""<ir_version: 8, opset_import: ["" : 17]>
-    g ({dtype}[N] x, seq({dtype}[M]) s) => ({dtype}[N] y, seq({dtype}[M]) t) {{
+    g ({dtype}[N] x, seq({dtype}[M]) s, {dtype} k) => ({dtype}[N] y, seq({dtype}[M]) t, {dtype} j) {{
       y = Identity(x)
       t = Identity(s)
+      j = Identity(k)
     }}""")
     assert _verify(model, model, tmp_path) == 0, capsys.readouterr()
+    assert "(10 runs)" in capsys.readouterr().out  # scalars too: every run compared
 
 
-def test_sequences_get_lengths_0_and_1_and_shapes_that_vary():
+def test_sequences_pair_up_and_shapes_vary_between_elements():
     ports = [
         verify._Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
         verify._Port("a", True, onnx.TensorProto.FLOAT, ("N", "H")),
         verify._Port("b", True, onnx.TensorProto.FLOAT, ("H",)),
     ]
-    runs = [verify._synthesize(ports, run, seed=7, fixed={}) for run in range(3)]
-    assert sorted(len(r["a"]) for r in runs) == [0, 1, 3]
+    runs = [
+        verify._synthesize(ports, spec, np.random.default_rng(run), fixed={})[0]
+        for run, spec in enumerate(verify.schedule())
+    ]
     for feeds in runs:
         n = feeds["t"].shape[0]
         assert len(feeds["a"]) == len(feeds["b"])
         for a, b in zip(feeds["a"], feeds["b"]):
             assert a.shape[0] == n  # N is shared with a tensor input: one size
             assert a.shape[1] == b.shape[0]  # H pairs up element by element
-    three = next(r for r in runs if len(r["a"]) == 3)
-    heights = {a.shape[1] for feeds in runs for a in feeds["a"]} | {a.shape[1] for a in three["a"]}
-    assert len(heights) > 1  # and varies between elements
+    heights = {a.shape[1] for feeds in runs for a in feeds["a"]}
+    assert len(heights) > 2  # and varies between elements
 
 
 def test_dim_option_fixes_a_dim_everywhere():
@@ -221,9 +239,11 @@ def test_dim_option_fixes_a_dim_everywhere():
         verify._Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
         verify._Port("a", True, onnx.TensorProto.FLOAT, ("H",)),
     ]
-    feeds = verify._synthesize(ports, 0, seed=0, fixed={"N": 6, "H": 5})
-    assert feeds["t"].shape == (6,)
-    assert [a.shape for a in feeds["a"]] == [(5,)] * 3
+    for run, spec in enumerate(verify.schedule()):
+        rng = np.random.default_rng(run)
+        feeds, bound = verify._synthesize(ports, spec, rng, fixed={"N": 6, "H": 5})
+        assert feeds["t"].shape == (6,) and bound == {"N": 6, "H": 5}
+        assert [a.shape for a in feeds["a"]] == [(5,)] * spec.length
 
 
 def test_dim_and_runs_and_seed_options(tmp_path, capsys):
@@ -259,8 +279,8 @@ def test_inputs_from_npz_with_sequences(tmp_path, capsys):
         == 0
     )
     np.savez(tmp_path / "partial.npz", t=arrays["t"])
-    assert _verify(model, model, tmp_path, "--inputs", str(tmp_path / "partial.npz")) == 3
-    assert "no value for input(s) s0, s1, u" in capsys.readouterr().out
+    assert _verify(model, model, tmp_path, "--inputs", str(tmp_path / "partial.npz")) == 2
+    assert "no value for input(s) s0, s1, u" in capsys.readouterr().err
 
 
 def test_python_api_report():
@@ -312,3 +332,307 @@ def test_lowering_cli_verify_cannot_compare_exits_3(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "could not be compared" in err and "onnxruntime cannot load A" in err
     assert (tmp_path / "out.onnx").exists()
+
+
+# The mutants of issue 12: each is a correct lowering made wrong only on some
+# inputs, and the default schedule must find every one (exit 1).
+
+MAP = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x, float[N] t) => (seq(float[N]) y) {
+  y = SequenceMap <body = body (float[N] a, float[N] b) => (float[N] c) { c = Mul(a, b) }> (x, t)
+}"""
+
+
+def _mutant(outer: str, inner: str) -> onnx.ModelProto:
+    """MAP's correct Loop lowering with the body's element ``c`` recomputed.
+
+    ``outer`` runs first in the main graph (it reads x and t and defines
+    ``cond``); ``inner`` computes ``c`` in the body from ``c_ok`` (the right
+    element), ``a`` (the element of x) and ``cond``.
+    """
+    model = lowering.lower(parse(MAP), strategy="loop")
+    outer_nodes = onnx.parser.parse_graph(
+        f"outer (seq(float[N]) x, float[N] t) => (bool[] cond) {{ {outer} }}"
+    ).node
+    inner_nodes = onnx.parser.parse_graph(
+        f"inner (float[N] a, float[N] c_ok, bool[] cond) => (float[N] c) {{ {inner} }}"
+    ).node
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend([*outer_nodes, *nodes])
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    body = loop.attribute[0].g
+    mul = next(n for n in body.node if n.op_type == "Mul")
+    mul.output[0] = "c_ok"
+    position = list(body.node).index(mul) + 1
+    for offset, node in enumerate(inner_nodes):
+        body.node.insert(position + offset, node)
+    return model
+
+
+def _wrong_when(condition: str) -> onnx.ModelProto:
+    """Adds 1 to every element when ``condition`` (main graph, defines cond) holds."""
+    return _mutant(
+        condition,
+        "one = Constant <value = float {1.0}> () bad = Add(c_ok, one) c = Where(cond, bad, c_ok)",
+    )
+
+
+def _wrong_declared_shape(dims: str) -> onnx.ModelProto:
+    model = lowering.lower(parse(MAP), strategy="loop")
+    elem = model.graph.output[0].type.sequence_type.elem_type.tensor_type
+    elem.shape.CopyFrom(onnx.TensorShapeProto())
+    for dim in dims.split(","):
+        elem.shape.dim.add().CopyFrom(
+            onnx.TensorShapeProto.Dimension(dim_value=int(dim))
+            if dim.isdigit()
+            else onnx.TensorShapeProto.Dimension(dim_param=dim)
+        )
+    return model
+
+
+LENGTH = "n = SequenceLength(x)"
+DIM = "s = Shape(t)"
+MUTANTS = {
+    "wrong only for sequences of length >= 4": lambda: _wrong_when(
+        f"{LENGTH} k = Constant <value = int64 {{4}}> () cond = GreaterOrEqual(n, k)"
+    ),
+    "wrong only at length 2": lambda: _wrong_when(
+        f"{LENGTH} k = Constant <value = int64 {{2}}> () cond = Equal(n, k)"
+    ),
+    "wrong only when a tensor dim is 1": lambda: _wrong_when(
+        f"{DIM} k = Constant <value = int64[1] {{1}}> () e = Equal(s, k) "
+        "z = Constant <value = int64[1] {0}> () cond = Squeeze(e, z)"
+    ),
+    "wrong only when a dim is >= 5": lambda: _wrong_when(
+        f"{DIM} k = Constant <value = int64[1] {{5}}> () e = GreaterOrEqual(s, k) "
+        "z = Constant <value = int64[1] {0}> () cond = Squeeze(e, z)"
+    ),
+    "NaN only where x > 3": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "three = Constant <value = float {3.0}> () big = Greater(a, three) "
+        "nan = Constant <value = float {nan}> () c = Where(big, nan, c_ok)",
+    ),
+    "wrong only for large values": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "limit = Constant <value = float {10000.0}> () m = Abs(a) big = Greater(m, limit) "
+        "zero = Constant <value = float {0.0}> () c = Where(big, zero, c_ok)",
+    ),
+    "wrong only for NaN inputs": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "isnan = IsNaN(a) zero = Constant <value = float {0.0}> () c = Where(isnan, zero, c_ok)",
+    ),
+    "wrong only for infinite inputs": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "isinf = IsInf(a) zero = Constant <value = float {0.0}> () c = Where(isinf, zero, c_ok)",
+    ),
+    "output declared with a wrong rank": lambda: _wrong_declared_shape("N,1"),
+    "output declared with a wrong static dim": lambda: _wrong_declared_shape("3"),
+    "output declared with a dim that disagrees with the inputs": lambda: _declared_other_dim(),
+}
+
+# MAP with a second output, [2N] long, declared [M].
+MAP_AND_CONCAT = MAP.replace("=> (seq(float[N]) y)", "=> (seq(float[N]) y, float[M] z)").replace(
+    "(x, t)\n", "(x, t)\n  z = Concat <axis = 0> (t, t)\n"
+)
+
+
+def _declared_other_dim() -> onnx.ModelProto:
+    """The original's output is [2N] and declared [M]; B declares [N], which t binds."""
+    model = lowering.lower(parse(MAP_AND_CONCAT), strategy="loop")
+    z = model.graph.output[1].type.tensor_type.shape.dim[0]
+    z.Clear()
+    z.dim_param = "N"
+    return model
+
+
+def _original_for(name: str) -> onnx.ModelProto:
+    if name == "output declared with a dim that disagrees with the inputs":
+        return parse(MAP_AND_CONCAT)
+    return parse(MAP)
+
+
+@pytest.mark.parametrize("name", list(MUTANTS))
+def test_every_mutant_is_caught_with_the_default_options(name, tmp_path, capsys):
+    code = _verify(_original_for(name), MUTANTS[name](), tmp_path)
+    out, err = capsys.readouterr()
+    assert code == 1, out
+    assert "MISMATCH" in out and "does not match" in err
+
+
+def test_mutants_are_only_wrong_where_they_say(tmp_path, capsys):
+    """Each mutant agrees with the original on the old default (3 runs of
+    plain values): what catches it is the schedule, not a broken mutant."""
+    for name, make in MUTANTS.items():
+        if name.startswith("output declared"):
+            continue  # declarations were never checked
+        report = verify.compare(_original_for(name), make(), inputs=[_plain(n) for n in (3, 0, 1)])
+        assert report.status == verify.MATCH, (name, report.table())
+
+
+def _plain(length: int) -> dict:
+    rng = np.random.default_rng(length)
+    return {
+        "x": [rng.uniform(-2.5, 2.5, 3).astype(np.float32) for _ in range(length)],
+        "t": rng.uniform(-1, 1, 3).astype(np.float32),
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_schedule_catches_every_mutant_at_other_seeds_too(seed):
+    for name, make in MUTANTS.items():
+        report = verify.compare(_original_for(name), make(), seed=seed)
+        assert report.exit_code == 1, (name, report.table())
+
+
+# False alarms: right answers the verifier must accept (exit 0).
+
+NEG_ZERO = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x) => (seq(float[N]) y) {
+  y = SequenceMap <body = body (float[N] a) => (float[N] c) { d = Sub(a, a) c = Neg(d) }> (x)
+}"""
+
+NAN_IN_BOTH = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x) => (seq(float[N]) y) {
+  y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Sqrt(a) }> (x)
+}"""
+
+# onnxruntime's ConcatFromSequence fails on an empty sequence; the lowering
+# stacks the Loop's scan outputs instead and returns an empty tensor.
+MAP_THEN_CONCAT = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[3]) x) => (float[M,3] y) {
+  m = SequenceMap <body = body (float[3] a) => (float[3] c) { c = Neg(a) }> (x)
+  y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+}"""
+
+# Both declare z as [N], but it is [2N]: A's own declaration is wrong, and B
+# keeps it; that is not B's fault.
+WRONG_IN_BOTH = MAP_AND_CONCAT.replace("float[M] z", "float[N] z")
+
+
+def _without_neg(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Sub(a, a) is +0.0; the original's Neg makes it -0.0."""
+    body = next(n for n in model.graph.node if n.op_type == "Loop").attribute[0].g
+    neg = next(n for n in body.node if n.op_type == "Neg")
+    neg.op_type = "Identity"
+    return model
+
+
+FALSE_ALARMS = {
+    "correct lowering": (MAP, lowering.lower),
+    "-0.0 vs +0.0": (NEG_ZERO, lambda m: _without_neg(lowering.lower(m, strategy="loop"))),
+    "NaN in both": (NAN_IN_BOTH, lowering.lower),
+    "original fails only for the empty sequence": (MAP_THEN_CONCAT, lowering.lower),
+    "a declaration wrong in A and kept in B": (WRONG_IN_BOTH, lowering.lower),
+}
+
+
+@pytest.mark.parametrize("name", list(FALSE_ALARMS))
+def test_no_false_alarm(name, tmp_path, capsys, _temporary_folder):
+    text, rewrite = FALSE_ALARMS[name]
+    original = parse(text)
+    code = _verify(original, rewrite(original), tmp_path)
+    out, err = capsys.readouterr()
+    assert code == 0, out
+    assert "matches" in err and "MISMATCH" not in out
+    assert list(_temporary_folder.iterdir()) == []  # nothing saved when nothing fails
+
+
+def test_a_run_the_original_fails_is_skipped_with_a_note(tmp_path, capsys):
+    original = parse(MAP_THEN_CONCAT)
+    assert _verify(original, lowering.lower(original), tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "(9 of 10 runs compared)" in out
+    assert "run 1 (length 0" in out and "skipped: onnxruntime cannot run A" in out
+    assert "ConcatFromSequence" in out and "but B runs (not counted)" in out
+
+
+def test_a_declaration_wrong_in_both_is_a_note(tmp_path, capsys):
+    original = parse(WRONG_IN_BOTH)
+    assert _verify(original, lowering.lower(original), tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "note: A's own output 'z' breaks its declaration" in out
+    assert "float[N] but produced a tensor of shape" in out
+
+
+def test_nan_in_both_really_has_nans():
+    original = parse(NAN_IN_BOTH)
+    report = verify.compare(original, lowering.lower(original), save_failing=False)
+    assert report.status == verify.MATCH and report.runs == 10
+
+
+# Exit codes: a mismatch always wins; 3 only when the original cannot run.
+
+
+def test_a_mismatch_is_not_masked_by_a_run_the_original_fails(tmp_path, capsys):
+    original = parse(MAP_THEN_CONCAT)
+    broken = lowering.lower(original)
+    body = next(n for n in broken.graph.node if n.op_type == "Loop").attribute[0].g
+    next(n for n in body.node if n.op_type == "Neg").op_type = "Identity"
+    assert _verify(original, broken, tmp_path) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH" in out and "skipped: onnxruntime cannot run A" in out
+
+
+def test_a_lowered_model_onnxruntime_cannot_load_is_a_mismatch(tmp_path, capsys):
+    original = parse(MAP)
+    broken = lowering.lower(original)
+    length = next(n for n in broken.graph.node if n.op_type == "SequenceLength")
+    length.input[0] = "y"  # the Loop's own output: a cycle
+    assert _verify(original, broken, tmp_path) == 1
+    out, err = capsys.readouterr()
+    assert "onnxruntime cannot load B" in out
+    assert "where A runs" in out and "does not match" in err
+
+
+def test_a_lowered_model_that_fails_where_the_original_runs_is_a_mismatch(tmp_path, capsys):
+    original = parse(MAP)
+    broken = lowering.lower(original)  # plus a SequenceAt(x, 0) that an empty x breaks
+    first = onnx.parser.parse_graph(
+        "f (seq(float[N]) x) => (float[N] zero) "
+        "{ p = Constant <value = int64 {0}> () e = SequenceAt(x, p) o = Constant <value = float "
+        "{0.0}> () zero = Mul(e, o) }"
+    ).node
+    body = next(n for n in broken.graph.node if n.op_type == "Loop").attribute[0].g
+    mul = next(n for n in body.node if n.op_type == "Mul")
+    mul.output[0] = "c_ok"
+    body.node.insert(
+        list(body.node).index(mul) + 1, onnx.helper.make_node("Add", ["c_ok", "zero"], ["c"])
+    )
+    nodes = list(broken.graph.node)
+    del broken.graph.node[:]
+    broken.graph.node.extend([*first, *nodes])
+    assert _verify(original, broken, tmp_path, "--runs", "2") == 1
+    out = capsys.readouterr().out
+    assert "run 1: onnxruntime cannot run B" in out and "where A runs" in out
+
+
+def test_exit_3_only_when_the_original_runs_on_no_input(tmp_path, capsys):
+    original = parse(MAP_THEN_CONCAT)
+    np.savez(tmp_path / "empty.npz", **{"x[]": np.zeros(0)})
+    code = _verify(
+        original, lowering.lower(original), tmp_path, "--inputs", str(tmp_path / "empty.npz")
+    )
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "A fails on every input set" in out and "skipped: onnxruntime cannot run A" in out
+
+
+def test_an_unreadable_lowered_model_is_a_mismatch(tmp_path, capsys):
+    onnx.save(parse(MAP), tmp_path / "a.onnx")
+    (tmp_path / "b.onnx").write_bytes(b"not a model")
+    assert verify.main([str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")]) == 1
+    assert "cannot read B" in capsys.readouterr().out
+
+
+def test_an_unreadable_original_exits_3(tmp_path, capsys):
+    (tmp_path / "a.onnx").write_bytes(b"not a model")
+    onnx.save(parse(MAP), tmp_path / "b.onnx")
+    assert verify.main([str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")]) == 3
+    assert "cannot read A" in capsys.readouterr().out
+
+
+def test_different_inputs_are_a_mismatch(tmp_path, capsys):
+    other = parse(MAP.replace(" t)", " u)").replace("float[N] t", "float[N] u"))
+    assert _verify(parse(MAP), other, tmp_path) == 1
+    assert "the models take different inputs" in capsys.readouterr().out
