@@ -36,6 +36,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
+from lowering.function_specialization import graphs_within, nodes_within
 from lowering.scopes import GraphLike
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,8 @@ class TypeOracle:
 
     def _pair(self, original: GraphLike, inferred: ir.Graph) -> None:
         self._twin_of[original] = list(inferred)
-        for sub, twin_sub in zip(original.subgraphs(), inferred.subgraphs(), strict=False):
+        subgraphs = list(graphs_within(original))[1:]
+        for sub, twin_sub in zip(subgraphs, inferred.subgraphs(), strict=False):
             self._twin_of[sub] = list(twin_sub)
 
     def _infer_function(self, model: ir.Model, function: ir.Function) -> None:
@@ -140,7 +142,7 @@ class TypeOracle:
         scopes: list[GraphLike] = list(model.graphs())
         for function in model.functions.values():
             if function in self._twin_of:
-                scopes += [function, *function.subgraphs()]
+                scopes += graphs_within(function)
         return scopes
 
 
@@ -155,7 +157,7 @@ def _callers_first(model: ir.Model, functions: Sequence[ir.Function]) -> list[ir
     for function in model.functions.values():
         callees = [
             model.functions[node.op_identifier()]
-            for node in ir.traversal.RecursiveGraphIterator(function)
+            for node in nodes_within(function)
             if node.op_identifier() in model.functions
         ]
         calls[function] = list(dict.fromkeys(callees))
