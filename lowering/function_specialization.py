@@ -39,6 +39,7 @@ import onnx_ir as ir
 
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, fresh
+from lowering.rewrites import Rewrite
 from lowering.scopes import GraphLike, is_onnx_op, iter_scopes
 
 logger = logging.getLogger(__name__)
@@ -49,21 +50,48 @@ _Key = tuple[ir.OperatorIdentifier, tuple[tuple[str, bytes], ...]]
 class SpecializeFunctionsPass(ir.passes.InPlacePass):
     """Copy each function whose map body is a graph attribute, once per graph it is called with.
 
+    A function that no call reaches is removed with the others: nothing can
+    run it, and its maps have no body to lower.
+
     Attributes:
         specialized: The names of the copies the last call made, by original function.
+        rewrites: The maps the last call removed with a function no call reaches.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.specialized: dict[str, list[str]] = {}
+        self.rewrites: list[Rewrite] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.specialized = {}
         needs = _needed_attributes(model)
         if not needs:
+            self.rewrites = []
             return ir.passes.PassResult(model, modified=False)
         _check(model, needs)
-        _Specializer(model, needs, self.specialized).run()
+        specializer = _Specializer(model, needs, self.specialized)
+        maps = [
+            (scope, node)
+            for scope in iter_scopes(model)
+            if scope.owner in needs
+            for node in scope.owner
+            if is_onnx_op(node, "SequenceMap")
+        ]
+        specializer.run()
+        self.rewrites = [
+            Rewrite(
+                scope=scope.description,
+                node_name=node.name or "",
+                op_type="SequenceMap",
+                original=None,
+                new_nodes=[],
+                strategy="removed",
+                reason="its body is an attribute of a function that no call reaches",
+            )
+            for scope, node in maps
+            if scope.owner not in specializer.copied
+        ]
         FreshNamesPass()(model)
         return ir.passes.PassResult(model, modified=True)
 
@@ -172,6 +200,7 @@ class _Specializer:
         self.needs = needs
         self.report = report
         self.copies: dict[_Key, ir.Function] = {}
+        self.copied: set[ir.Function] = set()  # the originals that have a copy
 
     def run(self) -> None:
         live: list[GraphLike] = [self.model.graph]
@@ -216,6 +245,7 @@ class _Specializer:
         made = None
         if key not in self.copies:
             made = self.copies[key] = self._copy(callee, graphs, root)
+            self.copied.add(callee)
             self.report.setdefault(callee.name, []).append(made.name)
         copy = self.copies[key]
         captured = list(dict.fromkeys(v for graph in graphs.values() for v in _captured(graph)))

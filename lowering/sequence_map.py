@@ -84,9 +84,11 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewrites = []
         # Maps whose body is a function's graph attribute get a copy of the function each.
-        specialized = SpecializeFunctionsPass()(model).modified
+        specialize = SpecializeFunctionsPass()
+        specialized = specialize(model).modified
         found = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
         if not found:
+            self.rewrites = specialize.rewrites
             return ir.passes.PassResult(model, modified=specialized)
         functions = list(
             dict.fromkeys(
