@@ -36,7 +36,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_node
+from lowering.constants import constant_array, constant_node
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, adopt_name, fresh
 from lowering.rewrites import Rewrite
@@ -168,7 +168,12 @@ class _Position:
 
     def _apply_constant(self) -> list[ir.Node] | None:
         p, n = int(self.value.reshape(())), self.length
-        is_canonical_dtype = self.value.dtype == np.int64 and self.value.ndim == 0
+        # A value folded through Squeeze, Cast, ... becomes a Constant too.
+        is_canonical_dtype = (
+            self.value.dtype == np.int64
+            and self.value.ndim == 0
+            and constant_array(self.position) is not None
+        )
         if n is not None:
             canonical = p + n if p < 0 else p
             if canonical == n:
@@ -177,7 +182,12 @@ class _Position:
                 return None
             return self._use([_constant_node(canonical)])
         if p >= 0:
-            return None if is_canonical_dtype else self._use([_constant_node(p)])
+            nodes = [] if is_canonical_dtype else [_constant_node(p)]
+            if p > 0 and self._can_guard() and not self._guarded():
+                # p may be n at run time. (p == 0 is the front, and on an
+                # empty sequence also the end: no guard needed.)
+                return self._guard(nodes, nodes[-1].outputs[0] if nodes else self.position)
+            return self._use(nodes) if nodes else None
         constant = _constant_node(p)
         length = _sequence_length(self.sequence)
         shifted = fresh(ir.node("Add", [constant.outputs[0], length.outputs[0]]))
@@ -206,7 +216,7 @@ class _Position:
             reshape = fresh(ir.node("Reshape", [p, scalar_shape.outputs[0]]))
             p = _scalar_int64(reshape.outputs[0], "position")
             nodes += [scalar_shape, reshape]
-        if (self.scopes.opset.get(self.located.scope.owner) or 0) >= 13:
+        if self._can_guard():
             return self._guard(nodes, p)
         # Below 13 an If cannot return a sequence: p == n stays n.
         if not _known_non_negative(p, self.sequence):
@@ -214,6 +224,10 @@ class _Position:
             nodes += [length, *_wrap_negative(p, length.outputs[0])]
             p = nodes[-1].outputs[0]
         return self._use(nodes) if nodes else None
+
+    def _can_guard(self) -> bool:
+        """Whether the scope's opset lets an If return a sequence (13 and up)."""
+        return (self.scopes.opset.get(self.located.scope.owner) or 0) >= 13
 
     def _guard(self, nodes: list[ir.Node], p: ir.Value) -> list[ir.Node]:
         """Append where p == n, insert at p (made non-negative) elsewhere::
