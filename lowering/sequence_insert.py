@@ -14,19 +14,32 @@ The rewrite adds only what a position needs::
 
     constant p, length n known     ->  Constant<int64 scalar (p + n if p < 0 else p)>
                                        or no position at all when that is n
-    constant p >= 0, n unknown     ->  Constant<int64 scalar p>   (dtype/shape fix only)
-    constant p < 0,  n unknown     ->  Add(Constant<int64 p>, SequenceLength(seq))
+    constant p = 0, n unknown      ->  Constant<int64 scalar 0>     (dtype/shape fix only)
+    constant p > 0, n unknown      ->  guarded, as a dynamic p       (it may be n)
+    constant p < 0, n unknown      ->  Add(Constant<int64 p>, SequenceLength(seq))
     dynamic p                      ->  p' = Cast<to=int64>(p)          if p is int32
                                        p' = Reshape(p', [])            if p is not a scalar
-                                       Where(Less(p', 0),
-                                             Add(p', SequenceLength(seq)),
-                                             p')                       if p's sign is unknown
+                                       guarded, from opset 13:
+
+        n      = SequenceLength(seq)
+        is_end = Equal(p', n)
+        out    = If(is_end)
+                   then: SequenceInsert(seq, x)                       (appends)
+                   else: SequenceInsert(seq, x, Where(p' < 0, p' + n, p'))
+
+                                       below 13 (an If cannot return a sequence
+                                       there), only the Where, outside any If:
+                                       a p equal to n stays n
     p = SequenceLength(seq)        ->  no position at all (appends)
 
-A constant is an initializer (that is not also a graph input) or a Constant
-node, at any scope. A constant that is statically out of range is an error.
-Positions already in canonical form, including the forms above, are left
-alone, so the pass is idempotent.
+The Where is left out where p's sign is known. A constant is an initializer
+(that is not also a graph input) or a Constant node, at any scope, or what
+Squeeze, Unsqueeze, Reshape, Cast and Identity compute from constants
+(:mod:`lowering.static_values`); a folded one becomes a Constant, and the
+ops that computed it go where nothing else reads them. The length n is
+known through :mod:`lowering.sequence_length`. A constant that is
+statically out of range is an error. Positions already in canonical form,
+including the forms above, are left alone, so the pass is idempotent.
 """
 
 from __future__ import annotations
