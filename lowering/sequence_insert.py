@@ -71,12 +71,16 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
 
     Attributes:
         keep_originals: Keep a copy of each node as it was, for reports.
+        target_opset: The default-domain opset the model will declare in the
+            end (``--target-opset``), if not its own: below 13 no guard is
+            emitted, since an If cannot return a sequence there.
         rewrites: What the last call changed.
     """
 
-    def __init__(self, *, keep_originals: bool = False) -> None:
+    def __init__(self, *, keep_originals: bool = False, target_opset: int | None = None) -> None:
         super().__init__()
         self.keep_originals = keep_originals
+        self.target_opset = target_opset
         self.rewrites: list[Rewrite] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -98,7 +102,7 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
                 loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)
             ]
             oracle = TypeOracle(model, list(dict.fromkeys(functions)))
-        scopes = _Scopes(model)
+        scopes = _Scopes(model, self.target_opset)
         # Check every constant first, so that a model with an error is not changed.
         plans = [_Position(loc, lengths, oracle, scopes) for loc in found]
         for plan in plans:
@@ -416,12 +420,15 @@ def _wrap_negative(p: ir.Value, length: ir.Value) -> list[ir.Node]:
 class _Scopes:
     """Each scope's default-domain opset, and the node and attribute holding each subgraph."""
 
-    def __init__(self, model: ir.Model) -> None:
+    def __init__(self, model: ir.Model, target_opset: int | None = None) -> None:
         self.opset: dict[GraphLike, int | None] = {}
         self.parent: dict[GraphLike, tuple[ir.Node, str]] = {}
         for root in (model.graph, *model.functions.values()):
             imports = root.opset_imports
-            self._visit(root, imports.get("", imports.get("ai.onnx")))
+            opset = imports.get("", imports.get("ai.onnx"))
+            if target_opset is not None and opset is not None:
+                opset = min(opset, target_opset)
+            self._visit(root, opset)
 
     def _visit(self, owner: GraphLike, opset: int | None) -> None:
         self.opset[owner] = opset

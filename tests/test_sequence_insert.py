@@ -14,6 +14,7 @@ import pytest
 from onnx.backend.test.case.node import collect_testcases
 
 import lowering
+from lowering import FreshNamesPass, NormalizeSequenceInsertPass, TargetOpsetPass
 from lowering.cli import main
 from tests.golden import canonical_text
 from tests.helpers import all_nodes, assert_same, lowered, op_types, parse, run
@@ -695,3 +696,22 @@ def test_dynamic_positions_by_opset(n, p, p_type, opset):
     if opset >= 13 or p != n:
         reference = onnx.reference.ReferenceEvaluator(result).run(None, feeds)
         assert_same(reference, [oracle(n, p)])
+
+
+@pytest.mark.parametrize("target_opset", [11, 12, 13])
+def test_no_guard_when_the_model_will_declare_an_opset_below_13(target_opset):
+    """``--target-opset`` below 13 could not declare a sequence-valued If."""
+    model = ir.serde.deserialize_model(
+        parse(f"""{H}
+        g (seq({F2}) s, {F2} x, int64 p) => (seq({F2}) y) {{ y = SequenceInsert(s, x, p) }}""")
+    )
+    NormalizeSequenceInsertPass(target_opset=target_opset)(model)
+    FreshNamesPass()(model)
+    TargetOpsetPass(target_opset)(model)
+    result = ir.serde.serialize_model(model)
+    onnx.checker.check_model(result, full_check=True)
+    assert ("If" in op_types(result)) == (target_opset >= 13)
+    for n in range(3):
+        for p in range(-n, n + 1):
+            feeds = {"s": [_element(k) for k in range(n)], "x": INSERTED, "p": np.array(p)}
+            assert_same(run(result, feeds), [list(oracle(n, p))])
