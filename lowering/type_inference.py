@@ -73,7 +73,8 @@ class TypeOracle:
     def _pair(self, original: GraphLike, inferred: ir.Graph) -> None:
         self._twin_of[original] = list(inferred)
         subgraphs = list(graphs_within(original))[1:]
-        for sub, twin_sub in zip(subgraphs, inferred.subgraphs(), strict=False):
+        twin_subgraphs = list(graphs_within(inferred))[1:]
+        for sub, twin_sub in zip(subgraphs, twin_subgraphs, strict=False):
             self._twin_of[sub] = list(twin_sub)
 
     def _infer_function(self, model: ir.Model, function: ir.Function) -> None:

@@ -715,3 +715,26 @@ def test_no_guard_when_the_model_will_declare_an_opset_below_13(target_opset):
         for p in range(-n, n + 1):
             feeds = {"s": [_element(k) for k in range(n)], "x": INSERTED, "p": np.array(p)}
             assert_same(run(result, feeds), [list(oracle(n, p))])
+
+
+@pytest.mark.parametrize("opset", [12, 17])
+def test_dynamic_positions_inside_a_function(opset):
+    """Untyped, in a function called from a function: guarded from opset 13 all the same."""
+    model = parse(f"""<ir_version: 7, opset_import: ["" : {opset}, "local" : 1]>
+    g (seq({F2}) s, {F2} x, int32[1] p) => (float[M,2] y) {{
+      r = local.outer(s, x, p)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (r)
+    }}
+    <domain: "local", opset_import: ["" : {opset}, "local" : 1]>
+    outer (q, v, at) => (out) {{ out = local.push_at(q, v, at) }}
+    <domain: "local", opset_import: ["" : {opset}]>
+    push_at (q, v, at) => (out) {{ out = SequenceInsert(q, v, at) }}""")
+    result = lowered(model)
+    assert ("If" in op_types(result)) == (opset >= 13)
+    assert "Cast" in op_types(result)  # the int32 [1] position's type came from the call chain
+    for n in range(4):
+        for p in range(-n, n + 1):
+            feeds = {"s": [_element(k) for k in range(n)], "x": INSERTED}
+            feeds["p"] = np.array([p], np.int32)
+            assert_same(run(result, feeds), [oracle(n, p)])
+    assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []
