@@ -72,16 +72,15 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
         _check(model, needs)
         specializer = _Specializer(model, needs, self.specialized)
         maps = [
-            (scope, node)
-            for scope in iter_scopes(model)
-            if scope.owner in needs
-            for node in scope.owner
+            (function, node)
+            for function in needs
+            for node in nodes_within(function)
             if is_onnx_op(node, "SequenceMap")
         ]
         specializer.run()
         self.rewrites = [
             Rewrite(
-                scope=scope.description,
+                scope=f"function {':'.join(filter(None, (function.domain, function.name)))!r}",
                 node_name=node.name or "",
                 op_type="SequenceMap",
                 original=None,
@@ -89,8 +88,8 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
                 strategy="removed",
                 reason="its body is an attribute of a function that no call reaches",
             )
-            for scope, node in maps
-            if scope.owner not in specializer.copied
+            for function, node in maps
+            if function not in specializer.copied
         ]
         FreshNamesPass()(model)
         return ir.passes.PassResult(model, modified=True)
