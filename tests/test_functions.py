@@ -236,3 +236,49 @@ def test_functions_without_graph_attribute_bodies_are_left_alone():
     """)
     result = lowered(model)
     assert _functions(result) == ["f0", "keep"]
+
+
+def test_graph_attribute_handed_on_from_inside_a_map_body():
+    """wrap1's own map body hands wrap1's graph attribute on to wrap0."""
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y0, seq(float[2]) y1) {{
+      y0 = local.wrap1 <g = {ADD_C}> (x)
+      y1 = local.wrap1 <g = {SQUARE}> (x)
+    }}
+    {FUNCTION} wrap1 <g> (a) => (b) {{
+      b = SequenceMap <body = outer (e) => (r) {{
+            single = SequenceConstruct(e)
+            mapped = local.wrap0 <fn: graph = @g> (single)
+            zero = Constant <value = int64 {{0}}> ()
+            r = SequenceAt(mapped, zero)
+          }}> (a)
+    }}
+    {FUNCTION} wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}
+    """)
+    for strategy in STRATEGIES:
+        for n in LENGTHS:
+            result = _check(model, strategy, n, _apply_oracle([ADD_C, SQUARE]))
+            assert _functions(result) == ["wrap0_1", "wrap0_2", "wrap1_1", "wrap1_2"]
+
+
+def test_scopes_that_import_one_domain_at_two_versions_are_an_error():
+    """A graph moved from a caller at opset 18 into a function at 17 could change meaning."""
+    model = apply_model([SQUARE], 1)
+    model.opset_import[0].version = 18
+    with pytest.raises(
+        lowering.LoweringError, match=r"domain 'ai.onnx' at different versions \[17, 18\]"
+    ):
+        lowering.lower(model)
+
+
+def test_a_passed_graph_that_reads_the_callers_attributes_is_an_error():
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x) => (seq(float[2]) y) {{ y = local.keep <alpha = 2.0> (x) }}
+    {FUNCTION} keep <alpha> (a) => (b) {{
+      b = local.wrap0 <fn = body (e) => (d) {{ k = Constant <value_float: float = @alpha> ()
+                                               d = Mul(e, k) }}> (a)
+    }}
+    {FUNCTION} wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}
+    """)
+    with pytest.raises(lowering.LoweringError, match="refers to the caller's attribute 'alpha'"):
+        lowering.lower(model)
