@@ -16,8 +16,10 @@ and the call sites pointed at the copy::
 A graph attribute reads its caller's values (``c`` above) by lexical scope,
 as onnxruntime and ONNX's inliner read it; a function cannot, so each value
 the graph reads from outside becomes an extra input of the copy, and the call
-site passes it. Calls that pass the same graph (the same serialized bytes)
-share one copy. A function that hands its own graph attribute on to another
+site passes it. Where the graph reads the caller's own attributes
+(``@alpha``, in a calling function), the copy declares them too and the call
+hands them on. Calls that pass the same graph (the same serialized bytes)
+share one copy. A call that passes no graph uses the function's default. A function that hands its own graph attribute on to another
 (``local.apply <fn = @g> (s)``) is specialized too, and the copy's call then
 carries a concrete graph, which specializes the callee in turn, to any depth.
 The originals are removed afterwards: every call to them has been pointed at
@@ -25,9 +27,10 @@ a copy. Functions whose graph attributes do not end up as a map's body are
 left alone.
 
 Everything that could stop the rewrite (a call that supplies no graph where
-a map needs one, a passed graph that reads the caller's own attributes, or
-scopes that import one domain at different versions) is checked first, so a
-model that fails is left unchanged.
+a map needs one and the function has no default, a passed graph that reads
+an attribute its caller does not declare, or scopes that import one domain
+at different versions) is checked first, so a model that fails is left
+unchanged.
 """
 
 from __future__ import annotations
@@ -180,14 +183,13 @@ def _check_argument(node, name, callee, root, needs, description) -> None:
             f"its attribute {name!r} is a {attr.type.name}, but {callee.name!r} uses it as a "
             "SequenceMap body, which is a graph"
         )
-    allowed = set(needs.get(root, [])) if isinstance(root, ir.Function) else set()
+    declared = set(root.attributes) if isinstance(root, ir.Function) else set()
     for inner in nodes_within(attr.as_graph()):
         for inner_attr in inner.attributes.values():
-            if inner_attr.is_ref() and inner_attr.ref_attr_name not in allowed:
+            if inner_attr.is_ref() and inner_attr.ref_attr_name not in declared:
                 raise fail(
-                    f"the graph it passes as {name!r} refers to the caller's attribute "
-                    f"{inner_attr.ref_attr_name!r}; only graphs without such references "
-                    "can be moved into a copy of the function"
+                    f"the graph it passes as {name!r} refers to the attribute "
+                    f"{inner_attr.ref_attr_name!r}, which the caller does not declare"
                 )
 
 
@@ -200,6 +202,9 @@ class _Specializer:
         self.report = report
         self.copies: dict[_Key, ir.Function] = {}
         self.copied: set[ir.Function] = set()  # the originals that have a copy
+        # For each copy, the caller's attributes its graphs read: the copy's
+        # own name for each, and its type.
+        self.forwarded: dict[ir.Function, dict[str, tuple[str, ir.AttributeType]]] = {}
 
     def run(self) -> None:
         live: list[GraphLike] = [self.model.graph]
@@ -257,6 +262,8 @@ class _Specializer:
         node.resize_inputs(first + len(captured))
         for offset, value in enumerate(captured):
             node.replace_input_with(first + offset, value)
+        for read, (name, type_) in self.forwarded[copy].items():
+            node.attributes[name] = ir.RefAttr(name, read, type_)
         return made
 
     def _argument(self, node: ir.Node, callee: ir.Function, name: str) -> ir.Graph:
@@ -282,6 +289,20 @@ class _Specializer:
                         fresh(value, value.name)
                     inputs[outer] = value
                     copy.inputs.append(value)
+        # The graphs may read the caller's own attributes (``@alpha``): the
+        # copy declares them too, renamed where it has one of that name, and
+        # the call hands them on.
+        forwarded = self.forwarded[copy] = {}
+        for graph in graphs.values():
+            for inner in nodes_within(graph):
+                for attr in inner.attributes.values():
+                    if attr.is_ref() and attr.ref_attr_name not in forwarded:
+                        name, k = attr.ref_attr_name, 0
+                        while name in copy.attributes:
+                            k += 1
+                            name = f"{attr.ref_attr_name}_{k}"
+                        copy.attributes[name] = ir.Attr(name, ir.AttributeType.UNDEFINED, None)
+                        forwarded[attr.ref_attr_name] = (name, attr.type)
         sites = [
             (inner, attr)
             for inner in nodes_within(copy)
@@ -297,6 +318,10 @@ class _Specializer:
                 for index, value in enumerate(reader.inputs):
                     if value in inputs:
                         reader.replace_input_with(index, inputs[value])
+                for read in list(reader.attributes.values()):
+                    if read.is_ref() and forwarded[read.ref_attr_name][0] != read.ref_attr_name:
+                        name = forwarded[read.ref_attr_name][0]
+                        reader.attributes[read.name] = ir.RefAttr(read.name, name, read.type)
             inner.attributes[attr.name] = ir.Attr(attr.name, ir.AttributeType.GRAPH, body)
         for graph in graphs.values():
             for inner in nodes_within(graph):

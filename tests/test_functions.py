@@ -271,14 +271,40 @@ def test_scopes_that_import_one_domain_at_two_versions_are_an_error():
         lowering.lower(model)
 
 
-def test_a_passed_graph_that_reads_the_callers_attributes_is_an_error():
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_passed_graph_that_reads_the_callers_attributes(strategy):
+    """``@alpha`` in the passed graph is keep's alpha: the copy declares it too
+    (as alpha_1, since wrap0 has an alpha of its own) and the call hands it on."""
     model = parse(f"""{HEADER}
-    g (seq(float[2]) x) => (seq(float[2]) y) {{ y = local.keep <alpha = 2.0> (x) }}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y, seq(float[2]) z) {{
+      y = local.keep <alpha = 2.0> (x)
+      z = local.keep <alpha = 3.0> (x)
+    }}
     {FUNCTION} keep <alpha> (a) => (b) {{
       b = local.wrap0 <fn = body (e) => (d) {{ k = Constant <value_float: float = @alpha> ()
+                                               d = Mul(e, k) }}, alpha = 5.0> (a)
+    }}
+    {FUNCTION} wrap0 <fn, alpha> (s) => (t) {{
+      t = SequenceMap <body: graph = @fn> (s)
+      unused = Constant <value_float: float = @alpha> ()
+    }}
+    """)
+    for n in LENGTHS:
+        result = _check(
+            model, strategy, n, lambda f: [[e * 2 for e in f["x"]], [e * 3 for e in f["x"]]]
+        )
+        [copy] = [f for f in result.functions if f.name == "wrap0_1"]
+        assert list(copy.attribute) == ["alpha", "alpha_1"]
+
+
+def test_a_passed_graph_that_reads_an_undeclared_attribute_is_an_error():
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x) => (seq(float[2]) y) {{ y = local.keep (x) }}
+    {FUNCTION} keep (a) => (b) {{
+      b = local.wrap0 <fn = body (e) => (d) {{ k = Constant <value_float: float = @beta> ()
                                                d = Mul(e, k) }}> (a)
     }}
     {FUNCTION} wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}
     """)
-    with pytest.raises(lowering.LoweringError, match="refers to the caller's attribute 'alpha'"):
+    with pytest.raises(lowering.LoweringError, match="refers to the attribute 'beta'"):
         lowering.lower(model)
