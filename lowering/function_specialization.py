@@ -112,8 +112,9 @@ def _needed_attributes(model: ir.Model) -> dict[ir.Function, list[str]]:
             found = needs.setdefault(function, set())
             for node in nodes_within(function):
                 for attr in _handed_on(node, model, needs):
-                    if attr.ref_attr_name not in found:
-                        found.add(attr.ref_attr_name)
+                    name = attr.ref_attr_name
+                    if name is not None and name not in found:
+                        found.add(name)
                         changed = True
     return {f: sorted(names) for f, names in needs.items() if names}
 
@@ -296,33 +297,35 @@ class _Specializer:
         for graph in graphs.values():
             for inner in nodes_within(graph):
                 for attr in inner.attributes.values():
-                    if attr.is_ref() and attr.ref_attr_name not in forwarded:
-                        name, k = attr.ref_attr_name, 0
+                    read = attr.ref_attr_name
+                    if read is not None and read not in forwarded:
+                        name, k = read, 0
                         while name in copy.attributes:
                             k += 1
-                            name = f"{attr.ref_attr_name}_{k}"
+                            name = f"{read}_{k}"
                         copy.attributes[name] = ir.Attr(name, ir.AttributeType.UNDEFINED, None)
-                        forwarded[attr.ref_attr_name] = (name, attr.type)
+                        forwarded[read] = (name, attr.type)
         sites = [
-            (inner, attr)
+            (inner, attr.name, graphs[attr.ref_attr_name])
             for inner in nodes_within(copy)
             for attr in inner.attributes.values()
-            if attr.is_ref() and attr.ref_attr_name in graphs
+            if attr.ref_attr_name is not None and attr.ref_attr_name in graphs
         ]
-        for inner, attr in sites:
-            body = graphs[attr.ref_attr_name].clone(allow_outer_scope_values=True)
+        for inner, attr_name, graph in sites:
+            body = graph.clone(allow_outer_scope_values=True)
             for value in _defined(body):
                 if value.name in taken:
                     fresh(value, value.name)
             for reader in nodes_within(body):
-                for index, value in enumerate(reader.inputs):
-                    if value in inputs:
-                        reader.replace_input_with(index, inputs[value])
-                for read in list(reader.attributes.values()):
-                    if read.is_ref() and forwarded[read.ref_attr_name][0] != read.ref_attr_name:
-                        name = forwarded[read.ref_attr_name][0]
-                        reader.attributes[read.name] = ir.RefAttr(read.name, name, read.type)
-            inner.attributes[attr.name] = ir.Attr(attr.name, ir.AttributeType.GRAPH, body)
+                for index, outer in enumerate(reader.inputs):
+                    if outer is not None and outer in inputs:
+                        reader.replace_input_with(index, inputs[outer])
+                for ref in list(reader.attributes.values()):
+                    if ref.ref_attr_name is not None:
+                        name = forwarded[ref.ref_attr_name][0]
+                        if name != ref.ref_attr_name:
+                            reader.attributes[ref.name] = ir.RefAttr(ref.name, name, ref.type)
+            inner.attributes[attr_name] = ir.Attr(attr_name, ir.AttributeType.GRAPH, body)
         for graph in graphs.values():
             for inner in nodes_within(graph):
                 if inner.domain not in copy.opset_imports:

@@ -76,11 +76,16 @@ def _cast(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
     return source.astype(dtype)
 
 
-def _axes(node: ir.Node) -> list[int] | None | bool:
-    """The axes of a Squeeze or Unsqueeze: a list, None if absent, False if not static."""
+def _axes(node: ir.Node) -> list[int] | None:
+    """The axes of a Squeeze or Unsqueeze, or None if it has none.
+
+    Raises ValueError where they are given but not static.
+    """
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         axes = static_array(node.inputs[1])
-        return False if axes is None or axes.ndim > 1 else [int(a) for a in axes.reshape(-1)]
+        if axes is None or axes.ndim > 1:
+            raise ValueError("axes not static")
+        return [int(a) for a in axes.reshape(-1)]
     attr = node.attributes.get("axes")
     if attr is None:
         return None
@@ -96,8 +101,6 @@ def _normalized(axes: list[int], rank: int) -> list[int]:
 
 def _squeeze(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
     axes = _axes(node)
-    if axes is False:
-        return None
     if axes is None:
         return source.reshape([d for d in source.shape if d != 1])
     axes = _normalized(axes, source.ndim)
@@ -144,7 +147,9 @@ _RULES: dict[str, Callable[[ir.Node, np.ndarray], np.ndarray | None]] = {
 
 def remove_if_dead(value: ir.Value | None) -> None:
     """Remove the Constant or folding op making ``value``, and so on up, where nothing reads it."""
-    node = value.producer() if value is not None else None
+    if value is None:
+        return
+    node = value.producer()
     if (
         node is None
         or not (is_onnx_op(node, "Constant") or any(is_onnx_op(node, op) for op in _RULES))
