@@ -317,9 +317,9 @@ class _Specializer:
                 if value.name in taken:
                     fresh(value, value.name)
             for reader in nodes_within(body):
-                for index, outer in enumerate(reader.inputs):
-                    if outer is not None and outer in inputs:
-                        reader.replace_input_with(index, inputs[outer])
+                for index, used in enumerate(reader.inputs):
+                    if used is not None and used in inputs:
+                        reader.replace_input_with(index, inputs[used])
                 for ref in list(reader.attributes.values()):
                     if ref.ref_attr_name is not None:
                         name = forwarded[ref.ref_attr_name][0]
