@@ -139,7 +139,11 @@ class _Position:
         self.located = located
         self.scopes = scopes
         node = located.node
-        self.sequence, _, self.position = node.inputs
+        sequence, _, position = node.inputs
+        if sequence is None or position is None:  # (the pass only finds given positions)
+            raise self._fail("its sequence input is empty")
+        self.sequence: ir.Value = sequence
+        self.position: ir.Value = position
         self.length = lengths(self.sequence)
         self.value = static_array(self.position)
         self.dtype, self.shape = self.position.dtype, self.position.shape
@@ -423,7 +427,8 @@ class _Scopes:
     def __init__(self, model: ir.Model, target_opset: int | None = None) -> None:
         self.opset: dict[GraphLike, int | None] = {}
         self.parent: dict[GraphLike, tuple[ir.Node, str]] = {}
-        for root in (model.graph, *model.functions.values()):
+        roots: list[GraphLike] = [model.graph, *model.functions.values()]
+        for root in roots:
             imports = root.opset_imports
             opset = imports.get("", imports.get("ai.onnx"))
             if target_opset is not None and opset is not None:
