@@ -210,8 +210,8 @@ class _Specializer:
     def run(self) -> None:
         live: list[GraphLike] = [self.model.graph]
         live += [f for f in self.model.functions.values() if f not in self.needs]
-        while live:
-            root = live.pop()
+        while live:  # first come, first numbered
+            root = live.pop(0)
             live += self._rewire_calls(root, root)
         for function in self.needs:
             del self.model.functions[function.identifier()]

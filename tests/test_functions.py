@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 
 import lowering
+from lowering.function_specialization import SpecializeFunctionsPass
+from tests.golden import canonical_text
 from tests.helpers import all_nodes, assert_same, lowered, parse, run
 
 STRATEGIES = ["auto", "loop"]
@@ -308,3 +311,32 @@ def test_a_passed_graph_that_reads_an_undeclared_attribute_is_an_error():
     """)
     with pytest.raises(lowering.LoweringError, match="refers to the attribute 'beta'"):
         lowering.lower(model)
+
+
+# The specialization alone, input and expected output side by side.
+SPECIALIZATION_GOLDEN = (
+    f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y, seq(float[2]) z) {{
+      y = local.outer <g = {ADD_C}> (x)
+      z = local.outer <g = {SQUARE}> (x)
+    }}
+    {FUNCTION} outer <g> (a) => (b) {{ b = local.apply <fn: graph = @g> (a) }}
+    {FUNCTION} apply <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}""",
+    f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y, seq(float[2]) z) {{
+      y = local.outer_1 (x, c)
+      z = local.outer_2 (x)
+    }}
+    {FUNCTION} outer_1 (a, c) => (b) {{ b = local.apply_1 (a, c) }}
+    {FUNCTION} outer_2 (a) => (b) {{ b = local.apply_2 (a) }}
+    {FUNCTION} apply_1 (s, c) => (t) {{ t = SequenceMap <body = {ADD_C}> (s) }}
+    {FUNCTION} apply_2 (s) => (t) {{ t = SequenceMap <body = {SQUARE}> (s) }}""",
+)
+
+
+def test_specialization_golden():
+    source, expected = SPECIALIZATION_GOLDEN
+    model = ir.serde.deserialize_model(parse(source))
+    assert SpecializeFunctionsPass()(model).modified
+    actual = ir.serde.serialize_model(model)
+    assert canonical_text(actual) == canonical_text(parse(expected))
