@@ -290,6 +290,7 @@ class _Specializer:
                         fresh(value, value.name)
                     inputs[outer] = value
                     copy.inputs.append(value)
+        taken |= {value.name for value in inputs.values() if value.name}
         # The graphs may read the caller's own attributes (``@alpha``): the
         # copy declares them too, renamed where it has one of that name, and
         # the call hands them on.
