@@ -171,10 +171,9 @@ def _body_of(node: ir.Node, fail) -> ir.Graph:
     attr = node.attributes.get("body")
     if attr is None:
         raise fail("it has no 'body' attribute")
-    if attr.is_ref():
+    if attr.is_ref():  # SpecializeFunctionsPass resolves every one that a call supplies
         raise fail(
-            f"its body is a reference to the function attribute {attr.ref_attr_name!r}; "
-            "inline the function before lowering"
+            f"its body is the function attribute {attr.ref_attr_name!r}, which no call supplies"
         )
     if attr.type != ir.AttributeType.GRAPH:
         raise fail(f"its 'body' attribute is a {attr.type.name}, not a graph")

@@ -14,19 +14,32 @@ The rewrite adds only what a position needs::
 
     constant p, length n known     ->  Constant<int64 scalar (p + n if p < 0 else p)>
                                        or no position at all when that is n
-    constant p >= 0, n unknown     ->  Constant<int64 scalar p>   (dtype/shape fix only)
-    constant p < 0,  n unknown     ->  Add(Constant<int64 p>, SequenceLength(seq))
+    constant p = 0, n unknown      ->  Constant<int64 scalar 0>     (dtype/shape fix only)
+    constant p > 0, n unknown      ->  guarded, as a dynamic p       (it may be n)
+    constant p < 0, n unknown      ->  Add(Constant<int64 p>, SequenceLength(seq))
     dynamic p                      ->  p' = Cast<to=int64>(p)          if p is int32
                                        p' = Reshape(p', [])            if p is not a scalar
-                                       Where(Less(p', 0),
-                                             Add(p', SequenceLength(seq)),
-                                             p')                       if p's sign is unknown
+                                       guarded, from opset 13:
+
+        n      = SequenceLength(seq)
+        is_end = Equal(p', n)
+        out    = If(is_end)
+                   then: SequenceInsert(seq, x)                       (appends)
+                   else: SequenceInsert(seq, x, Where(p' < 0, p' + n, p'))
+
+                                       below 13 (an If cannot return a sequence
+                                       there), only the Where, outside any If:
+                                       a p equal to n stays n
     p = SequenceLength(seq)        ->  no position at all (appends)
 
-A constant is an initializer (that is not also a graph input) or a Constant
-node, at any scope. A constant that is statically out of range is an error.
-Positions already in canonical form, including the forms above, are left
-alone, so the pass is idempotent.
+The Where is left out where p's sign is known. A constant is an initializer
+(that is not also a graph input) or a Constant node, at any scope, or what
+Squeeze, Unsqueeze, Reshape, Cast and Identity compute from constants
+(:mod:`lowering.static_values`); a folded one becomes a Constant, and the
+ops that computed it go where nothing else reads them. The length n is
+known through :mod:`lowering.sequence_length`. A constant that is
+statically out of range is an error. Positions already in canonical form,
+including the forms above, are left alone, so the pass is idempotent.
 """
 
 from __future__ import annotations
@@ -36,12 +49,13 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array, constant_node, remove_if_dead_constant
+from lowering.constants import constant_array, constant_node
 from lowering.errors import LoweringError
-from lowering.naming import FreshNamesPass, fresh
+from lowering.naming import FreshNamesPass, adopt_name, fresh
 from lowering.rewrites import Rewrite
-from lowering.scopes import Located, find_nodes, is_onnx_op
+from lowering.scopes import GraphLike, Located, find_nodes, is_onnx_op
 from lowering.sequence_length import SequenceLengths
+from lowering.static_values import remove_if_dead, static_array
 from lowering.type_inference import TypeOracle
 
 logger = logging.getLogger(__name__)
@@ -57,12 +71,16 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
 
     Attributes:
         keep_originals: Keep a copy of each node as it was, for reports.
+        target_opset: The default-domain opset the model will declare in the
+            end (``--target-opset``), if not its own: below 13 no guard is
+            emitted, since an If cannot return a sequence there.
         rewrites: What the last call changed.
     """
 
-    def __init__(self, *, keep_originals: bool = False) -> None:
+    def __init__(self, *, keep_originals: bool = False, target_opset: int | None = None) -> None:
         super().__init__()
         self.keep_originals = keep_originals
+        self.target_opset = target_opset
         self.rewrites: list[Rewrite] = []
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -84,8 +102,9 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
                 loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)
             ]
             oracle = TypeOracle(model, list(dict.fromkeys(functions)))
+        scopes = _Scopes(model, self.target_opset)
         # Check every constant first, so that a model with an error is not changed.
-        plans = [_Position(loc, lengths, oracle) for loc in found]
+        plans = [_Position(loc, lengths, oracle, scopes) for loc in found]
         for plan in plans:
             original = ir.serde.serialize_node(plan.located.node) if self.keep_originals else None
             new_nodes = plan.apply()
@@ -104,24 +123,40 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
 
 
 def _needs_types(position: ir.Value) -> bool:
-    return constant_array(position) is None and (position.dtype is None or position.shape is None)
+    return static_array(position) is None and (position.dtype is None or position.shape is None)
 
 
 class _Position:
     """One SequenceInsert's position: what it is, checked; and its rewrite."""
 
-    def __init__(self, located: Located, lengths: SequenceLengths, oracle: TypeOracle | None):
+    def __init__(
+        self,
+        located: Located,
+        lengths: SequenceLengths,
+        oracle: TypeOracle | None,
+        scopes: _Scopes,
+    ):
         self.located = located
+        self.scopes = scopes
         node = located.node
-        self.sequence, _, self.position = node.inputs
+        sequence, _, position = node.inputs
+        if sequence is None or position is None:  # (the pass only finds given positions)
+            raise self._fail("its sequence input is empty")
+        self.sequence: ir.Value = sequence
+        self.position: ir.Value = position
         self.length = lengths(self.sequence)
-        self.value = constant_array(self.position)
+        self.value = static_array(self.position)
         self.dtype, self.shape = self.position.dtype, self.position.shape
-        if self.value is None and oracle is not None and (self.dtype is None or self.shape is None):
-            twin = oracle.twin(node, located.scope.owner)
-            if twin is not None:
-                self.dtype = self.dtype or twin.inputs[2].dtype
-                self.shape = self.shape or twin.inputs[2].shape
+        # The type of the sequence after the insert, for the values a guard adds:
+        # the input sequence's elements may have another shape than x.
+        twin = oracle.twin(node, located.scope.owner) if oracle is not None else None
+        if twin is not None and self.value is None:
+            self.dtype = self.dtype or twin.inputs[2].dtype
+            self.shape = self.shape or twin.inputs[2].shape
+        after = [node.outputs[0], *([twin.outputs[0]] if twin is not None else [])]
+        self.sequence_type = next(((v.type, v.shape) for v in after if v.type), None)
+        if self.sequence_type is None and self.sequence.type is not None:
+            self.sequence_type = (self.sequence.type, None)
         if self.value is not None:
             self._check_constant()
 
@@ -154,7 +189,12 @@ class _Position:
 
     def _apply_constant(self) -> list[ir.Node] | None:
         p, n = int(self.value.reshape(())), self.length
-        is_canonical_dtype = self.value.dtype == np.int64 and self.value.ndim == 0
+        # A value folded through Squeeze, Cast, ... becomes a Constant too.
+        is_canonical_dtype = (
+            self.value.dtype == np.int64
+            and self.value.ndim == 0
+            and constant_array(self.position) is not None
+        )
         if n is not None:
             canonical = p + n if p < 0 else p
             if canonical == n:
@@ -163,7 +203,12 @@ class _Position:
                 return None
             return self._use([_constant_node(canonical)])
         if p >= 0:
-            return None if is_canonical_dtype else self._use([_constant_node(p)])
+            nodes = [] if is_canonical_dtype else [_constant_node(p)]
+            if p > 0 and self._can_guard() and not self._guarded():
+                # p may be n at run time. (p == 0 is the front, and on an
+                # empty sequence also the end: no guard needed.)
+                return self._guard(nodes, nodes[-1].outputs[0] if nodes else self.position)
+            return self._use(nodes) if nodes else None
         constant = _constant_node(p)
         length = _sequence_length(self.sequence)
         shifted = fresh(ir.node("Add", [constant.outputs[0], length.outputs[0]]))
@@ -178,6 +223,8 @@ class _Position:
             and producer.inputs[0] is self.sequence
         ):
             return self._drop_position()  # inserting at len(seq) appends
+        if self._guarded() or _known_below_length(self.position, self.sequence):
+            return None
         nodes: list[ir.Node] = []
         p = self.position
         if self.dtype != _INT64:
@@ -190,38 +237,141 @@ class _Position:
             reshape = fresh(ir.node("Reshape", [p, scalar_shape.outputs[0]]))
             p = _scalar_int64(reshape.outputs[0], "position")
             nodes += [scalar_shape, reshape]
+        if self._can_guard():
+            return self._guard(nodes, p)
+        # Below 13 an If cannot return a sequence: p == n stays n.
         if not _known_non_negative(p, self.sequence):
-            zero = _constant_node(0, "zero")
-            negative = fresh(ir.node("Less", [p, zero.outputs[0]]))
-            is_negative = fresh(negative.outputs[0], "is_negative")
-            is_negative.dtype, is_negative.shape = ir.DataType.BOOL, ir.Shape([])
             length = _sequence_length(self.sequence)
-            shifted = fresh(ir.node("Add", [p, length.outputs[0]]))
-            _scalar_int64(shifted.outputs[0], "shifted")
-            where = fresh(ir.node("Where", [is_negative, shifted.outputs[0], p]))
-            p = _scalar_int64(where.outputs[0], "position")
-            nodes += [zero, negative, length, shifted, where]
+            nodes += [length, *_wrap_negative(p, length.outputs[0])]
+            p = nodes[-1].outputs[0]
         return self._use(nodes) if nodes else None
+
+    def _can_guard(self) -> bool:
+        """Whether the scope's opset lets an If return a sequence (13 and up)."""
+        return (self.scopes.opset.get(self.located.scope.owner) or 0) >= 13
+
+    def _guard(self, nodes: list[ir.Node], p: ir.Value) -> list[ir.Node]:
+        """Append where p == n, insert at p (made non-negative) elsewhere::
+
+            n      = SequenceLength(seq)
+            is_end = Equal(p, n)
+            out    = If(is_end)
+                       then: SequenceInsert(seq, x)                     (appends)
+                       else: SequenceInsert(seq, x, Where(p < 0, p + n, p))
+
+        The node itself moves into the else branch; the If takes over its
+        output and its name.
+        """
+        node, owner = self.located.node, self.located.scope.owner
+        length = _sequence_length(self.sequence)
+        n = length.outputs[0]
+        equal = fresh(ir.node("Equal", [p, n]))
+        is_end = fresh(equal.outputs[0], "is_end")
+        is_end.dtype, is_end.shape = ir.DataType.BOOL, ir.Shape([])
+        inner: list[ir.Node] = []
+        if not _known_non_negative(p, self.sequence):
+            inner = _wrap_negative(p, n)
+            p = inner[-1].outputs[0]
+        append = fresh(ir.node("SequenceInsert", [self.sequence, node.inputs[1]]))
+        appended = self._sequence_typed(fresh(append.outputs[0], "appended"))
+        output = node.outputs[0]
+        guard = fresh(
+            ir.node(
+                "If",
+                [is_end],
+                {
+                    "then_branch": ir.Graph([], [appended], nodes=[append], name="append"),
+                    "else_branch": ir.Graph([], [], nodes=[], name="insert"),
+                },
+            )
+        )
+        result = guard.outputs[0]
+        result.type, result.shape = output.type, output.shape
+        self._sequence_typed(result)
+        owner.insert_before(node, [*nodes, length, equal, guard])
+        output.replace_all_uses_with(result, replace_graph_outputs=True)
+        name, output.name = output.name, None
+        adopt_name(result, name)
+        self._sequence_typed(fresh(output, "inserted"))
+        owner.remove(node)
+        old = self.position
+        node.replace_input_with(2, p)
+        remove_if_dead(old)
+        else_branch = guard.attributes["else_branch"].as_graph()
+        else_branch.extend([*inner, node])
+        else_branch.outputs.append(output)
+        return [*nodes, length, equal, guard]
+
+    def _sequence_typed(self, value: ir.Value) -> ir.Value:
+        if value.type is None and self.sequence_type is not None:
+            value.type, value.shape = self.sequence_type
+        return value
+
+    def _guarded(self) -> bool:
+        """True for the else branch of this pass's own If: there p != n, and p is canonical."""
+        parent = self.scopes.parent.get(self.located.scope.owner)
+        if parent is None or parent[1] != "else_branch" or not is_onnx_op(parent[0], "If"):
+            return False
+        equal = parent[0].inputs[0].producer() if parent[0].inputs[0] is not None else None
+        if equal is None or not is_onnx_op(equal, "Equal"):
+            return False
+        p, n = equal.inputs
+        length = n.producer() if n is not None else None
+        if (
+            length is None
+            or not is_onnx_op(length, "SequenceLength")
+            or length.inputs[0] is not self.sequence
+        ):
+            return False
+        where = self.position.producer()
+        reads_p = self.position is p or (
+            where is not None and is_onnx_op(where, "Where") and where.inputs[2] is p
+        )
+        return reads_p and _known_non_negative(self.position, self.sequence)
 
     def _use(self, nodes: list[ir.Node]) -> list[ir.Node]:
         node = self.located.node
         self.located.scope.owner.insert_before(node, nodes)
         old = self.position
         node.replace_input_with(2, nodes[-1].outputs[0])
-        remove_if_dead_constant(old)
+        remove_if_dead(old)
         return nodes
 
     def _drop_position(self) -> list[ir.Node]:
         node = self.located.node
         old = self.position
         node.resize_inputs(2)
-        remove_if_dead_constant(old)
+        remove_if_dead(old)
         return []
+
+
+def _known_below_length(value: ir.Value, sequence: ir.Value) -> bool:
+    """True for ``Add(c, SequenceLength(seq))`` with a constant c < 0: in [0, n) if valid.
+
+    (This pass's rewrite of a negative constant position over a sequence of
+    unknown length.)
+    """
+    node = value.producer()
+    if node is None or not is_onnx_op(node, "Add") or value.dtype != _INT64:
+        return False
+    left, right = node.inputs
+    constant = static_array(left)
+    length = right.producer() if right is not None else None
+    return (
+        constant is not None
+        and constant.size == 1
+        and int(constant.reshape(())) < 0
+        and length is not None
+        and is_onnx_op(length, "SequenceLength")
+        and length.inputs[0] is sequence
+        and value.shape is not None
+        and value.shape.rank() == 0
+    )
 
 
 def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
     """True where ``value`` cannot be negative, or is this pass's own canonical form."""
-    constant = constant_array(value)
+    constant = static_array(value)
     if constant is not None:
         return bool((constant >= 0).all())
     node = value.producer()
@@ -233,7 +383,7 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
         left, right = node.inputs
         right_node = right.producer() if right is not None else None
         return (
-            constant_array(left) is not None
+            static_array(left) is not None
             and right_node is not None
             and is_onnx_op(right_node, "SequenceLength")
             and right_node.inputs[0] is sequence
@@ -246,8 +396,8 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
             less is not None
             and is_onnx_op(less, "Less")
             and less.inputs[0] is unshifted
-            and constant_array(less.inputs[1]) is not None
-            and not constant_array(less.inputs[1]).any()
+            and static_array(less.inputs[1]) is not None
+            and not static_array(less.inputs[1]).any()
             and add is not None
             and is_onnx_op(add, "Add")
             and add.inputs[0] is unshifted
@@ -256,6 +406,49 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
             and add.inputs[1].producer().inputs[0] is sequence
         )
     return False
+
+
+def _wrap_negative(p: ir.Value, length: ir.Value) -> list[ir.Node]:
+    """``Where(p < 0, p + length, p)``; the last node's output is the result."""
+    zero = _constant_node(0, "zero")
+    negative = fresh(ir.node("Less", [p, zero.outputs[0]]))
+    is_negative = fresh(negative.outputs[0], "is_negative")
+    is_negative.dtype, is_negative.shape = ir.DataType.BOOL, ir.Shape([])
+    shifted = fresh(ir.node("Add", [p, length]))
+    _scalar_int64(shifted.outputs[0], "shifted")
+    where = fresh(ir.node("Where", [is_negative, shifted.outputs[0], p]))
+    _scalar_int64(where.outputs[0], "position")
+    return [zero, negative, shifted, where]
+
+
+class _Scopes:
+    """Each scope's default-domain opset, and the node and attribute holding each subgraph."""
+
+    def __init__(self, model: ir.Model, target_opset: int | None = None) -> None:
+        self.opset: dict[GraphLike, int | None] = {}
+        self.parent: dict[GraphLike, tuple[ir.Node, str]] = {}
+        roots: list[GraphLike] = [model.graph, *model.functions.values()]
+        for root in roots:
+            imports = root.opset_imports
+            opset = imports.get("", imports.get("ai.onnx"))
+            if target_opset is not None and opset is not None:
+                opset = min(opset, target_opset)
+            self._visit(root, opset)
+
+    def _visit(self, owner: GraphLike, opset: int | None) -> None:
+        self.opset[owner] = opset
+        for node in owner:
+            for attr in node.attributes.values():
+                if attr.is_ref():
+                    continue
+                graphs = []
+                if attr.type == ir.AttributeType.GRAPH:
+                    graphs = [attr.as_graph()]
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    graphs = list(attr.as_graphs())
+                for graph in graphs:
+                    self.parent[graph] = (node, attr.name)
+                    self._visit(graph, opset)
 
 
 def _constant_node(value: int, stem: str = "position") -> ir.Node:

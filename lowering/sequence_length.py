@@ -13,12 +13,23 @@ fixed:
                                                ceil(dim / split) for a scalar one
     SplitToSequence(x)                      -> dim, when x's dim on axis is static
     Identity(s)                             -> len(s)
-    Loop(SequenceLength(s), true, SequenceEmpty(), ..)
-         whose body appends once per trip   -> len(s)   (a SequenceMap lowered to a loop)
+    SequenceMap(s, ..)                      -> len(s)
+    If(c) with branches returning
+         sequences of one known length k    -> k
+    Loop(M, true, s_0, ..) whose body never
+         stops early and, for this output,
+         appends once per trip             -> len(s_0) + M    (a SequenceMap lowered to a loop)
+         passes the carried sequence on    -> len(s_0)        (whatever M)
     SplitToSequence(a scan output of
-         Loop(SequenceLength(s), true))     -> len(s)   (one lowered with uniform shapes;
-                                               the count may also be a static dim of
-                                               the tensor a split would have read)
+         Loop(M, true))                     -> M   (one lowered with uniform shapes; the count
+                                               may also be a static dim of the tensor a
+                                               split would have read)
+
+A trip count M is known when it is ``SequenceLength`` of a sequence of known
+length, ``Gather(Shape(x), i)`` of a static dim, or a constant, also one
+computed through Squeeze, Unsqueeze, Reshape, Cast or Identity
+(:mod:`lowering.static_values`): the forms a lowered map's count takes
+before and after unrolling, sequence elimination or ``--optimize`` fold it.
 
 Anything else, including graph inputs and loop-carried values, is unknown.
 Values are objects shared across scopes, so a sequence built in the main
@@ -31,8 +42,8 @@ import math
 
 import onnx_ir as ir
 
-from lowering.constants import constant_array
 from lowering.scopes import is_onnx_op
+from lowering.static_values import static_array
 
 
 class SequenceLengths:
@@ -71,43 +82,68 @@ class SequenceLengths:
             return self(node.inputs[0])
         if op == "SplitToSequence":
             return self._split_length(node)
+        if op == "SequenceMap":
+            return self(node.inputs[0]) if node.inputs else None
+        if op == "If":
+            return self._branch_length(node, value)
         if op == "Loop":
             return self._mapped_length(node, value)
         return None
 
-    def _mapped_length(self, loop: ir.Node, value: ir.Value) -> int | None:
-        """The length of a Loop output that appends once per trip to an empty start."""
-        trips = self._trips(loop)
+    def _branch_length(self, node: ir.Node, value: ir.Value) -> int | None:
+        """The length both branches of an If agree on."""
         j = value.index()
-        if trips is None or j is None or 2 + j >= len(loop.inputs):
+        lengths = set()
+        for name in ("then_branch", "else_branch"):
+            attr = node.attributes.get(name)
+            if attr is None or attr.is_ref() or attr.type != ir.AttributeType.GRAPH:
+                return None
+            outputs = attr.as_graph().outputs
+            if j is None or j >= len(outputs):
+                return None
+            lengths.add(self(outputs[j]))
+        return lengths.pop() if len(lengths) == 1 else None
+
+    def _mapped_length(self, loop: ir.Node, value: ir.Value) -> int | None:
+        """The length of a loop-carried sequence that grows by one per trip, or not at all."""
+        j = value.index()
+        body = _body(loop)
+        if j is None or body is None or 2 + j >= len(loop.inputs) or 1 + j >= len(body.outputs):
             return None  # a scan output, not a loop-carried value
-        start = loop.inputs[2 + j]
-        start_node = start.producer() if start is not None else None
-        if start_node is None or not is_onnx_op(start_node, "SequenceEmpty"):
+        start = self(loop.inputs[2 + j])
+        carried, result = body.inputs[2 + j], body.outputs[1 + j]
+        if start is None:
             return None
-        body = loop.attributes["body"].as_graph()
-        append = body.outputs[1 + j].producer()
-        appends_once = (
+        if result is carried:
+            return start  # passed on unchanged, however many trips run
+        append = result.producer()
+        if (
             append is not None
+            and append.graph is body
             and is_onnx_op(append, "SequenceInsert")
-            and len(append.inputs) == 2
-            and append.inputs[0] is body.inputs[2 + j]
-        )
-        return trips if appends_once else None
+            and append.inputs[0] is carried
+        ):
+            trips = self._trips(loop)
+            return None if trips is None else start + trips
+        return None
 
     def _trips(self, loop: ir.Node) -> int | None:
         """How many trips a Loop makes, if it never stops early and its count is known."""
-        if len(loop.inputs) < 2 or not _always_true(loop.inputs[1]):
+        body = _body(loop)
+        if body is None or len(loop.inputs) < 2 or not _always_true(loop.inputs[1]):
             return None
         count = _trip_count(loop.inputs[0], self)
         if count is None:
             return None
-        body = loop.attributes["body"].as_graph()
         cond_out = body.outputs[0].producer()
-        keeps_going = body.outputs[0] is body.inputs[1] or (
-            cond_out is not None
-            and is_onnx_op(cond_out, "Identity")
-            and cond_out.inputs[0] is body.inputs[1]
+        keeps_going = (
+            body.outputs[0] is body.inputs[1]
+            or _always_true(body.outputs[0])
+            or (
+                cond_out is not None
+                and is_onnx_op(cond_out, "Identity")
+                and cond_out.inputs[0] is body.inputs[1]
+            )
         )
         return count if keeps_going else None
 
@@ -115,7 +151,7 @@ class SequenceLengths:
         axis = node.attributes.get_int("axis", 0)
         split = node.inputs[1] if len(node.inputs) > 1 else None
         if split is not None:
-            sizes = constant_array(split)
+            sizes = static_array(split)
             if sizes is None:
                 return None
             if sizes.ndim == 1:
@@ -135,8 +171,20 @@ class SequenceLengths:
         return self._trips(loop) if stack.index() >= carried else None
 
 
+def _body(loop: ir.Node) -> ir.Graph | None:
+    attr = loop.attributes.get("body")
+    if attr is None or attr.is_ref() or attr.type != ir.AttributeType.GRAPH:
+        return None
+    return attr.as_graph()
+
+
 def _trip_count(value: ir.Value | None, lengths: SequenceLengths) -> int | None:
-    """A trip count that is a sequence's length, or a static dim read by ``Shape``."""
+    """A trip count that is a constant, a sequence's length, or a static dim read by ``Shape``."""
+    constant = static_array(value)
+    if constant is not None:
+        if constant.size != 1 or constant.dtype.kind not in "iu" or int(constant.reshape(())) < 0:
+            return None
+        return int(constant.reshape(()))
     node = value.producer() if value is not None else None
     if node is None:
         return None
@@ -145,7 +193,7 @@ def _trip_count(value: ir.Value | None, lengths: SequenceLengths) -> int | None:
     if is_onnx_op(node, "Gather") and node.attributes.get_int("axis", 0) == 0:
         shape, index = node.inputs
         shape_node = shape.producer() if shape is not None else None
-        where = constant_array(index)
+        where = static_array(index)
         if (
             shape_node is not None
             and is_onnx_op(shape_node, "Shape")
@@ -161,7 +209,7 @@ def _always_true(condition: ir.Value | None) -> bool:
     """A missing Loop condition, or a constant true one."""
     if condition is None:
         return True
-    value = constant_array(condition)
+    value = static_array(condition)
     return value is not None and bool(value.all())
 
 

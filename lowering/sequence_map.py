@@ -28,6 +28,7 @@ import logging
 
 import onnx_ir as ir
 
+from lowering.function_specialization import SpecializeFunctionsPass
 from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map
 from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
@@ -83,9 +84,13 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewrites = []
+        # Maps whose body is a function's graph attribute get a copy of the function each.
+        specialize = SpecializeFunctionsPass()
+        specialized = specialize(model).modified
         found = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
         if not found:
-            return ir.passes.PassResult(model, modified=False)
+            self.rewrites = specialize.rewrites
+            return ir.passes.PassResult(model, modified=specialized)
         functions = list(
             dict.fromkeys(
                 loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)

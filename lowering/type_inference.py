@@ -14,7 +14,17 @@ only answers questions; it never writes types into the model.
 
 Model-local functions are not typed by ONNX inference, because their inputs
 have no types. Where every call site that inference could type agrees on the
-input types, the function body is inferred on its own with those types.
+input types, the function body is inferred on its own with those types. A
+call site inside a function is typed once that function is, so types flow
+down call chains of any depth: the functions that need types, and every
+function that calls them, directly or not, are inferred callers first::
+
+    main graph:  y = local.outer(x)          x: seq(float[2]), from the model
+    outer (a):   b = local.inner(a)          a: seq(float[2]), from main's call
+    inner (s):   t = SequenceMap(s)          s: seq(float[2]), from outer's call
+
+Call sites that disagree leave the function untyped (the lowering then asks
+for declared types).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
+from lowering.function_specialization import graphs_within, nodes_within
 from lowering.scopes import GraphLike
 
 logger = logging.getLogger(__name__)
@@ -42,7 +53,7 @@ class TypeOracle:
         inferred = _infer_model(model)
         if inferred is not None:
             self._pair(model.graph, inferred.graph)
-        for function in functions:
+        for function in _callers_first(model, functions):
             self._infer_function(model, function)
 
     def twin(self, node: ir.Node, owner: GraphLike) -> ir.Node | None:
@@ -61,7 +72,9 @@ class TypeOracle:
 
     def _pair(self, original: GraphLike, inferred: ir.Graph) -> None:
         self._twin_of[original] = list(inferred)
-        for sub, twin_sub in zip(original.subgraphs(), inferred.subgraphs(), strict=False):
+        subgraphs = list(graphs_within(original))[1:]
+        twin_subgraphs = list(graphs_within(inferred))[1:]
+        for sub, twin_sub in zip(subgraphs, twin_subgraphs, strict=False):
             self._twin_of[sub] = list(twin_sub)
 
     def _infer_function(self, model: ir.Model, function: ir.Function) -> None:
@@ -101,7 +114,7 @@ class TypeOracle:
         Shapes are kept only where all call sites agree on them too.
         """
         agreed: list[_TypeAndShape] | None = None
-        for graph in model.graphs():
+        for graph in self._typed_scopes(model):
             for node in graph:
                 if node.op_identifier() != function.identifier():
                     continue
@@ -124,6 +137,59 @@ class TypeOracle:
                         for (t, s), (_, other) in zip(agreed, types, strict=True)
                     ]
         return agreed
+
+    def _typed_scopes(self, model: ir.Model) -> list[GraphLike]:
+        """The main graph, its subgraphs, and the functions inferred so far."""
+        scopes: list[GraphLike] = list(model.graphs())
+        for function in model.functions.values():
+            if function in self._twin_of:
+                scopes += graphs_within(function)
+        return scopes
+
+
+def _callers_first(model: ir.Model, functions: Sequence[ir.Function]) -> list[ir.Function]:
+    """``functions`` and every function that calls one of them, callers before callees.
+
+    A function's call sites in other functions are typed only once those
+    functions are, so this is the order to infer them in. ONNX forbids
+    recursion; a cycle would only leave its members untyped.
+    """
+    calls: dict[ir.Function, list[ir.Function]] = {}
+    for function in model.functions.values():
+        callees = [
+            model.functions[node.op_identifier()]
+            for node in nodes_within(function)
+            if node.op_identifier() in model.functions
+        ]
+        calls[function] = list(dict.fromkeys(callees))
+    callers: dict[ir.Function, list[ir.Function]] = {f: [] for f in calls}
+    for caller, callees in calls.items():
+        for callee in callees:
+            callers[callee].append(caller)
+    needed: set[ir.Function] = set()
+    pending = list(functions)
+    while pending:
+        function = pending.pop()
+        if function not in needed:
+            needed.add(function)
+            pending += callers.get(function, [])
+    order: list[ir.Function] = []
+    state: dict[ir.Function, str] = {}
+
+    def visit(function: ir.Function) -> None:  # after all its callers
+        if state.get(function) is not None:
+            return
+        state[function] = "visiting"
+        for caller in callers.get(function, []):
+            if caller in needed:
+                visit(caller)
+        state[function] = "done"
+        order.append(function)
+
+    for function in model.functions.values():
+        if function in needed:
+            visit(function)
+    return order
 
 
 def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:

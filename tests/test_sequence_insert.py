@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -14,9 +17,10 @@ import pytest
 from onnx.backend.test.case.node import collect_testcases
 
 import lowering
+from lowering import FreshNamesPass, NormalizeSequenceInsertPass, TargetOpsetPass
 from lowering.cli import main
 from tests.golden import canonical_text
-from tests.helpers import all_nodes, assert_same, lowered, parse, run
+from tests.helpers import all_nodes, assert_same, lowered, op_types, parse, run
 
 F2 = "float[2]"
 
@@ -122,10 +126,11 @@ def test_position_sweep(n, p, dtype, shape, source, placement, sequence):
         assert all(not position for position in _positions(result))
     # Idempotent: a second run has nothing to do.
     assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []
-    if source == "constant" and (sequence == "static" or p != n):
-        # onnx.reference computes (p + n) % n; on canonical positions it is
-        # right. A constant n over a sequence of unknown length stays n (the
-        # issue asks for the dtype and shape fix only), which it gets wrong.
+    # onnx.reference computes (p + n) % n, so it inserts p == n at the front
+    # and divides by zero on an empty sequence; canonical positions avoid both,
+    # but for a constant 0 into a sequence of unknown length (which is left
+    # alone: the front, and on an empty sequence the end too).
+    if (n, source, sequence) != (0, "constant", "dynamic"):
         reference = onnx.reference.ReferenceEvaluator(result).run(None, feeds)
         assert_same(reference, [expected])
 
@@ -191,8 +196,9 @@ def test_no_normalize_inserts_leaves_positions(tmp_path):
 
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
+H12 = '<ir_version: 7, opset_import: ["" : 12]>'
 STATIC3 = "s = SequenceConstruct(a, b, c)"
-SIG = f"({F2} a, {F2} b, {F2} c, {F2} x, seq({F2}) d{{extra}}) => (seq({F2}) y)"
+SIG = f"({F2} a, {F2} b, {F2} c, {F2} x, seq({F2}) d, seq({F2}) a_seq{{extra}}) => (seq({F2}) y)"
 
 # Each kind of position beside its fewest-nodes canonical rewrite.
 GOLDEN = {
@@ -210,9 +216,26 @@ GOLDEN = {
         f"g {SIG.format(extra='')} <int64 p = {{1}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
         f"g {SIG.format(extra='')} <int64 p = {{1}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
     ),
-    "non_negative_constant_unknown_length_gets_dtype_and_shape_only": (
+    "zero_constant_unknown_length_gets_dtype_and_shape_only": (
+        f"g {SIG.format(extra='')} <int32[1] p = {{0}}> {{ y = SequenceInsert(d, x, p) }}",
+        f"""g {SIG.format(extra="")} <int32[1] p = {{0}}> {{
+              q = Constant <value = int64 {{0}}> ()
+              y = SequenceInsert(d, x, q) }}""",
+    ),
+    "positive_constant_unknown_length_is_guarded_against_n": (
         f"g {SIG.format(extra='')} <int32[1] p = {{2}}> {{ y = SequenceInsert(d, x, p) }}",
         f"""g {SIG.format(extra="")} <int32[1] p = {{2}}> {{
+              q = Constant <value = int64 {{2}}> ()
+              n = SequenceLength(d)
+              is_end = Equal(q, n)
+              y = If (is_end) <
+                then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(d, x) }},
+                else_branch = insert () => (seq({F2}) inserted) {{
+                  inserted = SequenceInsert(d, x, q) }}> }}""",
+    ),
+    "positive_constant_unknown_length_below_opset_13_gets_dtype_and_shape_only": (
+        f"{H12} g {SIG.format(extra='')} <int32[1] p = {{2}}> {{ y = SequenceInsert(d, x, p) }}",
+        f"""{H12} g {SIG.format(extra="")} <int32[1] p = {{2}}> {{
               q = Constant <value = int64 {{2}}> ()
               y = SequenceInsert(d, x, q) }}""",
     ),
@@ -224,15 +247,19 @@ GOLDEN = {
               r = Add(q, n)
               y = SequenceInsert(d, x, r) }}""",
     ),
-    "dynamic_int64_scalar_gets_the_sign_fix": (
+    "dynamic_int64_scalar_is_guarded_against_n": (
         f"g {SIG.format(extra=', int64 p')} {{ y = SequenceInsert(d, x, p) }}",
         f"""g {SIG.format(extra=", int64 p")} {{
-              zero = Constant <value = int64 {{0}}> ()
-              neg = Less(p, zero)
               n = SequenceLength(d)
-              shifted = Add(p, n)
-              q = Where(neg, shifted, p)
-              y = SequenceInsert(d, x, q) }}""",
+              is_end = Equal(p, n)
+              y = If (is_end) <
+                then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(d, x) }},
+                else_branch = insert () => (seq({F2}) inserted) {{
+                  zero = Constant <value = int64 {{0}}> ()
+                  neg = Less(p, zero)
+                  shifted = Add(p, n)
+                  q = Where(neg, shifted, p)
+                  inserted = SequenceInsert(d, x, q) }}> }}""",
     ),
     "dynamic_int32_of_shape_1_gets_every_fix": (
         f"g {SIG.format(extra=', int32[1] p')} {{ y = SequenceInsert(d, x, p) }}",
@@ -240,12 +267,71 @@ GOLDEN = {
               p64 = Cast <to = 7> (p)
               shape = Constant <value = int64[0] {{}}> ()
               scalar = Reshape(p64, shape)
-              zero = Constant <value = int64 {{0}}> ()
-              neg = Less(scalar, zero)
               n = SequenceLength(d)
-              shifted = Add(scalar, n)
-              q = Where(neg, shifted, scalar)
+              is_end = Equal(scalar, n)
+              y = If (is_end) <
+                then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(d, x) }},
+                else_branch = insert () => (seq({F2}) inserted) {{
+                  zero = Constant <value = int64 {{0}}> ()
+                  neg = Less(scalar, zero)
+                  shifted = Add(scalar, n)
+                  q = Where(neg, shifted, scalar)
+                  inserted = SequenceInsert(d, x, q) }}> }}""",
+    ),
+    "dynamic_non_negative_is_guarded_without_where": (
+        f"g {SIG.format(extra='')} {{ k = SequenceLength(d)  y = SequenceInsert(a_seq, x, k) }}",
+        f"""g {SIG.format(extra="")} {{ k = SequenceLength(d)
+              n = SequenceLength(a_seq)
+              is_end = Equal(k, n)
+              y = If (is_end) <
+                then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(a_seq, x) }},
+                else_branch = insert () => (seq({F2}) inserted) {{
+                  inserted = SequenceInsert(a_seq, x, k) }}> }}""",
+    ),
+    "below_opset_13_a_dynamic_position_keeps_where_only": (
+        f"""{H12} g {SIG.format(extra=", int64 p")} {{ y = SequenceInsert(d, x, p) }}""",
+        f"""{H12} g {SIG.format(extra=", int64 p")} {{
+              n = SequenceLength(d)
+              zero = Constant <value = int64 {{0}}> ()
+              neg = Less(p, zero)
+              shifted = Add(p, n)
+              q = Where(neg, shifted, p)
               y = SequenceInsert(d, x, q) }}""",
+    ),
+    "squeezed_constant_appending_at_known_length_is_dropped_with_its_chain": (
+        f"""g {SIG.format(extra="")} {{ {STATIC3}
+              k = Constant <value = int64[1] {{3}}> ()
+              axes = Constant <value = int64[1] {{0}}> ()
+              p = Squeeze(k, axes)
+              y = SequenceInsert(s, x, p) }}""",
+        f"g {SIG.format(extra='')} {{ {STATIC3}  y = SequenceInsert(s, x) }}",
+    ),
+    "reshaped_cast_constant_is_folded": (
+        f"""g {SIG.format(extra="")} {{ {STATIC3}
+              k = Constant <value = int32[1, 1] {{-1}}> ()
+              shape = Constant <value = int64[0] {{}}> ()
+              r = Reshape(k, shape)
+              p = Cast <to = 7> (r)
+              y = SequenceInsert(s, x, p) }}""",
+        f"""g {SIG.format(extra="")} {{ {STATIC3}
+              q = Constant <value = int64 {{2}}> ()
+              y = SequenceInsert(s, x, q) }}""",
+    ),
+    "overridable_initializer_is_not_a_constant": (
+        f"""g ({F2} a, {F2} b, {F2} c, {F2} x, int64 p) => (seq({F2}) y) <int64 p = {{3}}> {{
+              {STATIC3}  y = SequenceInsert(s, x, p) }}""",
+        f"""g ({F2} a, {F2} b, {F2} c, {F2} x, int64 p) => (seq({F2}) y) <int64 p = {{3}}> {{
+              {STATIC3}
+              n = SequenceLength(s)
+              is_end = Equal(p, n)
+              y = If (is_end) <
+                then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(s, x) }},
+                else_branch = insert () => (seq({F2}) inserted) {{
+                  zero = Constant <value = int64 {{0}}> ()
+                  neg = Less(p, zero)
+                  shifted = Add(p, n)
+                  q = Where(neg, shifted, p)
+                  inserted = SequenceInsert(s, x, q) }}> }}""",
     ),
     "dynamic_length_of_the_same_sequence_appends": (
         f"g {SIG.format(extra='')} {{ n = SequenceLength(d)  y = SequenceInsert(d, x, n) }}",
@@ -264,9 +350,9 @@ GOLDEN = {
 
 @pytest.mark.parametrize("name", list(GOLDEN))
 def test_golden(name):
-    source, expected = GOLDEN[name]
-    actual = lowering.lower(parse(H + source))
-    assert canonical_text(actual) == canonical_text(parse(H + expected))
+    source, expected = (text if text.startswith("<") else H + text for text in GOLDEN[name])
+    actual = lowering.lower(parse(source))
+    assert canonical_text(actual) == canonical_text(parse(expected))
 
 
 # Each static length source: (ops building s from a, b, c: float[2] and
@@ -311,6 +397,62 @@ LENGTH_SOURCES = {
            s = SequenceMap <body = body (float[2] e) => (float[2] d) { d = Neg(e) }> (t)""",
         3,
         lambda f: [-f["a"], -f["b"], -f["c"]],
+    ),
+    # The forms a lowered map takes once its trip count is folded to a constant.
+    "Loop_appending_with_a_constant_trip_count": (
+        """m = Constant <value = int64 {3}> ()
+           yes = Constant <value = bool {1}> ()
+           start = SequenceEmpty <dtype = 1> ()
+           s = Loop (m, yes, start) <body = lb (int64 i, bool c_in, seq(float[2]) acc)
+                                               => (bool c_out, seq(float[2]) acc_out) {
+             c_out = Identity(c_in)
+             acc_out = SequenceInsert(acc, a)
+           }>""",
+        3,
+        lambda f: [f["a"]] * 3,
+    ),
+    "Loop_appending_with_a_squeezed_count_to_a_non_empty_start": (
+        """m1 = Constant <value = int64[1] {2}> ()
+           m = Squeeze(m1)
+           yes = Constant <value = bool {1}> ()
+           start = SequenceConstruct(b)
+           s = Loop (m, yes, start) <body = lb (int64 i, bool c_in, seq(float[2]) acc)
+                                               => (bool c_out, seq(float[2]) acc_out) {
+             c_out = Constant <value = bool {1}> ()
+             acc_out = SequenceInsert(acc, a)
+           }>""",
+        3,
+        lambda f: [f["b"], f["a"], f["a"]],
+    ),
+    "Loop_passing_the_sequence_on": (
+        """n = Size(w)
+           yes = Constant <value = bool {1}> ()
+           start = SequenceConstruct(a, b)
+           s = Loop (n, yes, start) <body = lb (int64 i, bool c_in, seq(float[2]) acc)
+                                               => (bool c_out, seq(float[2]) acc) {
+             c_out = Identity(c_in)
+           }>""",
+        2,
+        lambda f: [f["a"], f["b"]],
+    ),
+    "SplitToSequence_of_a_Loop_scan_output_with_a_constant_trip_count": (
+        """m = Constant <value = int64 {3}> ()
+           yes = Constant <value = bool {1}> ()
+           stack = Loop (m, yes) <body = lb (int64 i, bool c_in) => (bool c_out, float[2] row) {
+             c_out = Identity(c_in)
+             row = Neg(a)
+           }>
+           s = SplitToSequence <keepdims = 0> (stack)""",
+        3,
+        lambda f: [-f["a"]] * 3,
+    ),
+    "If_whose_branches_agree": (
+        """flag = Constant <value = bool {1}> ()
+           s = If (flag) <
+             then_branch = then_g () => (seq(float[2]) t) { t = SequenceConstruct(a, b) },
+             else_branch = else_g () => (seq(float[2]) e) { e = SequenceConstruct(c, a) }>""",
+        2,
+        lambda f: [f["a"], f["b"]],
     ),
 }
 
@@ -381,3 +523,263 @@ def test_positions_inside_functions_and_from_outer_scope_constants():
     feeds["flag"] = np.array(True)
     expected = [[feeds["a"], feeds["x"], feeds["b"]], [feeds["x"], feeds["a"], feeds["b"]]]
     assert_same(run(result, feeds), expected)
+
+
+def _insert_positions(model: onnx.ModelProto, name: str = "insert") -> list[list[str]]:
+    return [list(n.input[2:]) for n in all_nodes(model) if n.name == name]
+
+
+def _static_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Every Constant output and initializer, by name."""
+    values = {init.name: onnx.numpy_helper.to_array(init) for init in model.graph.initializer}
+    for node in all_nodes(model):
+        if node.op_type == "Constant" and node.attribute[0].name == "value":
+            values[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+    return values
+
+
+MAP_LOWERINGS = {
+    "unrolled": {"strategy": "auto"},
+    "uniform": {"strategy": "auto", "max_unroll": 0},
+    "loop": {"strategy": "loop"},
+}
+
+
+def _length_feeds(seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    feeds = {name: rng.standard_normal(2).astype(np.float32) for name in "abcx"}
+    feeds["w"] = rng.standard_normal((4, 2)).astype(np.float32)
+    return feeds
+
+
+def _check_folded_length(result: onnx.ModelProto, p: int, options: dict) -> None:
+    _, n, elements = LENGTH_SOURCES["lowered_SequenceMap"]
+    feeds = _length_feeds(p + 3)
+    expected = elements(feeds)
+    expected.insert(p, feeds["x"])
+    assert_same(run(result, feeds), [expected])
+    [position] = _insert_positions(result)
+    if p == n:
+        assert position == []
+    else:  # folded to a constant in [0, n)
+        assert int(_static_values(result)[position[0]]) == p % n
+    assert lowering.lower_in_place(ir.serde.deserialize_model(result), **options) == []
+
+
+@pytest.mark.parametrize("lowering_name", list(MAP_LOWERINGS))
+@pytest.mark.parametrize("p", range(-3, 4))
+def test_a_lowered_maps_length_survives_folding(p, lowering_name):
+    """Unrolling and sequence elimination fold the trip count to a constant;
+    the length of the map's output must stay known."""
+    model = _length_model(LENGTH_SOURCES["lowered_SequenceMap"][0], p)
+    options = MAP_LOWERINGS[lowering_name]
+    _check_folded_length(lowered(model, **options), p, options)
+
+
+# onnxscript's optimizer runs in a process of its own: it names tensors that
+# the lowering shares between models (map_plan's constant true).
+_LOWER_ALL = """
+import json, sys, onnx, lowering
+for source, target, options in json.load(open(sys.argv[1])):
+    onnx.save(lowering.lower(onnx.load(source), **options), target)
+"""
+
+
+def test_a_lowered_maps_length_survives_the_optimizer(tmp_path):
+    """--optimize folds the trip count too, before or after normalization."""
+    jobs, cases = [], []
+    for lowering_name, options in MAP_LOWERINGS.items():
+        for p in range(-3, 4):
+            model = _length_model(LENGTH_SOURCES["lowered_SequenceMap"][0], p)
+            source = tmp_path / f"{lowering_name}_{p}.onnx"
+            onnx.save(model, source)
+            targets = [tmp_path / f"{lowering_name}_{p}_{kind}.onnx" for kind in ("a", "b")]
+            jobs.append([str(source), str(targets[0]), {"optimize": True, **options}])
+            jobs.append(
+                [
+                    str(source),
+                    str(targets[1]),
+                    {"optimize": True, "normalize_inserts": False, **options},
+                ]
+            )
+            cases.append((p, options, targets))
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    subprocess.run([sys.executable, "-c", _LOWER_ALL, str(tmp_path / "jobs.json")], check=True)
+    for p, options, (optimized, unnormalized) in cases:
+        result = onnx.load(optimized)
+        onnx.checker.check_model(result, full_check=True)
+        _check_folded_length(result, p, options)
+        # Normalized only after the optimizer has folded the trip count: the same.
+        renormalized = lowered(onnx.load(unnormalized))
+        assert _insert_positions(renormalized) == _insert_positions(result)
+
+
+FOLDS = {  # (opset, the nodes computing p from a constant P)
+    "Squeeze_axes_input": (
+        13,
+        [
+            "k = Constant <value = int64[1] {P}> ()",
+            "axes = Constant <value = int64[1] {0}> ()",
+            "p = Squeeze(k, axes)",
+        ],
+    ),
+    "Squeeze_axes_attribute": (
+        11,
+        ["k = Constant <value = int64[1] {P}> ()", "p = Squeeze <axes = [0]> (k)"],
+    ),
+    "Squeeze_all": (13, ["k = Constant <value = int64[1, 1] {P}> ()", "p = Squeeze(k)"]),
+    "Unsqueeze": (
+        13,
+        [
+            "k = Constant <value = int64 {P}> ()",
+            "axes = Constant <value = int64[1] {-1}> ()",
+            "p = Unsqueeze(k, axes)",
+        ],
+    ),
+    "Reshape": (
+        13,
+        [
+            "k = Constant <value = int32[1, 1] {P}> ()",
+            "shape = Constant <value = int64[1] {-1}> ()",
+            "p = Reshape(k, shape)",
+        ],
+    ),
+    "Cast": (13, ["k = Constant <value = int32 {P}> ()", "p = Cast <to = 7> (k)"]),
+    "Identity": (13, ["k = Constant <value = int64[1] {P}> ()", "p = Identity(k)"]),
+    "chain": (
+        13,
+        [
+            "k = Constant <value = int32[1, 1] {P}> ()",
+            "k2 = Squeeze(k)",
+            "k3 = Cast <to = 7> (k2)",
+            "p = Identity(k3)",
+        ],
+    ),
+}
+_FOLD_OPS = {"Squeeze", "Unsqueeze", "Reshape", "Cast", "Identity"}
+
+
+def _fold_model(n: int, p: int, fold: str, sequence: str) -> tuple[onnx.ModelProto, dict]:
+    opset, nodes = FOLDS[fold]
+    inputs = [f"{F2} x"]
+    feeds = {"x": INSERTED}
+    if sequence == "static":
+        inputs += [f"{F2} a{k}" for k in range(n)]
+        feeds.update({f"a{k}": _element(k) for k in range(n)})
+        args = ", ".join(f"a{k}" for k in range(n))
+        build = f"s = SequenceConstruct({args})" if n else "s = SequenceEmpty <dtype = 1> ()"
+    else:
+        inputs.append(f"seq({F2}) s")
+        feeds["s"] = [_element(k) for k in range(n)]
+        build = ""
+    model = parse(f"""<ir_version: 7, opset_import: ["" : {opset}]>
+    g ({", ".join(inputs)}) => (float[M,2] y) {{
+      {build}
+      {chr(10).join(nodes).replace("P", str(p))}
+      [insert] r = SequenceInsert(s, x, p)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (r)
+    }}""")
+    return model, feeds
+
+
+@pytest.mark.parametrize("sequence", ["static", "dynamic"])
+@pytest.mark.parametrize("fold", list(FOLDS))
+@pytest.mark.parametrize("n,p", [(n, p) for n in range(4) for p in range(-n, n + 1)])
+def test_positions_computed_from_constants_are_folded(n, p, fold, sequence):
+    model, feeds = _fold_model(n, p, fold, sequence)
+    result = lowered(model)
+    assert_same(run(result, feeds), [oracle(n, p)])
+    assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []
+    [position] = _insert_positions(result)
+    if sequence == "static":
+        # Known as well as a Constant: dropped where it appends, else in [0, n).
+        assert position == [] if p == n else int(_static_values(result)[position[0]]) == p % n
+        assert not _FOLD_OPS & set(op_types(result)), "the folded ops are left behind"
+
+
+@pytest.mark.parametrize("opset", [12, 17])
+@pytest.mark.parametrize("n", range(4))
+def test_an_initializer_that_is_also_an_input_is_not_folded(n, opset):
+    """Its value is only a default: every position fed must be honoured."""
+    args = ", ".join(f"a{k}" for k in range(n))
+    build = f"s = SequenceConstruct({args})" if n else "s = SequenceEmpty <dtype = 1> ()"
+    inputs = "".join(f", {F2} a{k}" for k in range(n))
+    model = parse(f"""<ir_version: 7, opset_import: ["" : {opset}]>
+    g ({F2} x, int64[1] p{inputs}) => (float[M,2] y) <int64[1] k = {{{n}}}> {{
+      {build}
+      q = Squeeze(k)
+      [insert] r = SequenceInsert(s, x, p)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (r)
+    }}""")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array([n], np.int64), "p"))
+    result = lowered(model)
+    for p in range(-n, n + 1):
+        feeds = {"x": INSERTED, "p": np.array([p], np.int64)}
+        feeds.update({f"a{k}": _element(k) for k in range(n)})
+        assert_same(run(result, feeds), [oracle(n, p)])
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13, 17])
+@pytest.mark.parametrize("p_type", ["int64", "int32[1]"])
+@pytest.mark.parametrize("n,p", [(n, p) for n in range(4) for p in range(-n, n + 1)])
+def test_dynamic_positions_by_opset(n, p, p_type, opset):
+    """From opset 13, p == n appends through an If; below, it is left as n."""
+    model = parse(f"""<ir_version: 7, opset_import: ["" : {opset}]>
+    g (seq({F2}) s, {F2} x, {p_type} p) => (float[M,2] y) {{
+      [insert] r = SequenceInsert(s, x, p)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (r)
+    }}""")
+    result = lowered(model)
+    feeds = {
+        "s": [_element(k) for k in range(n)],
+        "x": INSERTED,
+        "p": np.array(p if p_type == "int64" else [p], np.int64 if p_type == "int64" else np.int32),
+    }
+    assert_same(run(result, feeds), [oracle(n, p)])
+    assert ("If" in op_types(result)) == (opset >= 13)
+    assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []
+    if opset >= 13 or p != n:
+        reference = onnx.reference.ReferenceEvaluator(result).run(None, feeds)
+        assert_same(reference, [oracle(n, p)])
+
+
+@pytest.mark.parametrize("target_opset", [11, 12, 13])
+def test_no_guard_when_the_model_will_declare_an_opset_below_13(target_opset):
+    """``--target-opset`` below 13 could not declare a sequence-valued If."""
+    model = ir.serde.deserialize_model(
+        parse(f"""{H}
+        g (seq({F2}) s, {F2} x, int64 p) => (seq({F2}) y) {{ y = SequenceInsert(s, x, p) }}""")
+    )
+    NormalizeSequenceInsertPass(target_opset=target_opset)(model)
+    FreshNamesPass()(model)
+    TargetOpsetPass(target_opset)(model)
+    result = ir.serde.serialize_model(model)
+    onnx.checker.check_model(result, full_check=True)
+    assert ("If" in op_types(result)) == (target_opset >= 13)
+    for n in range(3):
+        for p in range(-n, n + 1):
+            feeds = {"s": [_element(k) for k in range(n)], "x": INSERTED, "p": np.array(p)}
+            assert_same(run(result, feeds), [list(oracle(n, p))])
+
+
+@pytest.mark.parametrize("opset", [12, 17])
+def test_dynamic_positions_inside_a_function(opset):
+    """Untyped, in a function called from a function: guarded from opset 13 all the same."""
+    model = parse(f"""<ir_version: 7, opset_import: ["" : {opset}, "local" : 1]>
+    g (seq({F2}) s, {F2} x, int32[1] p) => (float[M,2] y) {{
+      r = local.outer(s, x, p)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (r)
+    }}
+    <domain: "local", opset_import: ["" : {opset}, "local" : 1]>
+    outer (q, v, at) => (out) {{ out = local.push_at(q, v, at) }}
+    <domain: "local", opset_import: ["" : {opset}]>
+    push_at (q, v, at) => (out) {{ out = SequenceInsert(q, v, at) }}""")
+    result = lowered(model)
+    assert ("If" in op_types(result)) == (opset >= 13)
+    assert "Cast" in op_types(result)  # the int32 [1] position's type came from the call chain
+    for n in range(4):
+        for p in range(-n, n + 1):
+            feeds = {"s": [_element(k) for k in range(n)], "x": INSERTED}
+            feeds["p"] = np.array([p], np.int32)
+            assert_same(run(result, feeds), [oracle(n, p)])
+    assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []

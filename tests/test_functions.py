@@ -1,0 +1,342 @@
+"""Maps in model-local functions: types through call chains, bodies passed as graph attributes.
+
+Each model is lowered under every strategy, must pass the full checker and
+leave no SequenceMap (``tests.helpers.lowered``), and must compute in
+onnxruntime what a list comprehension computes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import lowering
+from lowering.function_specialization import SpecializeFunctionsPass
+from tests.golden import canonical_text
+from tests.helpers import all_nodes, assert_same, lowered, parse, run
+
+STRATEGIES = ["auto", "loop"]
+LENGTHS = [0, 3]
+HEADER = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
+FUNCTION = '<domain: "local", opset_import: ["" : 17, "local" : 1]>'
+
+# Bodies as graph attributes, untyped as torch.onnx writes them, with their oracles.
+# ADD_C reads ``c`` from the scope of the call that passes it.
+SQUARE = "body (e) => (d) { d = Mul(e, e) }"
+ADD_C = "body (e) => (d) { d = Add(e, c) }"
+ORACLES = {SQUARE: lambda e, c: e * e, ADD_C: lambda e, c: e + c}
+
+
+def _feeds(n: int) -> dict:
+    rng = np.random.default_rng(n)
+    return {
+        "x": [rng.standard_normal(2).astype(np.float32) for _ in range(n)],
+        "c": rng.standard_normal(2).astype(np.float32),
+    }
+
+
+def _functions(model: onnx.ModelProto) -> list[str]:
+    return sorted(f.name for f in model.functions)
+
+
+def _check(model: onnx.ModelProto, strategy: str, n: int, expected) -> onnx.ModelProto:
+    result = lowered(model, strategy=strategy)
+    feeds = _feeds(n)
+    assert_same(run(result, feeds), expected(feeds))
+    # Lowering again has nothing left to do.
+    assert lowering.lower(result, strategy=strategy) == result
+    return result
+
+
+def chain_model(depth: int, call_in_if: bool) -> onnx.ModelProto:
+    """main -> f<depth-1> -> ... -> f0, and only f0 maps; nothing typed inside."""
+    functions = [
+        f"""{FUNCTION}
+        f0 (s) => (t) {{ t = SequenceMap <body = body (e) => (d) {{ d = Mul(e, e) }}> (s) }}"""
+    ]
+    for k in range(1, depth):
+        if call_in_if:  # the call site sits in a subgraph of the calling function
+            call = f"""n{k} = SequenceLength(a)
+              zero{k} = Constant <value = int64 {{0}}> ()
+              always{k} = GreaterOrEqual(n{k}, zero{k})
+              b = If (always{k}) <
+                then_branch = then{k} () => (b_then{k}) {{ b_then{k} = local.f{k - 1}(a) }},
+                else_branch = else{k} () => (b_else{k}) {{ b_else{k} = Identity(a) }}>"""
+        else:
+            call = f"b = local.f{k - 1}(a)"
+        functions.append(f"{FUNCTION}\n f{k} (a) => (b) {{ {call} }}")
+    return parse(f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y) {{ y = local.f{depth - 1}(x) }}
+    {"".join(functions)}""")
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("call_in_if", [False, True])
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_untyped_map_at_the_end_of_a_call_chain(depth, call_in_if, strategy, n):
+    model = chain_model(depth, call_in_if)
+    _check(model, strategy, n, lambda f: [[e * e for e in f["x"]]])
+
+
+def test_call_sites_that_disagree_leave_the_function_untyped():
+    """f0 is called with float and with int64 elements: no one type for its body."""
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x, seq(int64[2]) z) => (seq(float[2]) y, seq(int64[2]) w) {{
+      y = local.f1(x)
+      w = local.f1(z)
+    }}
+    {FUNCTION} f1 (a) => (b) {{ b = local.f0(a) }}
+    {FUNCTION} f0 (s) => (t) {{ t = SequenceMap <body = body (e) => (d) {{ d = Mul(e, e) }}> (s) }}
+    """)
+    with pytest.raises(lowering.LoweringError, match="cannot be determined"):
+        lowering.lower(model)
+
+
+def test_map_body_calling_a_function_with_a_map():
+    """Function in function: a map's body calls a function that maps again."""
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y) {{
+      y = local.outer(x)
+    }}
+    {FUNCTION} outer (a) => (b) {{
+      b = SequenceMap <body = outer_body (e) => (d) {{
+            parts = SplitToSequence <keepdims = 0> (e)
+            squares = local.inner(parts)
+            d = ConcatFromSequence <axis = 0, new_axis = 1> (squares)
+          }}> (a)
+    }}
+    {FUNCTION} inner (s) => (t) {{ t = SequenceMap <body = body (e) => (d) {{ d = Mul(e, e) }}> (s) }}
+    """)
+    for strategy in STRATEGIES:
+        for n in LENGTHS:
+            _check(model, strategy, n, lambda f: [[e * e for e in f["x"]]])
+
+
+def apply_model(graphs: list[str], depth: int, call_in_map: bool = False) -> onnx.ModelProto:
+    """main calls ``wrap<depth-1>`` once per graph in ``graphs``; wrap<k> hands its
+    graph attribute on to wrap<k-1>, and wrap0 maps with it as the body."""
+    functions = [
+        f"{FUNCTION}\n wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}"
+    ]
+    for k in range(1, depth):
+        functions.append(
+            f"{FUNCTION}\n wrap{k} <g> (a) => (b) "
+            f"{{ b = local.wrap{k - 1} <{'fn' if k == 1 else 'g'}: graph = @g> (a) }}"
+        )
+    attr = "fn" if depth == 1 else "g"
+    outputs = ", ".join(f"seq(float[2]) y{i}" for i in range(len(graphs)))
+    calls = []
+    for i, graph in enumerate(graphs):
+        call = f"local.wrap{depth - 1} <{attr} = {graph}> (x)"
+        if call_in_map:  # the call site sits in a map's body in the main graph
+            call = f"""SequenceMap <body = outer (float[2] e) => (float[2] r) {{
+                      single = SequenceConstruct(e)
+                      mapped = {call.replace("(x)", "(single)")}
+                      zero = Constant <value = int64 {{0}}> ()
+                      r = SequenceAt(mapped, zero)
+                    }}> (x)"""
+        calls.append(f"y{i} = {call}")
+    text = f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => ({outputs}) {{
+      {chr(10).join(calls)}
+    }}
+    {"".join(functions)}"""
+    return parse(text)
+
+
+def _apply_oracle(graphs: list[str]):
+    return lambda feeds: [[ORACLES[g](e, feeds["c"]) for e in feeds["x"]] for g in graphs]
+
+
+APPLY_CASES = {
+    "one_graph_once": [SQUARE],
+    "one_graph_twice": [ADD_C, ADD_C],
+    "two_graphs": [SQUARE, ADD_C],
+    "two_graphs_one_repeated": [ADD_C, SQUARE, ADD_C],
+}
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("case", list(APPLY_CASES))
+def test_graph_attribute_bodies_are_specialized(case, depth, strategy, n):
+    graphs = APPLY_CASES[case]
+    model = apply_model(graphs, depth)
+    result = _check(model, strategy, n, _apply_oracle(graphs))
+    # One copy of each function per distinct graph; the originals are gone.
+    distinct = len(set(graphs))
+    expected = sorted(f"wrap{k}_{i}" for k in range(depth) for i in range(1, distinct + 1))
+    assert _functions(result) == expected
+    assert not any(a.ref_attr_name for node in all_nodes(result) for a in node.attribute)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("depth", [1, 2])
+def test_graph_attribute_passed_from_inside_a_map_body(depth, strategy, n):
+    graphs = [SQUARE, ADD_C]
+    _check(apply_model(graphs, depth, call_in_map=True), strategy, n, _apply_oracle(graphs))
+
+
+NESTED = """body (e) => (d) {
+  parts = SplitToSequence <keepdims = 0> (e)
+  squares = SequenceMap <body = inner (q) => (r) { r = Mul(q, q) }> (parts)
+  d = ConcatFromSequence <axis = 0, new_axis = 1> (squares)
+}"""
+ORACLES[NESTED] = lambda e, c: e * e
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("depth", [1, 2])
+def test_graph_attribute_body_with_a_map_inside(depth, strategy):
+    graphs = [NESTED, ADD_C]
+    for n in LENGTHS:
+        _check(apply_model(graphs, depth), strategy, n, _apply_oracle(graphs))
+
+
+def test_graph_attribute_default_is_used_where_a_call_passes_none():
+    model = apply_model([SQUARE], 1)
+    function = model.functions[0]
+    graph = model.graph.node[0].attribute[0]  # the call's fn, as the function's default
+    del model.graph.node[0].attribute[:]
+    del function.attribute[:]
+    function.attribute_proto.add().CopyFrom(graph)
+    onnx.checker.check_model(model, full_check=True)
+    for strategy in STRATEGIES:
+        result = _check(model, strategy, 3, _apply_oracle([SQUARE]))
+        assert _functions(result) == ["wrap0_1"]
+
+
+def test_a_call_without_the_graph_is_an_error_and_changes_nothing():
+    model = apply_model([SQUARE], 2)
+    model.functions[1].node[0].ClearField("attribute")  # wrap1 calls wrap0 without fn
+    with pytest.raises(lowering.LoweringError) as error:
+        lowering.lower(model)
+    assert "function 'local:wrap1'" in str(error.value)
+    assert "without the graph attribute 'fn'" in str(error.value)
+
+
+def test_an_uncalled_function_with_a_graph_attribute_body_is_removed():
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x) => (seq(float[2]) y) {{ y = Identity(x) }}
+    {FUNCTION} wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}
+    """)
+    result = lowered(model)
+    assert _functions(result) == []
+    feeds = {"x": _feeds(2)["x"]}
+    assert_same(run(result, feeds), [feeds["x"]])
+
+
+def test_functions_without_graph_attribute_bodies_are_left_alone():
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x) => (seq(float[2]) y) {{ y = local.f0(x) }}
+    {FUNCTION} f0 (s) => (t) {{ t = SequenceMap <body = body (e) => (d) {{ d = Mul(e, e) }}> (s) }}
+    {FUNCTION} keep <alpha> (a) => (b) {{ b = Identity(a) }}
+    """)
+    result = lowered(model)
+    assert _functions(result) == ["f0", "keep"]
+
+
+def test_graph_attribute_handed_on_from_inside_a_map_body():
+    """wrap1's own map body hands wrap1's graph attribute on to wrap0."""
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y0, seq(float[2]) y1) {{
+      y0 = local.wrap1 <g = {ADD_C}> (x)
+      y1 = local.wrap1 <g = {SQUARE}> (x)
+    }}
+    {FUNCTION} wrap1 <g> (a) => (b) {{
+      b = SequenceMap <body = outer (e) => (r) {{
+            single = SequenceConstruct(e)
+            mapped = local.wrap0 <fn: graph = @g> (single)
+            zero = Constant <value = int64 {{0}}> ()
+            r = SequenceAt(mapped, zero)
+          }}> (a)
+    }}
+    {FUNCTION} wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}
+    """)
+    for strategy in STRATEGIES:
+        for n in LENGTHS:
+            result = _check(model, strategy, n, _apply_oracle([ADD_C, SQUARE]))
+            assert _functions(result) == ["wrap0_1", "wrap0_2", "wrap1_1", "wrap1_2"]
+
+
+def test_scopes_that_import_one_domain_at_two_versions_are_an_error():
+    """A graph moved from a caller at opset 18 into a function at 17 could change meaning."""
+    model = apply_model([SQUARE], 1)
+    model.opset_import[0].version = 18
+    with pytest.raises(
+        lowering.LoweringError, match=r"domain 'ai.onnx' at different versions \[17, 18\]"
+    ):
+        lowering.lower(model)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_passed_graph_that_reads_the_callers_attributes(strategy):
+    """``@alpha`` in the passed graph is keep's alpha: the copy declares it too
+    (as alpha_1, since wrap0 has an alpha of its own) and the call hands it on."""
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y, seq(float[2]) z) {{
+      y = local.keep <alpha = 2.0> (x)
+      z = local.keep <alpha = 3.0> (x)
+    }}
+    {FUNCTION} keep <alpha> (a) => (b) {{
+      b = local.wrap0 <fn = body (e) => (d) {{ k = Constant <value_float: float = @alpha> ()
+                                               d = Mul(e, k) }}, alpha = 5.0> (a)
+    }}
+    {FUNCTION} wrap0 <fn, alpha> (s) => (t) {{
+      t = SequenceMap <body: graph = @fn> (s)
+      unused = Constant <value_float: float = @alpha> ()
+    }}
+    """)
+    for n in LENGTHS:
+        result = _check(
+            model, strategy, n, lambda f: [[e * 2 for e in f["x"]], [e * 3 for e in f["x"]]]
+        )
+        [copy] = [f for f in result.functions if f.name == "wrap0_1"]
+        assert list(copy.attribute) == ["alpha", "alpha_1"]
+
+
+def test_a_passed_graph_that_reads_an_undeclared_attribute_is_an_error():
+    model = parse(f"""{HEADER}
+    g (seq(float[2]) x) => (seq(float[2]) y) {{ y = local.keep (x) }}
+    {FUNCTION} keep (a) => (b) {{
+      b = local.wrap0 <fn = body (e) => (d) {{ k = Constant <value_float: float = @beta> ()
+                                               d = Mul(e, k) }}> (a)
+    }}
+    {FUNCTION} wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}
+    """)
+    with pytest.raises(lowering.LoweringError, match="refers to the attribute 'beta'"):
+        lowering.lower(model)
+
+
+# The specialization alone, input and expected output side by side.
+SPECIALIZATION_GOLDEN = (
+    f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y, seq(float[2]) z) {{
+      y = local.outer <g = {ADD_C}> (x)
+      z = local.outer <g = {SQUARE}> (x)
+    }}
+    {FUNCTION} outer <g> (a) => (b) {{ b = local.apply <fn: graph = @g> (a) }}
+    {FUNCTION} apply <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}""",
+    f"""{HEADER}
+    g (seq(float[2]) x, float[2] c) => (seq(float[2]) y, seq(float[2]) z) {{
+      y = local.outer_1 (x, c)
+      z = local.outer_2 (x)
+    }}
+    {FUNCTION} outer_1 (a, c) => (b) {{ b = local.apply_1 (a, c) }}
+    {FUNCTION} outer_2 (a) => (b) {{ b = local.apply_2 (a) }}
+    {FUNCTION} apply_1 (s, c) => (t) {{ t = SequenceMap <body = {ADD_C}> (s) }}
+    {FUNCTION} apply_2 (s) => (t) {{ t = SequenceMap <body = {SQUARE}> (s) }}""",
+)
+
+
+def test_specialization_golden():
+    source, expected = SPECIALIZATION_GOLDEN
+    model = ir.serde.deserialize_model(parse(source))
+    assert SpecializeFunctionsPass()(model).modified
+    actual = ir.serde.serialize_model(model)
+    assert canonical_text(actual) == canonical_text(parse(expected))
