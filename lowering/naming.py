@@ -31,8 +31,9 @@ its names must be made to say the same. After naming, this pass walks every
 scope with the names its ancestors define and renames, with a fresh name,
 each value that:
 
-- is a node output or initializer whose name an enclosing scope (or its own)
-  already defines: the deeper one is renamed;
+- is defined (a node output, an initializer, or a subgraph input) with a
+  name that an enclosing scope (or its own) already defines: the deeper one
+  is renamed;
 - hides, by its name, an outer value that some node below it reads: the one
   that hides is renamed.
 
@@ -143,9 +144,10 @@ class _Resolver:
     def _visit(self, owner: ir.Graph | ir.Function, outer: list[dict[str, ir.Value]]) -> None:
         own: dict[str, ir.Value] = {}
         for value in owner.inputs:
-            # A graph input may legally hide an outer name; it is renamed
-            # only if something below reads the outer value (see _resolve).
-            if own.get(value.name, value) is not value:
+            # ONNX lets a subgraph input hide an outer name, but runtimes
+            # trip on it (onnxruntime's function inliner renames the hidden
+            # name inside the subgraph too), so it is renamed like the rest.
+            if own.get(value.name, value) is not value or _lookup(outer, value.name) is not None:
                 self._rename(value)
             own[value.name] = value
         defined = [*owner.initializers.values()] if isinstance(owner, ir.Graph) else []

@@ -121,7 +121,7 @@ STRATEGIES = {
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("seed", ["X", 0, 1, 2])
 @pytest.mark.parametrize("source", ["input", "construct"])
-@pytest.mark.parametrize("place", ["top", "if", "loop"])
+@pytest.mark.parametrize("place", ["top", "if", "loop", "function"])
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_colliding_names_lower_to_valid_equivalent_models(depth, place, source, seed, strategy):
     model = _model(depth, place, source, seed)
