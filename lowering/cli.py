@@ -208,6 +208,10 @@ def _verify(args: argparse.Namespace, original: str | onnx.ModelProto, lowered) 
     """Run IN and OUT in onnxruntime and compare (``--verify``); the exit code."""
     from lowering import verify  # imports onnxruntime: only when asked for
 
+    if args.quiet:  # not even onnxruntime's own (coloured) warnings
+        import onnxruntime
+
+        onnxruntime.set_default_logger_severity(3)
     report = verify.compare(original, lowered)
     if not args.quiet or report.status != verify.MATCH:
         _say(report.table())
