@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, overload
 
 import onnx
@@ -48,7 +49,7 @@ def lower_in_place(
     on failure.
     """
     _check_options(strategy, max_unroll, target_opset)
-    snapshot = model.clone()
+    restore = _snapshot(model)
     try:
         return _lower(
             model,
@@ -60,8 +61,38 @@ def lower_in_place(
             keep_originals=keep_originals,
         )
     except BaseException:
-        _restore(model, snapshot)
+        restore()
         raise
+
+
+def _snapshot(model: ir.Model) -> Callable[[], None]:
+    """Keep ``model``'s contents; the returned function puts them back into ``model``.
+
+    A clone shares the tensors, so it costs no weights. onnx_ir cannot clone
+    a graph whose nodes are out of order (ONNX's checker rejects those, but
+    they are lowered anyway); such a model is kept serialized instead, its
+    external tensors read from the same files as before.
+    """
+    try:
+        snapshot = model.clone()
+    except Exception:  # noqa: BLE001 -- onnx_ir refuses unsorted graphs
+        proto = ir.serde.serialize_model(model)
+        base_dirs = {
+            t.base_dir
+            for g in model.graphs()
+            for v in g.initializers.values()
+            if isinstance(t := v.const_value, ir.ExternalTensor)
+        }
+
+        def from_proto() -> None:
+            restored = ir.serde.deserialize_model(proto)
+            for base_dir in base_dirs:  # one folder in practice: the model's own
+                for graph in restored.graphs():
+                    ir.external_data.set_base_dir(graph, base_dir)
+            _adopt(model, restored)
+
+        return from_proto
+    return lambda: _adopt(model, snapshot)
 
 
 def _check_options(strategy: str, max_unroll: int, target_opset: int | None) -> None:
@@ -79,7 +110,7 @@ def _check_options(strategy: str, max_unroll: int, target_opset: int | None) -> 
             )
 
 
-def _restore(model: ir.Model, snapshot: ir.Model) -> None:
+def _adopt(model: ir.Model, snapshot: ir.Model) -> None:
     """Put ``snapshot``'s contents back into ``model`` (the same object the caller holds)."""
     model.graph = snapshot.graph
     model.functions.clear()

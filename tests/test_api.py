@@ -208,3 +208,13 @@ def test_options_are_listed_explicitly(function):
 
 def test_the_package_ships_py_typed():
     assert importlib.resources.files("lowering").joinpath("py.typed").is_file()
+
+
+def test_a_model_with_nodes_out_of_order_is_restored_too():
+    """onnx_ir cannot clone such a graph; the transaction keeps it serialized instead."""
+    text = f"{H}\n{SIGNATURE} {{\n{GOOD}\n[bad] z = ReduceSum(a, ax)\nax = custom.Axes()\n}}"
+    model = ir.serde.deserialize_model(parse(text))
+    before = ir.serde.serialize_model(model).SerializeToString()
+    with pytest.raises(lowering.LoweringError, match="cannot declare opset 11"):
+        lowering.lower(model, target_opset=11)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
