@@ -31,7 +31,7 @@ TIME = re.compile(r"\(in \d+\.\d\d s\)")
 
 
 def _blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```$", README, flags=re.S | re.M)
+    return re.findall(rf"^```{language}\n(.*?)^```$", README, flags=re.DOTALL | re.MULTILINE)
 
 
 def _transcripts() -> list[tuple[str, str]]:
@@ -84,9 +84,16 @@ def test_console_transcript(folder, command, expected):
 
 
 @pytest.mark.parametrize("code", _blocks("python"))
-def test_python_block(folder, code, monkeypatch):
-    monkeypatch.chdir(folder)
-    exec(compile(code, "README.md", "exec"), {})
+def test_python_block(folder, code):
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 # --- the "Why" section --------------------------------------------------------------------
@@ -111,7 +118,9 @@ def test_onnx_expands_torchs_untyped_map_with_dtype_0():
 def test_onnxruntime_runs_torchs_untyped_maps():
     data = ROOT / "tests" / "data" / "torch"
     for name in ("atleast_1d", "atleast_2d", "atleast_3d"):
-        session = ort.InferenceSession(str(data / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            str(data / f"{name}.onnx"), providers=["CPUExecutionProvider"]
+        )
         expected = np.load(data / f"{name}.npz")
         feeds = {i.name: expected[f"input_{k}"] for k, i in enumerate(session.get_inputs())}
         for k, output in enumerate(session.run(None, feeds)):
