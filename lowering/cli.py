@@ -204,7 +204,9 @@ def _is_stream(path: str) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
-def _verify(args: argparse.Namespace, original: str | onnx.ModelProto, lowered) -> int:
+def _verify(
+    args: argparse.Namespace, original: str | onnx.ModelProto, lowered: str | onnx.ModelProto
+) -> int:
     """Run IN and OUT in onnxruntime and compare (``--verify``); the exit code."""
     from lowering import verify  # imports onnxruntime: only when asked for
 

@@ -449,7 +449,7 @@ def _locations_of(path: str) -> set[str]:
         proto = onnx.load(path, load_external_data=False)
     except Exception:  # noqa: BLE001 -- not a model (or no file): it owns no data files
         return set()
-    locations = set()
+    locations: set[str] = set()
     for tensor in _proto_tensors(proto):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             locations.update(
