@@ -358,3 +358,15 @@ def test_a_failed_write_leaves_no_staging_folder(tmp_path, capsys, monkeypatch):
     assert lower(source, tmp_path / "out" / "m.onnx") == 1
     one_error_line(capsys, "No space left on device")
     assert changed(before, snapshot(tmp_path)) == set()
+
+
+def test_verify_compares_what_was_streamed(tmp_path):
+    onnx.save(parse(SIMPLE), tmp_path / "in.onnx")
+    result = subprocess.run(
+        [sys.executable, "-m", "lowering", "--verify", str(tmp_path / "in.onnx"), "-"],
+        capture_output=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert b"verdict" in result.stderr and b" ok" in result.stderr
+    _lowered_bytes_ok(result.stdout)
