@@ -150,11 +150,6 @@ def read(path: str) -> tuple[ir.Model, Source]:
     return model, source
 
 
-def load(path: str) -> ir.Model:
-    """Load the model at ``path`` (see :func:`read`)."""
-    return read(path)[0]
-
-
 def checker_problem(source: Source) -> str | None:
     """Why ONNX's checker rejects the model, or None if it does not.
 
