@@ -276,6 +276,12 @@ def write(
     if out.is_stream:
         return _write_stream(model, source, out, changed=changed)
     assert out.path is not None
+    for data in external_files(model):
+        if _same_file(out.path, data):
+            raise ModelFileError(
+                f"OUT is {data}, the data file IN reads its weights from; refused: "
+                "give OUT another name"
+            )
     _refuse_split_symlink(model, out, external_data)
     same_file = source.path is not None and _same_file(source.path, out.path)
     if not changed and external_data is None and _data_resolves_from(model, out):

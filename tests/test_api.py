@@ -97,6 +97,40 @@ BROKEN = {
         "SequenceInsert takes int32 or int64",
         {},
     ),
+    "no_input": (
+        (
+            "[bad] z = SequenceMap <body = b2 () => (float[1] c) "
+            "{ c = Constant <value = float[1] {1.0}> () }> ()"
+        ),
+        "it has no input sequence",
+        {},
+    ),
+    "omitted_input": (
+        (
+            "[bad] z = SequenceMap <body = b2 (float[N] p, float[N] q) => (float[N] c) "
+            '{ c = Add(p, q) }> (x, "")'
+        ),
+        "input 1 is empty",
+        {},
+    ),
+    "input_neither_sequence_nor_tensor": (
+        (
+            "[bad] z = SequenceMap <body = b2 (float[N] p, float[N] q) => (float[N] c) "
+            "{ c = Add(p, q) }> (x, o)"
+        ),
+        "but SequenceMap takes sequences of tensors and tensors",
+        {},
+    ),
+    "output_declared_as_a_tensor": (
+        "[bad] z = SequenceMap <body = b2 (float[N] p) => (float[N] c) { c = Neg(p) }> (x)",
+        "but SequenceMap outputs are sequences",
+        {},
+    ),
+    "inconsistent_types": (
+        "[bad] z = SequenceMap <body = b2 (float[N] p) => (float[N] c) { c = Neg(p) }> (x)",
+        "inconsistent types: output 0 ('z')",
+        {},
+    ),
     "target_opset_blocked": (
         "ax = custom.Axes()\n[bad] z = ReduceSum(a, ax)",
         "cannot declare opset 11",
@@ -105,9 +139,19 @@ BROKEN = {
 }
 
 
+# Cases that need other declarations than SIGNATURE's.
+SIGNATURES = {
+    "input_neither_sequence_nor_tensor": SIGNATURE.replace(
+        "float[2] b)", "float[2] b, optional(seq(float[N])) o)"
+    ),
+    "output_declared_as_a_tensor": SIGNATURE.replace(", z)", ", float[N] z)"),
+    "inconsistent_types": SIGNATURE.replace(", z)", ", seq(int64[1]) z)"),
+}
+
+
 def _model(kind: str) -> onnx.ModelProto:
     nodes, _, _ = BROKEN[kind]
-    return parse(f"{H}\n{SIGNATURE} {{\n{GOOD}\n{nodes}\n}}")
+    return parse(f"{H}\n{SIGNATURES.get(kind, SIGNATURE)} {{\n{GOOD}\n{nodes}\n}}")
 
 
 @pytest.mark.parametrize("kind", list(BROKEN))

@@ -90,6 +90,14 @@ def test_in_itself_is_never_a_data_file(tmp_path, capsys):
     assert changed(before, snapshot(tmp_path)) == set()
 
 
+def test_out_is_never_ins_data_file(tmp_path, capsys):
+    source = weighted_model(tmp_path, 3, 4, real=True)
+    before = snapshot(tmp_path)
+    assert lower(source, tmp_path / "weights.bin") == 1
+    one_error_line(capsys, "the data file IN reads its weights from")
+    assert changed(before, snapshot(tmp_path)) == set()
+
+
 # --- 2. another model's data is never overwritten ---------------------------------------
 
 
