@@ -287,7 +287,7 @@ def write(
     if not changed and external_data is None and _data_resolves_from(model, out):
         if not same_file:
             with _staging(out.folder) as stage:
-                staged = os.path.join(stage, "model.onnx")
+                staged = os.path.join(stage, os.path.basename(out.path))
                 _copy_into(source, staged)
                 _commit(stage, [], staged, out.path)
         return Written(identical=True)
@@ -297,7 +297,8 @@ def write(
             staged = os.path.join(stage, location)
             os.makedirs(os.path.dirname(staged), exist_ok=True)
             shutil.copyfile(source_file, staged)
-        staged_model = os.path.join(stage, "model.onnx")
+        # Named as OUT is: no data location can be that name (see _DataCheck).
+        staged_model = os.path.join(stage, os.path.basename(out.path))
         ir.save(model, staged_model, format="protobuf", external_data=external_data)
         written = [location for _, location in plan.copies]
         if external_data is not None and os.path.exists(os.path.join(stage, external_data)):

@@ -378,3 +378,13 @@ def test_verify_compares_what_was_streamed(tmp_path):
     assert result.returncode == 0, result.stderr
     assert b"verdict" in result.stderr and b" ok" in result.stderr
     _lowered_bytes_ok(result.stdout)
+
+
+def test_a_data_location_named_like_out_is_refused(tmp_path, capsys):
+    source = _relocated(tmp_path, "lowered.onnx")
+    os.replace(tmp_path / "model" / "weights.bin", tmp_path / "model" / "lowered.onnx")
+    (tmp_path / "out").mkdir()
+    before = snapshot(tmp_path)
+    assert lower(source, tmp_path / "out" / "lowered.onnx") == 1
+    one_error_line(capsys, "it is OUT itself")
+    assert changed(before, snapshot(tmp_path)) == set()
