@@ -11,6 +11,7 @@ import importlib.resources
 import inspect
 import re
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
@@ -262,3 +263,36 @@ def test_a_model_with_nodes_out_of_order_is_restored_too():
     with pytest.raises(lowering.LoweringError, match="cannot declare opset 11"):
         lowering.lower(model, target_opset=11)
     assert ir.serde.serialize_model(model).SerializeToString() == before
+
+
+def test_initializers_at_any_depth_come_back_as_the_same_tensors(tmp_path):
+    """The transaction keeps weights by reference: restored, not copied."""
+    text = f"""{H}
+    g (seq(float[2]) x, float[2] a, bool flag) => (seq(float[2]) y0, z, u) <float[2] w = {{1.0, 2.0}}> {{
+      [good] y0 = SequenceMap <body = body (float[2] e) => (float[2] r) {{ r = Mul(e, w) }}> (x)
+      u = If (flag) <
+        then_branch = t () => (float[2] tu) <float[2] v = {{3.0, 4.0}}> {{ tu = Add(a, v) }},
+        else_branch = f () => (float[2] fu) {{ fu = Identity(a) }}>
+      s = SequenceConstruct(a)
+      pos = Constant <value = int64 {{7}}> ()
+      [bad] z = SequenceInsert(s, a, pos)
+    }}"""
+    ir.save(
+        ir.serde.deserialize_model(parse(text)),
+        tmp_path / "m.onnx",
+        external_data="m.data",
+        size_threshold_bytes=0,
+    )
+    model = ir.load(tmp_path / "m.onnx")
+    before = ir.serde.serialize_model(model).SerializeToString()
+    w = model.graph.initializers["w"].const_value
+    branch = next(n for n in model.graph if n.op_type == "If").attributes["then_branch"]
+    v = branch.as_graph().initializers["v"].const_value
+    assert isinstance(w, ir.ExternalTensor) and isinstance(v, ir.ExternalTensor)
+    with pytest.raises(lowering.LoweringError, match="position 7 is out of range"):
+        lowering.lower(model)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
+    assert model.graph.initializers["w"].const_value is w
+    branch = next(n for n in model.graph if n.op_type == "If").attributes["then_branch"]
+    assert branch.as_graph().initializers["v"].const_value is v
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
