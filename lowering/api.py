@@ -45,8 +45,8 @@ def lower_in_place(
     that cannot be lowered), ``model`` is left exactly as it was. Each pass
     checks before it changes anything, but a later pass can only find its
     problem after an earlier one ran, so the whole pipeline runs as one
-    transaction: a clone (tensors shared, not copied) is kept, and put back
-    on failure.
+    transaction: the model is kept serialized (weights by reference, not
+    copied) and put back on failure; see :func:`_snapshot`.
     """
     _check_options(strategy, max_unroll, target_opset)
     restore = _snapshot(model)
