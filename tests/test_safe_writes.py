@@ -388,3 +388,19 @@ def test_a_data_location_named_like_out_is_refused(tmp_path, capsys):
     assert lower(source, tmp_path / "out" / "lowered.onnx") == 1
     one_error_line(capsys, "it is OUT itself")
     assert changed(before, snapshot(tmp_path)) == set()
+
+
+def test_a_data_file_that_became_a_symlink_is_replaced_not_followed(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    source = weighted_model(tmp_path / "in", 3, 4, real=True)
+    target = tmp_path / "out" / "lowered.onnx"
+    assert lower("-q", source, target) == 0
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"not yours")
+    os.unlink(tmp_path / "out" / "weights.bin")
+    (tmp_path / "out" / "weights.bin").symlink_to(victim)
+    assert lower("-q", source, target) == 0  # OUT's own data file: replaced...
+    assert victim.read_bytes() == b"not yours"  # ...but never written through
+    assert not (tmp_path / "out" / "weights.bin").is_symlink()
+    np.testing.assert_array_equal(weights(target), weights(source))
