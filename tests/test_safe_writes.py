@@ -404,3 +404,15 @@ def test_a_data_file_that_became_a_symlink_is_replaced_not_followed(tmp_path):
     assert victim.read_bytes() == b"not yours"  # ...but never written through
     assert not (tmp_path / "out" / "weights.bin").is_symlink()
     np.testing.assert_array_equal(weights(target), weights(source))
+
+
+def test_verify_reads_in_from_stdin(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "lowering", "--verify", "-", str(tmp_path / "out.onnx")],
+        input=parse(SIMPLE).SerializeToString(),
+        capture_output=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert b"verdict" in result.stderr and b" ok" in result.stderr
+    _lowered_bytes_ok((tmp_path / "out.onnx").read_bytes())
