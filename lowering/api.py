@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, overload
+from collections.abc import Callable
+from typing import Literal, overload
 
 import onnx
 import onnx_ir as ir
@@ -12,15 +13,18 @@ from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.naming import FreshNamesPass
 from lowering.rewrites import Rewrite
 from lowering.sequence_insert import NormalizeSequenceInsertPass
-from lowering.sequence_map import LowerSequenceMapPass
-from lowering.target_opset import TargetOpsetPass
+from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
+from lowering.target_opset import MIN_OPSET, TargetOpsetPass
+
+#: How each map is lowered: see :func:`lower`.
+Strategy = Literal["auto", "loop"]
 
 
 def lower_in_place(
     model: ir.Model,
     *,
     normalize_inserts: bool = True,
-    strategy: str = "auto",
+    strategy: Strategy = "auto",
     max_unroll: int = DEFAULT_MAX_UNROLL,
     optimize: bool = False,
     target_opset: int | None = None,
@@ -33,10 +37,115 @@ def lower_in_place(
     names the fresh values and nodes. ``keep_originals`` keeps a copy of each
     rewritten node for :meth:`Rewrite.before`. ``optimize`` runs onnxscript's
     optimizer afterwards (constant folding, Ifs on constants inlined, unused
-    values removed), when anything was lowered. ``target_opset`` then
-    declares that default-domain opset (see :mod:`lowering.target_opset`). A pass that finds a model it cannot handle raises
-    :class:`LoweringError` before it changes anything.
+    values removed), when anything was lowered; initializers that are also
+    graph inputs stay overridable. ``target_opset`` then declares that
+    default-domain opset (see :mod:`lowering.target_opset`).
+
+    All or nothing: if any step raises (:class:`LoweringError` for a model
+    that cannot be lowered), ``model`` is left exactly as it was. Each pass
+    checks before it changes anything, but a later pass can only find its
+    problem after an earlier one ran, so the whole pipeline runs as one
+    transaction: the model is kept serialized (weights by reference, not
+    copied) and put back on failure; see :func:`_snapshot`.
     """
+    _check_options(strategy, max_unroll, target_opset)
+    restore = _snapshot(model)
+    try:
+        return _lower(
+            model,
+            normalize_inserts=normalize_inserts,
+            strategy=strategy,
+            max_unroll=max_unroll,
+            optimize=optimize,
+            target_opset=target_opset,
+            keep_originals=keep_originals,
+        )
+    except BaseException:
+        restore()
+        raise
+
+
+def _snapshot(model: ir.Model) -> Callable[[], None]:
+    """Keep ``model``'s contents; the returned function puts them back into ``model``.
+
+    The model is kept serialized, which is several times cheaper than an
+    onnx_ir clone (the pipeline's cost matters at 10,000 maps) and works for
+    graphs whose nodes are out of order, which onnx_ir cannot clone. The
+    weights are not copied: while serializing, each initializer holds an
+    empty placeholder, and a restore hands back the very tensor objects::
+
+        model --(initializers -> placeholders)--> proto + {graph i: {name: tensor}}
+        restore: deserialize(proto), re-attach the tensors, adopt into ``model``
+    """
+    graphs = list(model.graphs())
+    kept: list[dict[str, ir.TensorProtocol]] = []
+    try:
+        for graph in graphs:
+            tensors: dict[str, ir.TensorProtocol] = {}
+            kept.append(tensors)
+            for name, value in graph.initializers.items():
+                tensor = value.const_value
+                if tensor is not None:
+                    tensors[name] = tensor
+                    value.const_value = ir.ExternalTensor(
+                        "", 0, 0, tensor.dtype, shape=ir.Shape(tensor.shape.numpy()), name=name
+                    )
+        proto = ir.serde.serialize_model(model)
+    finally:
+        for graph, tensors in zip(graphs, kept):
+            for name, tensor in tensors.items():
+                graph.initializers[name].const_value = tensor
+
+    def restore() -> None:
+        restored = ir.serde.deserialize_model(proto)
+        for graph, tensors in zip(restored.graphs(), kept, strict=True):
+            for name, tensor in tensors.items():
+                graph.initializers[name].const_value = tensor
+        _adopt(model, restored)
+
+    return restore
+
+
+def _check_options(strategy: str, max_unroll: int, target_opset: int | None) -> None:
+    """Bad option values are the caller's mistake: ValueError, before any work."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    if isinstance(max_unroll, bool) or not isinstance(max_unroll, int) or max_unroll < 0:
+        raise ValueError(f"max_unroll must be an int of at least 0, not {max_unroll!r}")
+    if target_opset is not None:
+        highest = onnx.defs.onnx_opset_version()
+        if not isinstance(target_opset, int) or not MIN_OPSET <= target_opset <= highest:
+            raise ValueError(
+                f"target_opset must be from {MIN_OPSET} to {highest} (the installed onnx's "
+                f"newest), not {target_opset!r}"
+            )
+
+
+def _adopt(model: ir.Model, snapshot: ir.Model) -> None:
+    """Put ``snapshot``'s contents back into ``model`` (the same object the caller holds)."""
+    model.graph = snapshot.graph
+    model.functions.clear()
+    model.functions.update(snapshot.functions)
+    model.ir_version = snapshot.ir_version
+    model.producer_name = snapshot.producer_name
+    model.producer_version = snapshot.producer_version
+    model.domain = snapshot.domain
+    model.model_version = snapshot.model_version
+    model.doc_string = snapshot.doc_string
+    model.metadata_props.clear()
+    model.metadata_props.update(snapshot.metadata_props)
+
+
+def _lower(
+    model: ir.Model,
+    *,
+    normalize_inserts: bool,
+    strategy: Strategy,
+    max_unroll: int,
+    optimize: bool,
+    target_opset: int | None,
+    keep_originals: bool,
+) -> list[Rewrite]:
     sequence_maps = LowerSequenceMapPass(
         strategy, max_unroll=max_unroll, keep_originals=keep_originals
     )
@@ -51,12 +160,42 @@ def lower_in_place(
         # Folding what unrolling made static (Shape of a known tensor, an If
         # on a constant) is what OpenVINO and tract need; it rewrites the
         # whole model, so it is asked for, not done by default.
-        import onnxscript.optimizer  # heavy to import; only when asked for
-
-        onnxscript.optimizer.optimize(model)
+        optimize_keeping_overridables(model)
     if target_opset is not None:
         _run(ir.passes.PassManager([TargetOpsetPass(target_opset), FreshNamesPass()]), model)
     return [*sequence_maps.rewrites, *inserts.rewrites]
+
+
+def optimize_keeping_overridables(model: ir.Model) -> None:
+    """Run onnxscript's optimizer, without folding initializers that are graph inputs.
+
+    An initializer that is also a graph input is a default the caller may
+    override at run time, not a constant; onnxscript's optimizer folds it
+    anyway (``Add(pos, len)`` with ``pos = 0`` becomes ``len``, so feeding
+    ``pos = -1`` no longer counts). The optimizer folds every value that has
+    a ``const_value``, so those values' tensors are hidden while it runs and
+    put back afterwards; they stay registered as initializers, in order::
+
+        pos: input + initializer 0     pos: input, no value       pos: input + initializer 0
+        p = Add(pos, len)         ->   p = Add(pos, len)     ->   p = Add(pos, len)
+                        hide the tensor          optimize          put the tensor back
+
+    Subgraphs cannot have graph inputs that are initializers, so only the
+    main graph needs it.
+    """
+    import onnxscript.optimizer  # heavy to import; only when asked for
+
+    graph = model.graph
+    overridable = [(v, v.const_value) for v in graph.inputs if v.name in graph.initializers]
+    for value, _ in overridable:
+        value.const_value = None  # the optimizer folds any value with a const_value
+    try:
+        onnxscript.optimizer.optimize(model)
+    finally:
+        for value, tensor in overridable:
+            value.const_value = tensor
+            if value.name not in graph.initializers and value in graph.inputs:
+                graph.register_initializer(value)  # the optimizer dropped it as unused
 
 
 def _run(pass_: ir.passes.PassBase, model: ir.Model) -> None:
@@ -73,19 +212,48 @@ def _run(pass_: ir.passes.PassBase, model: ir.Model) -> None:
 
 
 @overload
-def lower(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto: ...
+def lower(
+    model: onnx.ModelProto,
+    *,
+    normalize_inserts: bool = ...,
+    strategy: Strategy = ...,
+    max_unroll: int = ...,
+    optimize: bool = ...,
+    target_opset: int | None = ...,
+    keep_originals: bool = ...,
+) -> onnx.ModelProto: ...
 @overload
-def lower(model: ir.Model, **options: Any) -> ir.Model: ...
-def lower(model, **options):
+def lower(
+    model: ir.Model,
+    *,
+    normalize_inserts: bool = ...,
+    strategy: Strategy = ...,
+    max_unroll: int = ...,
+    optimize: bool = ...,
+    target_opset: int | None = ...,
+    keep_originals: bool = ...,
+) -> ir.Model: ...
+def lower(
+    model: onnx.ModelProto | ir.Model,
+    *,
+    normalize_inserts: bool = True,
+    strategy: Strategy = "auto",
+    max_unroll: int = DEFAULT_MAX_UNROLL,
+    optimize: bool = False,
+    target_opset: int | None = None,
+    keep_originals: bool = False,
+) -> onnx.ModelProto | ir.Model:
     """Rewrite every SequenceMap in ``model`` into an equivalent Loop.
 
-    Options, as keywords (the same as :func:`lower_in_place`'s):
-    ``strategy`` "auto" picks, for each map, unrolling where its length is
-    static and at most ``max_unroll`` (default 16), a Loop with scan outputs
-    where every output element has one shape (O(n) in onnxruntime), and the
-    general Loop + SequenceInsert form elsewhere; "loop" forces the general
-    form. Then, unless ``normalize_inserts`` is False, every SequenceInsert
-    position is put into canonical form (see :mod:`lowering.sequence_insert`).
+    Options (the same as :func:`lower_in_place`'s): ``strategy`` "auto"
+    picks, for each map, unrolling where its length is static and at most
+    ``max_unroll`` (default 16), a Loop with scan outputs where every output
+    element has one shape (O(n) in onnxruntime), and the general Loop +
+    SequenceInsert form elsewhere; "loop" forces the general form. Then,
+    unless ``normalize_inserts`` is False, every SequenceInsert position is
+    put into canonical form (see :mod:`lowering.sequence_insert`).
+    ``optimize`` folds constants afterwards; ``target_opset`` declares an
+    older (or newer) default-domain opset.
 
     Takes an ``onnx.ModelProto`` or an ``onnx_ir.Model`` and returns the same
     kind. A ModelProto is left unchanged and a new one is returned; an
@@ -93,23 +261,46 @@ def lower(model, **options):
 
     Raises:
         LoweringError: the model cannot be lowered; the message names the
-            node, the graph it sits in and the reason.
+            node, the graph it sits in and the reason. The model is left
+            exactly as it was.
+        ValueError: an option has a value it cannot take.
+        TypeError: ``model`` is neither kind of model, or an option is misspelt.
     """
     if isinstance(model, onnx.ModelProto):
+        _check_options(strategy, max_unroll, target_opset)
         # onnx_ir tensors read through to the proto they came from, and some
         # onnx_ir helpers write to them (get_const_tensor names the tensor):
-        # work on a copy so the caller's proto stays exactly as it was.
+        # work on a copy so the caller's proto stays exactly as it was. The
+        # copy is thrown away on failure, so no transaction is needed.
         working = onnx.ModelProto()
         working.CopyFrom(model)
         ir_model = ir.serde.deserialize_model(working)
-        rewrites = lower_in_place(ir_model, **options)
-        if not rewrites and options.get("target_opset") is None:
+        rewrites = _lower(
+            ir_model,
+            normalize_inserts=normalize_inserts,
+            strategy=strategy,
+            max_unroll=max_unroll,
+            optimize=optimize,
+            target_opset=target_opset,
+            keep_originals=keep_originals,
+        )
+        if not rewrites and target_opset is None:
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)
             return unchanged
         return ir.serde.serialize_model(ir_model)
     if isinstance(model, ir.Model):
-        lower_in_place(model, **options)
+        lower_in_place(
+            model,
+            normalize_inserts=normalize_inserts,
+            strategy=strategy,
+            max_unroll=max_unroll,
+            optimize=optimize,
+            target_opset=target_opset,
+            keep_originals=keep_originals,
+        )
         return model
-    raise TypeError(f"expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}")
+    raise TypeError(
+        f"lower() expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}"
+    )

@@ -11,8 +11,15 @@ from __future__ import annotations
 import argparse
 import collections
 import logging
+import os
+import stat
 import sys
+import time
 import traceback
+from typing import Any
+
+import onnx
+import onnx_ir as ir
 
 from lowering import model_io
 from lowering.api import lower_in_place
@@ -26,12 +33,25 @@ PROG = "onnx-lower"
 
 
 def _parser() -> argparse.ArgumentParser:
+    from lowering import __version__
+
+    options: dict[str, Any] = {}
+    if sys.version_info >= (3, 14):
+        options["color"] = False  # plain text, whatever the terminal: scripts parse it
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Rewrite every ONNX SequenceMap into an equivalent Loop.",
+        **options,
     )
-    parser.add_argument("input", metavar="IN.onnx", help="the model to lower (never modified)")
-    parser.add_argument("output", metavar="OUT.onnx", help="where to write the lowered model")
+    parser.add_argument(
+        "input", metavar="IN.onnx", help="the model to lower (never modified); - reads stdin"
+    )
+    parser.add_argument(
+        "output",
+        metavar="OUT.onnx",
+        help="where to write the lowered model, replaced atomically (a symlink's target); "
+        "- (stdout), a FIFO or a character device is streamed to, weights embedded",
+    )
     parser.add_argument(
         "--strategy",
         choices=STRATEGIES,
@@ -70,8 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--external-data",
         metavar="NAME",
-        help="write all weights to the file NAME beside OUT (default: keep the input's "
-        "external data layout, copying the data files when OUT is in another folder)",
+        help="write all weights to the file NAME beside OUT, such as OUT.onnx.data (default: "
+        "keep the input's external data layout, copying the data files when OUT is in "
+        "another folder); a NAME that is IN's data or another existing file is refused",
     )
     parser.add_argument(
         "--verify",
@@ -90,25 +111,25 @@ def _parser() -> argparse.ArgumentParser:
         help="also print each rewritten node before and after, and tracebacks on errors",
     )
     noise.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.max_unroll < 0:
-        parser.error("--max-unroll must be at least 0")
-    if args.target_opset is not None and args.target_opset < MIN_OPSET:
-        parser.error(f"--target-opset must be at least {MIN_OPSET}")
+    _check_usage(parser, args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format=f"{PROG}: %(levelname)s: %(message)s",
     )
-    stage = "read"
+    stage, file = "read", _label(args.input)
     try:
-        model = model_io.load(args.input)
-        model_io.check_external_data(model)
-        problem = model_io.checker_problem(args.input)
+        out = model_io.target(args.output)
+        model, source = model_io.read(args.input)
+        problem = model_io.checker_problem(source)
+        before, opsets = _op_counts(model), _opsets(model)
         stage = "lower"
         rewrites = lower_in_place(
             model,
@@ -119,69 +140,109 @@ def main(argv: list[str] | None = None) -> int:
             target_opset=args.target_opset,
             keep_originals=args.verbose,
         )
-        stage = "write"
-        with model_io.kept_original(args.input, args.output, keep=args.verify) as original:
-            changed = rewrites or args.target_opset is not None
-            relayout = args.external_data is not None
-            if changed or relayout or not model_io.copy_unchanged(args.input, args.output, model):
-                model_io.save(model, args.output, external_data=args.external_data)
-            report = None
-            if args.verify:
-                from lowering import verify  # imports onnxruntime: only when asked for
-
-                report = verify.compare(original, args.output, **verify.compare_kwargs(args))
-    except (model_io.ModelFileError, LoweringError) as error:
-        file = args.output if stage == "write" else args.input
+        after = _op_counts(model)
+        stage, file = "write", _label(args.output)
+        with model_io.kept_original(source, out, keep=args.verify) as original:
+            written = model_io.write(
+                model,
+                source,
+                out,
+                changed=bool(rewrites) or _opsets(model) != opsets,
+                external_data=args.external_data,
+            )
+            elapsed = time.perf_counter() - started
+            if not args.quiet:
+                if problem is not None:
+                    _say(
+                        f"{PROG}: warning: {source.label} does not pass the ONNX checker "
+                        f"({problem}); it was lowered anyway"
+                    )
+                _say(_summary(args, source, rewrites, written, (before, after), elapsed, model))
+                if args.verbose:
+                    for rewrite in rewrites:
+                        _say(_details(rewrite))
+            if not args.verify:
+                return 0
+            stage = "verify"
+            lowered = written.streamed if written.streamed is not None else out.label
+            return _verify(args, original, lowered)
+    except model_io.ModelFileError as error:
+        return _fail(f"{error.file or file}: {error}", args.verbose)
+    except LoweringError as error:
         return _fail(f"{file}: {error}", args.verbose)
     except Exception as error:  # noqa: BLE001 -- an unexpected failure still gets one clear line
-        file = args.output if stage == "write" else args.input
         return _fail(
             f"{file}: internal error while trying to {stage} the model: "
             f"{type(error).__name__}: {error} (rerun with -v for the traceback)",
             args.verbose,
         )
-    if not args.quiet:
-        if problem is not None:
-            print(
-                f"{PROG}: warning: {args.input} does not pass the ONNX checker ({problem}); "
-                "it was lowered anyway",
-                file=sys.stderr,
-            )
-        print(_summary(args.input, args.output, rewrites), file=sys.stderr)
-        if rewrites:
-            lowest = _lowest_opset(model)
-            if lowest is not None:
-                print(
-                    f"  the output could declare default-domain opset {lowest} "
-                    f"(it declares {model.opset_imports.get('', lowest)})",
-                    file=sys.stderr,
-                )
-        if args.verbose:
-            for rewrite in rewrites:
-                print(_details(rewrite), file=sys.stderr)
-    if report is None:
-        return 0
-    from lowering import verify
 
+
+def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Everything that is wrong with the command line itself: exit 2 with the usage line."""
+    if args.max_unroll < 0:
+        parser.error("--max-unroll must be at least 0")
+    if args.target_opset is not None:
+        highest = onnx.defs.onnx_opset_version()
+        if not MIN_OPSET <= args.target_opset <= highest:
+            parser.error(
+                f"--target-opset must be from {MIN_OPSET} to {highest}, the newest opset "
+                f"the installed onnx {onnx.__version__} knows"
+            )
+    if args.external_data is not None:
+        name = args.external_data
+        if not model_io.valid_data_name(name):
+            parser.error(f"--external-data takes a plain file name for OUT's folder, not {name!r}")
+        if args.output == model_io.STREAM or _is_stream(args.output):
+            parser.error("--external-data needs an OUT file; a stream gets the weights embedded")
+        if name in {os.path.basename(args.output), os.path.basename(os.path.realpath(args.output))}:
+            parser.error(f"--external-data {name} would be OUT itself; try {name}.data")
+
+
+def _is_stream(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def _verify(
+    args: argparse.Namespace, original: str | onnx.ModelProto, lowered: str | onnx.ModelProto
+) -> int:
+    """Run IN and OUT in onnxruntime and compare (``--verify``); the exit code."""
+    from lowering import verify  # imports onnxruntime: only when asked for
+
+    if args.quiet:  # not even onnxruntime's own (coloured) warnings
+        import onnxruntime
+
+        onnxruntime.set_default_logger_severity(3)
+    report = verify.compare(original, lowered, **verify.compare_kwargs(args))
     if not args.quiet or report.status != verify.MATCH:
-        print(report.table(), file=sys.stderr)
+        _say(report.table())
     if report.status == verify.MISMATCH:
         names = ", ".join(map(repr, report.mismatched()))
-        print(
-            f"{PROG}: error: {args.output} was written, but it does not match "
-            f"{args.input} on {names}",
-            file=sys.stderr,
+        _say(
+            f"{PROG}: error: {_label(args.output)} was written, but it does not match "
+            f"{_label(args.input)} on {names}"
         )
     elif report.status == verify.COULD_NOT_COMPARE:
-        print(
-            f"{PROG}: {args.output} was written, but it could not be compared with "
-            f"{args.input}: {report.reason}",
-            file=sys.stderr,
+        _say(
+            f"{PROG}: {_label(args.output)} was written, but it could not be compared with "
+            f"{_label(args.input)}: {report.reason}"
         )
     return report.exit_code
 
 
-def _lowest_opset(model) -> int | None:
+def _label(path: str) -> str:
+    return "<stdin>" if path == model_io.STREAM else path
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _lowest_opset(model: ir.Model) -> int | None:
     """For the summary only: a failure here must not turn a success into a crash."""
     try:
         return lowest_opset(model)
@@ -202,29 +263,126 @@ _DONE = {
     "SequenceInsert": "normalized {count} SequenceInsert position{s}",
 }
 
+#: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.
+DETAIL_LIMIT = 20
 
-def _summary(source: str, target: str, rewrites: list[Rewrite]) -> str:
-    if not rewrites:
-        return f"{PROG}: {source}: nothing to lower; wrote {target} unchanged"
+
+def _summary(
+    args: argparse.Namespace,
+    source: model_io.Source,
+    rewrites: list[Rewrite],
+    written: model_io.Written,
+    counts: tuple[collections.Counter[str], collections.Counter[str]],
+    elapsed: float,
+    model: ir.Model,
+) -> str:
+    target = "<stdout>" if args.output == model_io.STREAM else args.output
+    timing = f"in {elapsed:.2f} s"
+    if written.identical:
+        return f"{PROG}: {source.label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
     lines = []
+    if not rewrites:
+        why = []
+        if args.target_opset is not None:
+            why.append(f"declared default-domain opset {args.target_opset}")
+        lines.append(
+            f"{PROG}: {source.label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
+            f", {timing})"
+        )
     for op_type, done in _DONE.items():
         of_op = [r for r in rewrites if r.op_type == op_type]
         if not of_op:
             continue
         plural = "s" if len(of_op) != 1 else ""
-        lines.append(f"{PROG}: {done.format(count=len(of_op), s=plural)} in {source} -> {target}")
-        by_scope = collections.defaultdict(list)
-        for rewrite in of_op:
-            by_scope[rewrite.scope].append(rewrite)
-        for scope, in_scope in by_scope.items():
-            names = ", ".join(repr(r.node_name or "<unnamed>") for r in in_scope)
-            lines.append(f"  {len(in_scope)} in {scope}: {names}")
-            lines += [
-                f"    {r.node_name or '<unnamed>'!r}: {r.strategy}, {r.reason}"
-                for r in in_scope
-                if r.strategy
-            ]
+        lines.append(
+            f"{PROG}: {done.format(count=len(of_op), s=plural)} in {source.label} -> {target} "
+            f"({timing})"
+        )
+        if len(of_op) > DETAIL_LIMIT and not args.verbose:
+            lines += _grouped(of_op)
+        else:
+            lines += _listed(of_op)
+    if written.data_files:
+        lines.append(f"  weights written to {', '.join(written.data_files)} beside {target}")
+    if written.embedded:
+        lines.append(f"  weights embedded in {target}")
+    lowest = _lowest_opset(model) if rewrites else None
+    if lowest is not None:
+        lines.append(
+            f"  the output could declare default-domain opset {lowest} "
+            f"(it declares {model.opset_imports.get('', lowest)})"
+        )
+    lines += _op_table(*counts)
     return "\n".join(lines)
+
+
+def _listed(rewrites: list[Rewrite]) -> list[str]:
+    lines = []
+    by_scope: dict[str, list[Rewrite]] = collections.defaultdict(list)
+    for rewrite in rewrites:
+        by_scope[rewrite.scope].append(rewrite)
+    for scope, in_scope in by_scope.items():
+        names = ", ".join(repr(r.node_name or "<unnamed>") for r in in_scope)
+        lines.append(f"  {len(in_scope)} in {scope}: {names}")
+        lines += [
+            f"    {r.node_name or '<unnamed>'!r}: {r.strategy}, {r.reason}"
+            for r in in_scope
+            if r.strategy
+        ]
+    return lines
+
+
+def _grouped(rewrites: list[Rewrite]) -> list[str]:
+    """A few lines however many maps: counts by strategy and by graph, with examples."""
+    lines = []
+    by_strategy: dict[str, list[Rewrite]] = collections.defaultdict(list)
+    for rewrite in rewrites:
+        if rewrite.strategy:
+            by_strategy[rewrite.strategy].append(rewrite)
+    for strategy, of_strategy in sorted(by_strategy.items(), key=lambda kv: -len(kv[1])):
+        first = of_strategy[0]
+        lines.append(
+            f"  {len(of_strategy)} {strategy}, such as {first.node_name or '<unnamed>'!r}: "
+            f"{first.reason}"
+        )
+    by_scope: collections.Counter[str] = collections.Counter(r.scope for r in rewrites)
+    shown = by_scope.most_common(3)
+    for scope, count in shown:
+        lines.append(f"  {count} in {scope}")
+    if len(by_scope) > len(shown):
+        rest = sum(by_scope.values()) - sum(count for _, count in shown)
+        lines.append(f"  {rest} in {len(by_scope) - len(shown)} other graphs")
+    lines.append("  (-v lists every node, with the reason for its strategy)")
+    return lines
+
+
+def _op_table(before: collections.Counter[str], after: collections.Counter[str]) -> list[str]:
+    """Node counts by op type, before and after, at every depth (as onnxslim prints them)."""
+    changed = sorted(op for op in before.keys() | after.keys() if before[op] != after[op])
+    same = [op for op in before if op not in changed]
+    rows = [(op, str(before[op]), str(after[op])) for op in changed]
+    if same:
+        unchanged = sum(before[op] for op in same)
+        rows.append((f"{len(same)} other op types", str(unchanged), str(unchanged)))
+    rows.append(("total", str(sum(before.values())), str(sum(after.values()))))
+    width = max(len("op type"), *(len(op) for op, _, _ in rows))
+    lines = [f"  {'op type':<{width}}  {'before':>6}  {'after':>6}"]
+    lines += [f"  {op:<{width}}  {b:>6}  {a:>6}" for op, b, a in rows]
+    return lines
+
+
+def _op_counts(model: ir.Model) -> collections.Counter[str]:
+    counts: collections.Counter[str] = collections.Counter()
+    scopes: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
+    for scope in scopes:
+        for node in ir.traversal.RecursiveGraphIterator(scope):
+            domain = "" if node.domain in ("", "ai.onnx") else f"{node.domain}."
+            counts[domain + node.op_type] += 1
+    return counts
+
+
+def _opsets(model: ir.Model) -> list[dict[str, int]]:
+    return [dict(model.opset_imports), *(dict(f.opset_imports) for f in model.functions.values())]
 
 
 def _details(rewrite: Rewrite) -> str:

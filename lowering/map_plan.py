@@ -24,7 +24,6 @@ from lowering.scopes import Located, is_onnx_op
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
 SCALAR_BOOL: TypeAndShape = (ir.TensorType(ir.DataType.BOOL), ir.Shape([]))
-_TRUE = ir.tensor(np.array(True))  # read-only, so every Loop's condition can share it
 
 
 @dataclasses.dataclass
@@ -357,7 +356,9 @@ def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
         where = constant_node(np.array(axis, np.int64), "axis")
         nodes = [shape, where, fresh(ir.node("Gather", [shape.outputs[0], where.outputs[0]]))]
     trip_count = typed(fresh(nodes[-1].outputs[0], "trip_count"), SCALAR_INT64)
-    always = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", _TRUE)]))
+    # A tensor of its own: onnxscript's optimizer lifts Constants to initializers, and
+    # serializing those names their tensors, so a tensor shared across models is not read-only.
+    always = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(np.array(True)))]))
     typed(fresh(always.outputs[0], "true"), SCALAR_BOOL)
     return [*nodes, always], trip_count, always.outputs[0]
 

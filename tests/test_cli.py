@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -218,3 +219,189 @@ def test_python_dash_m_and_console_script(tmp_path):
         [sys.executable, "-m", "lowering"], capture_output=True, text=True, check=False
     )
     assert usage.returncode == 2
+
+
+# --- usage errors, --version, -q and the summary (issue 11) ------------------------------
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--external-data", "sub/w.bin"], "--external-data takes a plain file name"),
+        (["--external-data", "../w.bin"], "--external-data takes a plain file name"),
+        (["--external-data", "/tmp/w.bin"], "--external-data takes a plain file name"),
+        (["--external-data", ""], "--external-data takes a plain file name"),
+        (["--external-data", "out.onnx"], "would be OUT itself"),
+        (["--target-opset", "10"], "--target-opset must be from 11 to"),
+        (["--target-opset", str(onnx.defs.onnx_opset_version() + 1)], "the newest opset"),
+        (["--max-unroll", "-1"], "--max-unroll must be at least 0"),
+        (["--max-unroll", "two"], "invalid int value"),
+    ],
+)
+def test_usage_errors_exit_2_with_the_usage_line(tmp_path, capsys, options, message):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    with pytest.raises(SystemExit) as exit_info:
+        main([*options, str(source), str(tmp_path / "out.onnx")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: onnx-lower") and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+
+
+def test_external_data_with_a_stream_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--external-data", "w.bin", "in.onnx", "-"])
+    assert exit_info.value.code == 2
+    assert "needs an OUT file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["-m", "lowering"], ["-m", "lowering.cli"]])
+def test_version(command):
+    from lowering import __version__
+
+    if command[-1] == "lowering.cli":  # what the onnx-lower console script calls
+        command = ["-c", "import sys, lowering.cli; sys.exit(lowering.cli.main())"]
+    result = subprocess.run(
+        [sys.executable, *command, "--version"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout == f"onnx-lower {__version__}\n"
+
+
+UNUSED_INITIALIZER = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x) => (seq(float[N]) y) <float[2] unused = {1.0, 2.0}> {
+  [the_map] y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
+}"""
+
+
+def test_quiet_verify_prints_nothing_not_even_onnxruntime(tmp_path):
+    source = write(tmp_path / "in.onnx", UNUSED_INITIALIZER)
+    # onnxruntime does warn about this model, in colour, when left to itself...
+    noisy = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, onnxruntime as ort; "
+                "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"
+            ),
+            str(source),
+        ],
+        capture_output=True,
+        check=False,
+    )
+    assert b"Removing initializer 'unused'" in noisy.stderr
+    # ...and -q --verify prints nothing at all.
+    quiet = subprocess.run(
+        [sys.executable, "-m", "lowering", "-q", "--verify", str(source), str(tmp_path / "o.onnx")],
+        capture_output=True,
+        check=False,
+    )
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, b"", b"")
+
+
+def test_no_ansi_colours_in_any_output(tmp_path):
+    source = write(tmp_path / "in.onnx", UNUSED_INITIALIZER)
+    loud = subprocess.run(
+        [sys.executable, "-m", "lowering", "-v", "--verify", str(source), str(tmp_path / "o.onnx")],
+        capture_output=True,
+        check=False,
+    )
+    assert loud.returncode == 0 and b"lowered 1 SequenceMap" in loud.stderr
+    assert b"\x1b[" not in loud.stdout + loud.stderr
+
+
+def test_summary_counts_ops_before_and_after_and_times_the_run(tmp_path, capsys):
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    assert main(["--max-unroll", "0", str(source), str(tmp_path / "out.onnx")]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"-> \S+out\.onnx \(in \d+\.\d\d s\)", err), err
+    rows = {line.split()[0]: line.split()[1:] for line in err.splitlines() if line.startswith("  ")}
+    assert rows["SequenceMap"] == ["1", "0"]
+    assert rows["Loop"] == ["0", "1"]
+    assert re.search(r"1 other op types\s+1\s+1\n", err), err  # Neg
+    result = onnx.load(tmp_path / "out.onnx")
+    assert rows["total"] == ["2", str(len(op_types(result)))]
+
+
+MANY_MAPS = 60
+
+
+def test_a_large_model_gets_a_grouped_summary(tmp_path, capsys):
+    maps = "\n".join(
+        f"[m{i}] y{i} = SequenceMap <body = b{i} (float[N] a{i}) => (float[N] c{i}) "
+        f"{{ c{i} = Neg(a{i}) }}> (x)"
+        for i in range(MANY_MAPS)
+    )
+    outputs = ", ".join(f"seq(float[N]) y{i}" for i in range(MANY_MAPS))
+    source = write(
+        tmp_path / "in.onnx",
+        f"""<ir_version: 8, opset_import: ["" : 17]>
+        g (seq(float[N]) x) => ({outputs}) {{ {maps} }}""",
+    )
+    assert main([str(source), str(tmp_path / "out.onnx")]) == 0
+    err = capsys.readouterr().err
+    assert f"lowered {MANY_MAPS} SequenceMap nodes" in err
+    assert f"{MANY_MAPS} in main graph 'g'" in err
+    assert "'m59'" not in err  # not one line per map
+    assert len(err.splitlines()) < 20, err
+    assert main(["-v", str(source), str(tmp_path / "out.onnx")]) == 0
+    assert "'m59': loop" in capsys.readouterr().err  # -v still lists each
+
+
+def test_unchanged_only_when_byte_for_byte(tmp_path, capsys):
+    plain = write(
+        tmp_path / "in.onnx",
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { y = Neg(x) }""",
+    )
+    assert main([str(plain), str(tmp_path / "same.onnx")]) == 0
+    assert "unchanged, byte for byte" in capsys.readouterr().err
+    assert (tmp_path / "same.onnx").read_bytes() == plain.read_bytes()
+    # Declaring another opset changes the file: the summary must not call it unchanged.
+    assert main(["--target-opset", "13", str(plain), str(tmp_path / "o13.onnx")]) == 0
+    err = capsys.readouterr().err
+    assert "unchanged, byte for byte" not in err and "declared default-domain opset 13" in err
+    assert (tmp_path / "o13.onnx").read_bytes() != plain.read_bytes()
+
+
+def test_unchanged_model_with_relaid_weights_is_not_called_unchanged(tmp_path, capsys):
+    model = parse("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[64] x) => (float[64] y) <float[64] w> { y = Mul(x, w) }""")
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(np.arange(64, dtype=np.float32), "w")
+    )
+    onnx.save(model, tmp_path / "in.onnx")
+    assert (
+        main(
+            [
+                "--external-data",
+                "out.onnx.data",
+                str(tmp_path / "in.onnx"),
+                str(tmp_path / "out.onnx"),
+            ]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert "unchanged, byte for byte" not in err and "weights written to out.onnx.data" in err
+
+
+def test_in_from_a_pipe_path(tmp_path):
+    """A path that is not a regular file, such as bash's <(cat model.onnx), is read once."""
+    source = write(tmp_path / "in.onnx", SIMPLE)
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            '"$0" -m lowering -q <(cat "$1") "$2"',
+            sys.executable,
+            str(source),
+            str(tmp_path / "out.onnx"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Loop" in op_types(onnx.load(tmp_path / "out.onnx"))
