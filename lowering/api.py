@@ -149,7 +149,7 @@ def _lower(
     sequence_maps = LowerSequenceMapPass(
         strategy, max_unroll=max_unroll, keep_originals=keep_originals
     )
-    inserts = NormalizeSequenceInsertPass(keep_originals=keep_originals)
+    inserts = NormalizeSequenceInsertPass(keep_originals=keep_originals, target_opset=target_opset)
     passes: list[ir.passes.PassBase] = [sequence_maps]
     if normalize_inserts:
         passes.append(inserts)

@@ -133,7 +133,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         # What unrolling builds with SequenceConstruct is mostly read back
         # with SequenceAt: let those reads take the tensors directly.
         EliminateSequencesPass()(model)
-        self.rewrites = [
+        self.rewrites = specialize.rewrites + [
             Rewrite(
                 scope=plan.located.scope.description,
                 node_name=plan.node.name or "",
