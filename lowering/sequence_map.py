@@ -32,6 +32,7 @@ from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map
 from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
 from lowering.map_unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
+from lowering.map_vectorize import lower_by_vectorizing, scope_opset, vectorize_reason
 from lowering.rewrites import Rewrite
 from lowering.scopes import find_nodes, is_onnx_op
 from lowering.sequence_elimination import EliminateSequencesPass
@@ -96,7 +97,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             oracle = TypeOracle(model, functions)
             plans = [plan_map(loc, oracle.twin(loc.node, loc.scope.owner)) for loc in found]
         lengths = SequenceLengths()
-        choices = [self._choose(plan, lengths) for plan in plans]
+        opsets = [scope_opset(model, plan.located.scope.owner) for plan in plans]
+        choices = [self._choose(plan, lengths, opset) for plan, opset in zip(plans, opsets)]
         originals = [
             ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
         ]
@@ -108,7 +110,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         replacer = Replacer()
         for index in reversed(range(len(plans))):
             plan, (strategy, _) = plans[index], choices[index]
-            if strategy == "unroll":
+            if strategy == "vectorize":
+                replaced[index] = lower_by_vectorizing(plan, replacer, opsets[index])
+            elif strategy == "unroll":
                 replaced[index] = lower_by_unrolling(plan, replacer, lengths(plan.node.inputs[0]))
             elif strategy == "scan" and (axes := scan_axes(plan)) is not None:
                 replaced[index] = lower_to_scan(plan, replacer, axes)
@@ -136,13 +140,19 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         ]
         return ir.passes.PassResult(model, modified=True)
 
-    def _choose(self, plan: MapPlan, lengths: SequenceLengths) -> tuple[str, str]:
+    def _choose(self, plan: MapPlan, lengths: SequenceLengths, opset: int) -> tuple[str, str]:
         if self.strategy == "loop":
             return "loop", "forced by --strategy loop"
+        vectorized, stack_free, batching = vectorize_reason(plan, opset)
+        if vectorized and stack_free:
+            return "vectorize", batching
         length = lengths(plan.node.inputs[0])
         if length is not None and 0 < self.max_unroll and length <= self.max_unroll:
             return "unroll", f"its input has {length} elements (--max-unroll {self.max_unroll})"
+        if vectorized:
+            return "vectorize", batching
         uniform, why = uniform_reason(plan)
+        why = f"{why}; not vectorized: {batching}"
         if uniform and scan_axes(plan) is not None:
             return "scan", f"split -> map -> concat, and {why}"
         return ("uniform" if uniform else "loop"), why
