@@ -64,6 +64,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from lowering.constants import constant_array
@@ -322,8 +323,13 @@ class _Vectorizer:
                 raise self.decline("it reads no element, but is not known to be deterministic")
             self.nodes.append(node)
             self.moved.append(node)
-            for output in node.outputs:
-                self.info[output] = _Info(output, _value_dims(output), False, output.dtype)
+            inferred = _infer_outputs(node, args, self.opset)
+            for output, (dtype, dims) in zip(node.outputs, inferred, strict=True):
+                known = _value_dims(output)
+                dtype = output.dtype if output.type is not None else dtype
+                self.info[output] = _Info(
+                    output, known if known is not None else dims, False, dtype
+                )
             return
         rule = _RULES.get(node.op_type)
         if rule is None:
@@ -456,6 +462,44 @@ class _Vectorizer:
     def only_first_batched(self, args: list[_Info | None], what: str = "its data") -> None:
         if not args[0].batched or any(a is not None and a.batched for a in args[1:]):
             raise self.decline(f"only {what} may differ from element to element")
+
+
+def _infer_outputs(node: ir.Node, args, opset: int) -> list[tuple[ir.DataType | None, Dims | None]]:
+    """Dtypes and shapes of an invariant node's outputs, from ONNX's inference of the
+    node alone (a ConstantOfShape's shape is its input's value, for example)."""
+    unknown = [(None, None)] * len(node.outputs)
+    proto = onnx.NodeProto(
+        op_type=node.op_type,
+        input=["" if a is None else f"i{k}" for k, a in enumerate(args)],
+        output=[f"o{k}" for k in range(len(node.outputs))],
+    )
+    types, data = {}, {}
+    for k, info in enumerate(args):
+        if info is None or info.dtype is None or info.shape is None:
+            continue
+        types[f"i{k}"] = onnx.helper.make_tensor_type_proto(info.dtype.value, list(info.shape))
+        array = constant_array(info.value)
+        if array is not None:
+            data[f"i{k}"] = onnx.numpy_helper.from_array(array, f"i{k}")
+    try:
+        proto.attribute.extend(ir.serde.serialize_attribute(a) for a in node.attributes.values())
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+        outputs = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
+    except Exception:  # noqa: BLE001 -- inference is a best effort here
+        return unknown
+    found = []
+    for k in range(len(node.outputs)):
+        type_proto = outputs.get(f"o{k}")
+        if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
+            found.append((None, None))
+            continue
+        tensor = type_proto.tensor_type
+        dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
+        dims = None
+        if tensor.HasField("shape"):
+            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+        found.append((dtype, dims))
+    return found
 
 
 def _dims(shape) -> Dims | None:
@@ -790,6 +834,8 @@ def _slice(v, node, args):
         count = starts.shape[0] if starts.shape and len(starts.shape) == 1 else None
         if count is None:
             raise v.decline("it has no axes and the number of its starts is unknown")
+        if count > rank:
+            raise v.decline(f"it slices {count} axes of an element of rank {rank}")
         axes_list = list(range(count))
     out = v.like(
         node,
@@ -895,8 +941,16 @@ def _reshape(v, node, args):
         shape = v.const([-1, *resolved])
     elif -1 not in wanted:
         shape = v.const([0, *wanted])
-    else:
-        raise v.decline("its shape has a -1 and the element shape is not static")
+    else:  # the -1, computed: the element's size over the other dims
+        j = wanted.index(-1)
+        others = _prod([d for i, d in enumerate(resolved) if i != j])
+        if not others:
+            raise v.decline("its shape has a -1 and the other dims are not known and non-zero")
+        dims_value = v.op("Slice", [v.op("Shape", [x.value]), v.const([1]), v.const([_INT64_MAX])])
+        size = v.op("ReduceProd", [dims_value], {"keepdims": 1})
+        missing = v.op("Div", [size, v.const([others])])
+        parts = [v.const([0, *wanted[:j]]), missing, v.const(wanted[j + 1 :])]
+        shape = v.op("Concat", parts, {"axis": 0})
     out = v.op("Reshape", [x.value, shape])
     return [_Info(out, tuple(d if d != -1 else None for d in resolved), True)]
 
