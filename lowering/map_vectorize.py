@@ -154,7 +154,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
     except _Decline:
         rewrite.detach()
         raise
-    new_nodes = rewrite.commit()
+    new_nodes = rewrite.commit(results)
     node = plan.node
     sequences: list[ir.Value | None] = []
     for output, result, (type_, shape) in zip(
@@ -198,6 +198,7 @@ class _Vectorizer:
         self.stacks: list[ir.Value] = []
         self.stack_free = True
         self._batch_size: ir.Value | None = None
+        self._constants: dict[tuple, ir.Value] = {}
         self._node: ir.Node | None = None  # the body node being batched, for reasons
 
     # -- the walk ---------------------------------------------------------
@@ -222,23 +223,27 @@ class _Vectorizer:
     def detach(self) -> None:
         """Undo a dry run: the new nodes stop using the model's values."""
         for node in self.created:
-            for index in range(len(node.inputs)):
-                node.replace_input_with(index, None)
+            _detach(node)
 
-    def commit(self) -> list[ir.Node]:
+    def commit(self, results: list[ir.Value]) -> list[ir.Node]:
         """Take the moved nodes out of the body and drop the rest of it."""
         for node in self.moved:
             for index, value in enumerate(node.inputs):
                 if value is not None and value in self.info:
                     node.replace_input_with(index, self.info[value].value)
+        self.body.outputs.clear()
         moved = set(self.moved)
         rest = [node for node in self.body if node not in moved]
-        self.body.outputs.clear()
+        for node in rest:
+            _detach(node)
+        for node in reversed(self.moved):  # e.g. a Constant only the body's own ops read
+            if not any(o.uses() or o.is_graph_output() or o in results for o in node.outputs):
+                self.moved.remove(node)
+                self.nodes.remove(node)
+                _detach(node)
+                rest.append(node)
         if self.moved:
             self.body.remove(self.moved)
-        for node in rest:
-            for index in range(len(node.inputs)):
-                node.replace_input_with(index, None)
         if rest:
             self.body.remove(rest)
         self.body.inputs.clear()
@@ -379,11 +384,15 @@ class _Vectorizer:
 
     def const(self, values, dtype=np.int64) -> ir.Value:
         array = np.array(values, dtype)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key in self._constants:
+            return self._constants[key]
         node = fresh(ir.node("Constant", [], {"value": ir.tensor(array)}))
         node.outputs[0].dtype = ir.DataType.from_numpy(array.dtype)
         node.outputs[0].shape = ir.Shape(array.shape)
         self.created.append(node)
         self.nodes.append(node)
+        self._constants[key] = node.outputs[0]
         return node.outputs[0]
 
     def unsqueeze(self, value: ir.Value, axes: list[int]) -> ir.Value:
@@ -462,6 +471,11 @@ class _Vectorizer:
     def only_first_batched(self, args: list[_Info | None], what: str = "its data") -> None:
         if not args[0].batched or any(a is not None and a.batched for a in args[1:]):
             raise self.decline(f"only {what} may differ from element to element")
+
+
+def _detach(node: ir.Node) -> None:
+    for index in range(len(node.inputs)):
+        node.replace_input_with(index, None)
 
 
 def _infer_outputs(node: ir.Node, args, opset: int) -> list[tuple[ir.DataType | None, Dims | None]]:

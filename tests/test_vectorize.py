@@ -19,6 +19,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
+from tests.golden import canonical_text
 from tests.helpers import assert_same, lowered, op_types, parse, run
 
 rng_ = np.random.default_rng
@@ -396,3 +397,328 @@ def test_graph_input_sequence(name, n):
     listed, _ = _expected(family, elements)
     [ys] = run(result, {"elements": elements, **family.extras})
     assert_same(ys, listed)
+
+
+# -- goldens: each input beside the model the lowering must write --------------
+
+H = '<ir_version: 8, opset_import: ["" : 17]>'
+
+GOLDEN = {
+    # The stack is x itself; the concat that stacks reads the result.
+    "split_elementwise_stack": (
+        H
+        + """
+        g (float[T,4] x, float[4] w) => (float[T,4] y) {
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          mapped = SequenceMap <body = body (float[4] r) => (float[4] c) {
+                t = Mul(r, w)
+                c = Relu(t)
+              }> (rows)
+          y = ConcatFromSequence <axis = 0, new_axis = 1> (mapped)
+        }""",
+        H
+        + """
+        g (float[T,4] x, float[4] w) => (float[T,4] y) {
+          t = Mul(x, w)
+          c = Relu(t)
+          y = Identity(c)
+        }""",
+    ),
+    # Columns with keepdims: the stack is x transposed, unsqueezed after the
+    # batch axis. Axes shift by one; the merging concat is a Reshape.
+    "columns_matmul_reduce_merge": (
+        H
+        + """
+        g (float[3,T] x, float[3,5] w) => (float[M] y) {
+          cols = SplitToSequence <axis = 1> (x)
+          mapped = SequenceMap <body = body (float[3,1] col) => (float[5] c) {
+                t = Transpose(col)
+                p = MatMul(t, w)
+                a = Constant <value = int64[1] {0}> ()
+                c = ReduceSum <keepdims = 0> (p, a)
+              }> (cols)
+          y = ConcatFromSequence <axis = 0> (mapped)
+        }""",
+        H
+        + """
+        g (float[3,T] x, float[3,5] w) => (float[M] y) {
+          xt = Transpose <perm = [1, 0]> (x)
+          two = Constant <value = int64[1] {2}> ()
+          stack = Unsqueeze(xt, two)
+          t = Transpose <perm = [0, 2, 1]> (stack)
+          p = MatMul(t, w)
+          one = Constant <value = int64[1] {1}> ()
+          c = ReduceSum <keepdims = 0> (p, one)
+          merged = Constant <value = int64[1] {-1}> ()
+          y = Reshape(c, merged)
+        }""",
+    ),
+    # A graph-input sequence of static shape: stacked with a zero element
+    # appended (onnxruntime cannot concatenate an empty sequence) and sliced
+    # off. Reshape keeps the batch axis with -1; the initializer becomes a
+    # Constant; the result is split back into the sequence the graph returns.
+    "graph_input_sequence": (
+        H
+        + """
+        g (seq(float[2,3]) xs, float b) => (seq(float[6]) ys) {
+          ys = SequenceMap <body = body (float[2,3] e) => (float[6] c) <float[1] k = {2.0}> {
+                s = Constant <value = int64[1] {-1}> ()
+                f = Reshape(e, s)
+                g2 = Mul(f, k)
+                c = Add(g2, b)
+              }> (xs)
+        }""",
+        H
+        + """
+        g (seq(float[2,3]) xs, float b) => (seq(float[6]) ys) {
+          shape = Constant <value = int64[2] {2, 3}> ()
+          zero = ConstantOfShape <value = float[1] {0.0}> (shape)
+          appended = SequenceInsert(xs, zero)
+          stacked = ConcatFromSequence <axis = 0, new_axis = 1> (appended)
+          start = Constant <value = int64[1] {0}> ()
+          end = Constant <value = int64[1] {-1}> ()
+          stack = Slice(stacked, start, end, start)
+          target = Constant <value = int64[2] {-1, 6}> ()
+          f = Reshape(stack, target)
+          k = Constant <value = float[1] k {2.0}> ()
+          g2 = Mul(f, k)
+          c = Add(g2, b)
+          ys = SplitToSequence <axis = 0, keepdims = 0> (c)
+        }""",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_golden(name):
+    source, expected = GOLDEN[name]
+    assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_golden_graph_input_sequence_is_right(n):
+    source = parse(GOLDEN["graph_input_sequence"][0])
+    rng = rng_(n)
+    feeds = {
+        "xs": [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(n)],
+        "b": np.array(0.5, np.float32),
+    }
+    expected = [[e.reshape(-1) * 2 + 0.5 for e in feeds["xs"]]]
+    assert_same(run(lowered(source), feeds), expected)
+
+
+# -- when it declines, and what it says ----------------------------------------
+
+SPLIT_MAP = (
+    H
+    + """
+g (float[T,4] x, int64[2] outer_shape, float[2,4] images) => (seq({out}) y) {{
+  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+  y = SequenceMap <body = body (float[4] r) => ({out} c) {{
+        {body}
+      }}> (rows)
+}}"""
+)
+
+DECLINED = {
+    "no_rule": (
+        "nz = NonZero(r)\n c = Cast <to = 1> (nz)",
+        "float[1,K]",
+        "NonZero: it has no batching rule",
+    ),
+    "random_per_element": (
+        "c = RandomUniformLike(r)",
+        "float[4]",
+        "RandomUniformLike: it has no batching rule",
+    ),
+    "random_invariant": (
+        "u = RandomNormal <shape = [4]> ()\n c = Add(r, u)",
+        "float[4]",
+        "RandomNormal: it reads no element, but is not known to be deterministic",
+    ),
+    "computed_shape": (
+        "c = Reshape(r, outer_shape)",
+        "float[A,B]",
+        "Reshape: its shape (a computed shape) is not a constant",
+    ),
+    "data_dependent_gather": (
+        "i = Cast <to = 7> (r)\n c = Gather(r, i)",
+        "float[4]",
+        "Gather: both its data and its indices differ from element to element",
+    ),
+    "image_without_batch_axis": (
+        (
+            "s = Constant <value = int64[3] {2, 1, 2}> ()\n im = Reshape(r, s)\n"
+            " p = MaxPool <kernel_shape = [1]> (im)\n c = Flatten(p)"
+        ),
+        "float[1,4]",
+        "MaxPool: its element has shape [2, 1, 2]; it must be one image, [1, C, ...]",
+    ),
+    "subgraph": (
+        """b = Constant <value = bool {1}> ()
+        c = If (b) <then_branch = t () => (float[4] o) { o = Identity(r) },
+                     else_branch = e () => (float[4] o2) { o2 = Neg(r) }>""",
+        "float[4]",
+        "If: it has a subgraph",
+    ),
+    "other_domain": (
+        "c = custom.Op(r)",
+        "float[4]",
+        "Op: an op of domain 'custom' has no batching rule",
+    ),
+    "named_node": (
+        "[the_node] c = Hardmax <axis = 5> (r)",
+        "float[4]",
+        "node 'the_node' (Hardmax): axis 5 is out of range for rank 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(DECLINED))
+def test_the_reason_names_the_op_that_stops_it(name):
+    body, out, why = DECLINED[name]
+    text = SPLIT_MAP.format(body=body, out=out)
+    if "custom." in body:
+        text = text.replace('["" : 17]', '["" : 17, "custom" : 1]')
+    strategy, reason = _strategy(parse(text))
+    assert strategy != "vectorize"
+    assert f"not vectorized: {why}" in reason
+
+
+def test_a_declined_map_is_left_for_the_next_strategy_unchanged():
+    """The dry run detaches what it built: the fallback computes the same, and
+    x is read only by what the fallback wrote."""
+    text = SPLIT_MAP.format(
+        body="t = Mul(r, r)\n u = Relu(t)\n c = Reshape(u, outer_shape)", out="float[A,B]"
+    )
+    model = ir.serde.deserialize_model(parse(text))
+    [rewrite] = lowering.lower_in_place(model)
+    assert rewrite.strategy == "uniform"
+    x = model.graph.inputs[0]
+    assert {user.op_type for user, _ in x.uses() if user.graph is not None} == {"Shape", "Gather"}
+    result = ir.serde.serialize_model(model)
+    feeds = {
+        "x": rng_(0).standard_normal((3, 4)).astype(np.float32),
+        "outer_shape": np.array([2, 2], np.int64),
+        "images": np.zeros((2, 4), np.float32),
+    }
+    expected = [[np.maximum(r * r, 0).reshape(2, 2) for r in feeds["x"]]]
+    assert_same(run(result, feeds), expected)
+
+
+def test_elements_that_may_differ_in_shape_are_not_stacked():
+    text = (
+        H
+        + """
+    g (seq(float[N]) xs) => (seq(float[N]) ys) {
+      ys = SequenceMap <body = body (float[N] e) => (float[N] c) { c = Neg(e) }> (xs)
+    }"""
+    )
+    strategy, reason = _strategy(parse(text))
+    assert strategy == "loop"
+    assert "not vectorized: the elements of 'xs' may differ in shape" in reason
+
+
+# -- against the other strategies -------------------------------------------------
+
+
+def test_preferred_over_unrolling_when_the_stack_is_free():
+    text = (
+        H
+        + """
+    g (float[3,4] x) => (float[3,4] y) {
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[4] r) => (float[4] c) { c = Neg(r) }> (rows)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }"""
+    )
+    assert _strategy(parse(text))[0] == "vectorize"
+
+
+def test_unrolling_preferred_when_the_stack_would_be_built():
+    text = (
+        H
+        + """
+    g (float[4] a, float[4] b) => (seq(float[4]) y) {
+      s = SequenceConstruct(a, b)
+      y = SequenceMap <body = body (float[4] r) => (float[4] c) { c = Neg(r) }> (s)
+    }"""
+    )
+    assert _strategy(parse(text))[0] == "unroll"
+    model = ir.serde.deserialize_model(parse(text))
+    [rewrite] = lowering.lower_in_place(model, max_unroll=0)
+    assert rewrite.strategy == "vectorize"
+
+
+def test_loop_strategy_still_forced():
+    text = SPLIT_MAP.format(body="c = Neg(r)", out="float[4]")
+    model = ir.serde.deserialize_model(parse(text))
+    [rewrite] = lowering.lower_in_place(model, strategy="loop")
+    assert rewrite.strategy == "loop"
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_map_in_a_subgraph_and_outputs_that_are_not_per_element(n):
+    """A map inside an If branch; one output is an outer value, one a constant,
+    one the element itself: each comes out stacked n times."""
+    text = (
+        H
+        + """
+    g (float[T,4] x, float[4] w, bool flag) => (float[T,4] a, float[T,2] b, float[T,4] c) {
+      a, b, c = If (flag) <then_branch = t () => (float[T,4] a1, float[T,2] b1, float[T,4] c1) {
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          m1, m2, m3 = SequenceMap <body = body (float[4] r) => (float[4] o1, float[2] o2, float[4] o3) {
+                o2 = Constant <value = float[2] {1.0, 2.0}> ()
+              }> (rows)
+          a1 = ConcatFromSequence <axis = 0, new_axis = 1> (m1)
+          b1 = ConcatFromSequence <axis = 0, new_axis = 1> (m2)
+          c1 = ConcatFromSequence <axis = 0, new_axis = 1> (m3)
+        }, else_branch = e () => (float[T,4] a2, float[T,2] b2, float[T,4] c2) {
+          a2 = Identity(x)
+          b2 = Constant <value = float[0,2] {}> ()
+          c2 = Identity(x)
+        }>
+    }"""
+    ).replace("(float[4] r) => (float[4] o1", "(float[4] r, float[4] ww) => (float[4] o1")
+    text = text.replace(
+        "=> (float[4] o1, float[2] o2, float[4] o3)", "=> (float[4] ww, float[2] o2, float[4] r)"
+    )
+    text = text.replace("}> (rows)", "}> (rows, w)")
+    model = parse(text)
+    [rewrite] = lowering.lower_in_place(ir.serde.deserialize_model(parse(text)))
+    assert rewrite.strategy == "vectorize", rewrite.reason
+    x = rng_(n).standard_normal((n, 4)).astype(np.float32)
+    w = rng_(9).standard_normal(4).astype(np.float32)
+    result = lowered(model)
+    a, b, c = run(result, {"x": x, "w": w, "flag": np.array(True)})
+    assert_same(a, np.tile(w, (n, 1)))
+    assert_same(b, np.tile(np.array([1, 2], np.float32), (n, 1)))
+    assert_same(c, x)
+
+
+# -- runtimes without SequenceMap, Loop or Scan ----------------------------------
+
+PORTABLE = ["unary_and_binary", "matmul_weight_right", "reduce_sum_axes_input", "gemm", "softmax",
+            "conv_and_pooling_on_images", "reshape_copy_and_infer", "gather_data", "slice_with_axes"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PORTABLE)
+def test_split_map_concat_runs_in_openvino_and_tract(name, tmp_path):
+    openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
+    tract = pytest.importorskip("tract", reason="tract is not installable here")
+    from tests.test_portability import run_openvino, run_tract
+
+    family = FAMILIES[name]
+    text = split_model(family).replace(", seq(", ", seqq(").split("=> (y, seqq(")[0]
+    text += "=> (y) {\n" + split_model(family).split(") ys) {", 1)[1]
+    model = _parse(text, family)
+    result = _vectorized(model)
+    assert not [op for op in op_types(result) if "Sequence" in op]
+    path = tmp_path / "vectorized.onnx"
+    onnx.save(result, path)
+    elements = _elements(family, 5)
+    inputs = [np.stack(elements), *family.extras.values()]
+    _, stacked = _expected(family, elements)
+    assert_same(run_openvino(path, inputs)[0], stacked)
+    assert_same(run_tract(path, inputs)[0], stacked)
+    del openvino, tract
