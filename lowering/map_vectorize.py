@@ -61,6 +61,7 @@ vectorized is left exactly as it was.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -76,6 +77,10 @@ from lowering.uniform_shapes import REDUCE_OPS
 
 Dims = tuple  # of int | None: an element shape with a known rank
 _INT64_MAX = np.iinfo(np.int64).max
+
+
+# Maps found vectorizable, with their detached rewrite, until they are rewritten.
+_checked: weakref.WeakKeyDictionary[ir.Node, _Vectorizer] = weakref.WeakKeyDictionary()
 
 
 class _Decline(Exception):
@@ -127,11 +132,12 @@ def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
     """
     rewrite = _Vectorizer(plan, opset)
     try:
-        rewrite.run()
+        rewrite.results = rewrite.run()
     except _Decline as why:
         return False, False, str(why)
     finally:
         rewrite.detach()
+    _checked[plan.node] = rewrite  # the rewrite reattaches it rather than build it again
     if rewrite.stack_free:
         how = (
             "its input is a split tensor"
@@ -148,12 +154,17 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
 
     The map must have been found vectorizable by :func:`vectorize_reason`.
     """
-    rewrite = _Vectorizer(plan, opset)
-    try:
-        results = rewrite.run()
-    except _Decline:
-        rewrite.detach()
-        raise
+    rewrite = _checked.pop(plan.node, None)
+    if rewrite is not None and rewrite.opset == opset:
+        rewrite.reattach()
+        results = rewrite.results
+    else:
+        rewrite = _Vectorizer(plan, opset)
+        try:
+            results = rewrite.run()
+        except _Decline:
+            rewrite.detach()
+            raise
     new_nodes = rewrite.commit(results)
     node = plan.node
     sequences: list[ir.Value | None] = []
@@ -200,6 +211,8 @@ class _Vectorizer:
         self._batch_size: ir.Value | None = None
         self._constants: dict[tuple, ir.Value] = {}
         self._node: ir.Node | None = None  # the body node being batched, for reasons
+        self._inputs: list[list[ir.Value | None]] = []
+        self.results: list[ir.Value] = []
 
     # -- the walk ---------------------------------------------------------
 
@@ -222,8 +235,17 @@ class _Vectorizer:
 
     def detach(self) -> None:
         """Undo a dry run: the new nodes stop using the model's values."""
+        self._inputs = [list(node.inputs) for node in self.created]
         for node in self.created:
             _detach(node)
+
+    def reattach(self) -> None:
+        """Redo a detached run. Nothing it reads changes in between: rewrites
+        of other maps only touch their own bodies and their outputs' readers,
+        and a body with a map in it is never vectorized."""
+        for node, inputs in zip(self.created, self._inputs, strict=True):
+            for index, value in enumerate(inputs):
+                node.replace_input_with(index, value)
 
     def commit(self, results: list[ir.Value]) -> list[ir.Node]:
         """Take the moved nodes out of the body and drop the rest of it."""
@@ -303,7 +325,7 @@ class _Vectorizer:
                 "without split, nor of static shape)"
             )
         try:
-            zero = ir.tensor(np.zeros([1], dtype.numpy()))
+            zero = ir.Tensor(np.zeros([1], dtype.numpy()), dtype=dtype)
         except Exception as error:  # noqa: BLE001 -- no numpy twin (string, float8, ...)
             raise self.decline(f"elements of type {dtype} cannot be stacked: {error}") from None
         # onnxruntime's ConcatFromSequence fails on an empty sequence: append a
@@ -311,7 +333,7 @@ class _Vectorizer:
         filler = self.op("ConstantOfShape", [self.const(shape)], {"value": zero})
         appended = self.op("SequenceInsert", [sequence, filler])
         stacked = self.op("ConcatFromSequence", [appended], {"axis": 0, "new_axis": 1})
-        stack = self.op("Slice", [stacked, self.const([0]), self.const([-1]), self.const([0])])
+        stack = self.op("Slice", [stacked, self.const([0]), self.const([-1])])
         return stack, shape
 
     def _visit(self, node: ir.Node) -> None:
@@ -365,14 +387,16 @@ class _Vectorizer:
     # -- building blocks ----------------------------------------------------
 
     def op(self, op_type, inputs, attributes=None, num_outputs=1):
-        node = fresh(ir.node(op_type, inputs, attributes or {}, num_outputs=num_outputs))
+        # ir.Node with typed attributes: ir.node's conversion costs ~1 ms a node.
+        attrs = [_attribute(name, value) for name, value in (attributes or {}).items()]
+        node = fresh(ir.Node("", op_type, inputs, attrs, num_outputs=num_outputs))
         self.created.append(node)
         self.nodes.append(node)
         return node.outputs[0] if num_outputs == 1 else list(node.outputs)
 
     def like(self, node: ir.Node, inputs, drop=(), num_outputs=None, **overrides):
         """A copy of body node ``node`` reading ``inputs``, its attributes changed."""
-        attributes = {
+        attributes: dict[str, object] = {
             name: ir.Attr(name, attr.type, attr.value)
             for name, attr in node.attributes.items()
             if name not in drop and name not in overrides
@@ -387,7 +411,7 @@ class _Vectorizer:
         key = (array.dtype.str, array.shape, array.tobytes())
         if key in self._constants:
             return self._constants[key]
-        node = fresh(ir.node("Constant", [], {"value": ir.tensor(array)}))
+        node = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.Tensor(array))]))
         node.outputs[0].dtype = ir.DataType.from_numpy(array.dtype)
         node.outputs[0].shape = ir.Shape(array.shape)
         self.created.append(node)
@@ -471,6 +495,18 @@ class _Vectorizer:
     def only_first_batched(self, args: list[_Info | None], what: str = "its data") -> None:
         if not args[0].batched or any(a is not None and a.batched for a in args[1:]):
             raise self.decline(f"only {what} may differ from element to element")
+
+
+def _attribute(name: str, value) -> ir.Attr:
+    if isinstance(value, ir.Attr):
+        return value
+    if isinstance(value, bool | int | np.integer):
+        return ir.AttrInt64(name, int(value))
+    if isinstance(value, float):
+        return ir.AttrFloat32(name, value)
+    if isinstance(value, list | tuple):
+        return ir.AttrInt64s(name, [int(v) for v in value])
+    return ir.AttrTensor(name, value)  # a tensor (Constant's or ConstantOfShape's value)
 
 
 def _detach(node: ir.Node) -> None:

@@ -477,7 +477,7 @@ GOLDEN = {
           stacked = ConcatFromSequence <axis = 0, new_axis = 1> (appended)
           start = Constant <value = int64[1] {0}> ()
           end = Constant <value = int64[1] {-1}> ()
-          stack = Slice(stacked, start, end, start)
+          stack = Slice(stacked, start, end)
           target = Constant <value = int64[2] {-1, 6}> ()
           f = Reshape(stack, target)
           k = Constant <value = float[1] k {2.0}> ()
