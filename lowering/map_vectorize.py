@@ -171,7 +171,8 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
     for output, result, (type_, shape) in zip(
         node.outputs, results, plan.result_types, strict=True
     ):
-        stack = typed(result, (type_, None if shape is None else ir.Shape([None, *shape])))
+        stack_shape = None if shape is None else ir.Shape([rewrite.batch_dim, *shape])
+        stack = typed(result, (type_, stack_shape))
         rank = None if shape is None else len(shape)
         for user, index in list(output.uses()):
             kind = concat_kind(user, index, rank, shape)
@@ -213,6 +214,7 @@ class _Vectorizer:
         self._node: ir.Node | None = None  # the body node being batched, for reasons
         self._inputs: list[list[ir.Value | None]] = []
         self.results: list[ir.Value] = []
+        self.batch_dim: int | None = None
 
     # -- the walk ---------------------------------------------------------
 
@@ -310,6 +312,8 @@ class _Vectorizer:
             shape = (*dims[:axis], *([1] if keepdims else []), *dims[axis + 1 :])
         if shape is None:
             raise self.decline(f"the rank of the elements of {sequence.name!r} is unknown")
+        if not self.stacks and dims is not None:
+            self.batch_dim = dims[axis]  # the number of elements, when static
         stack = tensor
         if axis != 0:
             perm = [axis, *(i for i in range(rank) if i != axis)]
