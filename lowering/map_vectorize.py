@@ -61,6 +61,7 @@ vectorized is left exactly as it was.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import weakref
 from collections.abc import Callable
 
@@ -77,6 +78,7 @@ from lowering.uniform_shapes import REDUCE_OPS
 
 Dims = tuple  # of int | None: an element shape with a known rank
 _INT64_MAX = np.iinfo(np.int64).max
+logger = logging.getLogger(__name__)
 
 
 # Maps found vectorizable, with their detached rewrite, until they are rewritten.
@@ -135,6 +137,9 @@ def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
         rewrite.results = rewrite.run()
     except _Decline as why:
         return False, False, str(why)
+    except Exception as error:  # a bug in a rule must not stop the lowering
+        logger.warning("Vectorizing %r failed: %r", plan.node.name, error, exc_info=True)
+        return False, False, f"a batching rule failed ({error!r})"
     finally:
         rewrite.detach()
     _checked[plan.node] = rewrite  # the rewrite reattaches it rather than build it again
@@ -369,7 +374,8 @@ class _Vectorizer:
         for output, info in zip(node.outputs, infos, strict=False):
             if info.dtype is None and output.type is not None:
                 info.dtype = output.dtype
-            if info.dtype is not None and info.value.type is None:
+            made_here = info.value.producer() in self.created
+            if info.dtype is not None and info.value.type is None and made_here:
                 info.value.type = ir.TensorType(info.dtype)
             self.info[output] = info
 
@@ -571,26 +577,13 @@ def _value_dims(value: ir.Value) -> Dims | None:
     return dims
 
 
-def _same(a, b):
-    return a if a == b else None
-
-
 def _broadcast_dims(shapes: list[Dims]) -> Dims:
+    """Numpy broadcasting of element shapes; None where it cannot be told."""
     rank = max(len(s) for s in shapes)
-    out = []
+    out: list[int | None] = []
     for i in range(rank):
-        dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
-        known = {d for d in dims if d is not None and d != 1}
-        if len(known) == 1 and None not in dims:
-            out.append(known.pop())
-        elif all(d == 1 for d in dims):
-            out.append(1)
-        elif (
-            len(known) == 1 and all(d in (1, None) or d in known for d in dims) and None not in dims
-        ):
-            out.append(known.pop())
-        else:
-            out.append(None)
+        dims = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0} - {1}
+        out.append(1 if not dims else dims.pop() if len(dims) == 1 and None not in dims else None)
     return tuple(out)
 
 

@@ -722,3 +722,39 @@ def test_split_map_concat_runs_in_openvino_and_tract(name, tmp_path):
     assert_same(run_openvino(path, inputs)[0], stacked)
     assert_same(run_tract(path, inputs)[0], stacked)
     del openvino, tract
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_map_in_a_function_and_inside_another_map(n):
+    """In a model-local function (its own opset import), and inside a map that
+    cannot be vectorized (its elements differ in shape): the inner one is."""
+    text = """<ir_version: 8, opset_import: ["" : 18, "local" : 1]>
+    g (float[T,4] x, seq(float[R,4]) outer) => (float[T] y, seq(float[R]) z) {
+      y = local.f(x)
+      z = SequenceMap <body = body (float[R,4] e) => (float[R] c) {
+            rows = SplitToSequence <axis = 0, keepdims = 0> (e)
+            m = SequenceMap <body = inner (float[4] r) => (float r2) {
+                  a = Constant <value = int64[1] {0}> ()
+                  r2 = ReduceMax <keepdims = 0> (r, a)
+                }> (rows)
+            c = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+          }> (outer)
+    }
+    <domain: "local", opset_import: ["" : 18]>
+    f (x) => (y) {
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[4] r) => (float s) {
+            a = Constant <value = int64[1] {0}> ()
+            s = ReduceSum <keepdims = 0> (r, a)
+          }> (rows)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }"""
+    rewrites = lowering.lower_in_place(ir.serde.deserialize_model(parse(text)))
+    assert sorted(r.strategy for r in rewrites) == ["loop", "vectorize", "vectorize"]
+    rng = rng_(n)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    outer = [rng.standard_normal((k + 1, 4)).astype(np.float32) for k in range(n)]
+    result = lowered(parse(text))
+    y, z = run(result, {"x": x, "outer": outer})
+    assert_same(y, x.sum(axis=1))
+    assert_same(z, [e.max(axis=1) for e in outer])
