@@ -988,18 +988,46 @@ def _reshape(v, node, args):
         shape = v.const([-1, *resolved])
     elif -1 not in wanted:
         shape = v.const([0, *wanted])
-    else:  # the -1, computed: the element's size over the other dims
-        j = wanted.index(-1)
-        others = _prod([d for i, d in enumerate(resolved) if i != j])
-        if not others:
-            raise v.decline("its shape has a -1 and the other dims are not known and non-zero")
-        dims_value = v.op("Slice", [v.op("Shape", [x.value]), v.const([1]), v.const([_INT64_MAX])])
-        size = v.op("ReduceProd", [dims_value], {"keepdims": 1})
-        missing = v.op("Div", [size, v.const([others])])
-        parts = [v.const([0, *wanted[:j]]), missing, v.const(wanted[j + 1 :])]
-        shape = v.op("Concat", parts, {"axis": 0})
+    else:  # the -1, computed: the element's size over its other dims
+        shape = _computed_target(v, x, wanted, dims)
     out = v.op("Reshape", [x.value, shape])
     return [_Info(out, tuple(d if d != -1 else None for d in resolved), True)]
+
+
+def _computed_target(v: _Vectorizer, x: _Info, wanted: list[int], dims) -> ir.Value:
+    """``[0, *wanted]`` with its -1 replaced by the element's size over the other
+    dims (copied ones read from the stack's shape, a 0 taken as 1 so that no
+    division by zero can happen: such a reshape fails for any element anyway).
+
+    The target is built with Mul and Add, not Concat: onnxruntime's Reshape
+    fusion turns a Concat it cannot resolve back into a -1, which an empty batch
+    cannot resolve.
+    """
+    j = wanted.index(-1)
+    stack_shape = v.op("Shape", [x.value])
+    size = v.op(
+        "ReduceProd",
+        [v.op("Slice", [stack_shape, v.const([1]), v.const([_INT64_MAX])])],
+        {"keepdims": 1},
+    )
+    static, copied = 1, []
+    for i, d in enumerate(wanted):
+        if i == j:
+            continue
+        if d != 0:
+            static *= d
+        elif dims is not None and i < len(dims) and dims[i] is not None:
+            static *= dims[i]
+        else:
+            copied.append(i + 1)
+    others = v.const([static])
+    if copied:
+        copies = v.op("Gather", [stack_shape, v.const(copied)], {"axis": 0})
+        others = v.op("Mul", [others, v.op("ReduceProd", [copies], {"keepdims": 1})])
+    missing = v.op("Div", [size, v.op("Max", [others, v.const([1])])])
+    base = [0, *(0 if d == -1 else d for d in wanted)]
+    where = [1 if i == j + 1 else 0 for i in range(len(base))]
+    return v.op("Add", [v.const(base), v.op("Mul", [missing, v.const(where)])])
 
 
 @_rule("Squeeze")

@@ -758,3 +758,36 @@ def test_map_in_a_function_and_inside_another_map(n):
     y, z = run(result, {"x": x, "outer": outer})
     assert_same(y, x.sum(axis=1))
     assert_same(z, [e.max(axis=1) for e in outer])
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+@pytest.mark.parametrize(
+    ("target", "reshape"),
+    [
+        ("-1", lambda e: e.reshape(-1)),
+        ("2, -1", lambda e: e.reshape(2, -1)),
+        ("0, 2, -1", lambda e: e.reshape(e.shape[0], 2, -1)),
+        ("0, 0", lambda e: e),
+    ],
+)
+def test_reshape_of_elements_whose_shape_is_not_static(target, reshape, n):
+    """A -1 with other dims known is computed from the element's size (no 0 and
+    -1 together, which an empty batch cannot resolve); with no -1, 0 copies the
+    batch axis."""
+    count = len(target.split(","))
+    dims = "".join(f",d{k}" for k in range(count))
+    text = f"""{H}
+    g (float[N,A,4] x) => (float[N{dims}] y) {{
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[A,4] e) => (c) {{
+            s = Constant <value = int64[{count}] {{{target}}}> ()
+            c = Reshape(e, s)
+          }}> (rows)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }}"""
+    model = parse(text)
+    result = _vectorized(model)
+    x = rng_(n).standard_normal((n, 6, 4)).astype(np.float32)
+    one = reshape(np.zeros((6, 4), np.float32))
+    expected = np.stack([reshape(e) for e in x]) if n else np.zeros((0, *one.shape), np.float32)
+    assert_same(run(result, {"x": x})[0], expected)
