@@ -271,6 +271,10 @@ class _Vectorizer:
                 self.nodes.remove(node)
                 _detach(node)
                 rest.append(node)
+        for node in reversed(self.created):  # e.g. the stack of an input the body ignores
+            if not any(o.uses() or o in results for o in node.outputs):
+                self.nodes.remove(node)
+                _detach(node)
         if self.moved:
             self.body.remove(self.moved)
         if rest:

@@ -791,3 +791,17 @@ def test_reshape_of_elements_whose_shape_is_not_static(target, reshape, n):
     one = reshape(np.zeros((6, 4), np.float32))
     expected = np.stack([reshape(e) for e in x]) if n else np.zeros((0, *one.shape), np.float32)
     assert_same(run(result, {"x": x})[0], expected)
+
+
+def test_an_ignored_input_leaves_nothing_behind():
+    text = f"""{H}
+    g (float[T,4] x, float[T,3] z) => (float[T,4] y) {{
+      a = SplitToSequence <axis = 0, keepdims = 0> (x)
+      b = SplitToSequence <axis = 0, keepdims = 1> (z)
+      m = SequenceMap <body = body (float[4] r, float[1,3] unused) => (float[4] c) {{
+            c = Neg(r)
+          }}> (a, b)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }}"""
+    result = _vectorized(parse(text))
+    assert op_types(result) == ["Neg", "Identity"]
