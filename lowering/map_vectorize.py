@@ -184,7 +184,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
             if kind is None:
                 continue
             along = stack
-            if kind == ("stack", kind[1]) and kind[1] != 0:
+            if kind == ("stack", kind[1]) and kind[1] != 0 and rank is not None:
                 b = kind[1]
                 perm = [*range(1, b + 1), 0, *range(b + 1, rank + 1)]
                 transpose = fresh(ir.node("Transpose", [stack], {"perm": perm}))
@@ -294,6 +294,7 @@ class _Vectorizer:
         for outer, inner, sequence, element in zip(
             node.inputs, self.body.inputs, plan.is_sequence, plan.element_types, strict=True
         ):
+            assert outer is not None  # plan_map refuses omitted inputs
             if not sequence:
                 self.info[inner] = self._outer(outer)
                 continue
@@ -440,7 +441,7 @@ class _Vectorizer:
             and producer.op_type == "Squeeze"
             and producer.meta.get("vectorize_axes") == tuple(axes)
         ):
-            return producer.inputs[0]
+            return producer.inputs[0] or value
         return self._axes_op("Unsqueeze", value, axes)
 
     def squeeze(self, value: ir.Value, axes: list[int]) -> ir.Value:
@@ -450,7 +451,7 @@ class _Vectorizer:
             and producer.op_type == "Unsqueeze"
             and producer.meta.get("vectorize_axes") == tuple(axes)
         ):
-            return producer.inputs[0]
+            return producer.inputs[0] or value
         return self._axes_op("Squeeze", value, axes)
 
     def _axes_op(self, op_type: str, value: ir.Value, axes: list[int]) -> ir.Value:
@@ -507,7 +508,7 @@ class _Vectorizer:
         return axis % rank
 
     def only_first_batched(self, args: list[_Info | None], what: str = "its data") -> None:
-        if not args[0].batched or any(a is not None and a.batched for a in args[1:]):
+        if args[0] is None or not args[0].batched or any(a and a.batched for a in args[1:]):
             raise self.decline(f"only {what} may differ from element to element")
 
 
@@ -531,7 +532,7 @@ def _detach(node: ir.Node) -> None:
 def _infer_outputs(node: ir.Node, args, opset: int) -> list[tuple[ir.DataType | None, Dims | None]]:
     """Dtypes and shapes of an invariant node's outputs, from ONNX's inference of the
     node alone (a ConstantOfShape's shape is its input's value, for example)."""
-    unknown = [(None, None)] * len(node.outputs)
+    unknown: list[tuple[ir.DataType | None, Dims | None]] = [(None, None)] * len(node.outputs)
     proto = onnx.NodeProto(
         op_type=node.op_type,
         input=["" if a is None else f"i{k}" for k, a in enumerate(args)],
@@ -551,7 +552,7 @@ def _infer_outputs(node: ir.Node, args, opset: int) -> list[tuple[ir.DataType | 
         outputs = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
     except Exception:  # noqa: BLE001 -- inference is a best effort here
         return unknown
-    found = []
+    found: list[tuple[ir.DataType | None, Dims | None]] = []
     for k in range(len(node.outputs)):
         type_proto = outputs.get(f"o{k}")
         if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
