@@ -69,11 +69,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from lowering.constants import constant_array
+from lowering.constants import constant_array, constant_node
 from lowering.map_plan import MapPlan, Replacer, split_source, typed
 from lowering.map_to_scan import concat_kind, read_stack
 from lowering.naming import fresh
-from lowering.scopes import GraphLike
+from lowering.scopes import GraphLike, is_onnx_op
 from lowering.uniform_shapes import REDUCE_OPS
 
 Dims = tuple  # of int | None: an element shape with a known rank
@@ -182,6 +182,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
         for user, index in list(output.uses()):
             kind = concat_kind(user, index, rank, shape)
             if kind is None:
+                new_nodes += _merge_along(user, index, stack, shape)
                 continue
             along = stack
             if kind == ("stack", kind[1]) and kind[1] != 0 and rank is not None:
@@ -199,6 +200,35 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
             sequences.append(None)
     replacer.replace(plan, new_nodes, sequences)
     return new_nodes
+
+
+def _merge_along(user: ir.Node, index: int, stack: ir.Value, shape) -> list[ir.Node]:
+    """Let ``ConcatFromSequence<axis = k, new_axis = 0>`` with k > 0 read the stack::
+
+        ConcatFromSequence<axis = k>(seq) == Reshape(Transpose(stack, 0 to k),
+                                                     [d_0, .., d_k-1, -1, d_k+1, ..])
+
+    when every other dim of the element is static and non-zero, so that -1 is
+    resolved even for an empty stack. Returns the new nodes (none if it does not apply).
+    """
+    if index != 0 or not is_onnx_op(user, "ConcatFromSequence") or shape is None:
+        return []
+    rank, axis = len(shape), user.attributes.get_int("axis", 0)
+    if user.attributes.get_int("new_axis", 0) or not -rank <= axis < rank or rank == 0:
+        return []
+    k = axis % rank
+    dims = list(shape)
+    if k == 0 or not all(isinstance(d, int) and d > 0 for i, d in enumerate(dims) if i != k):
+        return []
+    perm = [*range(1, k + 1), 0, *range(k + 1, rank + 1)]
+    transpose = fresh(ir.node("Transpose", [stack], {"perm": perm}))
+    target = constant_node(np.array([*dims[:k], -1, *dims[k + 1 :]], np.int64), "merged_shape")
+    user.attributes.clear()
+    user.op_type = "Reshape"
+    user.replace_input_with(0, transpose.outputs[0])
+    user.resize_inputs(2)
+    user.replace_input_with(1, target.outputs[0])
+    return [transpose, target]
 
 
 class _Vectorizer:

@@ -805,3 +805,20 @@ def test_an_ignored_input_leaves_nothing_behind():
     }}"""
     result = _vectorized(parse(text))
     assert op_types(result) == ["Neg", "Identity"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_concat_along_an_inner_axis_reads_the_stack(n):
+    """ConcatFromSequence<axis = 1> of [2, 3] results: the stack, moved and merged.
+    (onnxruntime's ConcatFromSequence fails on no elements; this gives [2, 0].)"""
+    text = f"""{H}
+    g (float[T,2,3] x) => (float[2,M] y) {{
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[2,3] r) => (float[2,3] c) {{ c = Neg(r) }}> (rows)
+      y = ConcatFromSequence <axis = -1> (m)
+    }}"""
+    result = _vectorized(parse(text))
+    assert "ConcatFromSequence" not in op_types(result)
+    x = rng_(n).standard_normal((n, 2, 3)).astype(np.float32)
+    expected = np.concatenate(list(-x), axis=1) if n else np.zeros((2, 0), np.float32)
+    assert_same(run(result, {"x": x})[0], expected)
