@@ -549,6 +549,8 @@ def _attribute(name: str, value) -> ir.Attr:
         return ir.AttrInt64(name, int(value))
     if isinstance(value, float):
         return ir.AttrFloat32(name, value)
+    if isinstance(value, str):
+        return ir.AttrString(name, value)
     if isinstance(value, list | tuple):
         return ir.AttrInt64s(name, [int(v) for v in value])
     return ir.AttrTensor(name, value)  # a tensor (Constant's or ConstantOfShape's value)
@@ -1184,6 +1186,54 @@ def _topk(v, node, args):
     values, indices = v.like(node, [x.value, k.value], axis=axis + 1, num_outputs=2)
     shape = tuple(None if i == axis else d for i, d in enumerate(x.shape))
     return [_Info(values, shape, True), _Info(indices, shape, True, ir.DataType.INT64)]
+
+
+@_rule("Einsum")
+def _einsum(v, node, args):
+    """A letter the equation does not use names the batch axis of each batched operand."""
+    equation = node.attributes.get_string("equation", "").replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    if "..." in equation or not arrow:
+        raise v.decline("its equation has an ellipsis or no explicit output")
+    terms = inputs.split(",")
+    if len(terms) != len(args):
+        raise v.decline("its equation does not match its inputs")
+    batch = next(
+        c for c in "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba" if c not in equation
+    )
+    batched = [batch + t if a.batched else t for t, a in zip(terms, args, strict=True)]
+    out = v.like(node, [a.value for a in args], equation=f"{','.join(batched)}->{batch}{output}")
+    sizes: dict[str, int | None] = {}
+    for term, a in zip(terms, args, strict=True):
+        for letter, d in zip(term, a.shape or (None,) * len(term), strict=False):
+            sizes[letter] = d if sizes.get(letter) is None else sizes[letter]
+    return [_Info(out, tuple(sizes.get(c) for c in output), True)]
+
+
+@_rule("OneHot")
+def _one_hot(v, node, args):
+    v.only_first_batched(args, "its indices")
+    indices = args[0]
+    rank = v.rank(indices) + 1
+    axis = v.axis(node.attributes.get_int("axis", -1), rank)
+    out = v.like(node, [a.value for a in args], axis=axis + 1)
+    depth = constant_array(args[1].value)
+    size = int(depth.reshape(-1)[0]) if depth is not None else None
+    return [_Info(out, (*indices.shape[:axis], size, *indices.shape[axis:]), True)]
+
+
+@_rule("Dropout")
+def _dropout(v, node, args):
+    """Dropout for inference is the identity; training, or a mask read, is not batched."""
+    x, _, training = (*args, None, None)[:3]
+    mode = constant_array(training.value) if training is not None else np.array(False)
+    if mode is None or bool(mode) or node.attributes.get_int("training_mode", 0):
+        raise v.decline("it may be in training mode")
+    if any(o.uses() or o.is_graph_output() for o in node.outputs[1:]):
+        raise v.decline("its mask is read")
+    if not x.batched:
+        raise v.decline("its ratio or mode differs from element to element")
+    return [_Info(v.op("Identity", [x.value]), x.shape, True)]
 
 
 @_rule("Trilu")

@@ -210,6 +210,23 @@ FAMILIES: dict[str, Family] = {
         " k = Constant <value = int64[1] {2}> ()\n c, i = TopK <axis = 0> (q, k)",
         lambda e: -np.sort(-np.pad(e, ((0, 1), (1, 0))), axis=0)[:2],
     ),
+    "einsum": Family(
+        (3, 4),
+        'c = Einsum <equation = "ij,jk->ki"> (e, w)',
+        lambda e, w: np.einsum("ij,jk->ki", e, w),
+        {"w": W45},
+    ),
+    "einsum_both_batched": Family(
+        (3, 4), 'c = Einsum <equation = "ij,ij->j"> (e, e)', lambda e: np.einsum("ij,ij->j", e, e)
+    ),
+    "one_hot": Family(
+        (3,),
+        "d = Constant <value = int64 {4}> ()\n vals = Constant <value = float[2] {0.0, 2.0}> ()\n"
+        " c = OneHot <axis = 0> (e, d, vals)",
+        lambda e: (np.eye(4, dtype=np.float32)[e] * 2).T,
+        dtype="int64",
+    ),
+    "dropout_for_inference": Family((3, 4), "c = Dropout(e)", lambda e: e),
     "conv_and_pooling_on_images": Family(
         (3, 5, 5),
         "a = Constant <value = int64[1] {0}> ()\n u = Unsqueeze(e, a)\n"
@@ -698,11 +715,12 @@ def test_map_in_a_subgraph_and_outputs_that_are_not_per_element(n):
 
 # -- runtimes without SequenceMap, Loop or Scan ----------------------------------
 
-PORTABLE = ["unary_and_binary", "matmul_weight_right", "reduce_sum_axes_input", "gemm", "softmax",
-            "conv_and_pooling_on_images", "reshape_copy_and_infer", "gather_data", "slice_with_axes"]  # fmt: skip
+# tract's Python API cannot hand back an int64 tensor it computed through
+# shapes ("Unsupported DatumType in the public API TDim").
+NOT_FOR_TRACT = {"cast_shape_and_constants"}
 
 
-@pytest.mark.parametrize("name", PORTABLE)
+@pytest.mark.parametrize("name", list(FAMILIES))
 def test_split_map_concat_runs_in_openvino_and_tract(name, tmp_path):
     openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
     tract = pytest.importorskip("tract", reason="tract is not installable here")
@@ -720,7 +738,8 @@ def test_split_map_concat_runs_in_openvino_and_tract(name, tmp_path):
     inputs = [np.stack(elements), *family.extras.values()]
     _, stacked = _expected(family, elements)
     assert_same(run_openvino(path, inputs)[0], stacked)
-    assert_same(run_tract(path, inputs)[0], stacked)
+    if name not in NOT_FOR_TRACT:
+        assert_same(run_tract(path, inputs)[0], stacked)
     del openvino, tract
 
 
