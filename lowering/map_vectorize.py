@@ -155,6 +155,24 @@ def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
     return True, rewrite.stack_free, f"every op in its body has a batching rule, and {how}"
 
 
+def emitted_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
+    """The ops, with the element type of their first input, that vectorizing
+    ``plan``'s map adds beyond copies of the body's own ops (which run on the
+    types they ran on before), for a check against a runtime's kernels.
+
+    Only for a map :func:`vectorize_reason` found vectorizable; then the
+    result is the output's: its SplitToSequence, Reshape or Transpose.
+    """
+    rewrite = _checked.get(plan.node)
+    if rewrite is None:
+        raise ValueError("emitted_ops() is only for a map found vectorizable")
+    ops = list(rewrite.emitted)
+    for (type_, _), output in zip(plan.result_types, plan.node.outputs, strict=True):
+        dtype = type_.dtype if isinstance(type_, ir.TensorType) else None
+        ops += [(op, dtype) for op in ("SplitToSequence", "Reshape", "Transpose", "Identity")]
+    return list(dict.fromkeys(ops))
+
+
 def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[ir.Node]:
     """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it.
 
@@ -251,6 +269,8 @@ class _Vectorizer:
         self._inputs: list[list[ir.Value | None]] = []
         self.results: list[ir.Value] = []
         self.batch_dim: int | None = None
+        self.emitted: list[tuple[str, ir.DataType | None]] = []  # ops beyond the body's
+        self._dtypes: dict[ir.Value, ir.DataType | None] = {}
 
     # -- the walk ---------------------------------------------------------
 
@@ -436,9 +456,31 @@ class _Vectorizer:
         # ir.Node with typed attributes: ir.node's conversion costs ~1 ms a node.
         attrs = [_attribute(name, value) for name, value in (attributes or {}).items()]
         node = fresh(ir.Node("", op_type, inputs, attrs, num_outputs=num_outputs))
+        dtype = self.dtype_of(inputs[0]) if inputs else None
+        if op_type not in ("Constant",):
+            self.emitted.append((op_type, dtype))
+        if op_type == "Shape":
+            dtype = ir.DataType.INT64
+        elif op_type in ("Constant", "ConstantOfShape"):
+            dtype = attrs[0].value.dtype if attrs else ir.DataType.FLOAT
+        for output in node.outputs:
+            self._dtypes[output] = dtype
         self.created.append(node)
         self.nodes.append(node)
         return node.outputs[0] if num_outputs == 1 else list(node.outputs)
+
+    def dtype_of(self, value: ir.Value | None) -> ir.DataType | None:
+        if value is None:
+            return None
+        type_ = value.type
+        while isinstance(type_, ir.SequenceType):  # a sequence's ops: its elements' type
+            type_ = type_.elem_type
+        if isinstance(type_, ir.TensorType) and type_.dtype != ir.DataType.UNDEFINED:
+            return type_.dtype
+        if value in self._dtypes:
+            return self._dtypes[value]
+        info = self.info.get(value)
+        return info.dtype if info is not None else None
 
     def like(self, node: ir.Node, inputs, drop=(), num_outputs=None, **overrides):
         """A copy of body node ``node`` reading ``inputs``, its attributes changed."""
@@ -448,9 +490,14 @@ class _Vectorizer:
             if name not in drop and name not in overrides
         }
         attributes.update(overrides)
-        return self.op(
+        emitted = len(self.emitted)
+        outs = self.op(
             node.op_type, inputs, attributes, num_outputs=num_outputs or len(node.outputs)
         )
+        del self.emitted[emitted:]  # the body's own op, on the types it ran on before
+        for new, old in zip(outs if isinstance(outs, list) else [outs], node.outputs, strict=False):
+            self._dtypes[new] = old.dtype if old.type is not None else None
+        return outs
 
     def const(self, values, dtype=np.int64) -> ir.Value:
         array = np.array(values, dtype)

@@ -841,3 +841,31 @@ def test_concat_along_an_inner_axis_reads_the_stack(n):
     x = rng_(n).standard_normal((n, 2, 3)).astype(np.float32)
     expected = np.concatenate(list(-x), axis=1) if n else np.zeros((2, 0), np.float32)
     assert_same(run(result, {"x": x})[0], expected)
+
+
+def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
+    """For a check against onnxruntime's kernels: the ops beyond the body's own
+    (which run on the types they ran on before), with their input's type."""
+    from lowering import sequence_map
+    from lowering.map_vectorize import emitted_ops, vectorize_reason
+
+    seen = []
+
+    def spy(plan, opset):
+        answer = vectorize_reason(plan, opset)
+        seen.append(emitted_ops(plan))
+        return answer
+
+    monkeypatch.setattr(sequence_map, "vectorize_reason", spy)
+    text = f"""{H}
+    g (seq(int32[2,3]) xs, int32[3,4] w) => (seq(int32[2,4]) ys) {{
+      ys = SequenceMap <body = body (int32[2,3] e) => (int32[2,4] c) {{
+            c = Gemm <alpha = 2.0> (e, w)
+          }}> (xs)
+    }}"""
+    assert _strategy(parse(text))[0] == "vectorize"
+    [ops] = seen
+    int32 = ir.DataType.INT32
+    for op in ("SequenceInsert", "ConcatFromSequence", "Slice", "MatMul", "Mul", "SplitToSequence"):
+        assert (op, int32) in ops, op
+    assert ("Gemm", int32) not in ops
