@@ -20,6 +20,7 @@ from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
 from lowering.ort_kernels import unsupported
 from lowering.scopes import Located, is_onnx_op
+from lowering.sequence_length import SequenceLengths
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
@@ -268,6 +269,33 @@ def split_source(sequence: ir.Value) -> tuple[ir.Value, int, bool] | None:
         producer.attributes.get_int("axis", 0),
         bool(producer.attributes.get_int("keepdims", 1)),
     )
+
+
+def same_length_inputs(plan: MapPlan) -> bool:
+    """Whether all the map's sequence inputs provably have one length.
+
+    The trip count is the first input's length (the spec's own expansion);
+    a strategy that consumes every input whole (a Scan over several split
+    tensors, one batched body over several stacks) is only equivalent when
+    the others are no longer, and an error where they are shorter.
+    """
+    sequences = [v for v, s in zip(plan.node.inputs, plan.is_sequence, strict=True) if s]
+    if all(v is sequences[0] for v in sequences):
+        return True
+    lengths = SequenceLengths()
+    static = [lengths(v) for v in sequences]
+    if all(n is not None for n in static):
+        return len(set(static)) == 1
+    dims = []
+    for value in sequences:
+        source = split_source(value)
+        if source is None or source[0].shape is None:
+            return False
+        tensor, axis, _ = source
+        dims.append(tensor.shape[axis])
+    first = dims[0]
+    named = isinstance(first, int) or getattr(first, "value", None) is not None
+    return named and all(d == first for d in dims)
 
 
 def _read_element(

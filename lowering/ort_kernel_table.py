@@ -2,7 +2,11 @@
 
 ONNXRUNTIME_VERSION = "1.32.0"
 
-_TYPES_0 = frozenset(
+_TYPES_0 = frozenset(["double", "float", "int32", "int64", "uint32", "uint64"])
+_TYPES_1 = frozenset(
+    ["double", "float", "int16", "int32", "int64", "int8", "uint16", "uint32", "uint64", "uint8"]
+)
+_TYPES_2 = frozenset(
     [
         "bfloat16",
         "bool",
@@ -20,7 +24,8 @@ _TYPES_0 = frozenset(
         "uint8",
     ]
 )
-_TYPES_1 = frozenset(
+_TYPES_3 = frozenset(["int64"])
+_TYPES_4 = frozenset(
     [
         "bool",
         "double",
@@ -37,8 +42,8 @@ _TYPES_1 = frozenset(
         "uint8",
     ]
 )
-_TYPES_2 = frozenset([])
-_TYPES_3 = frozenset(
+_TYPES_5 = frozenset([])
+_TYPES_6 = frozenset(
     [
         "bfloat16",
         "bool",
@@ -60,8 +65,14 @@ _TYPES_3 = frozenset(
         "uint8",
     ]
 )
-_TYPES_4 = frozenset(["bool", "double", "float", "float16", "int32", "int64", "string"])
-_TYPES_5 = frozenset(
+_TYPES_7 = frozenset(["double", "float"])
+_TYPES_8 = frozenset(["float"])
+_TYPES_9 = frozenset(
+    ["double", "float", "float16", "int32", "int64", "int8", "uint32", "uint64", "uint8"]
+)
+_TYPES_10 = frozenset(["double", "float", "int32", "int64"])
+_TYPES_11 = frozenset(["bool", "double", "float", "float16", "int32", "int64", "string"])
+_TYPES_12 = frozenset(
     [
         "bfloat16",
         "bool",
@@ -85,7 +96,7 @@ _TYPES_5 = frozenset(
         "uint8",
     ]
 )
-_TYPES_6 = frozenset(
+_TYPES_13 = frozenset(
     [
         "bfloat16",
         "bool",
@@ -111,117 +122,136 @@ _TYPES_6 = frozenset(
         "uint8",
     ]
 )
-_TYPES_7 = frozenset(["double", "float", "int32", "int64", "int8", "string", "uint32", "uint8"])
+_TYPES_14 = frozenset(["double", "float", "int32", "int64", "int8", "string", "uint32", "uint8"])
 
 # op -> [(first opset, last opset, element types of its data input)]
 KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
-    "Concat": [(4, 10, _TYPES_0), (11, 12, _TYPES_0), (13, 2147483647, _TYPES_0)],
-    "ConcatFromSequence": [(11, 2147483647, _TYPES_0)],
-    "Expand": [(8, 12, _TYPES_1), (13, 2147483647, _TYPES_1)],
-    "Gather": [(1, 10, _TYPES_0), (11, 12, _TYPES_0), (13, 2147483647, _TYPES_0)],
+    "Add": [(7, 12, _TYPES_0), (13, 13, _TYPES_0), (14, 2147483647, _TYPES_1)],
+    "Concat": [(4, 10, _TYPES_2), (11, 12, _TYPES_2), (13, 2147483647, _TYPES_2)],
+    "ConcatFromSequence": [(11, 2147483647, _TYPES_2)],
+    "ConstantOfShape": [
+        (9, 19, _TYPES_3),
+        (20, 20, _TYPES_3),
+        (21, 22, _TYPES_3),
+        (23, 23, _TYPES_3),
+        (24, 24, _TYPES_3),
+        (25, 2147483647, _TYPES_3),
+    ],
+    "Div": [(7, 12, _TYPES_0), (13, 13, _TYPES_0), (14, 2147483647, _TYPES_1)],
+    "Expand": [(8, 12, _TYPES_4), (13, 2147483647, _TYPES_4)],
+    "Gather": [(1, 10, _TYPES_2), (11, 12, _TYPES_2), (13, 2147483647, _TYPES_2)],
     "Identity": [
-        (1, 12, _TYPES_2),
-        (13, 13, _TYPES_2),
-        (14, 15, _TYPES_0),
-        (16, 18, _TYPES_0),
-        (19, 20, _TYPES_3),
-        (21, 22, _TYPES_3),
-        (23, 23, _TYPES_3),
-        (24, 24, _TYPES_3),
-        (25, 2147483647, _TYPES_3),
-    ],
-    "If": [
-        (1, 10, _TYPES_0),
-        (11, 12, _TYPES_0),
-        (13, 15, _TYPES_0),
-        (16, 18, _TYPES_0),
-        (19, 20, _TYPES_3),
-        (21, 22, _TYPES_3),
-        (23, 23, _TYPES_3),
-        (24, 24, _TYPES_3),
-        (25, 2147483647, _TYPES_3),
-    ],
-    "Loop": [
-        (1, 10, _TYPES_0),
-        (11, 12, _TYPES_0),
-        (13, 15, _TYPES_0),
-        (16, 18, _TYPES_0),
-        (19, 20, _TYPES_3),
-        (21, 22, _TYPES_3),
-        (23, 23, _TYPES_3),
-        (24, 24, _TYPES_3),
-        (25, 2147483647, _TYPES_3),
-    ],
-    "Reshape": [
-        (1, 4, _TYPES_0),
-        (5, 12, _TYPES_0),
-        (13, 13, _TYPES_0),
-        (14, 18, _TYPES_0),
-        (19, 20, _TYPES_0),
-        (21, 22, _TYPES_3),
-        (23, 23, _TYPES_3),
-        (24, 24, _TYPES_3),
-        (25, 2147483647, _TYPES_3),
-    ],
-    "Scan": [
-        (8, 8, _TYPES_0),
-        (9, 10, _TYPES_0),
-        (11, 15, _TYPES_0),
-        (16, 18, _TYPES_0),
-        (19, 20, _TYPES_3),
-        (21, 22, _TYPES_3),
-        (23, 23, _TYPES_3),
-        (24, 24, _TYPES_3),
-        (25, 2147483647, _TYPES_3),
-    ],
-    "SequenceAt": [(11, 2147483647, _TYPES_0)],
-    "SequenceConstruct": [(11, 2147483647, _TYPES_0)],
-    "SequenceEmpty": [(11, 2147483647, _TYPES_0)],
-    "SequenceInsert": [(11, 2147483647, _TYPES_0)],
-    "SequenceLength": [(11, 2147483647, _TYPES_0)],
-    "Shape": [
-        (1, 12, _TYPES_0),
-        (13, 14, _TYPES_0),
-        (15, 18, _TYPES_0),
-        (19, 20, _TYPES_0),
-        (21, 22, _TYPES_3),
-        (23, 23, _TYPES_3),
-        (24, 24, _TYPES_3),
-        (25, 2147483647, _TYPES_3),
-    ],
-    "Slice": [(1, 9, _TYPES_0), (10, 10, _TYPES_0), (11, 12, _TYPES_0), (13, 2147483647, _TYPES_0)],
-    "Split": [
-        (2, 10, _TYPES_0),
-        (11, 12, _TYPES_0),
-        (13, 17, _TYPES_0),
-        (18, 2147483647, _TYPES_0),
-    ],
-    "SplitToSequence": [(11, 23, _TYPES_4), (24, 2147483647, _TYPES_4)],
-    "Squeeze": [
-        (1, 10, _TYPES_0),
-        (11, 12, _TYPES_0),
-        (13, 20, _TYPES_0),
-        (21, 22, _TYPES_0),
-        (23, 23, _TYPES_0),
-        (24, 24, _TYPES_0),
-        (25, 2147483647, _TYPES_0),
-    ],
-    "Transpose": [
-        (1, 12, _TYPES_0),
-        (13, 20, _TYPES_0),
-        (21, 22, _TYPES_5),
-        (23, 23, _TYPES_5),
-        (24, 24, _TYPES_5),
+        (1, 12, _TYPES_5),
+        (13, 13, _TYPES_5),
+        (14, 15, _TYPES_2),
+        (16, 18, _TYPES_2),
+        (19, 20, _TYPES_6),
+        (21, 22, _TYPES_6),
+        (23, 23, _TYPES_6),
+        (24, 24, _TYPES_6),
         (25, 2147483647, _TYPES_6),
     ],
-    "Unsqueeze": [
-        (1, 10, _TYPES_0),
-        (11, 12, _TYPES_0),
-        (13, 20, _TYPES_0),
-        (21, 22, _TYPES_0),
-        (23, 23, _TYPES_0),
-        (24, 24, _TYPES_0),
-        (25, 2147483647, _TYPES_0),
+    "If": [
+        (1, 10, _TYPES_2),
+        (11, 12, _TYPES_2),
+        (13, 15, _TYPES_2),
+        (16, 18, _TYPES_2),
+        (19, 20, _TYPES_6),
+        (21, 22, _TYPES_6),
+        (23, 23, _TYPES_6),
+        (24, 24, _TYPES_6),
+        (25, 2147483647, _TYPES_6),
     ],
-    "Where": [(9, 15, _TYPES_7), (16, 2147483647, _TYPES_7)],
+    "Loop": [
+        (1, 10, _TYPES_2),
+        (11, 12, _TYPES_2),
+        (13, 15, _TYPES_2),
+        (16, 18, _TYPES_2),
+        (19, 20, _TYPES_6),
+        (21, 22, _TYPES_6),
+        (23, 23, _TYPES_6),
+        (24, 24, _TYPES_6),
+        (25, 2147483647, _TYPES_6),
+    ],
+    "MatMul": [(1, 8, _TYPES_7), (9, 12, _TYPES_0), (13, 2147483647, _TYPES_0)],
+    "Max": [(6, 7, _TYPES_8), (8, 11, _TYPES_7), (12, 12, _TYPES_9), (13, 2147483647, _TYPES_9)],
+    "Mul": [(7, 12, _TYPES_0), (13, 13, _TYPES_0), (14, 2147483647, _TYPES_1)],
+    "ReduceProd": [
+        (1, 10, _TYPES_10),
+        (11, 12, _TYPES_10),
+        (13, 17, _TYPES_10),
+        (18, 2147483647, _TYPES_10),
+    ],
+    "Reshape": [
+        (1, 4, _TYPES_2),
+        (5, 12, _TYPES_2),
+        (13, 13, _TYPES_2),
+        (14, 18, _TYPES_2),
+        (19, 20, _TYPES_2),
+        (21, 22, _TYPES_6),
+        (23, 23, _TYPES_6),
+        (24, 24, _TYPES_6),
+        (25, 2147483647, _TYPES_6),
+    ],
+    "Scan": [
+        (8, 8, _TYPES_2),
+        (9, 10, _TYPES_2),
+        (11, 15, _TYPES_2),
+        (16, 18, _TYPES_2),
+        (19, 20, _TYPES_6),
+        (21, 22, _TYPES_6),
+        (23, 23, _TYPES_6),
+        (24, 24, _TYPES_6),
+        (25, 2147483647, _TYPES_6),
+    ],
+    "SequenceAt": [(11, 2147483647, _TYPES_2)],
+    "SequenceConstruct": [(11, 2147483647, _TYPES_2)],
+    "SequenceEmpty": [(11, 2147483647, _TYPES_2)],
+    "SequenceInsert": [(11, 2147483647, _TYPES_2)],
+    "SequenceLength": [(11, 2147483647, _TYPES_2)],
+    "Shape": [
+        (1, 12, _TYPES_2),
+        (13, 14, _TYPES_2),
+        (15, 18, _TYPES_2),
+        (19, 20, _TYPES_2),
+        (21, 22, _TYPES_6),
+        (23, 23, _TYPES_6),
+        (24, 24, _TYPES_6),
+        (25, 2147483647, _TYPES_6),
+    ],
+    "Slice": [(1, 9, _TYPES_2), (10, 10, _TYPES_2), (11, 12, _TYPES_2), (13, 2147483647, _TYPES_2)],
+    "Split": [
+        (2, 10, _TYPES_2),
+        (11, 12, _TYPES_2),
+        (13, 17, _TYPES_2),
+        (18, 2147483647, _TYPES_2),
+    ],
+    "SplitToSequence": [(11, 23, _TYPES_11), (24, 2147483647, _TYPES_11)],
+    "Squeeze": [
+        (1, 10, _TYPES_2),
+        (11, 12, _TYPES_2),
+        (13, 20, _TYPES_2),
+        (21, 22, _TYPES_2),
+        (23, 23, _TYPES_2),
+        (24, 24, _TYPES_2),
+        (25, 2147483647, _TYPES_2),
+    ],
+    "Transpose": [
+        (1, 12, _TYPES_2),
+        (13, 20, _TYPES_2),
+        (21, 22, _TYPES_12),
+        (23, 23, _TYPES_12),
+        (24, 24, _TYPES_12),
+        (25, 2147483647, _TYPES_13),
+    ],
+    "Unsqueeze": [
+        (1, 10, _TYPES_2),
+        (11, 12, _TYPES_2),
+        (13, 20, _TYPES_2),
+        (21, 22, _TYPES_2),
+        (23, 23, _TYPES_2),
+        (24, 24, _TYPES_2),
+        (25, 2147483647, _TYPES_2),
+    ],
+    "Where": [(9, 15, _TYPES_14), (16, 2147483647, _TYPES_14)],
 }

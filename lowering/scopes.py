@@ -21,10 +21,23 @@ GraphLike = ir.Graph | ir.Function
 
 @dataclasses.dataclass(frozen=True)
 class Scope:
-    """A graph or function, and how to tell a human where it is."""
+    """A graph or function, and how to tell a human where it is.
+
+    ``function`` is the model-local function the scope belongs to (itself,
+    or the function a subgraph is nested in), or None in the main graph's
+    tree: it decides which opsets the scope imports.
+    """
 
     owner: GraphLike
     description: str
+    function: ir.Function | None = None
+
+    def opset(self, model: ir.Model, domain: str = "") -> int | None:
+        """The version of ``domain`` this scope imports ("" also as "ai.onnx")."""
+        imports = self.function.opset_imports if self.function else model.opset_imports
+        if domain in ("", "ai.onnx"):
+            return imports.get("", imports.get("ai.onnx"))
+        return imports.get(domain)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,24 +50,24 @@ class Located:
 
 def iter_scopes(model: ir.Model) -> Iterator[Scope]:
     """Yield the main graph, all subgraphs and all functions, parents first."""
-    yield from _walk(model.graph, f"main graph {model.graph.name or '<unnamed>'!r}")
+    yield from _walk(model.graph, f"main graph {model.graph.name or '<unnamed>'!r}", None)
     for function in model.functions.values():
         ident = ":".join(part for part in (function.domain, function.name) if part)
-        yield from _walk(function, f"function {ident!r}")
+        yield from _walk(function, f"function {ident!r}", function)
 
 
-def _walk(owner: GraphLike, description: str) -> Iterator[Scope]:
-    yield Scope(owner, description)
+def _walk(owner: GraphLike, description: str, function: ir.Function | None) -> Iterator[Scope]:
+    yield Scope(owner, description, function)
     for node in owner:
         for attr in node.attributes.values():
             if not isinstance(attr, ir.Attr) or attr.is_ref():
                 continue
             where = f"{node.op_type} {node.name or '<unnamed>'!r} in {description}"
             if attr.type == ir.AttributeType.GRAPH:
-                yield from _walk(attr.as_graph(), f"{attr.name} of {where}")
+                yield from _walk(attr.as_graph(), f"{attr.name} of {where}", function)
             elif attr.type == ir.AttributeType.GRAPHS:
                 for i, graph in enumerate(attr.as_graphs()):
-                    yield from _walk(graph, f"{attr.name}[{i}] of {where}")
+                    yield from _walk(graph, f"{attr.name}[{i}] of {where}", function)
 
 
 def find_nodes(model: ir.Model, predicate: Callable[[ir.Node], bool]) -> list[Located]:

@@ -33,6 +33,7 @@ from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map
 from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
 from lowering.map_unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
+from lowering.map_vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
 from lowering.ort_kernels import first_unsupported
 from lowering.rewrites import Rewrite
 from lowering.scopes import Located, find_nodes, is_onnx_op, link_outer_outputs
@@ -119,7 +120,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         replacer = Replacer()
         for index in reversed(range(len(plans))):
             plan, (strategy, _) = plans[index], choices[index]
-            if strategy == "unroll":
+            if strategy == "vectorize":
+                replaced[index] = lower_by_vectorizing(plan, replacer, plan.opset)
+            elif strategy == "unroll":
                 replaced[index] = lower_by_unrolling(plan, replacer, lengths(plan.node.inputs[0]))
             elif strategy == "scan" and (axes := scan_axes(plan)) is not None:
                 replaced[index] = lower_to_scan(plan, replacer, axes)
@@ -158,13 +161,22 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if self.strategy == "loop":
             return "loop", "forced by --strategy loop"
         passed_over: list[str] = []
+        vectorized, stack_free, batching = vectorize_reason(plan, plan.opset)
+        if vectorized and (blocked := first_unsupported(emitted_ops(plan), plan.opset)):
+            vectorized, batching = False, blocked
+        if vectorized and stack_free:
+            return "vectorize", batching
         length = lengths(plan.node.inputs[0])
         if length is not None and 0 < self.max_unroll and length <= self.max_unroll:
             why = f"its input has {length} elements (--max-unroll {self.max_unroll})"
             if not (blocked := first_unsupported(_unroll_ops(plan), plan.opset)):
                 return "unroll", why
             passed_over.append(f"not unrolled: {blocked}")
+        if vectorized:
+            return "vectorize", _joined(batching, passed_over)
         uniform, why = uniform_reason(plan)
+        if batching not in why:  # said once where both stop for one reason
+            why = f"{why}; not vectorized: {batching}"
         if uniform and scan_axes(plan) is not None:
             if not (blocked := first_unsupported(_scan_ops(plan), plan.opset)):
                 return "scan", _joined(f"split -> map -> concat, and {why}", passed_over)
@@ -189,9 +201,7 @@ def _joined(why: str, passed_over: list[str]) -> str:
 
 def _opset(model: ir.Model, located: Located) -> int:
     """The default-domain opset that the map's scope imports."""
-    owner = located.scope.owner
-    imports = owner.opset_imports if isinstance(owner, ir.Function) else model.opset_imports
-    return imports.get("", imports.get("ai.onnx", 17))
+    return located.scope.opset(model) or 17
 
 
 def _dtypes(types) -> list[ir.DataType | None]:

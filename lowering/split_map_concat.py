@@ -43,7 +43,15 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_node
-from lowering.map_plan import MapPlan, Replacer, prepend, rebind_inputs, split_source, typed
+from lowering.map_plan import (
+    MapPlan,
+    Replacer,
+    prepend,
+    rebind_inputs,
+    same_length_inputs,
+    split_source,
+    typed,
+)
 from lowering.map_to_scan import concat_kind, read_stack
 from lowering.naming import adopt_name, fresh
 
@@ -56,6 +64,8 @@ def scan_axes(plan: MapPlan) -> list[int] | None:
         for outer, sequence in zip(node.inputs, plan.is_sequence, strict=True)
         if sequence
     ):
+        return None
+    if not same_length_inputs(plan):  # a Scan takes every scan input whole
         return None
     axes = []
     for output, (_, shape) in zip(node.outputs, plan.result_types, strict=True):

@@ -18,13 +18,20 @@ import onnxruntime.capi.onnxruntime_pybind11_state as ort_c
 
 # The ops the passes emit, and the type constraint of their data input.
 OPS = {
+    "Add": "T",
     "Concat": "T",
     "ConcatFromSequence": "S",
+    "ConstantOfShape": "T1",
+    "Div": "T",
     "Expand": "T",
     "Gather": "T",
     "Identity": "V",
     "If": "V",
     "Loop": "V",
+    "MatMul": "T",
+    "Max": "T",
+    "Mul": "T",
+    "ReduceProd": "T",
     "Reshape": "T",
     "Scan": "V",
     "SequenceAt": "T",

@@ -7,6 +7,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
+from lowering import sequence_map
 from lowering.cli import main
 from tests.golden import canonical_text
 from tests.helpers import assert_same, lowered, op_types, parse, run
@@ -125,8 +126,14 @@ GOLDEN = {
 }
 
 
+@pytest.fixture
+def without_vectorizing(monkeypatch):
+    """The forms a body that cannot be batched gets, shown on bodies that could be."""
+    monkeypatch.setattr(sequence_map, "vectorize_reason", lambda plan, opset: (False, False, "off"))
+
+
 @pytest.mark.parametrize("name", list(GOLDEN))
-def test_golden(name):
+def test_golden(name, without_vectorizing):
     source, expected = GOLDEN[name]
     assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
 
@@ -176,7 +183,7 @@ CHOICES = {
 
 
 @pytest.mark.parametrize("name", list(CHOICES))
-def test_strategy_choice(name):
+def test_strategy_choice(name, without_vectorizing):
     body, expected = CHOICES[name]
     [(strategy, reason)] = _strategies(SPLIT_MAP.format(body=body))
     assert strategy == expected, reason
@@ -225,7 +232,7 @@ def test_split_map_concat_is_right_at_every_length(n):
     assert_same(run(result, {"x": x}), [x + x, (x + x).reshape(n, 1, 4)])
 
 
-def test_split_map_concat_of_nothing_fails_as_the_original_does():
+def test_split_map_concat_of_nothing_fails_as_the_original_does(without_vectorizing):
     """onnxruntime's ConcatFromSequence fails on an empty sequence, and its
     Scan on an empty scan input: the lowered model keeps that behavior."""
     source = parse(GOLDEN["split_map_concat"][0])

@@ -1,0 +1,872 @@
+"""The vectorize strategy: a batchable body applied once to all elements.
+
+Every family of batchable ops is checked against a numpy list comprehension
+(the meaning of SequenceMap) at n = 0, 1 and many, in three shapes of model:
+split -> map -> concat (the stack is the split tensor), a split on another
+axis with keepdims, and a graph-input sequence (stacked with
+ConcatFromSequence). Then the reasons it declines, goldens, and the runtimes
+without Loop or Scan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import lowering
+from tests.golden import canonical_text
+from tests.helpers import assert_same, lowered, op_types, parse, run
+
+rng_ = np.random.default_rng
+
+
+@dataclasses.dataclass
+class Family:
+    """A body over an element ``e`` (and extras), and its meaning in numpy."""
+
+    element: tuple[int, ...]
+    body: str
+    oracle: Callable[..., np.ndarray]
+    extras: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    dtype: str = "float"
+    opset: int = 17
+    out: str = "float"
+
+
+def _f(*shape, seed=1):
+    return rng_(seed).standard_normal(shape).astype(np.float32)
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+W45, W23, W54, W245, W253 = _f(4, 5), _f(2, 3), _f(5, 4), _f(2, 4, 5), _f(2, 5, 3)
+W4, W234, W5 = _f(4), _f(2, 3, 4), _f(5)
+CONV_W, CONV_B = _f(2, 3, 3, 3), _f(2)
+
+FAMILIES: dict[str, Family] = {
+    # elementwise, outer operands of lower, equal and higher rank
+    "unary_and_binary": Family(
+        (3, 4), "m = Mul(e, w)\n c = Relu(m)", lambda e, w: np.maximum(e * w, 0), {"w": W4}
+    ),
+    "outer_of_higher_rank": Family((3, 4), "c = Sub(w, e)", lambda e, w: w - e, {"w": W234}),
+    "scalar_elements": Family((), "c = Add(e, w)", lambda e, w: e + w, {"w": W4}),
+    "where_and_compare": Family(
+        (3, 4),
+        "m = Greater(e, w)\n z = Neg(e)\n c = Where(m, e, z)",
+        lambda e, w: np.where(e > w, e, -e),
+        {"w": W4},
+    ),
+    "variadic_max": Family((3, 4), "c = Max(e, w, e)", lambda e, w: np.maximum(e, w), {"w": W4}),
+    "clip_and_prelu": Family(
+        (3, 4),
+        "lo = Constant <value = float {-0.5}> ()\n hi = Constant <value = float {0.5}> ()\n"
+        " k = Clip(e, lo, hi)\n c = PRelu(e, w)",
+        lambda e, w: np.where(e < 0, e * w, e),
+        {"w": W4},
+    ),
+    # MatMul: the weight on either side, vectors, stacks of matrices
+    "matmul_weight_right": Family((3, 4), "c = MatMul(e, w)", lambda e, w: e @ w, {"w": W45}),
+    "matmul_weight_left": Family((3, 4), "c = MatMul(w, e)", lambda e, w: w @ e, {"w": W23}),
+    "matmul_vector_element": Family((4,), "c = MatMul(e, w)", lambda e, w: e @ w, {"w": W45}),
+    "matmul_vector_element_right": Family((4,), "c = MatMul(w, e)", lambda e, w: w @ e, {"w": W54}),
+    "matmul_dot": Family(
+        (4,), "c = MatMul(w, e)", lambda e, w: np.array(w @ e, np.float32), {"w": W4}
+    ),
+    "matmul_vector_by_stack": Family((4,), "c = MatMul(e, w)", lambda e, w: e @ w, {"w": W245}),
+    "matmul_stack_on_left_of_element": Family(
+        (3, 4), "c = MatMul(w, e)", lambda e, w: w @ e, {"w": W253}
+    ),
+    "matmul_both_batched": Family((3, 4), "t = Transpose(e)\n c = MatMul(e, t)", lambda e: e @ e.T),
+    "matmul_both_vectors": Family((4,), "c = MatMul(e, e)", lambda e: np.array(e @ e, np.float32)),
+    "gemm": Family(
+        (3, 4),
+        "c = Gemm <alpha = 0.5, beta = 2.0> (e, w, b)",
+        lambda e, w, b: 0.5 * (e @ w) + 2.0 * b,
+        {"w": W45, "b": W5},
+    ),
+    "gemm_transposed_weight_left": Family(
+        (3, 4),
+        "c = Gemm <transA = 1, transB = 1> (w, e)",
+        lambda e, w: w.T @ e.T,
+        {"w": _f(4, 5)},
+    ),
+    # reductions and axis ops, axes shifted by one
+    "reduce_sum_axes_input": Family(
+        (3, 4),
+        "a = Constant <value = int64[1] {-1}> ()\n c = ReduceSum <keepdims = 0> (e, a)",
+        lambda e: e.sum(axis=-1),
+    ),
+    "reduce_mean_attribute_opset_17": Family(
+        (3, 4), "c = ReduceMean <axes = [0]> (e)", lambda e: e.mean(axis=0, keepdims=True)
+    ),
+    "reduce_mean_input_opset_18": Family(
+        (3, 4),
+        "a = Constant <value = int64[1] {0}> ()\n c = ReduceMean(e, a)",
+        lambda e: e.mean(axis=0, keepdims=True),
+        opset=18,
+    ),
+    "reduce_max_all_axes": Family(
+        (3, 4), "c = ReduceMax <keepdims = 0> (e)", lambda e: np.array(e.max())
+    ),
+    "argmax": Family(
+        (3, 4), "c = ArgMax <axis = 1> (e)", lambda e: e.argmax(1)[:, None], out="int64"
+    ),
+    "softmax": Family((3, 4), "c = Softmax <axis = 0> (e)", lambda e: _softmax(e, 0)),
+    "log_softmax_default_axis": Family(
+        (3, 4), "c = LogSoftmax(e)", lambda e: np.log(_softmax(e, -1))
+    ),
+    "layer_normalization": Family(
+        (3, 4),
+        "c = LayerNormalization <axis = -1> (e, w)",
+        lambda e, w: (e - e.mean(-1, keepdims=True)) / np.sqrt(e.var(-1, keepdims=True) + 1e-5) * w,
+        {"w": W4},
+    ),
+    "cumsum": Family(
+        (3, 4),
+        "a = Constant <value = int64 {1}> ()\n c = CumSum(e, a)",
+        lambda e: np.cumsum(e, axis=1),
+    ),
+    "concat_with_outer": Family(
+        (3, 4),
+        "c = Concat <axis = 0> (e, w)",
+        lambda e, w: np.concatenate([e, w]),
+        {"w": W23[:, :2].repeat(2, 1)},
+    ),
+    "concat_last_axis": Family(
+        (3, 4), "c = Concat <axis = -1> (e, e)", lambda e: np.concatenate([e, e], -1)
+    ),
+    "split": Family(
+        (3, 4),
+        "p, q = Split <axis = 1, num_outputs = 2> (e)\n c = Sub(p, q)",
+        lambda e: e[:, :2] - e[:, 2:],
+        opset=18,
+    ),
+    "slice_with_axes": Family(
+        (3, 4),
+        "s = Constant <value = int64[1] {1}> ()\n t = Constant <value = int64[1] {4}> ()\n"
+        " a = Constant <value = int64[1] {-1}> ()\n p = Constant <value = int64[1] {2}> ()\n"
+        " c = Slice(e, s, t, a, p)",
+        lambda e: e[:, 1:4:2],
+    ),
+    "slice_without_axes": Family(
+        (3, 4),
+        "s = Constant <value = int64[2] {2, 0}> ()\n t = Constant <value = int64[2] {0, 3}> ()\n"
+        " p = Constant <value = int64[2] {-1, 1}> ()\n a = Constant <value = int64[2] {0, 1}> ()\n"
+        " c = Slice(e, s, t, a, p)",
+        lambda e: e[2:0:-1, 0:3],
+    ),
+    "gather_data": Family(
+        (3, 4),
+        "i = Constant <value = int64[2] {3, -4}> ()\n c = Gather <axis = 1> (e, i)",
+        lambda e: e[:, [3, -4]],
+    ),
+    "gather_indices": Family(
+        (3,),
+        "c = Gather(w, e)",
+        lambda e, w: w[e],
+        {"w": W45},
+        dtype="int64",
+    ),
+    "gather_elements": Family(
+        (3, 4),
+        "i = Constant <value = int64[1,4] {2, 0, 1, 2}> ()\n c = GatherElements <axis = 0> (e, i)",
+        lambda e: np.take_along_axis(e, np.array([[2, 0, 1, 2]]), 0),
+    ),
+    "transpose_default_and_perm": Family(
+        (2, 3, 4),
+        "t = Transpose(e)\n c = Transpose <perm = [1, 0, 2]> (t)",
+        lambda e: e.transpose(2, 1, 0).transpose(1, 0, 2),
+    ),
+    "flatten": Family((2, 3, 4), "c = Flatten <axis = 2> (e)", lambda e: e.reshape(6, 4)),
+    "reshape_copy_and_infer": Family(
+        (2, 3, 4),
+        "s = Constant <value = int64[2] {0, -1}> ()\n c = Reshape(e, s)",
+        lambda e: e.reshape(2, 12),
+    ),
+    "reshape_static": Family(
+        (2, 3, 4),
+        "s = Constant <value = int64[3] {4, 0, 2}> ()\n c = Reshape(e, s)",
+        lambda e: e.reshape(4, 3, 2),
+    ),
+    "squeeze_unsqueeze_expand_tile": Family(
+        (3, 4),
+        "a = Constant <value = int64[1] {0}> ()\n u = Unsqueeze(e, a)\n"
+        " s = Constant <value = int64[3] {2, 1, 1}> ()\n big = Expand(u, s)\n"
+        " r = Constant <value = int64[3] {1, 1, 2}> ()\n t = Tile(big, r)\n"
+        " b = Constant <value = int64[1] {1}> ()\n k = Slice(t, a, b, a)\n c = Squeeze(k, a)",
+        lambda e: np.tile(e, (1, 2)),
+    ),
+    "pad_and_topk": Family(
+        (3, 4),
+        "p = Constant <value = int64[4] {0, 1, 1, 0}> ()\n q = Pad(e, p)\n"
+        " k = Constant <value = int64[1] {2}> ()\n c, i = TopK <axis = 0> (q, k)",
+        lambda e: -np.sort(-np.pad(e, ((0, 1), (1, 0))), axis=0)[:2],
+    ),
+    "einsum": Family(
+        (3, 4),
+        'c = Einsum <equation = "ij,jk->ki"> (e, w)',
+        lambda e, w: np.einsum("ij,jk->ki", e, w),
+        {"w": W45},
+    ),
+    "einsum_both_batched": Family(
+        (3, 4), 'c = Einsum <equation = "ij,ij->j"> (e, e)', lambda e: np.einsum("ij,ij->j", e, e)
+    ),
+    "one_hot": Family(
+        (3,),
+        "d = Constant <value = int64 {4}> ()\n vals = Constant <value = float[2] {0.0, 2.0}> ()\n"
+        " c = OneHot <axis = 0> (e, d, vals)",
+        lambda e: (np.eye(4, dtype=np.float32)[e] * 2).T,
+        dtype="int64",
+    ),
+    "dropout_for_inference": Family((3, 4), "c = Dropout(e)", lambda e: e),
+    "conv_and_pooling_on_images": Family(
+        (3, 5, 5),
+        "a = Constant <value = int64[1] {0}> ()\n u = Unsqueeze(e, a)\n"
+        " y = Conv <pads = [1, 1, 1, 1]> (u, w, b)\n r = Relu(y)\n"
+        " p = GlobalAveragePool(r)\n c = Squeeze(p, a)",
+        lambda e, w, b: np.maximum(_conv(e, w, b), 0).mean(axis=(1, 2), keepdims=True),
+        {"w": CONV_W, "b": CONV_B},
+    ),
+    "cast_shape_and_constants": Family(
+        (3, 4),
+        "s = Shape(e)\n z = ConstantOfShape <value = float[1] {2.0}> (s)\n m = Mul(e, z)\n"
+        " n = Size(e)\n f = Cast <to = 1> (n)\n k = Add(m, f)\n c = Cast <to = 7> (k)",
+        lambda e: (e * 2 + 12).astype(np.int64),
+        out="int64",
+    ),
+}
+
+
+def _conv(e, w, b):
+    padded = np.pad(e, ((0, 0), (1, 1), (1, 1)))
+    out = np.zeros((w.shape[0], e.shape[1], e.shape[2]), np.float32)
+    for m in range(w.shape[0]):
+        for i in range(e.shape[1]):
+            for j in range(e.shape[2]):
+                out[m, i, j] = (padded[:, i : i + 3, j : j + 3] * w[m]).sum() + b[m]
+    return out
+
+
+ONNX_TYPES = {"float": np.float32, "int64": np.int64}
+
+
+def _dims(shape) -> str:
+    return ",".join(str(d) for d in shape)
+
+
+def _type(dtype: str, shape) -> str:
+    return f"{dtype}[{_dims(shape)}]" if shape else dtype
+
+
+def _elements(family: Family, n: int) -> list[np.ndarray]:
+    rng = rng_(n)
+    if family.dtype == "int64":
+        return [rng.integers(-3, 3, family.element).astype(np.int64) for _ in range(n)]
+    return [rng.standard_normal(family.element).astype(np.float32) for _ in range(n)]
+
+
+def _expected(family: Family, elements: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """The list comprehension, and its results stacked (from a dummy element at n = 0)."""
+    results = [np.asarray(family.oracle(e, *family.extras.values())) for e in elements]
+    results = [r.astype(ONNX_TYPES[family.out]) for r in results]
+    if results:
+        return results, np.stack(results)
+    dummy = np.zeros(family.element, ONNX_TYPES[family.dtype])
+    one = np.asarray(family.oracle(dummy, *family.extras.values())).astype(ONNX_TYPES[family.out])
+    return results, np.zeros((0, *one.shape), one.dtype)
+
+
+def _header(family: Family) -> str:
+    return f'<ir_version: 8, opset_import: ["" : {family.opset}]>'
+
+
+def _extras_decl(family: Family) -> tuple[str, str]:
+    names = list(family.extras)
+    decl = "".join(f", float[{_dims(v.shape)}] {k}" for k, v in family.extras.items())
+    return decl, "".join(f", {k}" for k in names)
+
+
+def _body(family: Family) -> str:
+    extras = "".join(f", float[{_dims(v.shape)}] {k}_in" for k, v in family.extras.items())
+    body = family.body
+    for k in family.extras:
+        body = body.replace(f", {k})", f", {k}_in)").replace(f"({k},", f"({k}_in,")
+        body = body.replace(f"({k})", f"({k}_in)").replace(f", {k},", f", {k}_in,")
+    return (
+        f"SequenceMap <body = body ({_type(family.dtype, family.element)} e{extras}) => (c) {{\n"
+        f" {body}\n }}>"
+    )
+
+
+def _out_type(family: Family) -> str:
+    _, one = _expected(family, [])
+    return _type(family.out, one.shape[1:])
+
+
+def split_model(family: Family) -> str:
+    """split -> map -> concat: the stack is x; also the sequence read as an output."""
+    decl, args = _extras_decl(family)
+    return f"""{_header(family)}
+    g ({family.dtype}[N{"," if family.element else ""}{_dims(family.element)}] x{decl}) => (y, seq({_out_type(family)}) ys) {{
+      parts = SplitToSequence <axis = 0, keepdims = 0> (x)
+      ys = {_body(family)} (parts{args})
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (ys)
+    }}"""
+
+
+def split_axis_1_model(family: Family) -> str:
+    """A split on axis 1 with keepdims: elements [1, 1, *element] of x [1, N, *element],
+    squeezed in the body; the results stacked on the last axis."""
+    decl, args = _extras_decl(family)
+    element = (1, 1, *family.element)
+    body = family.body.replace("(e", "(e0").replace(" e,", " e0,").replace(", e)", ", e0)")
+    body = body.replace(", e,", ", e0,")
+    squeezed = dataclasses.replace(
+        family,
+        element=element,
+        body=f"a01 = Constant <value = int64[2] {{0, 1}}> ()\n e0 = Squeeze(e, a01)\n {body}",
+    )
+    return f"""{_header(family)}
+    g ({family.dtype}[1,N{"," if family.element else ""}{_dims(family.element)}] x{decl}) => (y) {{
+      parts = SplitToSequence <axis = 1, keepdims = 1> (x)
+      ys = {_body(squeezed)} (parts{args})
+      y = ConcatFromSequence <axis = -1, new_axis = 1> (ys)
+    }}"""
+
+
+def input_model(family: Family) -> str:
+    decl, args = _extras_decl(family)
+    return f"""{_header(family)}
+    g (seq({_type(family.dtype, family.element)}) elements{decl}) => (seq({_out_type(family)}) ys) {{
+      ys = {_body(family)} (elements{args})
+    }}"""
+
+
+def _parse(text: str, family: Family, stacked_axes: int = 1) -> onnx.ModelProto:
+    """Parse, then type the graph output ``y``: ONNX text has no "any dim"."""
+    model = parse(text)
+    _, one = _expected(family, [])
+    for output in model.graph.output:
+        if output.name == "y" and not output.HasField("type"):
+            tensor = output.type.tensor_type
+            tensor.elem_type = onnx.helper.np_dtype_to_tensor_dtype(one.dtype)
+            for k in range(one.ndim - 1 + stacked_axes):
+                tensor.shape.dim.add(dim_param=f"d{k}")
+    return model
+
+
+def _strategy(model: onnx.ModelProto) -> tuple[str, str]:
+    [rewrite] = lowering.lower_in_place(ir.serde.deserialize_model(model))
+    return rewrite.strategy, rewrite.reason
+
+
+def _vectorized(model: onnx.ModelProto) -> onnx.ModelProto:
+    strategy, reason = _strategy(model)
+    assert strategy == "vectorize", reason
+    result = lowered(model)
+    assert not {"Loop", "Scan"} & set(op_types(result))
+    return result
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_split_map_concat(name, n):
+    family = FAMILIES[name]
+    result = _vectorized(_parse(split_model(family), family))
+    elements = _elements(family, n)
+    x = np.stack(elements) if elements else np.zeros((0, *family.element), ONNX_TYPES[family.dtype])
+    listed, stacked = _expected(family, elements)
+    y, ys = run(result, {"x": x, **family.extras})
+    assert_same(y, stacked)
+    assert_same(ys, listed)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_split_on_axis_1_with_keepdims(name, n):
+    family = FAMILIES[name]
+    result = _vectorized(_parse(split_axis_1_model(family), family))
+    elements = _elements(family, n)
+    x = np.stack(elements) if elements else np.zeros((0, *family.element), ONNX_TYPES[family.dtype])
+    _, stacked = _expected(family, elements)
+    [y] = run(result, {"x": x[None], **family.extras})
+    assert_same(y, np.moveaxis(stacked, 0, -1))
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_graph_input_sequence(name, n):
+    family = FAMILIES[name]
+    model = _parse(input_model(family), family)
+    strategy, reason = _strategy(model)
+    assert strategy == "vectorize", reason
+    result = lowered(model)
+    assert "ConcatFromSequence" in op_types(result)
+    elements = _elements(family, n)
+    listed, _ = _expected(family, elements)
+    [ys] = run(result, {"elements": elements, **family.extras})
+    assert_same(ys, listed)
+
+
+# -- goldens: each input beside the model the lowering must write --------------
+
+H = '<ir_version: 8, opset_import: ["" : 17]>'
+
+GOLDEN = {
+    # The stack is x itself; the concat that stacks reads the result.
+    "split_elementwise_stack": (
+        H
+        + """
+        g (float[T,4] x, float[4] w) => (float[T,4] y) {
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          mapped = SequenceMap <body = body (float[4] r) => (float[4] c) {
+                t = Mul(r, w)
+                c = Relu(t)
+              }> (rows)
+          y = ConcatFromSequence <axis = 0, new_axis = 1> (mapped)
+        }""",
+        H
+        + """
+        g (float[T,4] x, float[4] w) => (float[T,4] y) {
+          t = Mul(x, w)
+          c = Relu(t)
+          y = Identity(c)
+        }""",
+    ),
+    # Columns with keepdims: the stack is x transposed, unsqueezed after the
+    # batch axis. Axes shift by one; the merging concat is a Reshape.
+    "columns_matmul_reduce_merge": (
+        H
+        + """
+        g (float[3,T] x, float[3,5] w) => (float[M] y) {
+          cols = SplitToSequence <axis = 1> (x)
+          mapped = SequenceMap <body = body (float[3,1] col) => (float[5] c) {
+                t = Transpose(col)
+                p = MatMul(t, w)
+                a = Constant <value = int64[1] {0}> ()
+                c = ReduceSum <keepdims = 0> (p, a)
+              }> (cols)
+          y = ConcatFromSequence <axis = 0> (mapped)
+        }""",
+        H
+        + """
+        g (float[3,T] x, float[3,5] w) => (float[M] y) {
+          xt = Transpose <perm = [1, 0]> (x)
+          two = Constant <value = int64[1] {2}> ()
+          stack = Unsqueeze(xt, two)
+          t = Transpose <perm = [0, 2, 1]> (stack)
+          p = MatMul(t, w)
+          one = Constant <value = int64[1] {1}> ()
+          c = ReduceSum <keepdims = 0> (p, one)
+          merged = Constant <value = int64[1] {-1}> ()
+          y = Reshape(c, merged)
+        }""",
+    ),
+    # A graph-input sequence of static shape: stacked with a zero element
+    # appended (onnxruntime cannot concatenate an empty sequence) and sliced
+    # off. Reshape keeps the batch axis with -1; the initializer becomes a
+    # Constant; the result is split back into the sequence the graph returns.
+    "graph_input_sequence": (
+        H
+        + """
+        g (seq(float[2,3]) xs, float b) => (seq(float[6]) ys) {
+          ys = SequenceMap <body = body (float[2,3] e) => (float[6] c) <float[1] k = {2.0}> {
+                s = Constant <value = int64[1] {-1}> ()
+                f = Reshape(e, s)
+                g2 = Mul(f, k)
+                c = Add(g2, b)
+              }> (xs)
+        }""",
+        H
+        + """
+        g (seq(float[2,3]) xs, float b) => (seq(float[6]) ys) {
+          shape = Constant <value = int64[2] {2, 3}> ()
+          zero = ConstantOfShape <value = float[1] {0.0}> (shape)
+          appended = SequenceInsert(xs, zero)
+          stacked = ConcatFromSequence <axis = 0, new_axis = 1> (appended)
+          start = Constant <value = int64[1] {0}> ()
+          end = Constant <value = int64[1] {-1}> ()
+          stack = Slice(stacked, start, end)
+          target = Constant <value = int64[2] {-1, 6}> ()
+          f = Reshape(stack, target)
+          k = Constant <value = float[1] k {2.0}> ()
+          g2 = Mul(f, k)
+          c = Add(g2, b)
+          ys = SplitToSequence <axis = 0, keepdims = 0> (c)
+        }""",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_golden(name):
+    source, expected = GOLDEN[name]
+    assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_golden_graph_input_sequence_is_right(n):
+    source = parse(GOLDEN["graph_input_sequence"][0])
+    rng = rng_(n)
+    feeds = {
+        "xs": [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(n)],
+        "b": np.array(0.5, np.float32),
+    }
+    expected = [[e.reshape(-1) * 2 + 0.5 for e in feeds["xs"]]]
+    assert_same(run(lowered(source), feeds), expected)
+
+
+# -- when it declines, and what it says ----------------------------------------
+
+SPLIT_MAP = (
+    H
+    + """
+g (float[T,4] x, int64[2] outer_shape, float[2,4] images) => (seq({out}) y) {{
+  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+  y = SequenceMap <body = body (float[4] r) => ({out} c) {{
+        {body}
+      }}> (rows)
+}}"""
+)
+
+DECLINED = {
+    "no_rule": (
+        "nz = NonZero(r)\n c = Cast <to = 1> (nz)",
+        "float[1,K]",
+        "NonZero: it has no batching rule",
+    ),
+    "random_per_element": (
+        "c = RandomUniformLike(r)",
+        "float[4]",
+        "RandomUniformLike: it has no batching rule",
+    ),
+    "random_invariant": (
+        "u = RandomNormal <shape = [4]> ()\n c = Add(r, u)",
+        "float[4]",
+        "RandomNormal: it reads no element, but is not known to be deterministic",
+    ),
+    "computed_shape": (
+        "c = Reshape(r, outer_shape)",
+        "float[A,B]",
+        "Reshape: its shape (a computed shape) is not a constant",
+    ),
+    "data_dependent_gather": (
+        "i = Cast <to = 7> (r)\n c = Gather(r, i)",
+        "float[4]",
+        "Gather: both its data and its indices differ from element to element",
+    ),
+    "image_without_batch_axis": (
+        (
+            "s = Constant <value = int64[3] {2, 1, 2}> ()\n im = Reshape(r, s)\n"
+            " p = MaxPool <kernel_shape = [1]> (im)\n c = Flatten(p)"
+        ),
+        "float[1,4]",
+        "MaxPool: its element has shape [2, 1, 2]; it must be one image, [1, C, ...]",
+    ),
+    "subgraph": (
+        """b = Constant <value = bool {1}> ()
+        c = If (b) <then_branch = t () => (float[4] o) { o = Identity(r) },
+                     else_branch = e () => (float[4] o2) { o2 = Neg(r) }>""",
+        "float[4]",
+        "If: it has a subgraph",
+    ),
+    "other_domain": (
+        "c = custom.Op(r)",
+        "float[4]",
+        "Op: an op of domain 'custom' has no batching rule",
+    ),
+    "named_node": (
+        "[the_node] c = Hardmax <axis = 5> (r)",
+        "float[4]",
+        "node 'the_node' (Hardmax): axis 5 is out of range for rank 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(DECLINED))
+def test_the_reason_names_the_op_that_stops_it(name):
+    body, out, why = DECLINED[name]
+    text = SPLIT_MAP.format(body=body, out=out)
+    if "custom." in body:
+        text = text.replace('["" : 17]', '["" : 17, "custom" : 1]')
+    strategy, reason = _strategy(parse(text))
+    assert strategy != "vectorize"
+    assert f"not vectorized: {why}" in reason
+
+
+def test_a_declined_map_is_left_for_the_next_strategy_unchanged():
+    """The dry run detaches what it built: the fallback computes the same, and
+    x is read only by what the fallback wrote."""
+    text = SPLIT_MAP.format(
+        body="t = Mul(r, r)\n u = Relu(t)\n c = Reshape(u, outer_shape)", out="float[A,B]"
+    )
+    model = ir.serde.deserialize_model(parse(text))
+    [rewrite] = lowering.lower_in_place(model)
+    assert rewrite.strategy == "uniform"
+    x = model.graph.inputs[0]
+    assert {user.op_type for user, _ in x.uses() if user.graph is not None} == {"Shape", "Gather"}
+    result = ir.serde.serialize_model(model)
+    feeds = {
+        "x": rng_(0).standard_normal((3, 4)).astype(np.float32),
+        "outer_shape": np.array([2, 2], np.int64),
+        "images": np.zeros((2, 4), np.float32),
+    }
+    expected = [[np.maximum(r * r, 0).reshape(2, 2) for r in feeds["x"]]]
+    assert_same(run(result, feeds), expected)
+
+
+def test_elements_that_may_differ_in_shape_are_not_stacked():
+    text = (
+        H
+        + """
+    g (seq(float[N]) xs) => (seq(float[N]) ys) {
+      ys = SequenceMap <body = body (float[N] e) => (float[N] c) { c = Neg(e) }> (xs)
+    }"""
+    )
+    strategy, reason = _strategy(parse(text))
+    assert strategy == "loop"
+    # One reason stops both stacking and the uniform form: it is said once.
+    assert reason.count("the elements of 'xs' may differ in shape") == 1
+
+
+# -- against the other strategies -------------------------------------------------
+
+
+def test_preferred_over_unrolling_when_the_stack_is_free():
+    text = (
+        H
+        + """
+    g (float[3,4] x) => (float[3,4] y) {
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[4] r) => (float[4] c) { c = Neg(r) }> (rows)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }"""
+    )
+    assert _strategy(parse(text))[0] == "vectorize"
+
+
+def test_unrolling_preferred_when_the_stack_would_be_built():
+    text = (
+        H
+        + """
+    g (float[4] a, float[4] b) => (seq(float[4]) y) {
+      s = SequenceConstruct(a, b)
+      y = SequenceMap <body = body (float[4] r) => (float[4] c) { c = Neg(r) }> (s)
+    }"""
+    )
+    assert _strategy(parse(text))[0] == "unroll"
+    model = ir.serde.deserialize_model(parse(text))
+    [rewrite] = lowering.lower_in_place(model, max_unroll=0)
+    assert rewrite.strategy == "vectorize"
+
+
+def test_loop_strategy_still_forced():
+    text = SPLIT_MAP.format(body="c = Neg(r)", out="float[4]")
+    model = ir.serde.deserialize_model(parse(text))
+    [rewrite] = lowering.lower_in_place(model, strategy="loop")
+    assert rewrite.strategy == "loop"
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_map_in_a_subgraph_and_outputs_that_are_not_per_element(n):
+    """A map inside an If branch; one output is an outer value, one a constant,
+    one the element itself: each comes out stacked n times."""
+    text = (
+        H
+        + """
+    g (float[T,4] x, float[4] w, bool flag) => (float[T,4] a, float[T,2] b, float[T,4] c) {
+      a, b, c = If (flag) <then_branch = t () => (float[T,4] a1, float[T,2] b1, float[T,4] c1) {
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          m1, m2, m3 = SequenceMap <body = body (float[4] r) => (float[4] o1, float[2] o2, float[4] o3) {
+                o2 = Constant <value = float[2] {1.0, 2.0}> ()
+              }> (rows)
+          a1 = ConcatFromSequence <axis = 0, new_axis = 1> (m1)
+          b1 = ConcatFromSequence <axis = 0, new_axis = 1> (m2)
+          c1 = ConcatFromSequence <axis = 0, new_axis = 1> (m3)
+        }, else_branch = e () => (float[T,4] a2, float[T,2] b2, float[T,4] c2) {
+          a2 = Identity(x)
+          b2 = Constant <value = float[0,2] {}> ()
+          c2 = Identity(x)
+        }>
+    }"""
+    ).replace("(float[4] r) => (float[4] o1", "(float[4] r, float[4] ww) => (float[4] o1")
+    text = text.replace(
+        "=> (float[4] o1, float[2] o2, float[4] o3)", "=> (float[4] ww, float[2] o2, float[4] r)"
+    )
+    text = text.replace("}> (rows)", "}> (rows, w)")
+    model = parse(text)
+    [rewrite] = lowering.lower_in_place(ir.serde.deserialize_model(parse(text)))
+    assert rewrite.strategy == "vectorize", rewrite.reason
+    x = rng_(n).standard_normal((n, 4)).astype(np.float32)
+    w = rng_(9).standard_normal(4).astype(np.float32)
+    result = lowered(model)
+    a, b, c = run(result, {"x": x, "w": w, "flag": np.array(True)})
+    assert_same(a, np.tile(w, (n, 1)))
+    assert_same(b, np.tile(np.array([1, 2], np.float32), (n, 1)))
+    assert_same(c, x)
+
+
+# -- runtimes without SequenceMap, Loop or Scan ----------------------------------
+
+# tract's Python API cannot hand back an int64 tensor it computed through
+# shapes ("Unsupported DatumType in the public API TDim").
+NOT_FOR_TRACT = {"cast_shape_and_constants"}
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_split_map_concat_runs_in_openvino_and_tract(name, tmp_path):
+    openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
+    tract = pytest.importorskip("tract", reason="tract is not installable here")
+    from tests.test_portability import run_openvino, run_tract
+
+    family = FAMILIES[name]
+    text = split_model(family).replace(", seq(", ", seqq(").split("=> (y, seqq(")[0]
+    text += "=> (y) {\n" + split_model(family).split(") ys) {", 1)[1]
+    model = _parse(text, family)
+    result = _vectorized(model)
+    assert not [op for op in op_types(result) if "Sequence" in op]
+    path = tmp_path / "vectorized.onnx"
+    onnx.save(result, path)
+    elements = _elements(family, 5)
+    inputs = [np.stack(elements), *family.extras.values()]
+    _, stacked = _expected(family, elements)
+    assert_same(run_openvino(path, inputs)[0], stacked)
+    if name not in NOT_FOR_TRACT:
+        assert_same(run_tract(path, inputs)[0], stacked)
+    del openvino, tract
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_map_in_a_function_and_inside_another_map(n):
+    """In a model-local function (its own opset import), and inside a map that
+    cannot be vectorized (its elements differ in shape): the inner one is."""
+    text = """<ir_version: 8, opset_import: ["" : 18, "local" : 1]>
+    g (float[T,4] x, seq(float[R,4]) outer) => (float[T] y, seq(float[R]) z) {
+      y = local.f(x)
+      z = SequenceMap <body = body (float[R,4] e) => (float[R] c) {
+            rows = SplitToSequence <axis = 0, keepdims = 0> (e)
+            m = SequenceMap <body = inner (float[4] r) => (float r2) {
+                  a = Constant <value = int64[1] {0}> ()
+                  r2 = ReduceMax <keepdims = 0> (r, a)
+                }> (rows)
+            c = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+          }> (outer)
+    }
+    <domain: "local", opset_import: ["" : 18]>
+    f (x) => (y) {
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[4] r) => (float s) {
+            a = Constant <value = int64[1] {0}> ()
+            s = ReduceSum <keepdims = 0> (r, a)
+          }> (rows)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }"""
+    rewrites = lowering.lower_in_place(ir.serde.deserialize_model(parse(text)))
+    assert sorted(r.strategy for r in rewrites) == ["loop", "vectorize", "vectorize"]
+    rng = rng_(n)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    outer = [rng.standard_normal((k + 1, 4)).astype(np.float32) for k in range(n)]
+    result = lowered(parse(text))
+    y, z = run(result, {"x": x, "outer": outer})
+    assert_same(y, x.sum(axis=1))
+    assert_same(z, [e.max(axis=1) for e in outer])
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+@pytest.mark.parametrize(
+    ("target", "reshape"),
+    [
+        ("-1", lambda e: e.reshape(-1)),
+        ("2, -1", lambda e: e.reshape(2, -1)),
+        ("0, 2, -1", lambda e: e.reshape(e.shape[0], 2, -1)),
+        ("0, 0", lambda e: e),
+    ],
+)
+def test_reshape_of_elements_whose_shape_is_not_static(target, reshape, n):
+    """A -1 with other dims known is computed from the element's size (no 0 and
+    -1 together, which an empty batch cannot resolve); with no -1, 0 copies the
+    batch axis."""
+    count = len(target.split(","))
+    dims = "".join(f",d{k}" for k in range(count))
+    text = f"""{H}
+    g (float[N,A,4] x) => (float[N{dims}] y) {{
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[A,4] e) => (c) {{
+            s = Constant <value = int64[{count}] {{{target}}}> ()
+            c = Reshape(e, s)
+          }}> (rows)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }}"""
+    model = parse(text)
+    result = _vectorized(model)
+    x = rng_(n).standard_normal((n, 6, 4)).astype(np.float32)
+    one = reshape(np.zeros((6, 4), np.float32))
+    expected = np.stack([reshape(e) for e in x]) if n else np.zeros((0, *one.shape), np.float32)
+    assert_same(run(result, {"x": x})[0], expected)
+
+
+def test_an_ignored_input_leaves_nothing_behind():
+    text = f"""{H}
+    g (float[T,4] x, float[T,3] z) => (float[T,4] y) {{
+      a = SplitToSequence <axis = 0, keepdims = 0> (x)
+      b = SplitToSequence <axis = 0, keepdims = 1> (z)
+      m = SequenceMap <body = body (float[4] r, float[1,3] unused) => (float[4] c) {{
+            c = Neg(r)
+          }}> (a, b)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }}"""
+    result = _vectorized(parse(text))
+    assert op_types(result) == ["Neg", "Identity"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_concat_along_an_inner_axis_reads_the_stack(n):
+    """ConcatFromSequence<axis = 1> of [2, 3] results: the stack, moved and merged.
+    (onnxruntime's ConcatFromSequence fails on no elements; this gives [2, 0].)"""
+    text = f"""{H}
+    g (float[T,2,3] x) => (float[2,M] y) {{
+      rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[2,3] r) => (float[2,3] c) {{ c = Neg(r) }}> (rows)
+      y = ConcatFromSequence <axis = -1> (m)
+    }}"""
+    result = _vectorized(parse(text))
+    assert "ConcatFromSequence" not in op_types(result)
+    x = rng_(n).standard_normal((n, 2, 3)).astype(np.float32)
+    expected = np.concatenate(list(-x), axis=1) if n else np.zeros((2, 0), np.float32)
+    assert_same(run(result, {"x": x})[0], expected)
+
+
+def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
+    """For a check against onnxruntime's kernels: the ops beyond the body's own
+    (which run on the types they ran on before), with their input's type."""
+    from lowering import sequence_map
+    from lowering.map_vectorize import emitted_ops, vectorize_reason
+
+    seen = []
+
+    def spy(plan, opset):
+        answer = vectorize_reason(plan, opset)
+        seen.append(emitted_ops(plan))
+        return answer
+
+    monkeypatch.setattr(sequence_map, "vectorize_reason", spy)
+    text = f"""{H}
+    g (seq(int32[2,3]) xs, int32[3,4] w) => (seq(int32[2,4]) ys) {{
+      ys = SequenceMap <body = body (int32[2,3] e) => (int32[2,4] c) {{
+            c = Gemm <alpha = 2.0> (e, w)
+          }}> (xs)
+    }}"""
+    assert _strategy(parse(text))[0] == "vectorize"
+    [ops] = seen
+    int32 = ir.DataType.INT32
+    for op in ("SequenceInsert", "ConcatFromSequence", "Slice", "MatMul", "Mul", "SplitToSequence"):
+        assert (op, int32) in ops, op
+    assert ("Gemm", int32) not in ops
