@@ -27,7 +27,12 @@ def run(command: str, folder: pathlib.Path) -> str:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     argv = shlex.split(command)
     result = subprocess.run(
-        [sys.executable, *argv[1:]], cwd=folder, env=env, capture_output=True, text=True
+        [sys.executable, *argv[1:]],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return (result.stdout + result.stderr).rstrip("\n")
 
