@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 import lowering
-from tests.helpers import assert_same, op_types, run
+from tests.helpers import all_nodes, assert_same, op_types, run
 
 openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
 tract = pytest.importorskip("tract", reason="tract is not installable here")
@@ -50,11 +50,18 @@ def test_torch_atleast_has_no_sequence_op_and_runs_in_openvino(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_torch_atleast_without_folding_still_has_no_sequence_op(name, tmp_path):
-    result, _, _, feeds = _torch_case(name, tmp_path)
-    assert not [op for op in op_types(result) if "Sequence" in op]
-    data = np.load(DATA / f"{name}.npz")
-    assert_same(run(result, feeds), [data[f"output_{k}"] for k in range(4)])
+def test_torch_atleast_with_default_options_runs_in_openvino_and_tract(name, tmp_path):
+    """No --optimize: unrolling itself folds torch's rank test (lowering.static_fold)."""
+    result, path, inputs, feeds = _torch_case(name, tmp_path)
+    ops = op_types(result)
+    assert not [op for op in ops if "Sequence" in op]
+    assert not {"If", "Shape", "Size", "CastLike", "Equal", "LessOrEqual"} & set(ops)
+    read = {name for node in all_nodes(result) for name in node.input}
+    assert [i.name for i in result.graph.initializer if i.name not in read] == []
+    expected = [np.load(DATA / f"{name}.npz")[f"output_{k}"] for k in range(4)]
+    assert_same(run(result, feeds), expected)
+    assert_same(run_openvino(path, inputs), expected)
+    assert_same(run_tract(path, inputs), expected)
 
 
 # Split -> map -> concat, lowered with --target-opset 11: one Scan at opset 11.
