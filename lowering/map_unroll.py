@@ -101,7 +101,12 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
     replacer.replace(plan, new_nodes, sequences)
     # What each copy tests about its element is now known: fold it there.
     release(body)
-    return fold_static(plan.located.scope.owner, new_nodes, plan.opset)
+
+    def discard(owner, nodes: list[ir.Node]) -> None:
+        # Removed with the maps, in one batch per graph (Replacer.finish).
+        replacer._removed.setdefault(owner, []).extend(nodes)
+
+    return fold_static(plan.located.scope.owner, new_nodes, plan.opset, discard)
 
 
 def _elements(

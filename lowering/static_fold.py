@@ -75,14 +75,24 @@ _FLOATS = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE]
 _NUMBERS = _INTEGERS | _FLOATS | {ir.DataType.BOOL}
 
 Rule = Callable[[ir.Node, list[np.ndarray | None]], np.ndarray | None]
+Discard = Callable[[GraphLike, list[ir.Node]], None]
 
 
-def fold_static(owner: GraphLike, nodes: list[ir.Node], opset: int) -> list[ir.Node]:
+def _remove_now(owner: GraphLike, nodes: list[ir.Node]) -> None:
+    owner.remove(nodes)
+
+
+def fold_static(
+    owner: GraphLike, nodes: list[ir.Node], opset: int, discard: Discard = _remove_now
+) -> list[ir.Node]:
     """Fold what is static among ``nodes`` (in ``owner``, in order); remove what is left dead.
 
     Returns the nodes that remain, in graph order, inlined branch nodes
     included. Values these nodes read from elsewhere (constants,
     initializers) are removed too when nothing reads them any more.
+    ``discard(graph, nodes)`` takes the nodes to remove, already reading
+    nothing: onnx_ir's ``Graph.remove`` scans all of a graph's outputs, so
+    a caller folding thousands of copies in one graph removes in one batch.
     """
     mine = set(nodes)
     outside: set[ir.Value] = set()
@@ -94,7 +104,7 @@ def fold_static(owner: GraphLike, nodes: list[ir.Node], opset: int) -> list[ir.N
             continue
         outside.update(v for v in node.inputs if v is not None and v.producer() not in mine)
         if is_onnx_op(node, "If"):
-            inlined = _inline_if(owner, node)
+            inlined = _inline_if(owner, node, discard)
             if inlined is not None:
                 mine.update(inlined)
                 pending.extendleft(reversed(inlined))
@@ -104,8 +114,8 @@ def fold_static(owner: GraphLike, nodes: list[ir.Node], opset: int) -> list[ir.N
             continue
         _infer_shapes(node, opset)
         kept.append(node)
-    kept = _remove_dead(owner, kept)
-    _remove_dead_outside(outside)
+    kept = _remove_dead(owner, kept, discard)
+    _remove_dead_outside(outside, discard)
     return kept
 
 
@@ -143,7 +153,7 @@ def _fold(node: ir.Node) -> bool:
     node.domain = ""
     node.version = None
     node.attributes.clear()
-    node.attributes["value"] = ir.AttrTensor("value", ir.tensor(result))
+    node.attributes["value"] = ir.AttrTensor("value", ir.Tensor(result))
     output.dtype = dtype
     output.shape = ir.Shape(result.shape)
     return True
@@ -241,7 +251,7 @@ _RULES: dict[str, Rule] = {
 }
 
 
-def _inline_if(owner: GraphLike, node: ir.Node) -> list[ir.Node] | None:
+def _inline_if(owner: GraphLike, node: ir.Node, discard: Discard) -> list[ir.Node] | None:
     """Put the branch an If on a constant takes in the If's place; returns its nodes.
 
     ::
@@ -304,7 +314,7 @@ def _inline_if(owner: GraphLike, node: ir.Node) -> list[ir.Node] | None:
         ):
             release(other.as_graph())
     node.attributes.clear()
-    owner.remove(node)
+    discard(owner, [node])
     return new_nodes
 
 
@@ -358,7 +368,7 @@ def _infer_shapes(node: ir.Node, opset: int) -> None:
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
-def _remove_dead(owner: GraphLike, nodes: list[ir.Node]) -> list[ir.Node]:
+def _remove_dead(owner: GraphLike, nodes: list[ir.Node], discard: Discard) -> list[ir.Node]:
     """Remove, from last to first, the nodes among ``nodes`` whose outputs nothing reads."""
     dead: list[ir.Node] = []
     for node in reversed(nodes):
@@ -374,12 +384,12 @@ def _remove_dead(owner: GraphLike, nodes: list[ir.Node]) -> list[ir.Node]:
                     release(graph)
         dead.append(node)
     if dead:
-        owner.remove(dead)
+        discard(owner, dead)
     gone = set(dead)
     return [node for node in nodes if node not in gone]
 
 
-def _remove_dead_outside(values: set[ir.Value]) -> None:
+def _remove_dead_outside(values: set[ir.Value], discard: Discard) -> None:
     """Remove the Constants and initializers among ``values`` that nothing reads any more.
 
     An initializer that is also a graph input stays: it is part of the
@@ -391,7 +401,7 @@ def _remove_dead_outside(values: set[ir.Value]) -> None:
         producer = value.producer()
         if producer is not None and is_onnx_op(producer, "Constant"):
             if producer.graph is not None:
-                producer.graph.remove(producer)
+                discard(producer.graph, [producer])
         elif (
             value.is_initializer()
             and value.graph is not None
