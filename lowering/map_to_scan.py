@@ -163,49 +163,64 @@ def read_stack_in_readers(
     dtype = type_.dtype if isinstance(type_, ir.TensorType) else None
     constants: list[ir.Node] = []
     for user, index in list(output.uses()):
-        if index != 0 or user.graph is None:
-            continue
-        if is_onnx_op(user, "SequenceAt") and len(user.inputs) == 2:
+        kind = _stack_read(user, index, element_shape, dtype, opset)
+        if kind == "at":
             nodes = _element_at(stack, user.inputs[1], count, dtype, opset)
-            if nodes is not None:
-                typed(nodes[-1].outputs[0], (type_, element_shape))
-                _become(user, nodes)
-        elif is_onnx_op(user, "SequenceLength") and unsupported("Shape", dtype, opset) is None:
+            typed(nodes[-1].outputs[0], (type_, element_shape))
+            _become(user, nodes)
+        elif kind == "length":
             shape = fresh(ir.node("Shape", [stack]))
             typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
             zero = constant_node(np.array(0, np.int64), "zero")
             length = fresh(ir.node("Gather", [shape.outputs[0], zero.outputs[0]]))
             typed(fresh(length.outputs[0], "length"), SCALAR_INT64)
             _become(user, [shape, zero, length])
-        else:
-            kind = concat_kind(user, index, rank, element_shape)
-            if kind is None:
-                continue
-            if kind[1] == 0:
-                constants += read_stack(user, stack, element_shape)
-            elif rank is not None and unsupported("Transpose", dtype, opset) is None:
-                axis = kind[1]
-                perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
-                user.attributes.clear()
-                user.op_type = "Transpose"
-                user.attributes["perm"] = ir.AttrInt64s("perm", perm)
-                user.replace_input_with(0, stack)
+        elif kind == "concat":
+            constants += read_stack(user, stack, element_shape)
+        elif kind == "transpose":
+            axis = concat_kind(user, index, rank, element_shape)[1]
+            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+            user.attributes.clear()
+            user.op_type = "Transpose"
+            user.attributes["perm"] = ir.AttrInt64s("perm", perm)
+            user.replace_input_with(0, stack)
     return constants
+
+
+def _stack_read(
+    user: ir.Node,
+    index: int,
+    shape: ir.Shape | None,
+    dtype: ir.DataType | None,
+    opset: int,
+) -> str | None:
+    """How :func:`read_stack_in_readers` rewrites ``user``; None where it keeps the sequence."""
+    if index != 0 or user.graph is None:
+        return None
+    if is_onnx_op(user, "SequenceAt"):
+        readable = unsupported("Gather", dtype, opset) is None or (
+            first_unsupported([("Slice", dtype), ("Squeeze", dtype)], opset) is None
+        )
+        return "at" if readable and len(user.inputs) == 2 and user.inputs[1] is not None else None
+    if is_onnx_op(user, "SequenceLength"):
+        return "length" if unsupported("Shape", dtype, opset) is None else None
+    rank = None if shape is None else len(shape)
+    kind = concat_kind(user, index, rank, shape)
+    if kind is None:
+        return None
+    if kind[1] == 0:
+        return "concat"
+    return "transpose" if unsupported("Transpose", dtype, opset) is None else None
 
 
 def _element_at(
     stack: ir.Value,
-    position: ir.Value | None,
+    position: ir.Value,
     count: ir.Value,
     dtype: ir.DataType | None,
     opset: int,
-) -> list[ir.Node] | None:
-    """Nodes reading element ``position`` of ``stack``, its index normalized; None if none can."""
-    if position is None or (
-        unsupported("Gather", dtype, opset) is not None
-        and first_unsupported([("Slice", dtype), ("Squeeze", dtype)], opset) is not None
-    ):
-        return None
+) -> list[ir.Node]:
+    """Nodes reading element ``position`` of ``stack``, its index normalized."""
     constant = constant_array(position)
     nodes: list[ir.Node] = []
     if constant is not None and constant.size == 1:
