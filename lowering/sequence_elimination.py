@@ -22,9 +22,10 @@ inserts at static positions::
     y   = ConcatFromSequence<axis, new_axis = 1>(s_2)
 
 An insert is folded when the sequence it inserts into is a SequenceEmpty or
-SequenceConstruct that nothing else reads, and its position is absent
-(append) or a constant valid for that length (-n..n); the chain then folds
-one insert at a time. A rewritten node keeps its
+SequenceConstruct that nothing else reads, its position is absent (append)
+or a constant valid for that length (-n..n), and its result is not a graph
+output (a sequence the graph returns is left as it is built); the chain
+then folds one insert at a time. A rewritten node keeps its
 name and its output value, so consumers and graph outputs are untouched. The
 pass runs only on models where maps were lowered, so other models come out
 exactly as they went in.
@@ -99,8 +100,8 @@ def _only_reader_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
 def _sequence_insert(node: ir.Node, owner, lengths) -> bool:
     before = _only_reader_elements(node.inputs[0])
     tensor = node.inputs[1] if len(node.inputs) > 1 else None
-    if before is None or tensor is None:
-        return False
+    if before is None or tensor is None or node.outputs[0].is_graph_output():
+        return False  # (a sequence the graph returns is left as it is built)
     position = len(before)
     if len(node.inputs) > 2 and node.inputs[2] is not None:
         value = constant_array(node.inputs[2])

@@ -321,3 +321,34 @@ def test_dynamic_insert_position_is_not_folded():
         feeds = {"a": a, "b": b, "c": c, "p": np.array(p, np.int64)}
         expected = [np.stack(_oracle(a, b, c, p)), np.array(3, np.int64)]
         assert_same(run(result, feeds), expected)
+
+
+def test_a_sequence_the_graph_returns_is_left_as_built():
+    source = parse(
+        H
+        + """
+        g (float[2] a, float[2] b) => (seq(float[2]) y) {
+          empty = SequenceEmpty <dtype = 1> ()
+          one = SequenceInsert(empty, a)
+          y = SequenceInsert(one, b)
+        }"""
+    )
+    result = lowered(source)  # nothing to lower: the model comes back as it was
+    assert op_types(result) == ["SequenceEmpty", "SequenceInsert", "SequenceInsert"]
+    with_map = parse(
+        H
+        + """
+        g (float[2] a, float[2] b) => (seq(float[2]) y) {
+          s = SequenceConstruct(a)
+          m = SequenceMap <body = body (float[2] e) => (float[2] d) { d = Neg(e) }> (s)
+          zero = Constant <value = int64 {0}> ()
+          m0 = SequenceAt(m, zero)
+          empty = SequenceEmpty <dtype = 1> ()
+          one = SequenceInsert(empty, m0)
+          y = SequenceInsert(one, b)
+        }"""
+    )
+    result = lowered(with_map)
+    assert op_types(result) == ["Neg", "SequenceConstruct", "SequenceInsert"]
+    a, b = np.ones(2, np.float32), np.full(2, 2.0, np.float32)
+    assert_same(run(result, {"a": a, "b": b}), [[-a, b]])
