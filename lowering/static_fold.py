@@ -138,8 +138,11 @@ def _fold(node: ir.Node) -> bool:
         return False
     if any(isinstance(a, ir.Attr) and a.is_ref() for a in node.attributes.values()):
         return False
-    values = [constant_array(v) for v in node.inputs]
-    result = rule(node, values)
+    values = [_small_constant(v) for v in node.inputs]
+    try:
+        result = rule(node, values)
+    except ValueError:  # operands that do not broadcast, an unknown type: not ours to judge
+        return False
     if result is None or result.size > MAX_FOLDED_ELEMENTS:
         return False
     output = node.outputs[0]
@@ -157,6 +160,18 @@ def _fold(node: ir.Node) -> bool:
     output.dtype = dtype
     output.shape = ir.Shape(result.shape)
     return True
+
+
+def _small_constant(value: ir.Value | None) -> np.ndarray | None:
+    """The value of a constant of at most MAX_FOLDED_ELEMENTS elements.
+
+    Larger initializers (weights, maybe external) are never read into memory.
+    """
+    tensor = value.const_value if value is not None else None
+    if tensor is not None and tensor.size > MAX_FOLDED_ELEMENTS:
+        return None
+    array = constant_array(value)
+    return array if array is None or array.size <= MAX_FOLDED_ELEMENTS else None
 
 
 def _static_shape(value: ir.Value | None) -> list[int] | None:
@@ -202,7 +217,7 @@ def _cast(node: ir.Node, values) -> np.ndarray | None:
     to = node.attributes.get_int("to")
     if to is None:
         return None
-    return _cast_to(values[0], ir.DataType(to))
+    return _cast_to(values[0], ir.DataType(to))  # (an unknown ``to`` raises ValueError)
 
 
 def _cast_like(node: ir.Node, values) -> np.ndarray | None:
@@ -265,7 +280,7 @@ def _inline_if(owner: GraphLike, node: ir.Node, discard: Discard) -> list[ir.Nod
     output is not made inside the branch, or when an If output is a graph
     output (which the If's caller tracks).
     """
-    cond = constant_array(node.inputs[0]) if node.inputs else None
+    cond = _small_constant(node.inputs[0]) if node.inputs else None
     if cond is None or cond.dtype != np.bool_ or cond.size != 1:
         return None
     name = "then_branch" if bool(cond.reshape(())) else "else_branch"
@@ -342,8 +357,8 @@ def _infer_shapes(node: ir.Node, opset: int) -> None:
         if value.shape is not None:
             ir.serde.serialize_shape_into(type_proto, value.shape)
         input_types[name] = type_proto
-        array = constant_array(value)
-        if array is not None and array.size <= MAX_FOLDED_ELEMENTS and array.dtype != object:
+        array = _small_constant(value)
+        if array is not None and array.dtype != object:
             input_data[name] = onnx.numpy_helper.from_array(array, name)
     proto = ir.serde.serialize_node(node)
     del proto.input[:]
@@ -353,7 +368,13 @@ def _infer_shapes(node: ir.Node, opset: int) -> None:
     try:
         schema = onnx.defs.get_schema(node.op_type, opset, "")
         inferred = onnx.shape_inference.infer_node_outputs(schema, proto, input_types, input_data)
-    except (onnx.defs.SchemaError, onnx.shape_inference.InferenceError, RuntimeError):
+    except (
+        onnx.defs.SchemaError,
+        onnx.shape_inference.InferenceError,
+        onnx.checker.ValidationError,  # inputs whose types the schema refuses
+        ValueError,
+        TypeError,
+    ):
         return  # nothing proven: the shapes stay unknown
     for k, output in enumerate(node.outputs):
         type_proto = inferred.get(f"output_{k}")

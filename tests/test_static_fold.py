@@ -320,3 +320,48 @@ def test_float_to_integer_cast_is_never_folded():
         }"""
     )
     assert "Cast" in op_types(lowered(source))
+
+
+def test_large_initializers_are_never_read(tmp_path):
+    """Shape of a large weight folds from its declared shape; its data stays on disk."""
+    source = parse(
+        H
+        + """
+        g (int64[4096] a) => (int64[4096] ya, int64[1] sa) {
+          s = SequenceConstruct(a)
+          y, z = SequenceMap <body = body (e) => (c, d) {
+                c = Add(w, w)
+                d = Shape(w)
+              }> (s)
+          zero = Constant <value = int64 {0}> ()
+          ya = SequenceAt(y, zero)
+          sa = SequenceAt(z, zero)
+        }"""
+    )
+    weight = onnx.numpy_helper.from_array(np.arange(4096, dtype=np.int64), "w")
+    source.graph.initializer.append(weight)
+    onnx.save(source, tmp_path / "model.onnx", save_as_external_data=True, location="w.bin")
+    model = onnx.load(tmp_path / "model.onnx", load_external_data=False)
+    (tmp_path / "w.bin").rename(tmp_path / "elsewhere.bin")  # reading it would fail
+    result = lowering.lower(model)
+    assert op_types(result).count("Add") == 1  # too large to fold
+    assert "Shape" not in op_types(result)  # its shape is declared
+
+
+def test_constants_that_cannot_be_combined_are_left_to_the_runtime():
+    """Operands that do not broadcast: an invalid model is not the fold's to judge."""
+    source = parse(
+        H
+        + """
+        g (float a) => (bool[N] ya) {
+          s = SequenceConstruct(a)
+          m = SequenceMap <body = body (e) => (bool[N] c) {
+                two = Constant <value = int64[2] {1, 2}> ()
+                three = Constant <value = int64[3] {1, 2, 3}> ()
+                c = Equal(two, three)
+              }> (s)
+          zero = Constant <value = int64 {0}> ()
+          ya = SequenceAt(m, zero)
+        }"""
+    )
+    assert "Equal" in op_types(lowering.lower(source))
