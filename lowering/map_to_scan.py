@@ -24,6 +24,16 @@ becomes::
 
 An empty input gives n = 0, stacks of shape [0, *shape_j], and empty
 sequences of the right element type.
+
+The split is made only for readers that need a sequence. SequenceAt,
+SequenceLength and ConcatFromSequence read the stack itself
+(:func:`read_stack_in_readers`)::
+
+    y = SequenceAt(outs_j, i)            y = Gather<axis = 0>(stack_j, i')    i' = i, or i + n
+    c = SequenceLength(outs_j)     ->    c = Gather(Shape(stack_j), 0)
+    z = ConcatFromSequence(outs_j)       z = stack_j, Transpose or Reshape of it
+
+so a map read only that way leaves no sequence op behind.
 """
 
 from __future__ import annotations
