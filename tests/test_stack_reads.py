@@ -352,3 +352,23 @@ def test_a_sequence_the_graph_returns_is_left_as_built():
     assert op_types(result) == ["Neg", "SequenceConstruct", "SequenceInsert"]
     a, b = np.ones(2, np.float32), np.full(2, 2.0, np.float32)
     assert_same(run(result, {"a": a, "b": b}), [[-a, b]])
+
+
+def test_concat_of_an_unrolled_empty_map_stays_a_concat_from_sequence():
+    """No elements: Concat of nothing is not a model, so the sequence op stays (and fails
+    in onnxruntime as the original does)."""
+    source = parse(
+        H
+        + """
+        g (float[2] a) => (float[N,2] y) {
+          s = SequenceEmpty <dtype = 1> ()
+          m = SequenceMap <body = body (float[2] e) => (float[2] d) { d = Neg(e) }> (s)
+          y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }"""
+    )
+    result = lowered(source)
+    assert op_types(result) == ["SequenceEmpty", "ConcatFromSequence"]
+    with pytest.raises(Exception, match="1 or more inputs"):
+        run(source, {"a": np.zeros(2, np.float32)})
+    with pytest.raises(Exception, match="1 or more inputs"):
+        run(result, {"a": np.zeros(2, np.float32)})
