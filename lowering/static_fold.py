@@ -104,7 +104,7 @@ def fold_static(
             continue
         outside.update(v for v in node.inputs if v is not None and v.producer() not in mine)
         if is_onnx_op(node, "If"):
-            inlined = _inline_if(owner, node, discard)
+            inlined = _inline_if(owner, node, discard, outside)
             if inlined is not None:
                 mine.update(inlined)
                 pending.extendleft(reversed(inlined))
@@ -114,21 +114,38 @@ def fold_static(
             continue
         _infer_shapes(node, opset)
         kept.append(node)
-    kept = _remove_dead(owner, kept, discard)
+    kept = _remove_dead(owner, kept, discard, outside)
     _remove_dead_outside(outside, discard)
     return kept
 
 
-def release(graph: ir.Graph) -> None:
+def release(graph: ir.Graph) -> set[ir.Value]:
     """Make the nodes of a graph no longer in the model stop reading any value.
 
     A detached graph (a map body after unrolling, an If branch not taken)
     still counts as a reader of the outer values its nodes read, which
-    would keep them from ever looking dead.
+    would keep them from ever looking dead. Returns those outer values.
     """
-    for node in ir.traversal.RecursiveGraphIterator(graph):
+    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
+    inside = {graph, *(node.graph for node in nodes)}
+    released: set[ir.Value] = set()
+    for node in nodes:
+        released.update(v for v in node.inputs if v is not None and v.graph not in inside)
         for index in range(len(node.inputs)):
             node.replace_input_with(index, None)
+    return released
+
+
+def _subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """The graphs in ``node``'s own attributes."""
+    found: list[ir.Graph] = []
+    for attr in node.attributes.values():
+        if isinstance(attr, ir.Attr) and not attr.is_ref():
+            if attr.type == ir.AttributeType.GRAPH:
+                found.append(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                found += attr.as_graphs()
+    return found
 
 
 def _fold(node: ir.Node) -> bool:
@@ -266,7 +283,9 @@ _RULES: dict[str, Rule] = {
 }
 
 
-def _inline_if(owner: GraphLike, node: ir.Node, discard: Discard) -> list[ir.Node] | None:
+def _inline_if(
+    owner: GraphLike, node: ir.Node, discard: Discard, outside: set[ir.Value]
+) -> list[ir.Node] | None:
     """Put the branch an If on a constant takes in the If's place; returns its nodes.
 
     ::
@@ -327,7 +346,7 @@ def _inline_if(owner: GraphLike, node: ir.Node, discard: Discard) -> list[ir.Nod
             and other.type == ir.AttributeType.GRAPH
             and other.name != name
         ):
-            release(other.as_graph())
+            outside |= release(other.as_graph())
     node.attributes.clear()
     discard(owner, [node])
     return new_nodes
@@ -389,7 +408,9 @@ def _infer_shapes(node: ir.Node, opset: int) -> None:
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
-def _remove_dead(owner: GraphLike, nodes: list[ir.Node], discard: Discard) -> list[ir.Node]:
+def _remove_dead(
+    owner: GraphLike, nodes: list[ir.Node], discard: Discard, outside: set[ir.Value]
+) -> list[ir.Node]:
     """Remove, from last to first, the nodes among ``nodes`` whose outputs nothing reads."""
     dead: list[ir.Node] = []
     for node in reversed(nodes):
@@ -397,12 +418,8 @@ def _remove_dead(owner: GraphLike, nodes: list[ir.Node], discard: Discard) -> li
             continue
         for index in range(len(node.inputs)):
             node.replace_input_with(index, None)
-        for attr in node.attributes.values():
-            if isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.GRAPH:
-                release(attr.as_graph())
-            elif isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.GRAPHS:
-                for graph in attr.as_graphs():
-                    release(graph)
+        for graph in _subgraphs(node):
+            outside |= release(graph)
         dead.append(node)
     if dead:
         discard(owner, dead)

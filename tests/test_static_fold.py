@@ -365,3 +365,27 @@ def test_constants_that_cannot_be_combined_are_left_to_the_runtime():
         }"""
     )
     assert "Equal" in op_types(lowering.lower(source))
+
+
+def test_what_only_the_branch_not_taken_read_is_removed():
+    source = parse(
+        H
+        + """
+        g (float[2] a) => (float[2] ya) <float[2] bias = {1.0, 2.0}> {
+          s = SequenceConstruct(a)
+          m = SequenceMap <body = body (e) => (y) {
+                shape = Shape(e)
+                rank = Size(shape)
+                zero = Constant <value = int64 {0}> ()
+                cond = Equal(rank, zero)
+                y = If (cond) <
+                  then_branch = t () => (r) { r = Add(e, bias) },
+                  else_branch = f () => (r2) { r2 = Identity(e) }>
+              }> (s)
+          i0 = Constant <value = int64 {0}> ()
+          ya = SequenceAt(m, i0)
+        }"""
+    )
+    result = lowered(source)
+    assert list(result.graph.initializer) == []
+    assert op_types(result) == ["Identity", "Identity"]
