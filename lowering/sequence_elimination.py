@@ -80,6 +80,19 @@ def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
     return list(producer.inputs)
 
 
+def fold_insert_chains(model: ir.Model) -> bool:
+    """Only the first rule: every static insert chain, in every scope, becomes a construct.
+
+    The map lowering runs it before it unrolls, so that a map over such a
+    chain reads the inserted tensors, whose shapes are declared, directly.
+    """
+    modified = False
+    for located in find_nodes(model, lambda n: n.op_type == "SequenceInsert"):
+        if located.node.domain in ("", "ai.onnx"):
+            modified = _sequence_insert(located.node, located.scope.owner, None) or modified
+    return modified
+
+
 def _only_reader_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
     """The elements of a SequenceEmpty or SequenceConstruct result read only once."""
     producer = sequence.producer() if sequence is not None else None

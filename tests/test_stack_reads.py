@@ -372,3 +372,38 @@ def test_concat_of_an_unrolled_empty_map_stays_a_concat_from_sequence():
         run(source, {"a": np.zeros(2, np.float32)})
     with pytest.raises(Exception, match="1 or more inputs"):
         run(result, {"a": np.zeros(2, np.float32)})
+
+
+def test_a_map_over_an_insert_chain_reads_the_inserted_tensors():
+    """The chain is a construct before unrolling, so each copy reads a declared tensor
+    and its rank test folds (lowering.static_fold)."""
+    source = parse(
+        H
+        + """
+        g (float[2] a, float b) => (float[1] y0, float[2] y1) {
+          empty = SequenceEmpty <dtype = 1> ()
+          one = SequenceInsert(empty, a)
+          zero = Constant <value = int64 {0}> ()
+          two = SequenceInsert(one, b, zero)
+          m = SequenceMap <body = body (e) => (float[N] y) {
+                shape = Shape(e)
+                rank = Size(shape)
+                z = Constant <value = int64 {0}> ()
+                cond = Equal(rank, z)
+                y = If (cond) <
+                  then_branch = t () => (r) {
+                    o = Constant <value_ints = [1]> ()
+                    r = Reshape(e, o)
+                  },
+                  else_branch = f () => (r2) { r2 = Identity(e) }>
+              }> (two)
+          i0 = Constant <value = int64 {0}> ()
+          i1 = Constant <value = int64 {1}> ()
+          y0 = SequenceAt(m, i0)
+          y1 = SequenceAt(m, i1)
+        }"""
+    )
+    result = lowered(source)
+    assert op_types(result) == ["Constant", "Reshape", "Identity", "Identity", "Identity"]
+    a, b = np.array([1, 2], np.float32), np.array(5, np.float32)
+    assert_same(run(result, {"a": a, "b": b}), [np.array([5], np.float32), a])
