@@ -24,6 +24,16 @@ becomes::
 
 An empty input gives n = 0, stacks of shape [0, *shape_j], and empty
 sequences of the right element type.
+
+The split is made only for readers that need a sequence. SequenceAt,
+SequenceLength and ConcatFromSequence read the stack itself
+(:func:`read_stack_in_readers`)::
+
+    y = SequenceAt(outs_j, i)            y = Gather<axis = 0>(stack_j, i')    i' = i, or i + n
+    c = SequenceLength(outs_j)     ->    c = Gather(Shape(stack_j), 0)
+    z = ConcatFromSequence(outs_j)       z = stack_j, Transpose or Reshape of it
+
+so a map read only that way leaves no sequence op behind.
 """
 
 from __future__ import annotations
@@ -31,8 +41,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_node
+from lowering.constants import constant_array, constant_node, remove_if_dead_constant
 from lowering.map_plan import (
+    SCALAR_BOOL,
+    SCALAR_INT64,
     MapPlan,
     Replacer,
     body_signature,
@@ -40,9 +52,11 @@ from lowering.map_plan import (
     loop_header,
     make_loop,
     open_body,
+    read_slice,
     typed,
 )
 from lowering.naming import fresh
+from lowering.ort_kernels import first_unsupported, unsupported
 from lowering.scopes import is_onnx_op
 from lowering.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 
@@ -114,7 +128,7 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     ):
         stack_shape = None if shape is None else ir.Shape([None, *shape])
         typed(fresh(stack, "stack"), (type_, stack_shape))
-        new_nodes += _read_stack_in_concats(output, stack, shape)
+        new_nodes += read_stack_in_readers(output, stack, type_, shape, trip_count, plan.opset)
         if output.uses() or output.is_graph_output():
             split = fresh(ir.node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
             new_nodes.append(split)
@@ -125,23 +139,153 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     return new_nodes
 
 
-def _read_stack_in_concats(
-    output: ir.Value, stack: ir.Value, element_shape: ir.Shape | None
+def read_stack_in_readers(
+    output: ir.Value,
+    stack: ir.Value,
+    type_: ir.TypeProtocol,
+    element_shape: ir.Shape | None,
+    count: ir.Value,
+    opset: int,
 ) -> list[ir.Node]:
-    """Let each ``ConcatFromSequence`` of ``output`` along axis 0 read the stack instead.
+    """Let each reader of ``output`` that a stack serves read ``stack`` instead.
 
-    Splitting the stack into a sequence only to concatenate it again costs
-    two copies of every element. Unlike the original, an empty input then
-    gives an empty tensor rather than an error. Returns the new shape
-    constants, to go before the Loop.
+    ``stack`` holds the elements along axis 0, ``count`` (an int64 scalar)
+    is how many there are. Splitting the stack into a sequence only to read
+    it back costs a copy of every element, and runtimes without sequences
+    (OpenVINO) cannot run the split at all::
+
+        SequenceAt(seq, i)                   ->  Gather<axis = 0>(stack, i')
+                                                 (Slice + Squeeze for strings)
+        SequenceLength(seq)                  ->  Gather(Shape(stack), 0)
+        ConcatFromSequence<axis = a,
+                           new_axis = 1>     ->  stack (a = 0), Transpose (a > 0)
+        ConcatFromSequence<axis = 0>         ->  Reshape(stack, [-1, *shape[1:]])
+
+    where i' is i for a constant i >= 0, and otherwise ``i + count`` where i
+    is negative (SequenceAt takes -n..n-1; not every runtime's Gather takes
+    negative indices). Unlike the original, a concat of no elements gives an
+    empty tensor rather than an error. A reader whose op onnxruntime cannot
+    run on the element type keeps reading the sequence. Returns the new
+    nodes that go with the Loop (shape constants); the nodes a reader needs
+    go right before it, in its own graph.
     """
     rank = None if element_shape is None else len(element_shape)
+    dtype = type_.dtype if isinstance(type_, ir.TensorType) else None
     constants: list[ir.Node] = []
     for user, index in list(output.uses()):
-        kind = concat_kind(user, index, rank, element_shape)
-        if kind is not None and kind[1] == 0:
+        kind = _stack_read(user, index, element_shape, dtype, opset)
+        if kind == "at":
+            nodes = _element_at(stack, user.inputs[1], count, dtype, opset)
+            typed(nodes[-1].outputs[0], (type_, element_shape))
+            _become(user, nodes)
+        elif kind == "length":
+            shape = fresh(ir.node("Shape", [stack]))
+            typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
+            zero = constant_node(np.array(0, np.int64), "zero")
+            length = fresh(ir.node("Gather", [shape.outputs[0], zero.outputs[0]]))
+            typed(fresh(length.outputs[0], "length"), SCALAR_INT64)
+            _become(user, [shape, zero, length])
+        elif kind == "concat":
             constants += read_stack(user, stack, element_shape)
+        elif kind == "transpose":
+            axis = concat_kind(user, index, rank, element_shape)[1]
+            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+            user.attributes.clear()
+            user.op_type = "Transpose"
+            user.attributes["perm"] = ir.AttrInt64s("perm", perm)
+            user.replace_input_with(0, stack)
     return constants
+
+
+def _stack_read(
+    user: ir.Node,
+    index: int,
+    shape: ir.Shape | None,
+    dtype: ir.DataType | None,
+    opset: int,
+) -> str | None:
+    """How :func:`read_stack_in_readers` rewrites ``user``; None where it keeps the sequence."""
+    if index != 0 or user.graph is None:
+        return None
+    if is_onnx_op(user, "SequenceAt"):
+        readable = unsupported("Gather", dtype, opset) is None or (
+            first_unsupported([("Slice", dtype), ("Squeeze", dtype)], opset) is None
+        )
+        return "at" if readable and len(user.inputs) == 2 and user.inputs[1] is not None else None
+    if is_onnx_op(user, "SequenceLength"):
+        return "length" if unsupported("Shape", dtype, opset) is None else None
+    rank = None if shape is None else len(shape)
+    kind = concat_kind(user, index, rank, shape)
+    if kind is None:
+        return None
+    if kind[1] == 0:
+        return "concat"
+    return "transpose" if unsupported("Transpose", dtype, opset) is None else None
+
+
+def _element_at(
+    stack: ir.Value,
+    position: ir.Value,
+    count: ir.Value,
+    dtype: ir.DataType | None,
+    opset: int,
+) -> list[ir.Node]:
+    """Nodes reading element ``position`` of ``stack``, its index normalized."""
+    constant = constant_array(position)
+    nodes: list[ir.Node] = []
+    if constant is not None and constant.size == 1:
+        index = int(constant.reshape(()))
+        if index >= 0:
+            return read_slice(stack, index, 0, False, dtype, opset)
+        negative = constant_node(np.array(index, np.int64), "index")
+        shifted = fresh(ir.node("Add", [negative.outputs[0], count]))
+        typed(fresh(shifted.outputs[0], "index"), SCALAR_INT64)
+        nodes += [negative, shifted]
+        return nodes + read_slice(stack, shifted.outputs[0], 0, False, dtype, opset)
+    p = position
+    if p.dtype != ir.DataType.INT64:
+        cast = fresh(ir.node("Cast", [p], {"to": ir.DataType.INT64.value}))
+        p = typed(fresh(cast.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), p.shape))
+        nodes.append(cast)
+    if p.shape is None or p.shape.rank() != 0:
+        scalar = constant_node(np.array([], np.int64), "scalar_shape")
+        reshape = fresh(ir.node("Reshape", [p, scalar.outputs[0]]))
+        p = typed(fresh(reshape.outputs[0], "index"), SCALAR_INT64)
+        nodes += [scalar, reshape]
+    # Its sign is known only at run time.
+    zero = constant_node(np.array(0, np.int64), "zero")
+    negative = fresh(ir.node("Less", [p, zero.outputs[0]]))
+    typed(fresh(negative.outputs[0], "is_negative"), SCALAR_BOOL)
+    shifted = fresh(ir.node("Add", [p, count]))
+    typed(fresh(shifted.outputs[0], "index"), SCALAR_INT64)
+    where = fresh(ir.node("Where", [negative.outputs[0], shifted.outputs[0], p]))
+    typed(fresh(where.outputs[0], "index"), SCALAR_INT64)
+    nodes += [zero, negative, shifted, where]
+    return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)
+
+
+def _become(user: ir.Node, nodes: list[ir.Node]) -> None:
+    """Put ``nodes`` before ``user``, whose readers then read the last one's output.
+
+    ``user`` stays, as an Identity, only where its output is a graph output.
+    """
+    graph = user.graph
+    graph.insert_before(user, nodes)
+    result = nodes[-1].outputs[0]
+    output = user.outputs[0]
+    old_inputs = list(user.inputs)
+    for index in range(len(user.inputs)):
+        user.replace_input_with(index, None)
+    for value in old_inputs:
+        remove_if_dead_constant(value)
+    if output.is_graph_output():
+        user.op_type = "Identity"
+        user.attributes.clear()
+        user.resize_inputs(1)
+        user.replace_input_with(0, result)
+        return
+    output.replace_all_uses_with(result)
+    graph.remove(user)
 
 
 def concat_kind(user: ir.Node, index: int, rank: int | None, shape: ir.Shape | None):

@@ -23,6 +23,8 @@ Body initializers become one ``Constant`` each, shared by all copies. With
 :class:`lowering.sequence_elimination.EliminateSequencesPass` afterwards,
 reads such as ``SequenceAt(outs, 1)`` become the tensors themselves, so a
 model like torch's ``atleast_2d((a, b, c))`` ends up with no sequence op.
+What a copy tests about its element (its rank, its shape) is then folded
+in the copy itself (:mod:`lowering.static_fold`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from lowering.constants import constant_array, constant_node
 from lowering.map_plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source, typed
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
+from lowering.static_fold import fold_static, release
 
 DEFAULT_MAX_UNROLL = 16
 
@@ -96,7 +99,14 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
         new_nodes.append(construct)
         sequences.append(construct.outputs[0])
     replacer.replace(plan, new_nodes, sequences)
-    return new_nodes
+    # What each copy tests about its element is now known: fold it there.
+    release(body)
+
+    def discard(owner, nodes: list[ir.Node]) -> None:
+        # Removed with the maps, in one batch per graph (Replacer.finish).
+        replacer._removed.setdefault(owner, []).extend(nodes)
+
+    return fold_static(plan.located.scope.owner, new_nodes, plan.opset, discard)
 
 
 def _elements(

@@ -5,12 +5,27 @@ out of ``SequenceConstruct`` results that it could read directly. Runtimes
 without sequence support (OpenVINO, tract) refuse those ops, so this pass
 rewrites them away::
 
+    SequenceInsert(s, t[, p]) of a known s             ->  SequenceConstruct(..)
     SequenceAt(SequenceConstruct(t_0, .., t_k-1), i)   ->  t_i        (i constant)
     SequenceLength(s)                                 ->  Constant   (length of s static)
     ConcatFromSequence<axis>(SequenceConstruct(t..))  ->  Concat<axis>(t..)
     ConcatFromSequence<axis, new_axis = 1>(...)       ->  Concat<axis>(Unsqueeze(t_i, axis)..)
 
-and then removes sequence ops left without a use. A rewritten node keeps its
+and then removes sequence ops left without a use. The first rule is for
+what exporters write around maps: paddle2onnx's ``array_to_tensor`` builds
+its result one insert at a time, which after unrolling is a chain of
+inserts at static positions::
+
+    s_0 = SequenceEmpty()                           s_2 = SequenceConstruct(a, b)
+    s_1 = SequenceInsert(s_0, a)           ->       y   = Concat<axis>(Unsqueeze(a, axis),
+    s_2 = SequenceInsert(s_1, b)                                       Unsqueeze(b, axis))
+    y   = ConcatFromSequence<axis, new_axis = 1>(s_2)
+
+An insert is folded when the sequence it inserts into is a SequenceEmpty or
+SequenceConstruct that nothing else reads, its position is absent (append)
+or a constant valid for that length (-n..n), and its result is not a graph
+output (a sequence the graph returns is left as it is built); the chain
+then folds one insert at a time. A rewritten node keeps its
 name and its output value, so consumers and graph outputs are untouched. The
 pass runs only on models where maps were lowered, so other models come out
 exactly as they went in.
@@ -63,6 +78,71 @@ def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
     ):
         return None
     return list(producer.inputs)
+
+
+def fold_insert_chains(model: ir.Model) -> bool:
+    """Only the first rule: every static insert chain, in every scope, becomes a construct.
+
+    The map lowering runs it before it unrolls, so that a map over such a
+    chain reads the inserted tensors, whose shapes are declared, directly.
+    """
+    modified = False
+    for located in find_nodes(model, lambda n: n.op_type == "SequenceInsert"):
+        if located.node.domain in ("", "ai.onnx"):
+            modified = _sequence_insert(located.node, located.scope.owner, None) or modified
+    return modified
+
+
+def _only_reader_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
+    """The elements of a SequenceEmpty or SequenceConstruct result read only once."""
+    producer = sequence.producer() if sequence is not None else None
+    if (
+        producer is None
+        or producer.domain not in ("", "ai.onnx")
+        or len(sequence.uses()) != 1
+        or sequence.is_graph_output()
+    ):
+        return None
+    if producer.op_type == "SequenceConstruct":
+        return list(producer.inputs)
+    if producer.op_type == "SequenceEmpty":
+        return []
+    return None
+
+
+def _sequence_insert(node: ir.Node, owner, lengths) -> bool:
+    before = _only_reader_elements(node.inputs[0])
+    tensor = node.inputs[1] if len(node.inputs) > 1 else None
+    if before is None or tensor is None or node.outputs[0].is_graph_output():
+        return False  # (a sequence the graph returns is left as it is built)
+    position = len(before)
+    if len(node.inputs) > 2 and node.inputs[2] is not None:
+        value = constant_array(node.inputs[2])
+        if value is None or value.size != 1 or value.dtype.kind not in "iu":
+            return False
+        position = int(value.reshape(()))
+        if not -len(before) <= position <= len(before):
+            return False  # out of range: leave the runtime's error in place
+        if position < 0:
+            position += len(before)
+    elements = [*before[:position], tensor, *before[position:]]
+    dtypes = {v.dtype for v in elements if v.type is not None} - {ir.DataType.UNDEFINED}
+    empty = node.inputs[0].producer()
+    if empty.op_type == "SequenceEmpty":
+        dtypes.add(ir.DataType(empty.attributes.get_int("dtype", ir.DataType.FLOAT.value)))
+    if len(dtypes) > 1:
+        return False  # the types disagree: leave the runtime's error in place
+    inputs = list(node.inputs)
+    for index in range(len(node.inputs)):
+        node.replace_input_with(index, None)
+    node.resize_inputs(len(elements))
+    for index, value in enumerate(elements):
+        node.replace_input_with(index, value)
+    node.op_type = "SequenceConstruct"
+    node.attributes.clear()
+    for value in inputs[2:]:
+        remove_if_dead_constant(value)
+    return True
 
 
 def _sequence_at(node: ir.Node, owner, lengths) -> bool:
@@ -132,6 +212,7 @@ def _become_identity(node: ir.Node, source: ir.Value, owner) -> None:
 
 
 _RULES = {
+    "SequenceInsert": _sequence_insert,
     "SequenceAt": _sequence_at,
     "SequenceLength": _sequence_length,
     "ConcatFromSequence": _concat_from_sequence,

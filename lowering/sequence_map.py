@@ -37,7 +37,7 @@ from lowering.map_vectorize import emitted_ops, lower_by_vectorizing, vectorize_
 from lowering.ort_kernels import first_unsupported
 from lowering.rewrites import Rewrite
 from lowering.scopes import Located, find_nodes, is_onnx_op, link_outer_outputs
-from lowering.sequence_elimination import EliminateSequencesPass
+from lowering.sequence_elimination import EliminateSequencesPass, fold_insert_chains
 from lowering.sequence_length import SequenceLengths
 from lowering.split_map_concat import lower_to_scan, scan_axes
 from lowering.type_inference import TypeOracle
@@ -112,6 +112,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         ]
         # Planned and checked: from here on the model changes.
         link_outer_outputs(model)
+        fold_insert_chains(model)  # a map over one then reads the inserted tensors
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
             _import_default_domain(opset_imports)
         # Innermost first: an outer map's uniformity was judged on its body as

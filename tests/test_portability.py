@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 import lowering
-from tests.helpers import assert_same, op_types, run
+from tests.helpers import all_nodes, assert_same, op_types, run
 
 openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
 tract = pytest.importorskip("tract", reason="tract is not installable here")
@@ -50,11 +50,18 @@ def test_torch_atleast_has_no_sequence_op_and_runs_in_openvino(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_torch_atleast_without_folding_still_has_no_sequence_op(name, tmp_path):
-    result, _, _, feeds = _torch_case(name, tmp_path)
-    assert not [op for op in op_types(result) if "Sequence" in op]
-    data = np.load(DATA / f"{name}.npz")
-    assert_same(run(result, feeds), [data[f"output_{k}"] for k in range(4)])
+def test_torch_atleast_with_default_options_runs_in_openvino_and_tract(name, tmp_path):
+    """No --optimize: unrolling itself folds torch's rank test (lowering.static_fold)."""
+    result, path, inputs, feeds = _torch_case(name, tmp_path)
+    ops = op_types(result)
+    assert not [op for op in ops if "Sequence" in op]
+    assert not {"If", "Shape", "Size", "CastLike", "Equal", "LessOrEqual"} & set(ops)
+    read = {name for node in all_nodes(result) for name in node.input}
+    assert [i.name for i in result.graph.initializer if i.name not in read] == []
+    expected = [np.load(DATA / f"{name}.npz")[f"output_{k}"] for k in range(4)]
+    assert_same(run(result, feeds), expected)
+    assert_same(run_openvino(path, inputs), expected)
+    assert_same(run_tract(path, inputs), expected)
 
 
 # Split -> map -> concat, lowered with --target-opset 11: one Scan at opset 11.
@@ -110,5 +117,32 @@ def test_split_map_concat_at_opset_11_runs_in_openvino_and_tract(name, tmp_path)
     feeds = dict(zip(["x", "z", "w"], inputs))
     expected = run(source, feeds)  # onnxruntime on the original
     assert_same(run(result, feeds), expected)
+    assert_same(run_openvino(path, inputs), expected)
+    assert_same(run_tract(path, inputs), expected)
+
+
+def test_insert_chain_around_an_unrolled_map_runs_in_openvino_and_tract(tmp_path):
+    """paddle2onnx's array_to_tensor after unrolling: inserts fold into one Concat."""
+    source = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] a, float[2] b) => (float[2,2] y) {
+      s = SequenceConstruct(a, b)
+      m = SequenceMap <body = body (float[2] e) => (float[2] c) { c = Neg(e) }> (s)
+      i0 = Constant <value = int64 {0}> ()
+      i1 = Constant <value = int64 {1}> ()
+      m0 = SequenceAt(m, i0)
+      m1 = SequenceAt(m, i1)
+      empty = SequenceEmpty <dtype = 1> ()
+      one = SequenceInsert(empty, m1)
+      front = Constant <value = int64 {0}> ()
+      two = SequenceInsert(one, m0, front)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (two)
+    }""")
+    result = lowering.lower(source)
+    assert not [op for op in op_types(result) if "Sequence" in op]
+    path = tmp_path / "lowered.onnx"
+    onnx.save(result, path)
+    inputs = [np.array([1, 2], np.float32), np.array([3, 4], np.float32)]
+    expected = [-np.stack(inputs)]
+    assert_same(run(result, dict(zip("ab", inputs))), expected)
     assert_same(run_openvino(path, inputs), expected)
     assert_same(run_tract(path, inputs), expected)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 
@@ -330,3 +331,43 @@ def test_two_split_inputs_of_different_lengths(first, extra, options):
     }
     result = lowered(parse(text), **options)
     assert_same(run(result, feeds), [feeds["x"] - feeds["u"][:first]])
+
+
+def test_unrolled_copies_fold_their_rank_test_in_a_loop_body():
+    """The fold works in the scope the map sits in, here a Loop body."""
+    body = """body (e) => (y) {
+            shape = Shape(e)
+            rank = Size(shape)
+            zero = Constant <value = int64 {0}> ()
+            cond = Equal(rank, zero)
+            y = If (cond) <
+              then_branch = t () => (r) {
+                one = Constant <value_ints = [1]> ()
+                r = Reshape(e, one)
+              },
+              else_branch = f () => (r2) { r2 = Identity(e) }>
+          }"""
+    source = parse(
+        H
+        + f"""
+        g (float a, float[2] b) => (float[1,1] ya, float[1,2] yb) {{
+          one = Constant <value = int64 {{1}}> ()
+          true = Constant <value = bool {{1}}> ()
+          ya, yb = Loop (one, true) <body = lb (int64 i, bool c) => (bool c2, float[1] la, float[2] lb) {{
+                c2 = Identity(c)
+                s = SequenceConstruct(a, b)
+                m = SequenceMap <body = {body}> (s)
+                k0 = Constant <value = int64 {{0}}> ()
+                k1 = Constant <value = int64 {{1}}> ()
+                la = SequenceAt(m, k0)
+                lb = SequenceAt(m, k1)
+              }}>
+        }}"""
+    )
+    loop_body = source.graph.node[2].attribute[0].g
+    map_body = next(n for n in loop_body.node if n.op_type == "SequenceMap").attribute[0].g
+    map_body.output[0].type.tensor_type.elem_type = onnx.TensorProto.FLOAT  # no shape
+    result = lowered(source)
+    assert "If" not in op_types(result)
+    a, b = np.array(2.0, np.float32), np.array([1.0, 3.0], np.float32)
+    assert_same(run(result, {"a": a, "b": b}), [np.array([[2.0]], np.float32), b[None]])
