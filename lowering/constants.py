@@ -51,7 +51,9 @@ def constant_node(value: np.ndarray, stem: str | None = None) -> ir.Node:
 
 def remove_if_dead_constant(value: ir.Value | None) -> None:
     """Remove the Constant node producing ``value`` if nothing reads it any more."""
-    producer = value.producer() if value is not None else None
+    if value is None:
+        return
+    producer = value.producer()
     if (
         producer is not None
         and is_onnx_op(producer, "Constant")

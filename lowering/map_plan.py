@@ -19,7 +19,7 @@ from lowering.constants import constant_node
 from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
 from lowering.ort_kernels import unsupported
-from lowering.scopes import Located, is_onnx_op
+from lowering.scopes import GraphLike, Located, is_onnx_op
 from lowering.sequence_length import SequenceLengths
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
@@ -42,6 +42,13 @@ class MapPlan:
     @property
     def node(self) -> ir.Node:
         return self.located.node
+
+    @property
+    def inputs(self) -> list[ir.Value]:
+        """The map's inputs, none of them empty (:func:`plan_map` rejects that)."""
+        inputs = [v for v in self.node.inputs if v is not None]
+        assert len(inputs) == len(self.node.inputs), "plan_map rejects empty inputs"
+        return inputs
 
 
 def plan_map(located: Located, twin: ir.Node | None, opset: int = 17) -> MapPlan:
@@ -201,11 +208,11 @@ def open_body(
     Returns the nodes that read the elements, already at the top of the
     body, and the values the body computed for each output, already typed.
     """
-    node, body = plan.node, plan.body
+    body = plan.body
     prologue: list[ir.Node] = []
     replacements: dict[ir.Value, ir.Value] = {}
     for outer, inner, sequence, element in zip(
-        node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
+        plan.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
         if sequence:
             reads = _read_element(outer, iteration, element, plan.opset)
@@ -261,6 +268,7 @@ def split_source(sequence: ir.Value) -> tuple[ir.Value, int, bool] | None:
     if (
         producer is None
         or not is_onnx_op(producer, "SplitToSequence")
+        or producer.inputs[0] is None
         or (len(producer.inputs) > 1 and producer.inputs[1] is not None)
     ):
         return None
@@ -279,7 +287,7 @@ def same_length_inputs(plan: MapPlan) -> bool:
     tensors, one batched body over several stacks) is only equivalent when
     the others are no longer, and an error where they are shorter.
     """
-    sequences = [v for v, s in zip(plan.node.inputs, plan.is_sequence, strict=True) if s]
+    sequences = [v for v, s in zip(plan.inputs, plan.is_sequence, strict=True) if s]
     if all(v is sequences[0] for v in sequences):
         return True
     lengths = SequenceLengths()
@@ -289,9 +297,11 @@ def same_length_inputs(plan: MapPlan) -> bool:
     dims = []
     for value in sequences:
         source = split_source(value)
-        if source is None or source[0].shape is None:
+        if source is None:
             return False
         tensor, axis, _ = source
+        if tensor.shape is None:
+            return False
         dims.append(tensor.shape[axis])
     first = dims[0]
     named = isinstance(first, int) or getattr(first, "value", None) is not None
@@ -373,7 +383,7 @@ def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
     The condition is explicit: Loop allows "" for "always", but some
     runtimes (onnx.reference among them) then run no trip at all.
     """
-    first = plan.node.inputs[0]
+    first = plan.inputs[0]
     source = split_source(first)
     if source is None:
         nodes = [fresh(ir.node("SequenceLength", [first]))]
@@ -430,8 +440,8 @@ class Replacer:
     """
 
     def __init__(self) -> None:
-        self._output_positions: dict[object, dict[ir.Value, list[int]]] = {}
-        self._removed: dict[object, list[ir.Node]] = {}
+        self._output_positions: dict[GraphLike, dict[ir.Value, list[int]]] = {}
+        self._removed: dict[GraphLike, list[ir.Node]] = {}
         self._maybe_dead: set[ir.Value] = set()
 
     def replace(
@@ -479,7 +489,7 @@ class Replacer:
         """Remove the replaced maps, and splits whose elements are now read directly."""
         self._finish(None)
 
-    def _finish(self, owners: set | None) -> None:
+    def _finish(self, owners: set[ir.Graph] | None) -> None:
         for value in list(self._maybe_dead):
             producer = value.producer()
             if producer is None or producer.graph is None:
@@ -492,7 +502,7 @@ class Replacer:
             if owners is None or owner in owners:
                 owner.remove(self._removed.pop(owner))
 
-    def _positions(self, owner) -> dict[ir.Value, list[int]]:
+    def _positions(self, owner: GraphLike) -> dict[ir.Value, list[int]]:
         if owner not in self._output_positions:
             positions: dict[ir.Value, list[int]] = {}
             for index, value in enumerate(owner.outputs):

@@ -33,7 +33,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node
-from lowering.map_plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source, typed
+from lowering.map_plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
 from lowering.static_fold import fold_static, release
@@ -43,27 +43,28 @@ DEFAULT_MAX_UNROLL = 16
 
 def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[ir.Node]:
     """Rewrite ``plan``'s map as ``length`` copies of its body; returns the new nodes."""
-    node, body = plan.node, plan.body
+    body, inputs = plan.body, plan.inputs
     replacer.flush_within(body)  # maps nested in the body, at any depth, are rewritten already
     new_nodes: list[ir.Node] = []
     shared_constants: dict[ir.Value, ir.Value] = {}
     for initializer in body.initializers.values():
         constant = fresh(ir.node("Constant", [], {"value": initializer.const_value}))
-        typed(constant.outputs[0], (initializer.type, initializer.shape))
-        shared_constants[initializer] = constant.outputs[0]
+        output = constant.outputs[0]
+        output.type, output.shape = initializer.type, initializer.shape  # whole, even if unknown
+        shared_constants[initializer] = output
         new_nodes.append(constant)
     elements = [
         _elements(outer, length, new_nodes, _dtype(element), plan.opset) if sequence else None
         for outer, sequence, element in zip(
-            node.inputs, plan.is_sequence, plan.element_types, strict=True
+            inputs, plan.is_sequence, plan.element_types, strict=True
         )
     ]
     results: list[list[ir.Value]] = [[] for _ in body.outputs]
     for i in range(length):
         copy = body.clone(allow_outer_scope_values=True)
         mapping = {
-            copied: (elements[j][i] if elements[j] is not None else node.inputs[j])
-            for j, copied in enumerate(copy.inputs)
+            copied: (values[i] if values is not None else outer)
+            for copied, outer, values in zip(copy.inputs, inputs, elements, strict=True)
         }
         for original, copied in zip(
             body.initializers.values(), copy.initializers.values(), strict=True
@@ -128,7 +129,9 @@ def _elements(
         and is_onnx_op(producer, "SequenceConstruct")
         and len(producer.inputs) >= length
     ):
-        return list(producer.inputs[:length])
+        values = [v for v in producer.inputs[:length] if v is not None]
+        if len(values) == length:
+            return values
     source = split_source(sequence)
     if source is not None:
         tensor, axis, keepdims = source
@@ -140,6 +143,7 @@ def _elements(
         return values
     sizes = _static_split_sizes(producer)
     if sizes is not None and len(sizes) >= length:
+        assert producer is not None, "the sizes are its split's"
         # One Split makes all of the sequence's elements, even where the
         # trip count (the first input's length) uses fewer of them.
         split = fresh(
@@ -184,7 +188,8 @@ def _static_split_sizes(producer: ir.Node | None) -> list[int] | None:
         return None
     if split.ndim == 1:
         return [int(s) for s in split]
-    tensor_shape = producer.inputs[0].shape
+    tensor = producer.inputs[0]
+    tensor_shape = tensor.shape if tensor is not None else None
     axis = producer.attributes.get_int("axis", 0)
     dim = tensor_shape[axis] if tensor_shape is not None else None
     if not isinstance(dim, int):

@@ -1113,13 +1113,15 @@ def _flatten(v, node, args):
 
 
 @_rule("Reshape")
-def _reshape(v, node, args):
+def _reshape(v: _Vectorizer, node: ir.Node, args: list[_Info | None]) -> list[_Info]:
     """The batch axis is kept: with 0 (copy) when the target has no -1, or with
     -1 when every other dim is known and non-zero; never both, which onnxruntime
     cannot resolve for an empty batch."""
     v.only_first_batched(args)
     x, target = args
+    assert x is not None, "only_first_batched checked that it is given"
     array = v.constant(target, "shape (a computed shape)")
+    assert array is not None, "Reshape's shape is a required input"
     wanted = [int(d) for d in array.reshape(-1)]
     allowzero = node.attributes.get_int("allowzero", 0)
     if allowzero and 0 in wanted:
@@ -1303,7 +1305,7 @@ def _topk(v, node, args):
 
 
 @_rule("Einsum")
-def _einsum(v, node, args):
+def _einsum(v: _Vectorizer, node: ir.Node, args: list[_Info | None]) -> list[_Info]:
     """A letter the equation does not use names the batch axis of each batched operand."""
     equation = node.attributes.get_string("equation", "").replace(" ", "")
     inputs, arrow, output = equation.partition("->")
@@ -1312,13 +1314,17 @@ def _einsum(v, node, args):
     terms = inputs.split(",")
     if len(terms) != len(args):
         raise v.decline("its equation does not match its inputs")
+    operands = [a for a in args if a is not None]
+    assert len(operands) == len(args), "Einsum's inputs are all required"
     batch = next(
         c for c in "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponmlkjihgfedcba" if c not in equation
     )
-    batched = [batch + t if a.batched else t for t, a in zip(terms, args, strict=True)]
-    out = v.like(node, [a.value for a in args], equation=f"{','.join(batched)}->{batch}{output}")
+    batched = [batch + t if a.batched else t for t, a in zip(terms, operands, strict=True)]
+    out = v.like(
+        node, [a.value for a in operands], equation=f"{','.join(batched)}->{batch}{output}"
+    )
     sizes: dict[str, int | None] = {}
-    for term, a in zip(terms, args, strict=True):
+    for term, a in zip(terms, operands, strict=True):
         for letter, d in zip(term, a.shape or (None,) * len(term), strict=False):
             sizes[letter] = d if sizes.get(letter) is None else sizes[letter]
     return [_Info(out, tuple(sizes.get(c) for c in output), True)]

@@ -147,20 +147,20 @@ class _Resolver:
             # ONNX lets a subgraph input hide an outer name, but runtimes
             # trip on it (onnxruntime's function inliner renames the hidden
             # name inside the subgraph too), so it is renamed like the rest.
-            if own.get(value.name, value) is not value or _lookup(outer, value.name) is not None:
+            if own.get(_name(value), value) is not value or _lookup(outer, value.name) is not None:
                 self._rename(value)
-            own[value.name] = value
+            own[_name(value)] = value
         defined = [*owner.initializers.values()] if isinstance(owner, ir.Graph) else []
         defined += [output for node in owner for output in node.outputs]
         for value in defined:
-            if own.get(value.name, value) is not value or _lookup(outer, value.name) is not None:
+            if own.get(_name(value), value) is not value or _lookup(outer, value.name) is not None:
                 self._rename(value)
-            own[value.name] = value
+            own[_name(value)] = value
         chain = [*outer, own]
         for node in owner:
-            for value in node.inputs:
-                if value is not None:
-                    self._resolve(value, chain)
+            for used in node.inputs:
+                if used is not None:
+                    self._resolve(used, chain)
             for attr in node.attributes.values():
                 if not isinstance(attr, ir.Attr) or attr.is_ref():
                     continue
@@ -174,18 +174,29 @@ class _Resolver:
 
     def _resolve(self, value: ir.Value, chain: list[dict[str, ir.Value]]) -> None:
         """Make ``value``'s name find ``value`` from the innermost scope of ``chain``."""
+        name = value.name
+        if name is None:
+            return  # no scope holds an unnamed value: every value defined in one is named
         for scope in reversed(chain):
-            found = scope.get(value.name)
+            found = scope.get(name)
             if found is None:
                 continue
             if found is value:
                 return
-            if not any(s.get(value.name) is value for s in chain):
+            if not any(s.get(name) is value for s in chain):
                 return  # defined elsewhere (not an enclosing scope): not ours to judge
             # ``found`` hides ``value`` and is deeper than it: rename ``found``.
-            del scope[found.name]
+            del scope[_name(found)]
             self._rename(found)
-            scope[found.name] = found
+            scope[_name(found)] = found
+
+
+def _name(value: ir.Value) -> str:
+    """The name of a value that a scope defines."""
+    # FreshNamesPass has named every value the scopes define (the same walk)
+    # before it resolves, and renaming gives a name too.
+    assert value.name is not None, "FreshNamesPass names every defined value first"
+    return value.name
 
 
 def _lookup(chain: list[dict[str, ir.Value]], name: str | None) -> ir.Value | None:

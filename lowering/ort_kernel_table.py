@@ -2,11 +2,11 @@
 
 ONNXRUNTIME_VERSION = "1.32.0"
 
-_TYPES_0 = frozenset(["double", "float", "int32", "int64", "uint32", "uint64"])
-_TYPES_1 = frozenset(
+_TYPES_0: frozenset[str] = frozenset(["double", "float", "int32", "int64", "uint32", "uint64"])
+_TYPES_1: frozenset[str] = frozenset(
     ["double", "float", "int16", "int32", "int64", "int8", "uint16", "uint32", "uint64", "uint8"]
 )
-_TYPES_2 = frozenset(
+_TYPES_2: frozenset[str] = frozenset(
     [
         "bfloat16",
         "bool",
@@ -24,8 +24,8 @@ _TYPES_2 = frozenset(
         "uint8",
     ]
 )
-_TYPES_3 = frozenset(["int64"])
-_TYPES_4 = frozenset(
+_TYPES_3: frozenset[str] = frozenset(["int64"])
+_TYPES_4: frozenset[str] = frozenset(
     [
         "bool",
         "double",
@@ -42,8 +42,8 @@ _TYPES_4 = frozenset(
         "uint8",
     ]
 )
-_TYPES_5 = frozenset([])
-_TYPES_6 = frozenset(
+_TYPES_5: frozenset[str] = frozenset([])
+_TYPES_6: frozenset[str] = frozenset(
     [
         "bfloat16",
         "bool",
@@ -65,14 +65,16 @@ _TYPES_6 = frozenset(
         "uint8",
     ]
 )
-_TYPES_7 = frozenset(["double", "float"])
-_TYPES_8 = frozenset(["float"])
-_TYPES_9 = frozenset(
+_TYPES_7: frozenset[str] = frozenset(["double", "float"])
+_TYPES_8: frozenset[str] = frozenset(["float"])
+_TYPES_9: frozenset[str] = frozenset(
     ["double", "float", "float16", "int32", "int64", "int8", "uint32", "uint64", "uint8"]
 )
-_TYPES_10 = frozenset(["double", "float", "int32", "int64"])
-_TYPES_11 = frozenset(["bool", "double", "float", "float16", "int32", "int64", "string"])
-_TYPES_12 = frozenset(
+_TYPES_10: frozenset[str] = frozenset(["double", "float", "int32", "int64"])
+_TYPES_11: frozenset[str] = frozenset(
+    ["bool", "double", "float", "float16", "int32", "int64", "string"]
+)
+_TYPES_12: frozenset[str] = frozenset(
     [
         "bfloat16",
         "bool",
@@ -96,7 +98,7 @@ _TYPES_12 = frozenset(
         "uint8",
     ]
 )
-_TYPES_13 = frozenset(
+_TYPES_13: frozenset[str] = frozenset(
     [
         "bfloat16",
         "bool",
@@ -122,7 +124,9 @@ _TYPES_13 = frozenset(
         "uint8",
     ]
 )
-_TYPES_14 = frozenset(["double", "float", "int32", "int64", "int8", "string", "uint32", "uint8"])
+_TYPES_14: frozenset[str] = frozenset(
+    ["double", "float", "int32", "int64", "int8", "string", "uint32", "uint8"]
+)
 
 # op -> [(first opset, last opset, element types of its data input)]
 KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {

@@ -122,8 +122,12 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=bool(self.rewrites))
 
 
-def _needs_types(position: ir.Value) -> bool:
-    return static_array(position) is None and (position.dtype is None or position.shape is None)
+def _needs_types(position: ir.Value | None) -> bool:
+    return (
+        position is not None
+        and static_array(position) is None
+        and (position.dtype is None or position.shape is None)
+    )
 
 
 class _Position:
@@ -151,20 +155,21 @@ class _Position:
         # the input sequence's elements may have another shape than x.
         twin = oracle.twin(node, located.scope.owner) if oracle is not None else None
         if twin is not None and self.value is None:
-            self.dtype = self.dtype or twin.inputs[2].dtype
-            self.shape = self.shape or twin.inputs[2].shape
+            twin_position = twin.inputs[2]
+            assert twin_position is not None, "the twin copies this node, whose position is given"
+            self.dtype = self.dtype or twin_position.dtype
+            self.shape = self.shape or twin_position.shape
         after = [node.outputs[0], *([twin.outputs[0]] if twin is not None else [])]
         self.sequence_type = next(((v.type, v.shape) for v in after if v.type), None)
         if self.sequence_type is None and self.sequence.type is not None:
             self.sequence_type = (self.sequence.type, None)
         if self.value is not None:
-            self._check_constant()
+            self._check_constant(self.value)
 
     def _fail(self, reason: str) -> LoweringError:
         return LoweringError(reason, node=self.located.node, scope=self.located.scope.description)
 
-    def _check_constant(self) -> None:
-        value = self.value
+    def _check_constant(self, value: np.ndarray) -> None:
         if value.dtype not in (np.int32, np.int64):
             raise self._fail(
                 f"its position is a {value.dtype} constant; SequenceInsert takes int32 or int64"
@@ -184,15 +189,15 @@ class _Position:
     def apply(self) -> list[ir.Node] | None:
         """Rewrite the position; returns the new nodes, or None if it was canonical."""
         if self.value is not None:
-            return self._apply_constant()
+            return self._apply_constant(self.value)
         return self._apply_dynamic()
 
-    def _apply_constant(self) -> list[ir.Node] | None:
-        p, n = int(self.value.reshape(())), self.length
+    def _apply_constant(self, value: np.ndarray) -> list[ir.Node] | None:
+        p, n = int(value.reshape(())), self.length
         # A value folded through Squeeze, Cast, ... becomes a Constant too.
         is_canonical_dtype = (
-            self.value.dtype == np.int64
-            and self.value.ndim == 0
+            value.dtype == np.int64
+            and value.ndim == 0
             and constant_array(self.position) is not None
         )
         if n is not None:
@@ -390,20 +395,20 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
         )
     if node.op_type == "Where":  # Where(p < 0, p + len(seq), p)
         condition, shifted, unshifted = node.inputs
-        less = condition.producer()
-        add = shifted.producer()
+        less = condition.producer() if condition is not None else None
+        add = shifted.producer() if shifted is not None else None
+        if less is None or not is_onnx_op(less, "Less") or less.inputs[0] is not unshifted:
+            return False
+        bound = static_array(less.inputs[1])
+        if bound is None or bound.any():
+            return False
+        if add is None or not is_onnx_op(add, "Add") or add.inputs[0] is not unshifted:
+            return False
+        length = add.inputs[1].producer() if add.inputs[1] is not None else None
         return (
-            less is not None
-            and is_onnx_op(less, "Less")
-            and less.inputs[0] is unshifted
-            and static_array(less.inputs[1]) is not None
-            and not static_array(less.inputs[1]).any()
-            and add is not None
-            and is_onnx_op(add, "Add")
-            and add.inputs[0] is unshifted
-            and add.inputs[1].producer() is not None
-            and is_onnx_op(add.inputs[1].producer(), "SequenceLength")
-            and add.inputs[1].producer().inputs[0] is sequence
+            length is not None
+            and is_onnx_op(length, "SequenceLength")
+            and length.inputs[0] is sequence
         )
     return False
 

@@ -164,11 +164,13 @@ class SequenceLengths:
             return dim
         # The stacked scan output of a Loop, split along the trips again.
         stack = node.inputs[0]
-        loop = stack.producer() if stack is not None else None
-        if axis != 0 or loop is None or not is_onnx_op(loop, "Loop"):
+        if stack is None:
+            return None
+        loop, index = stack.producer(), stack.index()
+        if axis != 0 or loop is None or index is None or not is_onnx_op(loop, "Loop"):
             return None
         carried = len(loop.inputs) - 2
-        return self._trips(loop) if stack.index() >= carried else None
+        return self._trips(loop) if index >= carried else None
 
 
 def _body(loop: ir.Node) -> ir.Graph | None:

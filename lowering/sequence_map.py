@@ -124,7 +124,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             if strategy == "vectorize":
                 replaced[index] = lower_by_vectorizing(plan, replacer, plan.opset)
             elif strategy == "unroll":
-                replaced[index] = lower_by_unrolling(plan, replacer, lengths(plan.node.inputs[0]))
+                length = lengths(plan.node.inputs[0])
+                assert length is not None, "_choose unrolls only maps of known length (memoized)"
+                replaced[index] = lower_by_unrolling(plan, replacer, length)
             elif strategy == "scan" and (axes := scan_axes(plan)) is not None:
                 replaced[index] = lower_to_scan(plan, replacer, axes)
             elif strategy in ("scan", "uniform"):

@@ -46,6 +46,7 @@ from lowering.constants import constant_node
 from lowering.map_plan import (
     MapPlan,
     Replacer,
+    TypeAndShape,
     prepend,
     rebind_inputs,
     same_length_inputs,
@@ -61,7 +62,7 @@ def scan_axes(plan: MapPlan) -> list[int] | None:
     node = plan.node
     if not all(
         split_source(outer) is not None
-        for outer, sequence in zip(node.inputs, plan.is_sequence, strict=True)
+        for outer, sequence in zip(plan.inputs, plan.is_sequence, strict=True)
         if sequence
     ):
         return None
@@ -94,12 +95,14 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
     prologue: list[ir.Node] = []
     replacements: dict[ir.Value, ir.Value] = {}
     for outer, inner, sequence, element in zip(
-        node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
+        plan.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
         if not sequence:
             replacements[inner] = outer  # read from outside, then made a state below
             continue
-        tensor, axis, keepdims = split_source(outer)
+        source = split_source(outer)
+        assert source is not None, "scan_axes takes only maps whose sequences are splits"
+        tensor, axis, keepdims = source
         scan_inputs.append(tensor)
         scan_input_axes.append(axis)
         sliced = fresh(ir.Value(), "slice")
@@ -129,15 +132,18 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
     # sequences resolves.
     states = [value for value in _outer_values(body) if _is_typed_tensor(value)]
     state_inputs = []
+    state_types: list[TypeAndShape] = []
     for outer in states:
-        state = typed(fresh(ir.Value(), "state"), (outer.type, outer.shape))
+        assert outer.type is not None, "states are typed tensors"
+        state_types.append((outer.type, outer.shape))
+        state = typed(fresh(ir.Value(), "state"), state_types[-1])
         _replace_uses_inside(outer, state, body)
         state_inputs.append(state)
     results = [state_inputs[states.index(r)] if r in states else r for r in results]
     state_outputs = []
-    for state in state_inputs:
+    for state, state_type in zip(state_inputs, state_types, strict=True):
         keep = fresh(ir.node("Identity", [state]))
-        typed(keep.outputs[0], (state.type, state.shape))
+        typed(keep.outputs[0], state_type)
         body.append(keep)
         state_outputs.append(keep.outputs[0])
     scanned = []
@@ -171,7 +177,8 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
     for output, stack, axis, (type_, shape) in zip(
         node.outputs, scan.outputs[len(states) :], axes, plan.result_types, strict=True
     ):
-        dims = list(shape)
+        assert shape is not None, "scan_axes takes only outputs of known shape"
+        dims: list[int | ir.SymbolicDim | None] = [*shape]
         dims.insert(axis, None)
         typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
         for user, _ in list(output.uses()):

@@ -119,9 +119,13 @@ class TypeOracle:
                 if node.op_identifier() != function.identifier():
                     continue
                 twin = self.twin(node, graph)
-                if twin is None or any(v is None or v.type is None for v in twin.inputs):
+                if twin is None:
                     continue
-                types = [(v.type, v.shape) for v in twin.inputs]
+                types = [
+                    (v.type, v.shape) for v in twin.inputs if v is not None and v.type is not None
+                ]
+                if len(types) != len(twin.inputs):
+                    continue  # an input is missing or untyped
                 if len(types) != len(function.inputs):
                     continue
                 if agreed is None:

@@ -225,7 +225,7 @@ class UniformShapes:
         for node in body:
             self._visit(node)
 
-    def is_uniform(self, value: ir.Value) -> bool:
+    def is_uniform(self, value: ir.Value | None) -> bool:
         return value in self._uniform or self._is_invariant(value)
 
     def _is_invariant(self, value: ir.Value | None) -> bool:

@@ -484,12 +484,12 @@ def _save_all(report: Report, feed_sets, path: str) -> None:
 
 def _save_failing(report: Report, feeds: Feeds) -> None:
     """The first failing run, to a new file in the temporary folder, never an existing one."""
+    run = report.failing_run
+    assert run is not None, "set together with the failing run's feeds"
     try:
-        descriptor, path = tempfile.mkstemp(
-            prefix=f"verify-run{report.failing_run}-", suffix=".npz"
-        )
+        descriptor, path = tempfile.mkstemp(prefix=f"verify-run{run}-", suffix=".npz")
         with os.fdopen(descriptor, "wb") as stream:
-            write_inputs(stream, [(report.failing_run, feeds)])
+            write_inputs(stream, [(run, feeds)])
     except OSError as error:
         report.notes.append(f"could not save the failing run's inputs: {_one_line(error)}")
         return
@@ -968,7 +968,8 @@ def write_inputs(stream, runs: Sequence[tuple[int, Feeds]]) -> None:
                     arrays[f"{prefix(label)}{name}[{i}]"] = _storable(element)
             else:
                 arrays[prefix(label) + name] = _storable(value)
-    np.savez(stream, **arrays)
+    # allow_pickle is given (its default) so that numpy's stubs know no array is taken for it.
+    np.savez(stream, allow_pickle=True, **arrays)
 
 
 def _storable(array) -> np.ndarray:

@@ -87,7 +87,7 @@ def render() -> str:
         "",
     ]
     for types, name in sets.items():
-        lines.append(f"{name} = frozenset({list(types)!r})".replace("'", '"'))
+        lines.append(f"{name}: frozenset[str] = frozenset({list(types)!r})".replace("'", '"'))
     lines += [
         "",
         "# op -> [(first opset, last opset, element types of its data input)]",
