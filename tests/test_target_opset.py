@@ -65,7 +65,8 @@ def test_computed_axes_block_and_are_named():
     g (float[2,3] x, int64[1] axes) => (float[N] y) { y = ReduceSum(x, axes) }"""
     message = _blockers(text, 11)
     assert "cannot declare opset 11" in message
-    assert "ReduceSum (its axes is computed, and opset 11 needs a constant)" in message
+    assert "ReduceSum (node '<unnamed>' in main graph 'g') needs opset 13" in message
+    assert "its axes is computed, and the older version needs a constant" in message
 
 
 def test_a_loop_carrying_a_sequence_needs_13():
@@ -74,28 +75,90 @@ def test_a_loop_carrying_a_sequence_needs_13():
       y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
     }"""
     message = _blockers(text, 12)
-    assert "Loop (carries a sequence, which needs Loop-13: opset 13)" in message
+    assert "needs opset 13: Loop-11 takes no seq(tensor(float))" in message
     assert _opset(lowering.lower(parse(text), target_opset=13)) == 13
 
 
 def test_types_added_later_are_checked():
     text = """<ir_version: 8, opset_import: ["" : 17]>
     g (int8[2] a, int8[2] b) => (int8[2] y) { y = Mul(a, b) }"""
-    assert "Mul (opset 14; at opset 13 it takes no tensor(int8))" in _blockers(text, 13)
+    assert (
+        "Mul (node '<unnamed>' in main graph 'g') needs opset 14: Mul-13 takes no tensor(int8)"
+        in (_blockers(text, 13))
+    )
     float_text = text.replace("int8", "float")
     assert _opset(lowering.lower(parse(float_text), target_opset=11)) == 11
 
 
-def test_ops_whose_meaning_changed_block():
-    text = """<ir_version: 8, opset_import: ["" : 17]>
-    g (float[2,3] x) => (float[2,3] y) { y = Softmax <axis = 1> (x) }"""
-    assert "Softmax (changed from opset 11 to 13)" in _blockers(text, 12)
-
-
-def test_ops_newer_than_the_target_block():
+def test_ops_without_a_way_down_block_with_the_opset_they_need():
     text = """<ir_version: 8, opset_import: ["" : 18]>
-    g (float[2,3] x) => (float[2,3] y) { y = Mish(x) }"""
-    assert "Mish (opset 18, not defined at opset 17)" in _blockers(text, 17)
+    g (float[2,3] x) => (float[2,3] y) { y = Trilu(x) }"""
+    message = _blockers(text, 13)
+    assert "Trilu (node '<unnamed>' in main graph 'g') needs opset 14" in message
+    assert "Trilu does not exist at opset 13" in message
+
+
+def test_roi_align_16_is_not_roi_align_10():
+    """RoiAlign-16 defaults to half_pixel; RoiAlign-10 is output_half_pixel (5.0 vs 7.5)."""
+    text = """<ir_version: 8, opset_import: ["" : 16]>
+    g (float[1,1,4,4] x) => (float[1,1,2,2] y) {
+      r = Constant <value = float[1,4] {0, 0, 2, 2}> ()
+      i = Constant <value = int64[1] {0}> ()
+      y = RoiAlign <output_height = 2, output_width = 2> (x, r, i)
+    }"""
+    message = _blockers(text, 11)
+    assert "RoiAlign (node '<unnamed>' in main graph 'g') needs opset 16" in message
+    assert "coordinate_transformation_mode='half_pixel' has no equivalent in RoiAlign-10" in message
+
+
+def test_roi_align_10_going_up_keeps_its_meaning():
+    text = """<ir_version: 8, opset_import: ["" : 11]>
+    g (float[1,1,4,4] x) => (float[1,1,2,2] y) {
+      r = Constant <value = float[1,4] {0, 0, 2, 2}> ()
+      i = Constant <value = int64[1] {0}> ()
+      y = RoiAlign <output_height = 2, output_width = 2> (x, r, i)
+    }"""
+    original = parse(text)
+    result = lowering.lower(original, target_opset=16)
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    assert_same(run(result, {"x": x}), run(original, {"x": x}))
+
+
+def test_grid_sample_20_linear_becomes_bilinear_and_5d_blocks():
+    text = """<ir_version: 8, opset_import: ["" : 20]>
+    g (float[1,1,3,3] x, float[1,2,2,2] grid) => (float[1,1,2,2] y) {
+      y = GridSample <mode = "linear"> (x, grid)
+    }"""
+    result = lowering.lower(parse(text), target_opset=16)
+    [node] = [n for n in result.graph.node if n.op_type == "GridSample"]
+    assert [a.s for a in node.attribute if a.name == "mode"] == [b"bilinear"]
+    volume = """<ir_version: 8, opset_import: ["" : 20]>
+    g (float[1,1,3,3,3] x, float[1,2,2,2,3] grid) => (float[1,1,2,2,2] y) {
+      y = GridSample <mode = "linear"> (x, grid)
+    }"""
+    assert "GridSample (node '<unnamed>' in main graph 'g') needs opset 20" in _blockers(volume, 16)
+
+
+def test_split_without_sizes_going_up_to_18_gets_num_outputs():
+    text = """<ir_version: 8, opset_import: ["" : 13]>
+    g (float[4,2] x) => (float[2,2] a, float[2,2] b) { a, b = Split <axis = 0> (x) }"""
+    result = lowering.lower(parse(text), target_opset=18)
+    onnx.checker.check_model(result, full_check=True)
+    [node] = [n for n in result.graph.node if n.op_type == "Split"]
+    assert [a.i for a in node.attribute if a.name == "num_outputs"] == [2]
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    assert_same(run(result, {"x": x}), [x[:2], x[2:]])
+
+
+def test_scatter_add_blocks_below_16_naming_16():
+    text = """<ir_version: 8, opset_import: ["" : 18]>
+    g (float[2,3] x, int64[1,1] i, float[1,3] u) => (float[2,3] y) {
+      y = ScatterND <reduction = "add"> (x, i, u)
+    }"""
+    message = _blockers(text, 13)
+    assert "ScatterND (node '<unnamed>' in main graph 'g') needs opset 16" in message
+    assert "reduction='add' has no equivalent in the older version" in message
+    assert _opset(lowering.lower(parse(text), target_opset=16)) == 16
 
 
 def test_constant_value_ints_become_a_tensor():
@@ -137,9 +200,9 @@ def test_lowest_opset_and_the_cli_summary(tmp_path, capsys):
 def test_blocked_target_exits_1_and_writes_nothing(tmp_path, capsys):
     onnx.save(
         parse("""<ir_version: 8, opset_import: ["" : 17]>
-        g (float[2,3] x) => (float[2,3] y) { y = Softmax <axis = 1> (x) }"""),
+        g (float[2,3] x) => (float[2,3] y) { y = Trilu(x) }"""),
         tmp_path / "in.onnx",
     )
     assert main(["--target-opset", "11", str(tmp_path / "in.onnx"), str(tmp_path / "o.onnx")]) == 1
-    assert "Softmax (changed from opset 11 to 13)" in capsys.readouterr().err
+    assert "Trilu (node '<unnamed>' in main graph 'g') needs opset 14" in capsys.readouterr().err
     assert not (tmp_path / "o.onnx").exists()

@@ -1,0 +1,18 @@
+"""Adapters, one idea per module; importing this package registers them all."""
+
+from lowering.opset.adapters import (  # noqa: F401
+    axes_inputs,
+    batch_normalization,
+    constant,
+    defaults,
+    grid_sample,
+    minmax,
+    modes,
+    pad,
+    recurrent,
+    resize,
+    roi_align,
+    shape,
+    softmax,
+    split,
+)
