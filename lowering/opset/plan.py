@@ -28,9 +28,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from lowering.constants import constant_array
 from lowering.naming import fresh
 from lowering.opset import expand, schemas
+from lowering.opset.fold import fold
 from lowering.opset.registry import ADAPTERS, Adapter, Decline
 
 
@@ -103,7 +103,7 @@ class Sandbox:
         """The constant behind a sandbox value: a real input's, or a Constant's made here."""
         if value is None:
             return None
-        return constant_array(self.real.get(value, value))
+        return fold(self.real.get(value, value))
 
     def commit(self, node: ir.Node, replaced: dict[ir.Value, ir.Value]) -> None:
         """Put the sandbox's nodes in place of ``node`` in its graph."""

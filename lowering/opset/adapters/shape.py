@@ -39,12 +39,17 @@ def whole_shape(rw, node: ir.Node) -> None:
 
 @down("Reshape", 13, 14)
 def no_allowzero(rw, node: ir.Node) -> None:
-    """Drop allowzero when it cannot change the result."""
+    """Drop allowzero when it cannot change the result (no 0 in the shape)."""
     attr = node.attributes.pop("allowzero", None)
     if attr is None or attr.as_int() == 0:
         return
     shape = rw.constant(node.inputs[1])
-    if shape is None or (shape == 0).any():
+    if shape is not None and not (shape == 0).any():
+        return
+    # With allowzero=1 a 0 in the shape gives a 0 in the output: an output
+    # whose dimensions are all known and non-zero had no 0 in its shape.
+    dims = rw.static_shape(node.outputs[0])
+    if dims is None or 0 in dims:
         node.attributes["allowzero"] = attr
         raise Decline("allowzero=1 with a shape that may hold a 0")
 
