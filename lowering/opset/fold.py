@@ -130,3 +130,5 @@ _RULES: dict[str, Callable] = {
     ),
     "Shape": lambda node, inputs: _shape(node),
 }
+
+FOLDED_OPS = frozenset(_RULES)

@@ -30,7 +30,7 @@ import onnx_ir as ir
 
 from lowering.naming import fresh
 from lowering.opset import expand, schemas
-from lowering.opset.fold import fold
+from lowering.opset.fold import FOLDED_OPS, fold
 from lowering.opset.registry import ADAPTERS, Adapter, Decline
 
 
@@ -142,6 +142,30 @@ class Sandbox:
         ir.convenience.replace_nodes_and_values(
             owner, node, [node], new_nodes, list(node.outputs), outputs
         )
+        for value in set(self.real.values()):
+            remove_dead_chain(value)
+
+
+def remove_dead_chain(value: ir.Value) -> None:
+    """Remove the constant chain that computed ``value`` once nothing reads it.
+
+    An axes input that became an attribute leaves its Constant (or the small
+    Reshape/Concat of Constants torch wrote) unread; only such side-effect
+    free producers, and only when every output is unread, are removed.
+    """
+    node = value.producer()
+    if (
+        node is None
+        or node.graph is None
+        or node.domain not in ("", "ai.onnx")
+        or node.op_type not in DEAD_CHAIN_OPS
+        or any(out.uses() or out.is_graph_output() for out in node.outputs)
+    ):
+        return
+    inputs = [v for v in node.inputs if v is not None]
+    node.graph.remove(node, safe=True)
+    for operand in inputs:
+        remove_dead_chain(operand)
 
 
 def _copy_type(mine: ir.Value, theirs: ir.Value, typed: ir.Value | None) -> None:
@@ -252,6 +276,8 @@ def _as_attribute(name: str, value) -> ir.Attr:
         return ir.Attr(name, value.type, value.value)
     return ir.convenience.convert_attribute(name, value)
 
+
+DEAD_CHAIN_OPS = frozenset([*FOLDED_OPS, "Constant"])
 
 TypedTwin = Callable[[], "ir.Node | None"]
 
@@ -383,7 +409,7 @@ def _run_adapter(
         # Adapters decline before they change anything.
         assert list(sandbox.graph) == checkpoint or not rewriter.created
         return f"{adapter.label}: {decline}"
-    plan.adapted.append(f"{adapter.label} ({adapter.summary})")
+    plan.adapted.append(adapter.label)
     again = list(rewriter.created)
     if node.graph is not None:
         node.version = destination
