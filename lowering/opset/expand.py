@@ -16,6 +16,7 @@ Only nodes that block are expanded: everything else keeps its op.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import onnx
@@ -63,45 +64,108 @@ def function_body(node: ir.Node) -> onnx.FunctionProto | None:
     return None
 
 
-def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
-    """Replace ``node`` in ``sandbox`` by its function body; the new nodes, or None."""
+@dataclasses.dataclass
+class _Template:
+    """A function body ready to instantiate: attributes resolved, types inferred."""
+
+    version: int
+    since: int
+    inputs: list[str]
+    outputs: list[str]
+    # (op_type, input names, output names, attributes)
+    steps: list[tuple[str, list[str], list[str], list[ir.Attr]]]
+    types: dict[str, tuple[ir.TypeProtocol, ir.Shape | None]]
+
+
+# Templates per op, version, attributes and input types: the layers of a
+# model repeat, and building a body is the slow part.
+_TEMPLATES: dict[bytes, _Template | None] = {}
+_MAX_CACHED = 4096
+
+
+def _template(node: ir.Node) -> _Template | None:
+    key = onnx.NodeProto(op_type=node.op_type, name=str(node.version))
+    for attr in node.attributes.values():
+        key.attribute.append(ir.serde.serialize_attribute(attr))
+    for value in node.inputs:
+        info = ir.serde.serialize_value(value) if value is not None else onnx.ValueInfoProto()
+        info.name = ""
+        key.input.append(info.SerializeToString().hex())
+    digest = key.SerializeToString()
+    if digest not in _TEMPLATES:
+        if len(_TEMPLATES) >= _MAX_CACHED:
+            _TEMPLATES.clear()
+        _TEMPLATES[digest] = _build_template(node)
+    return _TEMPLATES[digest]
+
+
+def _build_template(node: ir.Node) -> _Template | None:
     body = function_body(node)
     if body is None or any(o.domain not in ("", "ai.onnx") for o in body.opset_import):
         return None
-    version = next(o.version for o in body.opset_import if o.domain in ("", "ai.onnx"))
+    if any(n.domain not in ("", "ai.onnx") for n in body.node):
+        return None
     schema = schemas.schema(node.op_type, node.version)
-    env: dict[str, ir.Value | None] = {"": None}
-    for formal, actual in zip(body.input, node.inputs):
-        env[formal] = actual
-    for formal in body.input[len(node.inputs) :]:
-        env[formal] = None
     attributes = dict(node.attributes)
     for name, formal in schema.attributes.items():
         if name not in attributes and formal.default_value.name:
             attributes[name] = ir.serde.deserialize_attribute(formal.default_value)
-    new_nodes = []
+    steps = []
     for proto in body.node:
-        if proto.domain not in ("", "ai.onnx"):
-            return None
-        inputs = [env[name] for name in proto.input]
         attrs = []
         for attribute in proto.attribute:
             if attribute.ref_attr_name:
                 if attribute.ref_attr_name in attributes:
                     source = attributes[attribute.ref_attr_name]
                     attrs.append(ir.Attr(attribute.name, source.type, source.value))
+            elif attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                return None  # a subgraph belongs to one node: not worth sharing
             else:
                 attrs.append(ir.serde.deserialize_attribute(attribute))
-        new = ir.Node(
-            "", proto.op_type, inputs, attrs, num_outputs=len(proto.output), version=version
+        steps.append((proto.op_type, list(proto.input), list(proto.output), attrs))
+    types = {}
+    for name, type_proto in _infer_types(body, node).items():
+        types[name] = (
+            ir.serde.deserialize_type_proto_for_type(type_proto),
+            ir.serde.deserialize_type_proto_for_shape(type_proto),
         )
-        for name, value in zip(proto.output, new.outputs):
+    version = next(o.version for o in body.opset_import if o.domain in ("", "ai.onnx"))
+    return _Template(
+        version, schema.since_version, list(body.input), list(body.output), steps, types
+    )
+
+
+def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
+    """Replace ``node`` in ``sandbox`` by its function body; the new nodes, or None."""
+    template = _template(node)
+    if template is None:
+        return None
+    env: dict[str, ir.Value | None] = {"": None}
+    for formal, actual in zip(template.inputs, node.inputs):
+        env[formal] = actual
+    for formal in template.inputs[len(node.inputs) :]:
+        env[formal] = None
+    new_nodes = []
+    for op_type, input_names, output_names, attrs in template.steps:
+        new = ir.Node(
+            "",
+            op_type,
+            [env[name] for name in input_names],
+            [ir.Attr(a.name, a.type, a.value) for a in attrs],
+            num_outputs=len(output_names),
+            version=template.version,
+        )
+        for name, value in zip(output_names, new.outputs):
             env[name] = value if name else None
+            known = template.types.get(name)
+            if name and known is not None:
+                value.type = known[0]
+                if known[1] is not None:
+                    value.shape = ir.Shape(list(known[1]))
         new_nodes.append(new)
-    outputs = [env.get(name) for name in body.output][: len(node.outputs)]
+    outputs = [env.get(name) for name in template.outputs][: len(node.outputs)]
     if any(value is None for value in outputs):
         return None
-    _infer_types(body, node, env, version)
     graph = sandbox.graph
     graph.insert_before(node, new_nodes)
     for old, new in zip(node.outputs, outputs):
@@ -111,11 +175,11 @@ def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
             new.shape = old.shape
         old.replace_all_uses_with(new, replace_graph_outputs=True)
     graph.remove(node, safe=True)
-    plan.expanded.append(f"{node.op_type}-{schema.since_version}")
+    plan.expanded.append(f"{node.op_type}-{template.since}")
     return new_nodes
 
 
-def _infer_types(body: onnx.FunctionProto, node: ir.Node, env: dict, version: int) -> None:
+def _infer_types(body: onnx.FunctionProto, node: ir.Node) -> dict[str, onnx.TypeProto]:
     """Types of the body's values, by ONNX shape inference on the body alone."""
     inputs = []
     for formal, actual in zip(body.input, node.inputs):
@@ -124,6 +188,7 @@ def _infer_types(body: onnx.FunctionProto, node: ir.Node, env: dict, version: in
         info = ir.serde.serialize_value(actual)
         info.name = formal
         inputs.append(info)
+    version = next(o.version for o in body.opset_import if o.domain in ("", "ai.onnx"))
     graph = onnx.helper.make_graph(
         list(body.node),
         "body",
@@ -134,14 +199,12 @@ def _infer_types(body: onnx.FunctionProto, node: ir.Node, env: dict, version: in
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement
-        return
+        return {}
+    types = {}
     for info in (*inferred.graph.value_info, *inferred.graph.output):
-        value = env.get(info.name)
-        if value is None or value.type is not None or not info.type.WhichOneof("value"):
+        if not info.type.WhichOneof("value"):
             continue
         if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type == 0:
             continue
-        value.type = ir.serde.deserialize_type_proto_for_type(info.type)
-        shape = ir.serde.deserialize_type_proto_for_shape(info.type)
-        if shape is not None:
-            value.shape = shape
+        types[info.name] = info.type
+    return types

@@ -129,6 +129,9 @@ def types_not_taken(node: ir.Node, target_schema: onnx.defs.OpSchema) -> str | N
 
 def type_string(value: ir.Value) -> str | None:
     """The ONNX type string of a fully known type ("tensor(float)"), else None."""
+    if isinstance(value.type, ir.TensorType):
+        dtype = value.type.dtype
+        return None if dtype == ir.DataType.UNDEFINED else _tensor_name(int(dtype))
     try:
         proto = ir.serde.serialize_type(value.type) if value.type is not None else None
     except (TypeError, ValueError):
@@ -136,6 +139,12 @@ def type_string(value: ir.Value) -> str | None:
     if proto is None or not _complete(proto):
         return None
     return _onnx_type_name(proto)
+
+
+@functools.cache
+def _tensor_name(elem_type: int) -> str:
+    name = onnx.helper.tensor_dtype_to_string(elem_type).split(".")[-1].lower()
+    return f"tensor({name})"
 
 
 def _complete(proto: onnx.TypeProto) -> bool:
