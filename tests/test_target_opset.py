@@ -206,3 +206,38 @@ def test_blocked_target_exits_1_and_writes_nothing(tmp_path, capsys):
     assert main(["--target-opset", "11", str(tmp_path / "in.onnx"), str(tmp_path / "o.onnx")]) == 1
     assert "Trilu (node '<unnamed>' in main graph 'g') needs opset 14" in capsys.readouterr().err
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_nodes_in_functions_and_subgraphs_are_converted():
+    """Adapters and expansions in a model-local function and in a Loop body."""
+    text = """<ir_version: 10, opset_import: ["" : 20, "local" : 1]>
+    g (float[2,3,4] x, int64 n) => (float[2,3,4] y, float[N,2,3,4] s) {
+      a = local.act(x)
+      cond = Constant <value = bool {1}> ()
+      axes = Constant <value = int64[1] {1}> ()
+      t, s = Loop(n, cond, a) <body = body (int64 i, bool c, float[2,3,4] v)
+          => (bool c2, float[2,3,4] w, float[2,3,4] u) {
+        c2 = Identity(c)
+        m = ReduceMean <keepdims = 1> (v, axes)
+        d = Sub(v, m)
+        w = Softmax <axis = 1> (d)
+        u = HardSwish(w)
+      }>
+      y = Identity(t)
+    }
+    <domain: "local", opset_import: ["" : 20]>
+    act (z) => (r) {
+      h = Mish(z)
+      r = LogSoftmax <axis = 0> (h)
+    }"""
+    original = parse(text)
+    result = lowering.lower(original, target_opset=11)
+    onnx.checker.check_model(result, full_check=True)
+    assert _opset(result) == 11
+    assert {o.domain: o.version for o in result.functions[0].opset_import}[""] == 11
+    ops = {n.op_type for n in all_nodes(result)} | {n.op_type for n in result.functions[0].node}
+    assert not ops & {"Mish", "HardSwish"}
+    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    feeds = {"x": x, "n": np.array(3, np.int64)}
+    for got, want in zip(run(result, feeds), run(original, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
