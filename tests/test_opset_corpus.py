@@ -54,6 +54,7 @@ def test_export_reaches_the_target_with_torchs_results(name, opset, target):
     assert any(n.op_type == "SequenceMap" for n in model.graph.node)
     result = lowering.lower(model, target_opset=target)
     assert _declared(result) == target
+    assert [o.name for o in result.graph.output] == [o.name for o in model.graph.output]
     onnx.checker.check_model(result, full_check=True)
     assert not any(n.op_type == "SequenceMap" for n in result.graph.node)
     actual = run(result, feeds)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import logging
 
 import onnx_ir as ir
 
@@ -13,6 +14,7 @@ from lowering.scopes import iter_scopes
 from lowering.type_inference import TypeOracle
 
 MIN_OPSET = schemas.MIN_OPSET
+_LOG = logging.getLogger(__name__)
 
 
 class TargetOpsetPass(ir.passes.InPlacePass):
@@ -54,6 +56,8 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             self.adapted.update(plan.adapted)
             self.expanded.update(plan.expanded)
             plan.commit(replaced)
+        for line in self.summary():
+            _LOG.info("opset %d: %s", self.target, line)
         modified = any(p.sandbox is not None for p in plans)
         for imports in _opset_tables(model):
             key = "" if "" in imports else "ai.onnx" if "ai.onnx" in imports else None

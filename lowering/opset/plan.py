@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from lowering.naming import fresh
+from lowering.naming import adopt_name, fresh
 from lowering.opset import expand, schemas
 from lowering.opset.fold import FOLDED_OPS, fold
 from lowering.opset.registry import ADAPTERS, Adapter, Decline
@@ -139,10 +139,16 @@ class Sandbox:
             if old_value.shape is not None:
                 new_value.shape = old_value.shape
         replaced.update(zip(node.outputs, outputs))
+        names = [value.name for value in node.outputs]
         ir.convenience.replace_nodes_and_values(
             owner, node, [node], new_nodes, list(node.outputs), outputs
         )
+        # The values keep their names: graph outputs are the model's interface.
+        for value, name in zip(outputs, names):
+            adopt_name(value, name)
         for value in set(self.real.values()):
+            while value in replaced:
+                value = replaced[value]
             remove_dead_chain(value)
 
 
