@@ -55,6 +55,8 @@ def test_export_reaches_the_target_with_torchs_results(name, opset, target):
     result = lowering.lower(model, target_opset=target)
     assert _declared(result) == target
     assert [o.name for o in result.graph.output] == [o.name for o in model.graph.output]
+    names = [n.name for n in result.graph.node]
+    assert len(set(names)) == len(names), "node names must stay unique"
     onnx.checker.check_model(result, full_check=True)
     assert not any(n.op_type == "SequenceMap" for n in result.graph.node)
     actual = run(result, feeds)

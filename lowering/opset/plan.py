@@ -95,6 +95,7 @@ class Sandbox:
         for index, (mine, theirs) in enumerate(zip(copy.outputs, node.outputs)):
             _copy_type(mine, theirs, typed.outputs[index] if typed else None)
             mine.name = f"__output{index}"
+        self.copy = copy
         self.graph = ir.Graph(
             list(placeholders.values()), list(copy.outputs), nodes=[copy], name="sandbox"
         )
@@ -127,7 +128,10 @@ class Sandbox:
             placeholder.replace_all_uses_with(value)
         for new in new_nodes:
             new.version = None
-            fresh(new)
+            if new is self.copy and node.name:
+                new.name = node.name  # the converted node itself keeps its name
+            else:
+                fresh(new)
             for output in new.outputs:
                 if output.name and output.name.startswith("__"):
                     output.name = None
