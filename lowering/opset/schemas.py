@@ -98,17 +98,24 @@ def types_not_taken(node: ir.Node, target_schema: onnx.defs.OpSchema) -> str | N
     type (Pow-7's base and exponent), and each must be one the parameter takes.
     A value whose type is unknown is not held against the node.
     """
+    inputs = tuple(type_string(v) if v is not None else None for v in node.inputs)
+    outputs = tuple(type_string(v) if v is not None else None for v in node.outputs)
+    return _types_not_taken(target_schema.name, target_schema.since_version, inputs, outputs)
+
+
+@functools.cache
+def _types_not_taken(
+    op: str, since: int, inputs: tuple[str | None, ...], outputs: tuple[str | None, ...]
+) -> str | None:
+    target_schema = schema(op, since)
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in target_schema.type_constraints}
     bound: dict[str, str] = {}
-    sides = ((node.inputs, target_schema.inputs), (node.outputs, target_schema.outputs))
-    for values, formals in sides:
-        for index, value in enumerate(values):
-            if value is None or not formals:
+    sides = ((inputs, target_schema.inputs), (outputs, target_schema.outputs))
+    for names, formals in sides:
+        for index, name in enumerate(names):
+            if name is None or not formals:
                 continue
             formal = formals[min(index, len(formals) - 1)]
-            name = type_string(value)
-            if name is None:
-                continue
             takes = allowed.get(formal.type_str, {formal.type_str})
             if name not in takes:
                 return f"takes no {name}"
