@@ -241,3 +241,14 @@ def test_nodes_in_functions_and_subgraphs_are_converted():
     feeds = {"x": x, "n": np.array(3, np.int64)}
     for got, want in zip(run(result, feeds), run(original, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_an_adapted_node_must_take_its_types_at_the_older_version():
+    """BatchNormalization-15 lets scale differ from X's type; 14 does not."""
+    text = """<ir_version: 10, opset_import: ["" : 15]>
+    g (float16[2,3,4] x, float[3] s, float[3] b, float[3] m, float[3] v) => (float16[2,3,4] y) {
+      y = BatchNormalization(x, s, b, m, v)
+    }"""
+    message = _blockers(text, 14)
+    assert "BatchNormalization (node '<unnamed>' in main graph 'g') needs opset 15" in message
+    assert "needs one type for T" in message

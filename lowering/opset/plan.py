@@ -390,6 +390,8 @@ def _convert_node(
         adapter = ADAPTERS.get((op, old, new, "down" if going_down else "up"))
         if adapter is not None:
             result = _run_adapter(sandbox, node, adapter, destination, target, plan)
+            if isinstance(result, tuple):
+                return (since if going_down else target, result[1])
             if not isinstance(result, str):
                 return result
             failure = result
@@ -410,7 +412,8 @@ def _convert_node(
 
 def _run_adapter(
     sandbox: Sandbox, node: ir.Node, adapter: Adapter, destination: int, target: int, plan: Plan
-) -> list[ir.Node] | str:
+) -> list[ir.Node] | str | tuple[int, str]:
+    """Run one adapter: the nodes to convert next, why it declined, or (0, why it failed)."""
     rewriter = Rewriter(sandbox, node, destination, target)
     checkpoint = list(sandbox.graph)
     try:
@@ -419,11 +422,16 @@ def _run_adapter(
         # Adapters decline before they change anything.
         assert list(sandbox.graph) == checkpoint or not rewriter.created
         return f"{adapter.label}: {decline}"
-    plan.adapted.append(adapter.label)
     again = list(rewriter.created)
     if node.graph is not None:
+        # The adapted node must also take its actual types at the new version.
+        wrong = schemas.types_not_taken(node, schemas.schema(node.op_type, destination))
+        if wrong:
+            # The sandbox has changed: no expansion may start from it.
+            return (0, f"{adapter.label}: {node.op_type}-{destination} {wrong}")
         node.version = destination
         again.append(node)
+    plan.adapted.append(adapter.label)
     return again
 
 
