@@ -25,7 +25,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from lowering.naming import adopt_name, fresh
@@ -78,7 +77,6 @@ class Sandbox:
             if value not in placeholders:
                 placeholder = ir.Value(name=f"__input{index}")
                 _copy_type(placeholder, value, typed.inputs[index] if typed else None)
-                placeholder.const_value = value.const_value
                 placeholders[value] = placeholder
                 self.real[placeholder] = value
             inputs.append(placeholders[value])
@@ -433,7 +431,3 @@ def _run_adapter(
         again.append(node)
     plan.adapted.append(adapter.label)
     return again
-
-
-def onnx_type(value: ir.Value) -> onnx.TypeProto | None:
-    return ir.serde.serialize_type(value.type) if value.type is not None else None
