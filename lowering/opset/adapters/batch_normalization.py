@@ -5,6 +5,9 @@ training outputs of 9 that inference never produces; with training_mode 0
 and only Y used, 14 is 9. BatchNormalization-15 lets scale/bias and
 mean/var take other types than X; 14 needs one type (the relabel's type check
 enforces it).
+
+    BatchNormalization-15 <training_mode=0> (x, s, b, m, v) -> y
+        -->  BatchNormalization-9 (x, s, b, m, v) -> y     (x, s, b, m, v of one type)
 """
 
 from __future__ import annotations

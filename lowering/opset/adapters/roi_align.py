@@ -2,7 +2,10 @@
 
 RoiAlign-10 behaves as ``output_half_pixel``; RoiAlign-16 defaults to
 ``half_pixel``, which also no longer forces each roi to be at least one pixel.
-So going up says ``output_half_pixel`` explicitly, and going down needs it.
+So going up says ``output_half_pixel`` explicitly, and going down needs it::
+
+    RoiAlign-10 (x, rois, i)  <-->  RoiAlign-16 <coordinate_transformation_mode="output_half_pixel"> (x, rois, i)
+    RoiAlign-16 (x, rois, i)  -->   blocked: needs opset 16
 """
 
 from __future__ import annotations
