@@ -14,9 +14,11 @@ import sys
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 
 import lowering
+from lowering.opset import lowest_opset
 from tests.helpers import run
 
 DATA = pathlib.Path(__file__).parent / "data" / "torch"
@@ -115,3 +117,10 @@ def test_the_cli_prints_one_line_when_blocked(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "needs opset 16" in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("name", "lowest"), [("resnet", 11), ("lstm", 11), ("scatter_add", 16)])
+def test_lowest_opset_of_the_exports(name, lowest):
+    model = ir.serde.deserialize_model(_load(name, 20)[0])
+    lowering.lower_in_place(model)
+    assert lowest_opset(model) == lowest
