@@ -25,8 +25,8 @@ _CONVERTIBLE = """
 BLOCKERS = {
     "computed axes": ("(float[2,3] x, int64[1] k) => (float[N] y)", "y = ReduceSum(r, k)", 11),
     "op newer than the target, no function": (
-        "(float[2,3] x) => (float[2,3] y)",
-        "y = Trilu(r)",
+        "(float[2,3] x, int32[2,3] i) => (int32[2,3] y)",
+        "y = BitwiseAnd(i, i)",
         13,
     ),
     "types the older version lacks": (

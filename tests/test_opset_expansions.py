@@ -88,3 +88,34 @@ def test_only_what_blocks_is_expanded():
     opset_pass(model)
     assert [n.op_type for n in model.graph] == ["HardSigmoid", "Relu"]
     assert not opset_pass.expanded
+
+
+@pytest.mark.parametrize("target", [13, 11])
+@pytest.mark.parametrize(
+    ("dtype", "attributes", "k"),
+    [
+        ("float", "", None),
+        ("float", "<upper = 0>", None),
+        ("int64", "", 1),
+        ("int64", "<upper = 0>", -1),
+        ("float", "<upper = 1>", 2),
+    ],
+)
+def test_trilu_has_a_hand_written_expansion(dtype, attributes, k, target):
+    """Trilu has no ONNX function body: a Range mask and a Where stand for it."""
+    k_input = ", kk" if k is not None else ""
+    k_const = f"kk = Constant <value = int64 {{{k}}}> ()\n" if k is not None else ""
+    original = parse(
+        '<ir_version: 10, opset_import: ["" : 14]>\n'
+        f"g ({dtype}[2,3,4] x) => ({dtype}[2,3,4] y) {{ {k_const} y = Trilu {attributes} (x{k_input}) }}"
+    )
+    model = ir.serde.deserialize_model(original)
+    opset_pass = TargetOpsetPass(target)
+    opset_pass(model)
+    converted = ir.serde.serialize_model(model)
+    onnx.checker.check_model(converted, full_check=True)
+    assert "Trilu" not in {n.op_type for n in converted.graph.node}
+    assert "Trilu-14" in opset_pass.expanded
+    x = (np.arange(24).reshape(2, 3, 4) + 1).astype(np.float32 if dtype == "float" else np.int64)
+    [got], [want] = run(converted, {"x": x}), run(original, {"x": x})
+    np.testing.assert_array_equal(got, want)

@@ -30,7 +30,7 @@ import onnx_ir as ir
 from lowering.naming import adopt_name, fresh
 from lowering.opset import expand, schemas
 from lowering.opset.fold import FOLDED_OPS, fold
-from lowering.opset.registry import ADAPTERS, Adapter, Decline
+from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
 
 
 @dataclasses.dataclass
@@ -405,6 +405,15 @@ def _convert_node(
         expanded = expand.expand(sandbox, node, plan)
         if expanded is not None:
             return expanded
+        by_hand = EXPANSIONS.get(op)
+        if by_hand is not None:
+            rewriter = Rewriter(sandbox, node, since, target)
+            try:
+                by_hand(rewriter, node)
+            except Decline as decline:
+                return (since, f"{failure}; {decline}")
+            plan.expanded.append(f"{op}-{since}")
+            return rewriter.created
     return (since if going_down else target, failure)
 
 

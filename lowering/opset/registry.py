@@ -71,3 +71,18 @@ def down(ops: str | Iterable[str], old: int, new: int):
 def up(ops: str | Iterable[str], old: int, new: int):
     """Register an adapter taking ``op``-``old`` nodes up to ``op``-``new``."""
     return _register("up", ops, old, new)
+
+
+# Hand-written expansions, for ops that ONNX defines without a function body;
+# used, like ONNX's own bodies, only where a node blocks going down.
+EXPANSIONS: dict[str, Callable] = {}
+
+
+def expansion(op: str):
+    """Register a hand-written expansion of ``op`` into older ops."""
+
+    def decorate(function: Callable) -> Callable:
+        EXPANSIONS[op] = function
+        return function
+
+    return decorate

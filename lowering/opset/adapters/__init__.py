@@ -15,4 +15,5 @@ from lowering.opset.adapters import (  # noqa: F401
     shape,
     softmax,
     split,
+    trilu,
 )
