@@ -189,6 +189,45 @@ def _examples():
         down_to=23,
         up_from=23,
     )
+    qdq = (
+        "s = Constant <value = float {0.05}> ()\nz = Constant <value = uint8 {{128}}> ()\n"
+        "q = QuantizeLinear{q}(x, s, z)\ny = DequantizeLinear{d}(q, s, z)"
+    ).replace("{{128}}", "{128}")
+    for op in ("QuantizeLinear", "DequantizeLinear"):
+        mine = "{q}" if op == "QuantizeLinear" else "{d}"
+        other = "{d}" if mine == "{q}" else "{q}"
+        down_body = qdq.replace(mine, " <axis = 1> ").replace(other, "")
+        yield from _pair(op, 10, 13, x23, down_body, qdq.replace(mine, "").replace(other, ""))
+    yield from _pair(
+        "QuantizeLinear",
+        13,
+        19,
+        x23,
+        qdq.replace("{q}", " <saturate = 1> ").replace("{d}", ""),
+        qdq.replace("{q}", "").replace("{d}", ""),
+        down_to=13,
+        up_from=13,
+    )
+    yield from _pair(
+        "QuantizeLinear",
+        19,
+        21,
+        x23,
+        qdq.replace("{q}", " <block_size = 0, output_dtype = 0> ").replace("{d}", ""),
+        qdq.replace("{q}", "").replace("{d}", ""),
+        down_to=19,
+        up_from=19,
+    )
+    yield from _pair(
+        "DequantizeLinear",
+        19,
+        21,
+        x23,
+        qdq.replace("{d}", " <block_size = 0> ").replace("{q}", ""),
+        qdq.replace("{q}", "").replace("{d}", ""),
+        down_to=19,
+        up_from=19,
+    )
     scatter = {
         "ScatterND": "i = Constant <value = int64[2,1] {1, 0}> ()\n"
         "u = Constant <value = float[2,3] {1, 2, 3, 4, 5, 6}> ()\n"

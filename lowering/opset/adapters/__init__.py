@@ -9,6 +9,7 @@ from lowering.opset.adapters import (  # noqa: F401
     minmax,
     modes,
     pad,
+    quantize,
     recurrent,
     resize,
     roi_align,

@@ -24,6 +24,9 @@ _ADDED = {
     (("Cast",), 13, 19): {"saturate": None},
     (("CastLike",), 15, 19): {"saturate": None},
     (("Cast", "CastLike"), 23, 24): {"round_mode": None},
+    (("QuantizeLinear",), 13, 19): {"saturate": None},
+    (("QuantizeLinear",), 19, 21): {"block_size": 0, "output_dtype": 0},
+    (("DequantizeLinear",), 19, 21): {"block_size": 0},
     (("ScatterND", "ScatterElements"), 13, 16): {"reduction": "none"},
 }
 
