@@ -228,6 +228,17 @@ def _examples():
         down_to=19,
         up_from=19,
     )
+    yield from _pair(
+        "Dropout",
+        10,
+        12,
+        x23,
+        "r = Constant <value = float {0.25}> ()\nt = Constant <value = bool {0}> ()\n"
+        "y = Dropout(x, r, t)",
+        "y = Dropout <ratio = 0.25> (x)",
+        down_to=11,
+        up_from=11,
+    )
     scatter = {
         "ScatterND": "i = Constant <value = int64[2,1] {1, 0}> ()\n"
         "u = Constant <value = float[2,3] {1, 2, 3, 4, 5, 6}> ()\n"

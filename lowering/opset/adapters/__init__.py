@@ -5,6 +5,7 @@ from lowering.opset.adapters import (  # noqa: F401
     batch_normalization,
     constant,
     defaults,
+    dropout,
     grid_sample,
     minmax,
     modes,
