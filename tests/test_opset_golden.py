@@ -81,6 +81,31 @@ GOLDEN = {
             }""",
         ),
     ),
+    # torch writes axes as a small computation: it is read, and removed once unread.
+    "axes_computed_from_constants": (
+        _m(
+            18,
+            """g (float[2,3,4] x) => (float[2,4] y) {
+              one = Constant <value_int = 1> ()
+              two = Constant <value_int = 2> ()
+              last = Sub(two, one)
+              r = Range(one, two, one)
+              flat = Constant <value_ints = [-1]> ()
+              a = Reshape(r, flat)
+              y = ReduceSum <keepdims = 0> (x, a)
+            }""",
+        ),
+        11,
+        _m(
+            11,
+            """g (float[2,3,4] x) => (float[2,4] y) {
+              one = Constant <value = int64 {1}> ()
+              two = Constant <value = int64 {2}> ()
+              last = Sub(two, one)
+              y = ReduceSum <axes = [1], keepdims = 0> (x)
+            }""",
+        ),
+    ),
     # Split-18's num_outputs on a static dimension: the sizes, last one smaller.
     "split_num_outputs": (
         _m(
