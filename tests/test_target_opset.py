@@ -254,3 +254,14 @@ def test_an_adapted_node_must_take_its_types_at_the_older_version():
     message = _blockers(text, 14)
     assert "BatchNormalization (node '<unnamed>' in main graph 'g') needs opset 15" in message
     assert "needs one type for T" in message
+
+
+def test_going_up_without_an_adapter_says_so():
+    """Resize-11 -> 13 has no adapter going up: blocked, and the line says which way."""
+    text = """<ir_version: 8, opset_import: ["" : 11]>
+    g (float[1,1,2,2] x, float[0] roi, float[4] s) => (float[1,1,4,4] y) {
+      y = Resize <mode = "nearest"> (x, roi, s)
+    }"""
+    message = _blockers(text, 13)
+    assert "Resize (node '<unnamed>' in main graph 'g') cannot go up to opset 13" in message
+    assert "no adapter from Resize-11 to Resize-13" in message

@@ -43,8 +43,13 @@ class Blocker:
     needs: int
     reason: str
 
+    going_up: bool = False
+
     def __str__(self) -> str:
-        return f"{self.op} (node {self.node!r} in {self.graph}) needs opset {self.needs}: {self.reason}"
+        where = f"{self.op} (node {self.node!r} in {self.graph})"
+        if self.going_up:
+            return f"{where} cannot go up to opset {self.needs}: {self.reason}"
+        return f"{where} needs opset {self.needs}: {self.reason}"
 
 
 @dataclasses.dataclass
@@ -297,7 +302,8 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
     name = node.name or "<unnamed>"
 
     def blocked(needs: int, reason: str) -> Plan:
-        return Plan(node, Blocker(op, name, where, needs, reason))
+        going_up = target > current
+        return Plan(node, Blocker(op, name, where, target if going_up else needs, reason, going_up))
 
     if now is None:
         return blocked(current, f"{op} is not an ONNX op at opset {current}")
@@ -426,8 +432,8 @@ def _run_adapter(
     try:
         adapter.function(rewriter, node)
     except Decline as decline:
-        # Adapters decline before they change anything.
-        assert list(sandbox.graph) == checkpoint or not rewriter.created
+        if rewriter.created or list(sandbox.graph) != checkpoint:
+            return (0, f"{adapter.label}: {decline}")  # declined after a change
         return f"{adapter.label}: {decline}"
     again = list(rewriter.created)
     if node.graph is not None:
