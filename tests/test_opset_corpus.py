@@ -124,3 +124,13 @@ def test_lowest_opset_of_the_exports(name, lowest):
     model = ir.serde.deserialize_model(_load(name, 20)[0])
     lowering.lower_in_place(model)
     assert lowest_opset(model) == lowest
+
+
+@pytest.mark.parametrize("name", ["resnet", "lstm", "groupnorm_resize", "bert"])
+def test_exports_go_up_to_21_too(name):
+    model, feeds, expected = _load(name, 18)
+    result = lowering.lower(model, target_opset=21)
+    assert _declared(result) == 21
+    onnx.checker.check_model(result, full_check=True)
+    for got, want in zip(run(result, feeds), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
