@@ -10,8 +10,10 @@ no relabel entry and no adapter is not converted.
     @down("Softmax", 11, 13)        # Softmax-13 -> Softmax-11
     def _softmax(rw, node): ...
 
-Each adapter's docstring says what it does and why it is sound; its first
-line goes into the summary.
+Each adapter's docstring says what it does; its first line is
+:attr:`Adapter.summary`, the module docstring says why it is sound. An
+adapter is called as ``function(rw, node)`` with a
+:class:`lowering.opset.plan.Rewriter`.
 """
 
 from __future__ import annotations
@@ -22,9 +24,6 @@ from collections.abc import Callable, Iterable
 
 class Decline(Exception):
     """An adapter cannot convert this node; the message says why."""
-
-
-AdapterFunction = "Callable[[Rewriter, ir.Node], None]"
 
 
 @dataclasses.dataclass(frozen=True)
