@@ -134,3 +134,36 @@ def test_exports_go_up_to_21_too(name):
     onnx.checker.check_model(result, full_check=True)
     for got, want in zip(run(result, feeds), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _readme_table() -> dict[tuple[str, int], str]:
+    """The README's export x target table, cell by cell."""
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    rows = [line.strip() for line in readme.splitlines() if line.strip().startswith("| ")]
+    header = next(r for r in rows if r.startswith("| torch export |"))
+    targets = [int(c.split()[-1]) for c in header.strip("|").split("|")[1:]]
+    cells = {}
+    for row in rows:
+        parts = [p.strip() for p in row.strip("|").split("|")]
+        if " @ opset " in parts[0]:
+            for target, cell in zip(targets, parts[1:], strict=True):
+                cells[(parts[0], target)] = cell
+    return cells
+
+
+@pytest.mark.parametrize("target", [15, 17])
+def test_the_readme_table_is_true_at_15_and_17(target):
+    """13 and 11 are checked above; scripts/opset_table.py writes the table."""
+    cells = _readme_table()
+    for name in [*NAMES, "scatter_add"]:
+        cell = cells[(f"{name} @ opset 20", target)]
+        model = onnx.load(DATA / f"corpus_{name}_opset20.onnx")
+        if cell == "✓":
+            assert _declared(lowering.lower(model, target_opset=target)) == target
+        else:
+            with pytest.raises(lowering.LoweringError) as error:
+                lowering.lower(model, target_opset=target)
+            for blocker in cell.split(", "):
+                op, needs = blocker.split(" (needs ")
+                assert f"{op} (node" in str(error.value)
+                assert f"needs opset {needs.rstrip(')')}" in str(error.value)
