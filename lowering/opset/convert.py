@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from lowering.errors import LoweringError
 from lowering.opset import schemas
-from lowering.opset.plan import Plan, plan_node
+from lowering.opset.plan import Plan, plan_node, remove_dead_chain
 from lowering.scopes import iter_scopes
 from lowering.type_inference import TypeOracle
 
@@ -58,10 +58,13 @@ class TargetOpsetPass(ir.passes.InPlacePass):
         self.adapted.clear()
         self.expanded.clear()
         replaced: dict[ir.Value, ir.Value] = {}
+        maybe_dead: set[ir.Value] = set()
         for plan in plans:
             self.adapted.update(plan.adapted)
             self.expanded.update(plan.expanded)
-            plan.commit(replaced)
+            plan.commit(replaced, maybe_dead)
+        for value in maybe_dead:
+            remove_dead_chain(value)
         for line in self.summary():
             _LOG.info("opset %d: %s", self.target, line)
         modified = any(p.sandbox is not None for p in plans)
@@ -88,20 +91,18 @@ class TargetOpsetPass(ir.passes.InPlacePass):
 def _model_out_of_the_collectors_way():
     """Keep Python's cycle collector from rescanning the whole model.
 
-    The pass makes many short-lived objects, and each full collection would
-    walk every node of the model again: that took 40% of the time. Objects
-    that exist now are frozen for the pass and unfrozen after it, unless the
-    program froze objects of its own (a forking server does), which are then
-    left as they are.
+    The pass makes many objects that live until it ends (every plan keeps
+    its sandbox), and each full collection would walk all of them and every
+    node of the model again: that made the pass superlinear. Collection is
+    paused for the pass and resumed after it, as it was.
     """
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 def blocked_message(target: int, blockers: list) -> str:

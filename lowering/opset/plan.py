@@ -62,10 +62,14 @@ class Plan:
     adapted: list[str] = dataclasses.field(default_factory=list)
     expanded: list[str] = dataclasses.field(default_factory=list)
 
-    def commit(self, replaced: dict[ir.Value, ir.Value]) -> None:
-        """Apply the plan; ``replaced`` maps outputs of nodes committed earlier to their new values."""
+    def commit(self, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]) -> None:
+        """Apply the plan.
+
+        ``replaced`` maps outputs of nodes committed earlier to their new
+        values; the inputs the node read are added to ``maybe_dead``.
+        """
         if self.sandbox is not None:
-            self.sandbox.commit(self.node, replaced)
+            self.sandbox.commit(self.node, replaced, maybe_dead)
 
 
 class Sandbox:
@@ -109,7 +113,9 @@ class Sandbox:
             return None
         return fold(self.real.get(value, value))
 
-    def commit(self, node: ir.Node, replaced: dict[ir.Value, ir.Value]) -> None:
+    def commit(
+        self, node: ir.Node, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]
+    ) -> None:
         """Put the sandbox's nodes in place of ``node`` in its graph."""
         outputs = list(self.graph.outputs)
         seen: set[ir.Value] = set()
@@ -153,10 +159,13 @@ class Sandbox:
         # The values keep their names: graph outputs are the model's interface.
         for value, name in zip(outputs, names):
             adopt_name(value, name)
-        for value in set(self.real.values()):
+        # Inputs this node no longer reads may be dead now; the pass removes
+        # their constant chains once every node is committed (each value is
+        # then checked once, however many nodes share it).
+        for value in self.real.values():
             while value in replaced:
                 value = replaced[value]
-            remove_dead_chain(value)
+            maybe_dead.add(value)
 
 
 def remove_dead_chain(value: ir.Value) -> None:
