@@ -15,6 +15,10 @@
    for models with many SequenceMap nodes.
 3. Peak RSS of ``python -m lowering`` on a model with 1 GiB of external
    weights, written to the same folder and to another one.
+4. Down-conversion (``--target-opset``): TargetOpsetPass on the largest
+   committed torch export, against onnx load + save of the same file; and on
+   chains of n blocks that each need an adapter and an expansion, to show
+   the time grows linearly with the node count.
 """
 
 from __future__ import annotations
@@ -231,6 +235,60 @@ def pass_time_table(counts: list[int], folder: pathlib.Path) -> str:
     return "\n".join(rows)
 
 
+TORCH_DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "torch"
+
+
+def _timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def opset_chain_model(blocks: int) -> onnx.ModelProto:
+    """``blocks`` x (ReduceMean-18 with an axes input, Gelu-20, Reshape-19 allowzero)."""
+    lines = []
+    previous = "x"
+    for i in range(blocks):
+        lines.append(f"m{i} = ReduceMean <keepdims = 1> ({previous}, axes)")
+        lines.append(f"g{i} = Gelu(m{i})")
+        lines.append(f"v{i} = Reshape <allowzero = 1> (g{i}, shape)")
+        previous = f"v{i}"
+    text = (
+        '<ir_version: 10, opset_import: ["" : 20]>\n'
+        "g (float[2,3] x) => (float[2,1] y) {\n"
+        "  axes = Constant <value = int64[1] {1}> ()\n"
+        "  shape = Constant <value = int64[2] {2, 1}> ()\n  "
+        + "\n  ".join(lines)
+        + f"\n  y = Identity({previous})\n}}"
+    )
+    return onnx.parser.parse_model(text)
+
+
+def down_conversion_table(counts: list[int], folder: pathlib.Path) -> str:
+    from lowering.opset import TargetOpsetPass
+
+    rows = [
+        "| model | nodes | load + save (s) | to opset 13 (s) | to opset 11 (s) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    exports = sorted(TORCH_DATA.glob("corpus_*.onnx"), key=lambda p: len(onnx.load(p).graph.node))
+    models = [(exports[-1].stem, exports[-1])]
+    for count in counts:
+        path = folder / f"chain_{count}.onnx"
+        onnx.save(opset_chain_model(count), path)
+        models.append((f"{count:,} x (ReduceMean, Gelu, Reshape)", path))
+    for label, path in models:
+        load_save = _timed(lambda p=path: onnx.save(onnx.load(p), folder / "copy.onnx"))
+        times = []
+        for target in (13, 11):
+            model = ir.load(path)
+            lowering.lower_in_place(model)  # the SequenceMaps first, as the CLI does
+            times.append(_timed(lambda m=model, t=target: TargetOpsetPass(t)(m)))
+        nodes = len(onnx.load(path).graph.node)
+        rows.append(f"| {label} | {nodes:,} | {load_save:.3f} | {times[0]:.3f} | {times[1]:.3f} |")
+    return "\n".join(rows)
+
+
 def rss_table(folder: pathlib.Path, gib: float) -> str:
     source = weighted_model(folder, max(1, round(gib * 16)), 16 * 1024 * 1024, real=False)
     elsewhere = folder / "elsewhere"
@@ -251,6 +309,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [10, 100] if args.quick else [10, 100, 1000, 10000]
     counts = [10, 100] if args.quick else [100, 1000, 10000]
+    opset_counts = [10, 100] if args.quick else [100, 1000, 3000]
     print(f"# lowering benchmarks, {time.strftime('%Y-%m-%d')}")
     print(
         f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -262,6 +321,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         print("## The pass's own time\n")
         print(pass_time_table(counts, pathlib.Path(folder)), "\n")
+        print("## Down-conversion with --target-opset\n")
+        print(down_conversion_table(opset_counts, pathlib.Path(folder)), "\n")
         print("## Peak memory with large external weights\n")
         print(rss_table(pathlib.Path(folder), 0.0625 if args.quick else 1.0))
 

@@ -1,0 +1,65 @@
+"""Axes (and Split's sizes) moved from an attribute to an input.
+
+Squeeze, Unsqueeze, Split and ReduceSum at 13, the other Reduce ops at 18::
+
+    ReduceMean-18(x, Constant[1, 2])  <-->  ReduceMean-13 <axes=[1, 2]> (x)
+
+Going down needs the input to be a constant no caller can override; going
+up makes the attribute a Constant. ``noop_with_empty_axes`` (in the newer
+versions only) matters only when there are no axes: with 1 it makes the op
+an Identity, which is what the older version gets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.opset.registry import Decline, down, up
+from lowering.uniform_shapes import REDUCE_OPS
+
+_REDUCE_18 = sorted(op for op in REDUCE_OPS if op != "ReduceSum")
+
+
+def _name(node: ir.Node) -> str:
+    return "split" if node.op_type == "Split" else "axes"
+
+
+@down(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13)
+@down(_REDUCE_18, 13, 18)
+def to_attribute(rw, node: ir.Node) -> None:
+    """Constant axes input -> attribute."""
+    name = _name(node)
+    operand = node.inputs[1] if len(node.inputs) > 1 else None
+    values = None
+    if operand is not None:
+        values = rw.constant(operand)
+        if values is None:
+            raise Decline(f"its {name} is computed, and the older version needs a constant")
+    reduce = node.op_type.startswith("Reduce")
+    if values is not None and values.size == 0:
+        if not reduce:
+            raise Decline(f"its {name} input is empty")
+        values = None
+    if reduce and values is None and node.attributes.get_int("noop_with_empty_axes", 0):
+        identity = rw.op("Identity", [node.inputs[0]])
+        rw.reroute(node.outputs[0], identity.outputs[0])
+        rw.remove(node)
+        return
+    node.attributes.pop("noop_with_empty_axes", None)
+    if values is not None:
+        node.attributes[name] = ir.AttrInt64s(name, [int(v) for v in values.reshape(-1)])
+    node.resize_inputs(1)
+
+
+@up(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13)
+@up(_REDUCE_18, 13, 18)
+def to_input(rw, node: ir.Node) -> None:
+    """Axes attribute -> constant input."""
+    name = _name(node)
+    attr = node.attributes.pop(name, None)
+    if attr is None:
+        return
+    constant = rw.const(np.array(attr.as_ints(), np.int64))
+    node.resize_inputs(2)
+    node.replace_input_with(1, constant)

@@ -1,0 +1,62 @@
+"""Attributes a newer version added, whose default is the older behaviour.
+
+Going down, such an attribute is dropped when it has its default (or, for
+the ones that only act on types the older version lacks, whatever its value:
+the type check then rejects those types). Going up nothing changes: the new
+attribute is absent, so it takes its default, the old behaviour::
+
+    ArgMax-13 <select_last_index=0>  -->  ArgMax-11
+    ReduceMean-18 <noop_with_empty_axes=0> ... (see axes_inputs)
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from lowering.opset.registry import Decline, down, up
+
+# (ops, old, new): {attribute: default, or None when any value only concerns new types}
+_ADDED = {
+    (("ArgMax", "ArgMin"), 11, 12): {"select_last_index": 0},
+    (("GatherND",), 11, 12): {"batch_dims": 0},
+    (("AveragePool",), 11, 19): {"dilations": "ones"},
+    (("LpPool",), 11, 18): {"dilations": "ones", "ceil_mode": 0},
+    (("Cast",), 13, 19): {"saturate": None},
+    (("CastLike",), 15, 19): {"saturate": None},
+    (("Cast", "CastLike"), 23, 24): {"round_mode": None},
+    (("QuantizeLinear",), 13, 19): {"saturate": None},
+    (("QuantizeLinear",), 19, 21): {"block_size": 0, "output_dtype": 0},
+    (("DequantizeLinear",), 19, 21): {"block_size": 0},
+    (("ScatterND", "ScatterElements"), 13, 16): {"reduction": "none"},
+}
+
+
+def _is_default(attr: ir.Attr, default) -> bool:
+    if default is None:
+        return True
+    if default == "ones":
+        return all(v == 1 for v in attr.as_ints())
+    return attr.value == default
+
+
+def _make(added: dict):
+    def drop_defaults(rw, node: ir.Node) -> None:
+        """Drop the newer attributes, which have their defaults."""
+        for name, default in added.items():
+            attr = node.attributes.get(name)
+            if attr is not None and not _is_default(attr, default):
+                raise Decline(f"{name}={attr.value!r} has no equivalent in the older version")
+        for name in added:
+            node.attributes.pop(name, None)
+
+    def nothing(rw, node: ir.Node) -> None:
+        """The new attributes are absent, so their defaults give the old behaviour."""
+
+    return drop_defaults, nothing
+
+
+for (_ops, _old, _new), _added in _ADDED.items():
+    _down, _up = _make(_added)
+    _down.__doc__ = f"Drop {', '.join(_added)} (defaults: the older behaviour)."
+    down(_ops, _old, _new)(_down)
+    up(_ops, _old, _new)(_up)

@@ -1,0 +1,210 @@
+"""Expand a node into ONNX's own function body for its op.
+
+ONNX defines many newer ops as functions of older ones: HardSwish is
+``x * HardSigmoid<alpha=1/6>(x)``, LayerNormalization a chain of ReduceMean,
+Sub, Pow, Sqrt and Div. Where a node cannot be relabelled or adapted to the
+target, its schema's function body (``OpSchema.get_function_with_opset_version``)
+or context-dependent body (which depends on the node's attributes and input
+types, ``get_context_dependent_function_with_opset_version``) replaces it in
+the sandbox, at the opset the body is written for; the planner then converts
+each body node in turn, so an expansion that itself needs converting is::
+
+    Gelu-20 --expand--> Div, Erf, Add, Mul (at 20) --relabel--> ... at 13
+
+Only nodes that block are expanded: everything else keeps its op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import onnx
+import onnx.shape_inference
+import onnx_ir as ir
+
+from lowering.opset import schemas
+
+if TYPE_CHECKING:
+    from lowering.opset.plan import Plan, Sandbox
+
+
+def function_body(node: ir.Node) -> onnx.FunctionProto | None:
+    """The lowest-opset function body ONNX gives for ``node``, if any."""
+    schema = schemas.schema(node.op_type, node.version)
+    if schema is None:
+        return None
+    if schema.has_function and schema.function_opset_versions:
+        version = min(schema.function_opset_versions)
+        return onnx.FunctionProto.FromString(schema.get_function_with_opset_version(version))
+    if schema.has_context_dependent_function and schema.context_dependent_function_opset_versions:
+        if any(v is not None and v.type is None for v in node.inputs):
+            return None
+        version = min(schema.context_dependent_function_opset_versions)
+        proto = onnx.helper.make_node(
+            node.op_type,
+            [f"in{i}" if v is not None else "" for i, v in enumerate(node.inputs)],
+            [f"out{i}" for i in range(len(node.outputs))],
+        )
+        for attr in node.attributes.values():
+            proto.attribute.append(ir.serde.serialize_attribute(attr))
+        types = [
+            ir.serde.serialize_type(v.type).SerializeToString()
+            if v is not None
+            else onnx.TypeProto().SerializeToString()
+            for v in node.inputs
+        ]
+        try:
+            data = schema.get_context_dependent_function_with_opset_version(
+                version, proto.SerializeToString(), types
+            )
+        except Exception:  # noqa: BLE001 - onnx raises bare errors when no body can be built
+            return None
+        return onnx.FunctionProto.FromString(data) if data else None
+    return None
+
+
+@dataclasses.dataclass
+class _Template:
+    """A function body ready to instantiate: attributes resolved, types inferred."""
+
+    version: int
+    since: int
+    inputs: list[str]
+    outputs: list[str]
+    # (op_type, input names, output names, attributes)
+    steps: list[tuple[str, list[str], list[str], list[ir.Attr]]]
+    types: dict[str, tuple[ir.TypeProtocol, ir.Shape | None]]
+
+
+# Templates per op, version, attributes and input types: the layers of a
+# model repeat, and building a body is the slow part.
+_TEMPLATES: dict[bytes, _Template | None] = {}
+_MAX_CACHED = 4096
+
+
+def _template(node: ir.Node) -> _Template | None:
+    key = onnx.NodeProto(op_type=node.op_type, name=str(node.version))
+    for attr in node.attributes.values():
+        key.attribute.append(ir.serde.serialize_attribute(attr))
+    for value in node.inputs:
+        info = ir.serde.serialize_value(value) if value is not None else onnx.ValueInfoProto()
+        info.name = ""
+        key.input.append(info.SerializeToString().hex())
+    digest = key.SerializeToString()
+    if digest not in _TEMPLATES:
+        if len(_TEMPLATES) >= _MAX_CACHED:
+            _TEMPLATES.clear()
+        _TEMPLATES[digest] = _build_template(node)
+    return _TEMPLATES[digest]
+
+
+def _build_template(node: ir.Node) -> _Template | None:
+    body = function_body(node)
+    if body is None or any(o.domain not in ("", "ai.onnx") for o in body.opset_import):
+        return None
+    if any(n.domain not in ("", "ai.onnx") for n in body.node):
+        return None
+    schema = schemas.schema(node.op_type, node.version)
+    attributes = dict(node.attributes)
+    for name, formal in schema.attributes.items():
+        if name not in attributes and formal.default_value.name:
+            attributes[name] = ir.serde.deserialize_attribute(formal.default_value)
+    steps = []
+    for proto in body.node:
+        attrs = []
+        for attribute in proto.attribute:
+            if attribute.ref_attr_name:
+                if attribute.ref_attr_name in attributes:
+                    source = attributes[attribute.ref_attr_name]
+                    attrs.append(ir.Attr(attribute.name, source.type, source.value))
+            elif attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                return None  # a subgraph belongs to one node: not worth sharing
+            else:
+                attrs.append(ir.serde.deserialize_attribute(attribute))
+        steps.append((proto.op_type, list(proto.input), list(proto.output), attrs))
+    types = {}
+    for name, type_proto in _infer_types(body, node).items():
+        types[name] = (
+            ir.serde.deserialize_type_proto_for_type(type_proto),
+            ir.serde.deserialize_type_proto_for_shape(type_proto),
+        )
+    version = next(o.version for o in body.opset_import if o.domain in ("", "ai.onnx"))
+    return _Template(
+        version, schema.since_version, list(body.input), list(body.output), steps, types
+    )
+
+
+def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
+    """Replace ``node`` in ``sandbox`` by its function body; the new nodes, or None."""
+    template = _template(node)
+    if template is None:
+        return None
+    env: dict[str, ir.Value | None] = {"": None}
+    for formal, actual in zip(template.inputs, node.inputs):
+        env[formal] = actual
+    for formal in template.inputs[len(node.inputs) :]:
+        env[formal] = None
+    new_nodes = []
+    for op_type, input_names, output_names, attrs in template.steps:
+        new = ir.Node(
+            "",
+            op_type,
+            [env[name] for name in input_names],
+            [ir.Attr(a.name, a.type, a.value) for a in attrs],
+            num_outputs=len(output_names),
+            version=template.version,
+        )
+        for name, value in zip(output_names, new.outputs):
+            env[name] = value if name else None
+            known = template.types.get(name)
+            if name and known is not None:
+                value.type = known[0]
+                if known[1] is not None:
+                    value.shape = ir.Shape(list(known[1]))
+        new_nodes.append(new)
+    outputs = [env.get(name) for name in template.outputs][: len(node.outputs)]
+    if any(value is None for value in outputs):
+        return None
+    graph = sandbox.graph
+    graph.insert_before(node, new_nodes)
+    for old, new in zip(node.outputs, outputs):
+        if new.type is None:
+            new.type = old.type
+        if new.shape is None and old.shape is not None:
+            new.shape = old.shape
+        old.replace_all_uses_with(new, replace_graph_outputs=True)
+    graph.remove(node, safe=True)
+    plan.expanded.append(f"{node.op_type}-{template.since}")
+    return new_nodes
+
+
+def _infer_types(body: onnx.FunctionProto, node: ir.Node) -> dict[str, onnx.TypeProto]:
+    """Types of the body's values, by ONNX shape inference on the body alone."""
+    inputs = []
+    for formal, actual in zip(body.input, node.inputs):
+        if actual is None or actual.type is None:
+            continue
+        info = ir.serde.serialize_value(actual)
+        info.name = formal
+        inputs.append(info)
+    version = next(o.version for o in body.opset_import if o.domain in ("", "ai.onnx"))
+    graph = onnx.helper.make_graph(
+        list(body.node),
+        "body",
+        inputs,
+        [onnx.ValueInfoProto(name=name) for name in body.output],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", version)])
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - inference is a help, not a requirement
+        return {}
+    types = {}
+    for info in (*inferred.graph.value_info, *inferred.graph.output):
+        if not info.type.WhichOneof("value"):
+            continue
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type == 0:
+            continue
+        types[info.name] = info.type
+    return types

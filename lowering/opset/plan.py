@@ -1,0 +1,457 @@
+"""Plan the conversion of one node, without touching the model.
+
+A node whose every step is a relabel needs nothing but the opset it is
+declared under, so it is only checked. A node that needs an adapter or an
+expansion is converted in a *sandbox*: a detached graph holding a copy of the
+node, whose inputs are placeholders standing for the real inputs::
+
+    real model                sandbox (detached)
+    ----------                -------------------------------
+    a, b  --> [Op-18] --> y   pa, pb --> [Op-18 copy] --> y'
+                                   (adapters and expansions rewrite here)
+                              pa, pb --> [Transpose] [Op-13] ... --> y'
+
+Adapters and expansions work there with the usual onnx_ir calls. If every
+node of the sandbox reaches the target, :meth:`Plan.commit` moves the
+sandbox's nodes into the model in place of the original node, the
+placeholders replaced by the real inputs; otherwise the plan carries the
+blocker and the model was never touched. This is what makes
+:class:`lowering.opset.TargetOpsetPass` atomic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.naming import adopt_name, fresh
+from lowering.opset import expand, schemas
+from lowering.opset.fold import FOLDED_OPS, fold
+from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
+
+
+@dataclasses.dataclass
+class Blocker:
+    """Why a node cannot reach the target, and the lowest opset it needs."""
+
+    op: str
+    node: str
+    graph: str
+    needs: int
+    reason: str
+
+    going_up: bool = False
+
+    def __str__(self) -> str:
+        where = f"{self.op} (node {self.node!r} in {self.graph})"
+        if self.going_up:
+            return f"{where} cannot go up to opset {self.needs}: {self.reason}"
+        return f"{where} needs opset {self.needs}: {self.reason}"
+
+
+@dataclasses.dataclass
+class Plan:
+    """What converting one node takes: nothing, a sandbox to commit, or a blocker."""
+
+    node: ir.Node
+    blocker: Blocker | None = None
+    sandbox: Sandbox | None = None
+    adapted: list[str] = dataclasses.field(default_factory=list)
+    expanded: list[str] = dataclasses.field(default_factory=list)
+
+    def commit(self, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]) -> None:
+        """Apply the plan.
+
+        ``replaced`` maps outputs of nodes committed earlier to their new
+        values; the inputs the node read are added to ``maybe_dead``.
+        """
+        if self.sandbox is not None:
+            self.sandbox.commit(self.node, replaced, maybe_dead)
+
+
+class Sandbox:
+    """A detached copy of one node, with placeholder inputs, to convert freely."""
+
+    def __init__(self, node: ir.Node, version: int, typed: ir.Node | None) -> None:
+        self.real: dict[ir.Value, ir.Value] = {}
+        placeholders: dict[ir.Value, ir.Value] = {}
+        inputs = []
+        for index, value in enumerate(node.inputs):
+            if value is None:
+                inputs.append(None)
+                continue
+            if value not in placeholders:
+                placeholder = ir.Value(name=f"__input{index}")
+                _copy_type(placeholder, value, typed.inputs[index] if typed else None)
+                placeholders[value] = placeholder
+                self.real[placeholder] = value
+            inputs.append(placeholders[value])
+        attributes = [_copy_attribute(a) for a in node.attributes.values()]
+        copy = ir.Node(
+            "",
+            node.op_type,
+            inputs,
+            attributes,
+            num_outputs=len(node.outputs),
+            version=version,
+            name=node.name,
+        )
+        for index, (mine, theirs) in enumerate(zip(copy.outputs, node.outputs)):
+            _copy_type(mine, theirs, typed.outputs[index] if typed else None)
+            mine.name = f"__output{index}"
+        self.copy = copy
+        self.graph = ir.Graph(
+            list(placeholders.values()), list(copy.outputs), nodes=[copy], name="sandbox"
+        )
+
+    def constant(self, value: ir.Value | None) -> np.ndarray | None:
+        """The constant behind a sandbox value: a real input's, or a Constant's made here."""
+        if value is None:
+            return None
+        return fold(self.real.get(value, value))
+
+    def commit(
+        self, node: ir.Node, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]
+    ) -> None:
+        """Put the sandbox's nodes in place of ``node`` in its graph."""
+        outputs = list(self.graph.outputs)
+        seen: set[ir.Value] = set()
+        for index, value in enumerate(outputs):
+            # A real graph output must be produced by a node of its own.
+            if value in self.real or value in seen:
+                identity = ir.Node("", "Identity", [value], version=node.version)
+                self.graph.append(identity)
+                outputs[index] = identity.outputs[0]
+                _copy_type(identity.outputs[0], value, None)
+            seen.add(outputs[index])
+        new_nodes = list(self.graph)
+        self.graph.remove(new_nodes)
+        self.graph.outputs.clear()
+        self.graph.inputs.clear()
+        for placeholder, value in self.real.items():
+            while value in replaced:
+                value = replaced[value]
+            placeholder.replace_all_uses_with(value)
+        for new in new_nodes:
+            new.version = None
+            if new is self.copy and node.name:
+                new.name = node.name  # the converted node itself keeps its name
+            else:
+                fresh(new)
+            for output in new.outputs:
+                if output.name and output.name.startswith("__"):
+                    output.name = None
+                fresh(output)
+        owner = node.graph
+        for new_value, old_value in zip(outputs, node.outputs):
+            if old_value.type is not None:
+                new_value.type = old_value.type
+            if old_value.shape is not None:
+                new_value.shape = old_value.shape
+        replaced.update(zip(node.outputs, outputs))
+        names = [value.name for value in node.outputs]
+        ir.convenience.replace_nodes_and_values(
+            owner, node, [node], new_nodes, list(node.outputs), outputs
+        )
+        # The values keep their names: graph outputs are the model's interface.
+        for value, name in zip(outputs, names):
+            adopt_name(value, name)
+        # Inputs this node no longer reads may be dead now; the pass removes
+        # their constant chains once every node is committed (each value is
+        # then checked once, however many nodes share it).
+        for value in self.real.values():
+            while value in replaced:
+                value = replaced[value]
+            maybe_dead.add(value)
+
+
+def remove_dead_chain(value: ir.Value) -> None:
+    """Remove the constant chain that computed ``value`` once nothing reads it.
+
+    An axes input that became an attribute leaves its Constant (or the small
+    Reshape/Concat of Constants torch wrote) unread; only such side-effect
+    free producers, and only when every output is unread, are removed.
+    """
+    node = value.producer()
+    if (
+        node is None
+        or node.graph is None
+        or node.domain not in ("", "ai.onnx")
+        or node.op_type not in DEAD_CHAIN_OPS
+        or any(out.uses() or out.is_graph_output() for out in node.outputs)
+    ):
+        return
+    inputs = [v for v in node.inputs if v is not None]
+    node.graph.remove(node, safe=True)
+    for operand in inputs:
+        remove_dead_chain(operand)
+
+
+def _copy_type(mine: ir.Value, theirs: ir.Value, typed: ir.Value | None) -> None:
+    for source in (theirs, typed):
+        if source is None:
+            continue
+        if mine.type is None and source.type is not None:
+            mine.type = source.type
+        if mine.shape is None and source.shape is not None:
+            mine.shape = ir.Shape(list(source.shape))
+
+
+def _copy_attribute(attr: ir.Attr) -> ir.Attr:
+    return ir.Attr(attr.name, attr.type, attr.value, ref_attr_name=attr.ref_attr_name)
+
+
+class Rewriter:
+    """What an adapter may do to the sandbox around the node it converts."""
+
+    def __init__(self, sandbox: Sandbox, node: ir.Node, version: int, target: int) -> None:
+        self.sandbox = sandbox
+        self.node = node
+        # The version this step converts to; new nodes are made at it.
+        self.version = version
+        self.target = target
+        self.created: list[ir.Node] = []
+
+    def constant(self, value: ir.Value | None) -> np.ndarray | None:
+        return self.sandbox.constant(value)
+
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: dict | None = None,
+        *,
+        num_outputs: int = 1,
+        version: int | None = None,
+        after: bool = False,
+    ) -> ir.Node:
+        """A new node before (or after) the one being converted, at this step's version."""
+        new = ir.Node(
+            "",
+            op_type,
+            inputs,
+            [_as_attribute(k, v) for k, v in (attributes or {}).items()],
+            num_outputs=num_outputs,
+            version=version or max(self.version, self.target),
+        )
+        if after:
+            self.sandbox.graph.insert_after(self.node, new)
+        else:
+            self.sandbox.graph.insert_before(self.node, new)
+        self.created.append(new)
+        return new
+
+    def const(self, array: np.ndarray) -> ir.Value:
+        node = self.op("Constant", [], {"value": ir.tensor(np.asarray(array))})
+        output = node.outputs[0]
+        output.dtype = ir.DataType.from_numpy(np.asarray(array).dtype)
+        output.shape = ir.Shape(np.asarray(array).shape)
+        return output
+
+    def rank(self, value: ir.Value | None) -> int | None:
+        return None if value is None or value.shape is None else len(value.shape)
+
+    def static_shape(self, value: ir.Value | None) -> list[int] | None:
+        if value is None or value.shape is None:
+            return None
+        dims = list(value.shape)
+        return dims if all(isinstance(d, int) for d in dims) else None
+
+    def reroute(self, old: ir.Value, new: ir.Value) -> None:
+        """Let everything that read ``old`` (node output of the sandbox) read ``new``."""
+        old.replace_all_uses_with(new, replace_graph_outputs=True)
+        if new.type is None and old.type is not None:
+            new.type = old.type
+        if new.shape is None and old.shape is not None:
+            new.shape = old.shape
+
+    def wrap_output(
+        self,
+        value: ir.Value,
+        op_type: str,
+        attributes: dict | None = None,
+        extra_inputs: Sequence[ir.Value] = (),
+    ) -> ir.Node:
+        """Let ``op_type(value, *extra_inputs)`` stand for ``value`` wherever it was read."""
+        uses = list(value.uses())
+        new = self.op(op_type, [value, *extra_inputs], attributes, after=True)
+        for use in uses:
+            use.node.replace_input_with(use.idx, new.outputs[0])
+        outputs = self.sandbox.graph.outputs
+        for index, output in enumerate(outputs):
+            if output is value:
+                outputs[index] = new.outputs[0]
+        new.outputs[0].type = value.type
+        new.outputs[0].shape = value.shape
+        value.shape = None
+        return new
+
+    def remove(self, node: ir.Node) -> None:
+        self.sandbox.graph.remove(node, safe=True)
+
+
+def _as_attribute(name: str, value) -> ir.Attr:
+    if isinstance(value, ir.Attr):
+        return ir.Attr(name, value.type, value.value)
+    return ir.convenience.convert_attribute(name, value)
+
+
+DEAD_CHAIN_OPS = frozenset([*FOLDED_OPS, "Constant"])
+
+TypedTwin = Callable[[], "ir.Node | None"]
+
+
+def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedTwin) -> Plan:
+    """How ``node``, at opset ``current``, reaches opset ``target``."""
+    op = node.op_type
+    now = schemas.schema(op, current)
+    name = node.name or "<unnamed>"
+
+    def blocked(needs: int, reason: str) -> Plan:
+        going_up = target > current
+        return Plan(node, Blocker(op, name, where, target if going_up else needs, reason, going_up))
+
+    if now is None:
+        return blocked(current, f"{op} is not an ONNX op at opset {current}")
+    since = now.since_version
+    then = schemas.schema(op, target)
+    if then is not None and then.since_version == since:
+        return Plan(node)
+    # Dry run: a chain of relabels changes nothing in the node.
+    typed = None
+    version = since
+    stuck = ""
+    while then is None or then.since_version != version:
+        step = schemas.next_step(op, version, target)
+        if step is None or not step[0] or schemas.relabel_reason(op, *step) is None:
+            break
+        destination = step[0] if target < version else step[1]
+        if typed is None:
+            typed = twin() or node
+        dest_schema = schemas.schema(op, destination)
+        wrong = schemas.types_not_taken(node, dest_schema) or schemas.types_not_taken(
+            typed, dest_schema
+        )
+        if wrong:
+            stuck = f"{op}-{destination} {wrong}"
+            break
+        version = destination
+    else:
+        return Plan(node)
+    if any(attr.type in _GRAPH_TYPES for attr in node.attributes.values()):
+        # Nodes with subgraphs (If, Loop, Scan) only ever gained types.
+        return blocked(version, stuck or f"{op}-{version} has no relabel to opset {target}")
+    sandbox = Sandbox(node, since, twin())
+    plan = Plan(node, sandbox=sandbox)
+    blocker = _convert(sandbox, target, plan)
+    if blocker is not None:
+        needs, reason = blocker
+        return blocked(needs, reason)
+    return plan
+
+
+_GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+
+
+def _convert(sandbox: Sandbox, target: int, plan: Plan) -> tuple[int, str] | None:
+    """Convert every node of ``sandbox`` to ``target``; (needs, reason) if one cannot."""
+    work = list(sandbox.graph)
+    budget = 10_000  # expansions are finite; this guards against a cycle of adapters
+    while work:
+        budget -= 1
+        if budget < 0:
+            return (target, "conversion did not terminate")
+        node = work.pop()
+        if node.graph is None:
+            continue
+        result = _convert_node(sandbox, node, target, plan)
+        if isinstance(result, tuple):
+            return result
+        work.extend(result)
+    return None
+
+
+def _convert_node(
+    sandbox: Sandbox, node: ir.Node, target: int, plan: Plan
+) -> list[ir.Node] | tuple[int, str]:
+    """One step for ``node``: the nodes to look at again, or (needs, reason)."""
+    op = node.op_type
+    now = schemas.schema(op, node.version)
+    if now is None:
+        return (node.version, f"{op} is not an ONNX op at opset {node.version}")
+    since = now.since_version
+    then = schemas.schema(op, target)
+    if then is not None and then.since_version == since:
+        node.version = target
+        return []
+    step = schemas.next_step(op, since, target)
+    going_down = target < since
+    failure = None
+    if step is not None and step[0]:
+        old, new = step
+        destination = old if going_down else new
+        dest_schema = schemas.schema(op, destination)
+        if schemas.relabel_reason(op, old, new):
+            wrong = schemas.types_not_taken(node, dest_schema)
+            if wrong is None:
+                node.version = destination
+                return [node]
+            failure = f"{op}-{destination} {wrong}"
+        adapter = ADAPTERS.get((op, old, new, "down" if going_down else "up"))
+        if adapter is not None:
+            result = _run_adapter(sandbox, node, adapter, destination, target, plan)
+            if isinstance(result, tuple):
+                return (since if going_down else target, result[1])
+            if not isinstance(result, str):
+                return result
+            failure = result
+        elif failure is None:
+            failure = (
+                f"{op}-{since} differs from {op}-{destination}, and no adapter converts it"
+                if going_down
+                else f"no adapter from {op}-{since} to {op}-{destination}"
+            )
+    else:
+        failure = f"{op} does not exist at opset {target}"
+    if going_down:
+        expanded = expand.expand(sandbox, node, plan)
+        if expanded is not None:
+            return expanded
+        by_hand = EXPANSIONS.get(op)
+        if by_hand is not None:
+            rewriter = Rewriter(sandbox, node, since, target)
+            try:
+                by_hand(rewriter, node)
+            except Decline as decline:
+                return (since, f"{failure}; {decline}")
+            plan.expanded.append(f"{op}-{since}")
+            return rewriter.created
+    return (since if going_down else target, failure)
+
+
+def _run_adapter(
+    sandbox: Sandbox, node: ir.Node, adapter: Adapter, destination: int, target: int, plan: Plan
+) -> list[ir.Node] | str | tuple[int, str]:
+    """Run one adapter: the nodes to convert next, why it declined, or (0, why it failed)."""
+    rewriter = Rewriter(sandbox, node, destination, target)
+    checkpoint = list(sandbox.graph)
+    try:
+        adapter.function(rewriter, node)
+    except Decline as decline:
+        if rewriter.created or list(sandbox.graph) != checkpoint:
+            return (0, f"{adapter.label}: {decline}")  # declined after a change
+        return f"{adapter.label}: {decline}"
+    again = list(rewriter.created)
+    if node.graph is not None:
+        # The adapted node must also take its actual types at the new version.
+        wrong = schemas.types_not_taken(node, schemas.schema(node.op_type, destination))
+        if wrong:
+            # The sandbox has changed: no expansion may start from it.
+            return (0, f"{adapter.label}: {node.op_type}-{destination} {wrong}")
+        node.version = destination
+        again.append(node)
+    plan.adapted.append(adapter.label)
+    return again

@@ -1,0 +1,169 @@
+"""The torch export corpus reaches --target-opset 13 and 11 with torch's results.
+
+The models are real torch.onnx (dynamo) exports at opsets 18 and 20, made by
+scripts/export_torch_models.py and committed with torch's eager inputs and
+outputs, so these tests need no torch. Each also holds a SequenceMap (from
+atleast_2d, hstack or vstack on a tuple) that is lowered in the same run.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+
+import lowering
+from lowering.opset import lowest_opset
+from tests.helpers import run
+
+DATA = pathlib.Path(__file__).parent / "data" / "torch"
+NAMES = [
+    "resnet",
+    "mobilenet_block",
+    "transformer",
+    "lstm",
+    "groupnorm_resize",
+    "chunk_reduce",
+    "bert",
+    "gpt2",
+]
+EXPORTS = [(name, opset) for name in NAMES for opset in (18, 20)]
+
+
+def _load(name: str, opset: int):
+    stem = f"corpus_{name}_opset{opset}"
+    model = onnx.load(DATA / f"{stem}.onnx")
+    data = np.load(DATA / f"{stem}.npz")
+    feeds = {i.name: data[f"input_{k}"] for k, i in enumerate(model.graph.input)}
+    expected = [data[f"output_{k}"] for k in range(len(model.graph.output))]
+    return model, feeds, expected
+
+
+def _declared(model: onnx.ModelProto) -> int:
+    return {o.domain: o.version for o in model.opset_import}[""]
+
+
+@pytest.mark.parametrize("target", [13, 11])
+@pytest.mark.parametrize(("name", "opset"), EXPORTS, ids=[f"{n}-{o}" for n, o in EXPORTS])
+def test_export_reaches_the_target_with_torchs_results(name, opset, target):
+    model, feeds, expected = _load(name, opset)
+    assert _declared(model) == opset
+    assert any(n.op_type == "SequenceMap" for n in model.graph.node)
+    result = lowering.lower(model, target_opset=target)
+    assert _declared(result) == target
+    assert [o.name for o in result.graph.output] == [o.name for o in model.graph.output]
+    names = [n.name for n in result.graph.node]
+    assert len(set(names)) == len(names), "node names must stay unique"
+    onnx.checker.check_model(result, full_check=True)
+    assert not any(n.op_type == "SequenceMap" for n in result.graph.node)
+    actual = run(result, feeds)
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["resnet", "transformer", "bert"])
+def test_with_optimize_too(name):
+    model, feeds, expected = _load(name, 20)
+    result = lowering.lower(model, target_opset=11, optimize=True)
+    assert _declared(result) == 11
+    onnx.checker.check_model(result, full_check=True)
+    for got, want in zip(run(result, feeds), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [18, 20])
+def test_scatter_add_reaches_16_and_names_its_blockers_below(opset):
+    model, feeds, expected = _load("scatter_add", opset)
+    result = lowering.lower(model, target_opset=16)
+    assert _declared(result) == 16
+    for got, want in zip(run(result, feeds), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for target in (15, 13, 11):
+        with pytest.raises(lowering.LoweringError) as error:
+            lowering.lower(model, target_opset=target)
+        message = str(error.value)
+        assert "\n" not in message
+        assert (
+            "ScatterElements (node 'node_scatter_add' in main graph 'main_graph') needs opset 16"
+            in message
+        )
+        assert "ScatterND (node" in message and "reduction='add'" in message
+
+
+def test_the_cli_prints_one_line_when_blocked(tmp_path):
+    out = tmp_path / "out.onnx"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lowering",
+            "--target-opset",
+            "13",
+            str(DATA / "corpus_scatter_add_opset20.onnx"),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "needs opset 16" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("name", "lowest"), [("resnet", 11), ("lstm", 11), ("scatter_add", 16)])
+def test_lowest_opset_of_the_exports(name, lowest):
+    model = ir.serde.deserialize_model(_load(name, 20)[0])
+    lowering.lower_in_place(model)
+    assert lowest_opset(model) == lowest
+
+
+@pytest.mark.parametrize("name", ["resnet", "lstm", "groupnorm_resize", "bert"])
+def test_exports_go_up_to_21_too(name):
+    model, feeds, expected = _load(name, 18)
+    result = lowering.lower(model, target_opset=21)
+    assert _declared(result) == 21
+    onnx.checker.check_model(result, full_check=True)
+    for got, want in zip(run(result, feeds), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _readme_table() -> dict[tuple[str, int], str]:
+    """The README's export x target table, cell by cell."""
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    rows = [line.strip() for line in readme.splitlines() if line.strip().startswith("| ")]
+    header = next(r for r in rows if r.startswith("| torch export |"))
+    targets = [int(c.split()[-1]) for c in header.strip("|").split("|")[1:]]
+    cells = {}
+    for row in rows:
+        parts = [p.strip() for p in row.strip("|").split("|")]
+        if " @ opset " in parts[0]:
+            for target, cell in zip(targets, parts[1:], strict=True):
+                cells[(parts[0], target)] = cell
+    return cells
+
+
+@pytest.mark.parametrize("target", [15, 17])
+def test_the_readme_table_is_true_at_15_and_17(target):
+    """13 and 11 are checked above; scripts/opset_table.py writes the table."""
+    cells = _readme_table()
+    for name in [*NAMES, "scatter_add"]:
+        cell = cells[(f"{name} @ opset 20", target)]
+        model = onnx.load(DATA / f"corpus_{name}_opset20.onnx")
+        if cell == "✓":
+            assert _declared(lowering.lower(model, target_opset=target)) == target
+        else:
+            with pytest.raises(lowering.LoweringError) as error:
+                lowering.lower(model, target_opset=target)
+            for blocker in cell.split(", "):
+                op, needs = blocker.split(" (needs ")
+                assert f"{op} (node" in str(error.value)
+                assert f"needs opset {needs.rstrip(')')}" in str(error.value)
