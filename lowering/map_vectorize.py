@@ -452,6 +452,18 @@ class _Vectorizer:
                 f"the elements of {sequence.name!r} may differ in shape (not a SplitToSequence "
                 "without split, nor of static shape)"
             )
+        producer = sequence.producer()
+        if (
+            producer is not None
+            and is_onnx_op(producer, "SequenceConstruct")
+            and producer.inputs
+            and all(v is not None for v in producer.inputs)
+        ):
+            # The elements are at hand: stack them, and the count is static.
+            parts = [self.unsqueeze(v, [0]) for v in producer.inputs if v is not None]
+            if not self.stacks:
+                self.batch_dim = len(parts)
+            return self.op("Concat", parts, {"axis": 0}), shape
         try:
             zero = ir.Tensor(np.zeros([1], dtype.numpy()), dtype=dtype)
         except Exception as error:  # noqa: BLE001 -- no numpy twin (string, float8, ...)
