@@ -125,7 +125,7 @@ GOLDEN = {
 
 
 @pytest.mark.parametrize("name", list(GOLDEN))
-def test_golden(name):
+def test_golden(name, without_vectorizing):
     source, expected = GOLDEN[name]
     assert canonical_text(lowered(parse(source))) == canonical_text(parse(expected))
 
@@ -150,10 +150,17 @@ g (seq(float[3]) xs, {index_type} i) => (float[3] at, float[3] at_k, int64 n, fl
 )
 
 
+@pytest.mark.parametrize("vectorized", [False, True], ids=["uniform", "vectorized"])
 @pytest.mark.parametrize("index_type", ["int64", "int32", "int64[1]", "int32[1]"])
 @pytest.mark.parametrize("n", [1, 3])
-def test_every_position_reads_what_a_list_would(n, index_type):
-    """Every position in -n..n-1, as the dynamic and as the constant index."""
+def test_every_position_reads_what_a_list_would(n, index_type, vectorized, request):
+    """Every position in -n..n-1, as the dynamic and as the constant index.
+
+    Both forms that produce a stack read it: the uniform Loop's, and the
+    vectorized body's (which stacks the input sequence first).
+    """
+    if not vectorized:
+        request.getfixturevalue("without_vectorizing")
     rng = np.random.default_rng(n)
     xs = [rng.standard_normal(3).astype(np.float32) for _ in range(n)]
     mapped = [2 * x for x in xs]  # the oracle: a list comprehension
@@ -161,7 +168,10 @@ def test_every_position_reads_what_a_list_would(n, index_type):
     for position in range(-n, n):
         result = lowered(parse(READS.format(index_type=index_type, k=position)))
         ops = [op for op in op_types(result) if "Sequence" in op]
-        assert sorted(ops) == ["SequenceAt", "SequenceLength"]  # the input's: count, element
+        if vectorized:  # the input is stacked once (with a filler: it may be empty)
+            assert sorted(ops) == ["ConcatFromSequence", "SequenceInsert"]
+        else:  # the input's: count, element
+            assert sorted(ops) == ["SequenceAt", "SequenceLength"]
         i = np.array(position if "[" not in index_type else [position], dtype)
         assert_same(
             run(result, {"xs": xs, "i": i}),

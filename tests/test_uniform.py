@@ -7,7 +7,6 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering import sequence_map
 from lowering.cli import main
 from tests.golden import canonical_text
 from tests.helpers import assert_same, lowered, op_types, parse, run
@@ -124,12 +123,6 @@ GOLDEN = {
         }""",
     ),
 }
-
-
-@pytest.fixture
-def without_vectorizing(monkeypatch):
-    """The forms a body that cannot be batched gets, shown on bodies that could be."""
-    monkeypatch.setattr(sequence_map, "vectorize_reason", lambda plan, opset: (False, False, "off"))
 
 
 @pytest.mark.parametrize("name", list(GOLDEN))
