@@ -161,9 +161,16 @@ def _lower(
         # on a constant) is what OpenVINO and tract need; it rewrites the
         # whole model, so it is asked for, not done by default.
         optimize_keeping_overridables(model)
+    converted: list[Rewrite] = []
     if target_opset is not None:
-        _run(ir.passes.PassManager([TargetOpsetPass(target_opset), FreshNamesPass()]), model)
-    return [*sequence_maps.rewrites, *inserts.rewrites]
+        opset = TargetOpsetPass(target_opset)
+        _run(ir.passes.PassManager([opset, FreshNamesPass()]), model)
+        converted = [
+            Rewrite("the model", "", "TargetOpset", None, [], how, f"{op} x{count}")
+            for how, done in (("expanded", opset.expanded), ("adapted", opset.adapted))
+            for op, count in sorted(done.items())
+        ]
+    return [*sequence_maps.rewrites, *inserts.rewrites, *converted]
 
 
 def optimize_keeping_overridables(model: ir.Model) -> None:

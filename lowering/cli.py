@@ -281,6 +281,8 @@ def _summary(
     if written.identical:
         return f"{PROG}: {source.label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
     lines = []
+    converted = [r for r in rewrites if r.op_type == "TargetOpset"]
+    rewrites = [r for r in rewrites if r.op_type != "TargetOpset"]
     if not rewrites:
         why = []
         if args.target_opset is not None:
@@ -312,6 +314,11 @@ def _summary(
             f"  the output could declare default-domain opset {lowest} "
             f"(it declares {model.opset_imports.get('', lowest)})"
         )
+    for how in ("expanded", "adapted"):
+        done = [r.reason for r in converted if r.strategy == how]
+        if done:
+            into = " into ONNX function bodies" if how == "expanded" else ""
+            lines.append(f"  --target-opset {args.target_opset} {how}{into}: {', '.join(done)}")
     lines += _op_table(*counts)
     return "\n".join(lines)
 

@@ -15,7 +15,9 @@ class Rewrite:
     Attributes:
         scope: The graph or function the node sat in, for humans.
         node_name: The node's name ("" if it had none).
-        op_type: "SequenceMap" or "SequenceInsert".
+        op_type: "SequenceMap" or "SequenceInsert"; "TargetOpset" for what
+            ``--target-opset`` expanded or adapted (``strategy`` says which,
+            ``reason`` the op or adapter and how many nodes).
         original: The node as it was, serialized before the rewrite, when
             the pass was asked to keep it (it costs a copy of the body).
         new_nodes: The nodes that replaced it (render after names are fixed).

@@ -405,3 +405,14 @@ def test_in_from_a_pipe_path(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "Loop" in op_types(onnx.load(tmp_path / "out.onnx"))
+
+
+def test_summary_says_what_target_opset_expanded_and_adapted(tmp_path, capsys):
+    source = (
+        pathlib.Path(__file__).parent / "data" / "torch" / "corpus_mobilenet_block_opset18.onnx"
+    )
+    out = tmp_path / "out.onnx"
+    assert main([str(source), str(out), "--target-opset", "11"]) == 0
+    err = capsys.readouterr().err
+    assert "--target-opset 11 expanded into ONNX function bodies: HardSwish-14 x2" in err
+    assert "--target-opset 11 adapted: " in err and "ReduceMean-18 -> ReduceMean-13 x2" in err
