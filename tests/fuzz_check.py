@@ -1,0 +1,120 @@
+"""The property every structured fuzz example must have, and how failures are told apart.
+
+Each example (:func:`tests.fuzz_models.structured_models`) is lowered with
+every strategy ("auto", "loop", and auto with ``max_unroll=0``) and, where
+the example asks, with ``target_opset``. Each output must pass
+``onnx.checker.check_model(full_check=True)``, hold no SequenceMap, run in
+onnxruntime and equal the numpy/Python oracle. Any exception from the
+lowering is a failure, except a ``target_opset`` that the model genuinely
+cannot declare. A :class:`FuzzFailure` carries a ``signature``: the stage,
+the options and the message with names and numbers taken out, so that
+long runs can count distinct failure families.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+from hypothesis import reject
+
+import lowering
+from tests.helpers import op_types, session
+
+STRATEGIES = [{}, {"strategy": "loop"}, {"max_unroll": 0}]
+
+
+class FuzzFailure(AssertionError):
+    """A lowering that failed the property: ``kind`` says at which stage."""
+
+    def __init__(self, kind: str, options: dict, message: str):
+        self.kind, self.options, self.message = kind, options, message
+        super().__init__(f"{kind} with {options or 'defaults'}: {message}")
+
+    @property
+    def signature(self) -> str:
+        text = self.message.splitlines()[0] if self.message else ""
+        text = re.sub(r"'[^']*'", "'_'", text)
+        text = re.sub(r'"[^"]*"', '"_"', text)
+        text = re.sub(r"\d+", "N", text)
+        strategy = ",".join(f"{k}" for k in sorted(self.options)) or "auto"
+        return f"{self.kind} [{strategy}] {text[:160]}"
+
+
+def check_structured(example, strategies=None) -> None:
+    """Raise :class:`FuzzFailure` unless every lowering of ``example`` is right."""
+    try:
+        onnx.checker.check_model(example.model, full_check=True)
+    except Exception:  # noqa: BLE001 -- the generator made a model ONNX rejects
+        reject()
+    runs = list(strategies if strategies is not None else STRATEGIES)
+    if example.target_opset is not None:
+        runs.append({"target_opset": example.target_opset})
+    for options in runs:
+        check_one(example, options)
+
+
+def check_one(example, options: dict) -> onnx.ModelProto | None:
+    try:
+        result = lowering.lower(example.model, **options)
+    except lowering.LoweringError as error:
+        if "target_opset" in options and "cannot declare opset" in str(error):
+            return None
+        raise FuzzFailure("lowering error", options, str(error)) from error
+    except Exception as error:  # noqa: BLE001 -- every other exception is an internal error
+        root = error
+        while root.__cause__ is not None:  # onnx_ir's PassError wraps the real one
+            root = root.__cause__
+        raise FuzzFailure("internal error", options, f"{type(root).__name__}: {root}") from error
+    if "SequenceMap" in op_types(result):
+        raise FuzzFailure("SequenceMap left", options, "")
+    try:
+        onnx.checker.check_model(result, full_check=True)
+    except Exception as error:  # noqa: BLE001
+        raise FuzzFailure("invalid output", options, str(error)) from error
+    try:
+        actual = session(result).run(None, example.feeds)
+    except Exception as error:  # noqa: BLE001
+        raise FuzzFailure("onnxruntime fails on the output", options, str(error)) from error
+    try:
+        assert_equal(actual, example.expected)
+    except AssertionError as error:
+        raise FuzzFailure("wrong result", options, str(error)) from error
+    return result
+
+
+def assert_equal(actual, expected, path: str = "output") -> None:
+    """Sequences element by element; the same dtype, shape and values."""
+    if isinstance(expected, list):
+        assert isinstance(actual, list), f"{path}: a sequence expected, got {type(actual).__name__}"
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_equal(a, e, f"{path}[{i}]")
+        return
+    if isinstance(actual, list) and len(actual) == len(expected):
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_equal(a, e, f"{path}[{i}]")
+        return
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+    if expected.dtype == np.float16:
+        np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-3, err_msg=path)
+    elif np.issubdtype(expected.dtype, np.floating):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=path)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=path)
+
+
+def check_original(example) -> None:
+    """onnxruntime on the original, where it runs, agrees with the oracle
+    (a check of the generator and its oracle, not of the lowering)."""
+    try:
+        actual = session(example.model).run(None, example.feeds)
+    except Exception:  # noqa: BLE001 -- onnxruntime cannot run some valid SequenceMap models
+        return
+    try:
+        assert_equal(actual, example.expected)
+    except AssertionError as error:
+        raise FuzzFailure("oracle disagrees with onnxruntime on the original", {}, str(error))
