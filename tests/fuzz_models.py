@@ -567,8 +567,9 @@ class Gen:
         b.nodes.append(onnx.helper.make_node(op, inputs, [o.name for o in outs], **attrs))
         b.define(o.name for o in outs)
         names = [o.name for o in outs]
+        inputs = list(inputs)
 
-        def step(env, inputs=list(inputs), names=names, fn=fn):
+        def step(env):
             results = fn(*[env[i] if i else None for i in inputs])
             env.update(zip(names, results, strict=True))
 
@@ -642,7 +643,7 @@ class Gen:
         uniform = self.draw(st.booleans())
         rows = [self.draw(st.integers(1, 3))] * longer if uniform else []
         rows = rows or [self.draw(st.integers(1, 3)) for _ in range(longer)]
-        elements = lambda count: [self.tensor(self.dtype, (r, *self.tail)) for r in rows[:count]]  # noqa: E731
+        elements = lambda count: [self.tensor(self.dtype, (r, *self.tail)) for r in rows[:count]]
         source_kinds = []
         if self.on("static") or not self.on("dynamic"):
             source_kinds.append("construct")
@@ -799,7 +800,7 @@ class Gen:
                 )
             )
         b.use(cond)
-        graph = lambda builder, values: onnx.helper.make_graph(  # noqa: E731
+        graph = lambda builder, values: onnx.helper.make_graph(
             builder.nodes, self.fresh("branch"), [], [_value_info(v) for v in values]
         )
         b.nodes.append(
@@ -1102,7 +1103,7 @@ class Gen:
 
     def _op(self, b: Builder, env: dict, kind: str, x: V) -> V:
         tensors = [v for v in env.values() if v.kind == "tensor"]
-        new = lambda dtype, cls, rank: V(self.fresh("v"), dtype, "tensor", cls, rank)  # noqa: E731
+        new = lambda dtype, cls, rank: V(self.fresh("v"), dtype, "tensor", cls, rank)
         if kind == "identity":
             return self.node(
                 b, "Identity", [x.name], [new(x.dtype, x.cls, x.rank)], lambda a: (a,)
@@ -1214,7 +1215,7 @@ class Gen:
         )
         out = new(x.dtype, self.new_class("C"), x.rank)
         b.use(cond.name)
-        graph = lambda builder, v: onnx.helper.make_graph(  # noqa: E731
+        graph = lambda builder, v: onnx.helper.make_graph(
             builder.nodes, self.fresh("branch"), [], [_value_info(v)]
         )
         b.nodes.append(
