@@ -351,6 +351,26 @@ FEATURES = (
 )
 ALL_FEATURES = frozenset(FEATURES)
 
+
+def parse_features(text: str) -> frozenset:
+    """Features from "all", "all,-f1,-f2", "-f1" (all but f1), "f1,f2" or "none"."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or parts == ["none"]:
+        return frozenset()
+    chosen = set(ALL_FEATURES) if parts[0] == "all" or parts[0].startswith("-") else set()
+    for part in parts:
+        if part == "all":
+            continue
+        name = part.lstrip("-+")
+        if name not in ALL_FEATURES:
+            raise ValueError(f"unknown feature {name!r}; known: {', '.join(FEATURES)}")
+        if part.startswith("-"):
+            chosen.discard(name)
+        else:
+            chosen.add(name)
+    return frozenset(chosen)
+
+
 DTYPES = {
     "float": (onnx.TensorProto.FLOAT, np.float32),
     "double": (onnx.TensorProto.DOUBLE, np.float64),
