@@ -32,7 +32,6 @@ import time
 
 import onnxruntime as ort
 from hypothesis import HealthCheck, find, given, seed, settings
-from hypothesis.errors import NoSuchExample
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
@@ -147,6 +146,7 @@ def save_family(args, features, signature: str, example, failure: FuzzFailure) -
     options = failure.options
 
     deadline = time.monotonic() + args.shrink_seconds
+    smallest = [example]
 
     def same_family(candidate) -> bool:
         if time.monotonic() > deadline:  # out of time: keep the smallest found so far
@@ -157,14 +157,18 @@ def save_family(args, features, signature: str, example, failure: FuzzFailure) -
             else:
                 check_one(candidate, options)
         except FuzzFailure as other:
-            return other.signature == signature
+            if other.signature != signature:
+                return False
+            if len(candidate.text) < len(smallest[0].text):
+                smallest[0] = candidate
+            return True
         except Exception:  # noqa: BLE001 -- a rejected example is not this family
             return False
         return False
 
     if "target_opset" not in options:
         try:
-            example = find(
+            find(
                 structured_models(features),
                 same_family,
                 settings=settings(
@@ -175,9 +179,10 @@ def save_family(args, features, signature: str, example, failure: FuzzFailure) -
                 ),
                 random=random.Random(args.seed),
             )
-            failure = _failure_of(example, options, failure)
-        except NoSuchExample:
+        except Exception:  # noqa: BLE001, S110 -- not found, or out of time (flaky): keep the smallest
             pass
+    example = smallest[0]
+    failure = _failure_of(example, options, failure)
     name = slug(signature)
     import onnx
 

@@ -85,7 +85,29 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
         assert_equal(actual, example.expected)
     except AssertionError as error:
         raise FuzzFailure("wrong result", options, str(error)) from error
+    if "SequenceInsert" in op_types(result):
+        check_reference(result, example, options)
     return result
+
+
+def check_reference(result: onnx.ModelProto, example, options: dict) -> None:
+    """The canonical positions exist so that every runtime agrees:
+    ``onnx.reference`` (which reads p == n as the front, and divides by a
+    zero length) must then compute what the oracle does. It is one more
+    runtime, not an oracle: only its SequenceInsert is at stake here, so a
+    model it cannot run at all is skipped."""
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        actual = ReferenceEvaluator(result).run(None, example.feeds)
+    except Exception as error:  # noqa: BLE001
+        if "SequenceInsert" not in str(error) and "modulo" not in str(error):
+            return
+        raise FuzzFailure("onnx.reference fails on the output", options, str(error)) from error
+    try:
+        assert_equal(list(actual), example.expected)
+    except AssertionError as error:
+        raise FuzzFailure("onnx.reference disagrees on the output", options, str(error)) from error
 
 
 def session(model: onnx.ModelProto) -> ort.InferenceSession:

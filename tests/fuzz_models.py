@@ -662,6 +662,8 @@ class Gen:
         longer = length + self.draw(st.integers(1, 2)) if self.on("other_length") else length
         uniform = self.draw(st.booleans())
         rows = [self.draw(st.integers(1, 3))] * longer if uniform else []
+        # Elements of one shape are declared so: the uniform strategy needs it.
+        self.static_rows = rows[0] if uniform and rows and self.draw(st.booleans()) else None
         rows = rows or [self.draw(st.integers(1, 3)) for _ in range(longer)]
         elements = lambda count: [self.tensor(self.dtype, (r, *self.tail)) for r in rows[:count]]
         source_kinds = []
@@ -701,7 +703,7 @@ class Gen:
         code = DTYPES[self.dtype][0]
         self.note(f"source: {kind}, length {n}, {self.dtype}, element rank {rank}")
         if kind == "input":
-            tensor = onnx.helper.make_tensor_type_proto(code, ["R", *self.tail])
+            tensor = onnx.helper.make_tensor_type_proto(code, [self.static_rows or "R", *self.tail])
             self.graph_inputs.append(
                 onnx.helper.make_value_info(seq.name, onnx.helper.make_sequence_type_proto(tensor))
             )
@@ -1052,7 +1054,14 @@ class Gen:
         def info(v: V) -> onnx.ValueInfoProto:
             if not typed:
                 return onnx.ValueInfoProto(name=v.name)
-            dims = [None] * v.rank if not v.tailed else [self.fresh("R"), *self.tail]
+            if not v.tailed:
+                dims = [None] * v.rank
+            elif v.cls == ("1",):
+                dims = [1, *self.tail]
+            elif v.cls == element_cls and first.cls == ("E", 0) and self.static_rows:
+                dims = [self.static_rows, *self.tail]
+            else:
+                dims = [self.fresh("R"), *self.tail]
             return _shaped_info(v, dims)
 
         graph = onnx.helper.make_graph(
@@ -1103,6 +1112,8 @@ class Gen:
         tensors = [v for v in env.values() if v.kind == "tensor"]
         x = self.draw(st.sampled_from(local if local and self.draw(st.integers(0, 3)) else tensors))
         kinds = ["identity", "reshape", "shape", "size", "unsqueeze"]
+        if any(v.kind == "seq" for v in env.values()):
+            kinds.append("outer_sequence")
         if x.tailed:
             kinds += ["concat", "slice", "tile", "if"]
         if x.rank >= 2:
@@ -1117,9 +1128,26 @@ class Gen:
         if kind == "nested":
             self.note(f"nested map at depth {depth + 1}")
             return self.body_site(b, env, depth + 1, x)
+        if kind == "outer_sequence":
+            return [self.read_outer_sequence(b, env)]
         out = self._op(b, env, kind, x)
         env[out.name] = out
         return [out]
+
+    def read_outer_sequence(self, b: Builder, env: dict) -> V:
+        """A body reads a sequence of an enclosing scope: its length, or an element."""
+        seq = self.draw(st.sampled_from([v for v in env.values() if v.kind == "seq"]))
+        self.note("body reads an outer-scope sequence")
+        if (seq.length or seq.nonempty) and self.draw(st.booleans()):
+            index = self.const(b, np.array(self.draw(st.sampled_from([0, -1])), np.int64), "i")
+            cls = ("T", seq.rank) if seq.cls[0] != "1" else ("1",)
+            out = V(self.fresh("at"), seq.dtype, "tensor", cls, seq.rank)
+            self.node(b, "SequenceAt", [seq.name, index], [out], lambda s, i: (s[int(i)],))
+        else:
+            out = V(self.fresh("len"), "int64", "tensor", ("T", 0), 0)
+            self.node(b, "SequenceLength", [seq.name], [out], lambda s: (np.array(len(s)),))
+        env[out.name] = out
+        return out
 
     def _op(self, b: Builder, env: dict, kind: str, x: V) -> V:
         tensors = [v for v in env.values() if v.kind == "tensor"]
@@ -1329,6 +1357,9 @@ class Gen:
         extras = []
         if self.on("seq_extras"):
             extras += self.draw(st.lists(st.sampled_from(self.seqs), max_size=2))
+        longer = [v for v in self.seqs if v.length != first.length]
+        if longer and self.draw(st.booleans()):
+            extras.append(longer[0])
         if self.tensors:
             extras += self.draw(st.lists(st.sampled_from(self.tensors), max_size=2))
         if any(v.length != first.length for v in extras):
@@ -1362,7 +1393,27 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
     results: list[V] = []
     for _ in range(draw(st.integers(1, 2))):
         results += gen.top_site(main, env)
-    outputs = list(results)
+    outputs = []
+    for r in results:
+        if r.kind == "seq" and r.tailed and r.length and draw(st.integers(0, 2)) == 0:
+            # split -> map -> concat, the pattern the Scan rewrite takes
+            out = V(gen.fresh("cat"), r.dtype, "tensor", ("T", r.rank), r.rank)
+            new_axis = draw(st.integers(0, 1)) if r.cls == ("1",) else 0
+            rank = r.rank + new_axis
+            out = dataclasses.replace(out, rank=rank, cls=("T", rank))
+            gen.node(
+                main,
+                "ConcatFromSequence",
+                [r.name],
+                [out],
+                lambda s, n=new_axis: (np.stack(s) if n else np.concatenate(s),),
+                axis=0,
+                new_axis=new_axis,
+            )
+            gen.note(f"ConcatFromSequence(new_axis={new_axis}) of the map's output")
+            outputs.append(out)
+        else:
+            outputs.append(r)
     if gen.on("post_insert"):
         for r in results:
             if r.kind == "seq" and r.length is not None and draw(st.booleans()):
