@@ -132,7 +132,12 @@ def main() -> int:
         print(f"{count:6d}  {signature}")
     if args.save and families:
         args.save.mkdir(parents=True, exist_ok=True)
+        saved = set()
         for signature in families:
+            family = signature.split("] ", 1)[-1]  # the same failure under another strategy
+            if (first[signature][1].kind, family) in saved:
+                continue
+            saved.add((first[signature][1].kind, family))
             save_family(args, features, signature, *first[signature])
     print(
         f"{stats['examples']} examples, {stats['failing']} failures "
