@@ -334,6 +334,7 @@ FEATURES = (
     "scan",  # maps inside Scan bodies
     "function",  # maps inside model-local functions, functions calling functions
     "nested",  # maps inside map bodies (several depths)
+    "outer_sequences",  # bodies that read an outer-scope sequence (SequenceAt, SequenceLength)
     "dtypes",  # every numeric dtype and bool (else float32 only)
     "strings",  # string elements
     "ranks",  # element rank 1, 2 or 3 (else 2)
@@ -1112,7 +1113,7 @@ class Gen:
         tensors = [v for v in env.values() if v.kind == "tensor"]
         x = self.draw(st.sampled_from(local if local and self.draw(st.integers(0, 3)) else tensors))
         kinds = ["identity", "reshape", "shape", "size", "unsqueeze"]
-        if any(v.kind == "seq" for v in env.values()):
+        if self.on("outer_sequences") and any(v.kind == "seq" for v in env.values()):
             kinds.append("outer_sequence")
         if x.tailed:
             kinds += ["concat", "slice", "tile", "if"]
@@ -1227,7 +1228,10 @@ class Gen:
                 v
                 for v in tensors
                 if v.dtype == x.dtype
-                and (v.cls == x.cls or (v.tailed and x.tailed and ("1",) in (v.cls, x.cls)))
+                and (
+                    v.name == x.name
+                    or (v.tailed and x.tailed and (v.cls == x.cls or ("1",) in (v.cls, x.cls)))
+                )
             ]
             y = self.draw(st.sampled_from(partners))
             if x.dtype == "bool":
