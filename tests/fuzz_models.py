@@ -692,7 +692,7 @@ class Gen:
                 v = V(name, self.dtype, "tensor", ("K", name), 1 + len(self.tail))
                 rows_k = self.draw(st.integers(1, 3))
                 self.graph_input(
-                    v, self.tensor(self.dtype, (rows_k, *self.tail)), ["K", *self.tail]
+                    v, self.tensor(self.dtype, (rows_k, *self.tail)), [f"K{name}", *self.tail]
                 )
                 self.tensors.append(v)
         for v in self.seqs + self.tensors:
@@ -704,7 +704,9 @@ class Gen:
         code = DTYPES[self.dtype][0]
         self.note(f"source: {kind}, length {n}, {self.dtype}, element rank {rank}")
         if kind == "input":
-            tensor = onnx.helper.make_tensor_type_proto(code, [self.static_rows or "R", *self.tail])
+            # A dim_param in a sequence's element type claims that every element
+            # has that size: rows that vary are declared unknown.
+            tensor = onnx.helper.make_tensor_type_proto(code, [self.static_rows, *self.tail])
             self.graph_inputs.append(
                 onnx.helper.make_value_info(seq.name, onnx.helper.make_sequence_type_proto(tensor))
             )
