@@ -1,13 +1,25 @@
 """Random SequenceMap models with a numpy oracle, for property-based tests.
 
-A model maps 1-3 sequences (elements float32 [R_i, 3], R_i varying with the
-element index) and 0-2 tensor extras (float32 [3]) through a body drawn from
-a menu: elementwise ops, shape-changing ops (Reshape, Transpose, Slice,
-Concat), reductions, Shape, Cast, If, and a nested SequenceMap. The
-sequences come from graph inputs, from SequenceConstruct of tensors (static
-length: unrolled), or from SplitToSequence of one tensor (uniform shapes).
-:class:`FuzzModel` carries the ONNX text, inputs for a given length, and the
-oracle: a list comprehension over numpy arrays.
+Two generators:
+
+- :func:`fuzz_models` varies the *body*: a model maps 1-3 sequences
+  (elements float32 [R_i, 3], R_i varying with the element index) and 0-2
+  tensor extras (float32 [3]) through a body drawn from a menu: elementwise
+  ops, shape-changing ops (Reshape, Transpose, Slice, Concat), reductions,
+  Shape, Cast, If, and a nested SequenceMap. :class:`FuzzModel` carries the
+  ONNX text, inputs for a given length, and the oracle: a list
+  comprehension over numpy arrays.
+- :func:`structured_models` varies the *structure* (issue 10): names from a
+  small pool that collide with outer and generated names, maps at any depth
+  inside If/Loop/Scan bodies, model-local functions (called from functions)
+  and other maps, every dtype onnxruntime supports (strings of rank 1-3),
+  static and dynamic lengths, degenerate bodies, tensor and sequence
+  extras (sequences of another length), SequenceInsert positions. Every
+  feature is switchable (:data:`FEATURES`), so a run can leave out the
+  families that are not fixed yet. :class:`StructuredModel` carries the
+  model, its feeds and the oracle's expected outputs.
+
+tests/fuzz_check.py holds the property both are checked against.
 """
 
 from __future__ import annotations
