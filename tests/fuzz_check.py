@@ -36,6 +36,8 @@ class FuzzFailure(AssertionError):
     @property
     def signature(self) -> str:
         text = self.message.splitlines()[0] if self.message else ""
+        if "Inference error(s)" in text:  # nested per subgraph: the innermost says what
+            text = "shape inference: " + text.rsplit("(op_type:", 1)[-1]
         text = re.sub(r"'[^']*'", "'_'", text)
         # Where the node sits is detail: the same mechanism fails at every depth.
         text = re.sub(r"node '_' \((\w+)\) in [^:]*:", r"node (\1):", text)
