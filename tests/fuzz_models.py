@@ -361,6 +361,7 @@ FEATURES = (
     "untyped",  # map bodies without declared types
     "opsets",  # model opset 17-21 (else 17)
     "target_opset",  # also lowered with target_opset
+    "versioned_ops",  # ops whose meaning or form changed across opsets (Split, RoiAlign, GridSample)
 )
 ALL_FEATURES = frozenset(FEATURES)
 
@@ -1137,6 +1138,8 @@ class Gen:
             kinds += ["unary", "binary", "binary"]
         if x.dtype not in ("string", "float"):
             kinds.append("cast")
+        if self.on("versioned_ops") and x.tailed:
+            kinds.append("split")
         if self.on("nested") and depth < 2 and x.tailed:
             kinds += ["nested", "nested"]
         kind = self.draw(st.sampled_from(kinds))
@@ -1214,6 +1217,24 @@ class Gen:
             return self.node(b, "Tile", [x.name, repeats], [out], lambda a, r: (np.tile(a, reps),))[
                 0
             ]
+        if kind == "split":
+            # Split without a `split` input: two equal halves (num_outputs from 18 on)
+            repeats = self.const(b, np.array([2] + [1] * (x.rank - 1), np.int64), "repeats")
+            doubled = new(x.dtype, self.new_class("C"), x.rank)
+            self.node(
+                b,
+                "Tile",
+                [x.name, repeats],
+                [doubled],
+                lambda a, r: (np.tile(a, (2,) + (1,) * (a.ndim - 1)),),
+            )
+            halves = [new(x.dtype, x.cls, x.rank), new(x.dtype, x.cls, x.rank)]
+            attrs = {"num_outputs": 2} if self.opset >= 18 else {}
+            self.note(f"Split without split input at opset {self.opset}")
+            self.node(
+                b, "Split", [doubled.name], halves, lambda a: tuple(np.split(a, 2)), axis=0, **attrs
+            )
+            return halves[self.draw(st.integers(0, 1))]
         if kind == "cast":
             out = new("float", x.cls, x.rank)
             return self.node(
@@ -1301,6 +1322,53 @@ class Gen:
 
         b.steps.append(step)
         return out
+
+    def versioned_op(self, b: Builder) -> list[V]:
+        """An op whose default changed across opsets, beside the maps.
+
+        RoiAlign-16's default coordinate_transformation_mode is half_pixel,
+        RoiAlign-10's output_half_pixel; GridSample-20's mode "linear" does
+        not exist in GridSample-16. Their expected values come from
+        onnxruntime on a model of that one node at the model's opset.
+        """
+        kinds = [k for k, since in (("RoiAlign", 16), ("GridSample", 20)) if self.opset >= since]
+        if not kinds:
+            return []
+        op = self.draw(st.sampled_from(kinds))
+        self.note(f"{op} at opset {self.opset}")
+        x = V(self.fresh("img"), "float", "tensor", ("T", 4), 4)
+        self.graph_input(x, self.tensor("float", (1, 1, 4, 4)), [1, 1, 4, 4])
+        out = V(self.fresh(op.lower()), "float", "tensor", ("T", 4), 4)
+        if op == "RoiAlign":
+            rois = V(self.fresh("rois"), "float", "tensor", ("T", 2), 2)
+            self.graph_input(rois, np.array([[0.5, 0.5, 2.5, 3.0]], np.float32), [1, 4])
+            index = V(self.fresh("batch"), "int64", "tensor", ("T", 1), 1)
+            self.graph_input(index, np.zeros(1, np.int64), [1])
+            inputs, attrs = [x.name, rois.name, index.name], {"output_height": 2, "output_width": 2}
+        else:
+            grid = V(self.fresh("grid"), "float", "tensor", ("T", 4), 4)
+            self.graph_input(
+                grid, self.rng.uniform(-1, 1, (1, 2, 2, 2)).astype(np.float32), [1, 2, 2, 2]
+            )
+            inputs, attrs = [x.name, grid.name], {"mode": "linear"}
+        node = onnx.helper.make_node(op, inputs, [out.name], **attrs)
+        single = onnx.helper.make_model(
+            onnx.helper.make_graph(
+                [node],
+                "one",
+                [i for i in self.graph_inputs if i.name in inputs],
+                [onnx.helper.make_tensor_value_info(out.name, onnx.TensorProto.FLOAT, None)],
+            ),
+            opset_imports=[onnx.helper.make_opsetid("", self.opset)],
+        )
+        single.ir_version = IR_VERSION[self.opset]
+        import onnxruntime
+
+        value = onnxruntime.InferenceSession(
+            single.SerializeToString(), providers=["CPUExecutionProvider"]
+        ).run(None, {name: self.feeds[name] for name in inputs})[0]
+        self.node(b, op, inputs, [out], lambda *_: (value,), **attrs)
+        return [out]
 
     def body_site(self, b: Builder, env: dict, depth: int, x: V) -> list[V]:
         """A map nested in a map body, over a sequence made from ``x`` or an
@@ -1411,6 +1479,8 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
     results: list[V] = []
     for _ in range(draw(st.integers(1, 2))):
         results += gen.top_site(main, env)
+    if gen.on("versioned_ops"):
+        results += gen.versioned_op(main)
     outputs = []
     for r in results:
         if r.kind == "seq" and r.tailed and r.length and draw(st.integers(0, 2)) == 0:
