@@ -23,7 +23,7 @@ import onnx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz_check import FuzzFailure, check_structured
+from tests.fuzz_check import FuzzFailure, check_original, check_structured
 from tests.fuzz_models import (
     ALL_FEATURES,
     FuzzModel,
@@ -74,6 +74,7 @@ def _features() -> frozenset:
 )
 @given(structured_models(_features()))
 def test_structured_models_lower_correctly(example):
+    check_original(example)  # the oracle agrees with onnxruntime where it runs the original
     check_structured(example)
 
 
