@@ -468,6 +468,7 @@ class Builder:
         self.reads: set[str] = set()  # names read here or below, defined above
         self.free: list[str] = []  # a function's inputs: what it reads from outside
         self.below: set[str] = set()  # names defined here or in any graph nested here
+        self.ref_graph: onnx.GraphProto | None = None  # a function's `body` attribute
 
     def define(self, names) -> None:
         names = list(names)
@@ -991,13 +992,17 @@ class Gen:
                 [r.name for r in results],
                 body.nodes,
                 [onnx.helper.make_opsetid("", self.opset), onnx.helper.make_opsetid("local", 1)],
+                attributes=["body"] if body.ref_graph is not None else None,
             )
         )
         outs = [dataclasses.replace(r, name=self.fresh("call")) for r in results]
         for formal in body.free:
             b.use(formal)
+        attrs = {"body": body.ref_graph} if body.ref_graph is not None else {}
         b.nodes.append(
-            onnx.helper.make_node(name, list(body.free), [o.name for o in outs], domain="local")
+            onnx.helper.make_node(
+                name, list(body.free), [o.name for o in outs], domain="local", **attrs
+            )
         )
         b.define(o.name for o in outs)
 
@@ -1014,7 +1019,12 @@ class Gen:
         inputs = [first, *order]
         element_cls = first.cls if first.cls == ("1",) else self.new_class()
         body = Builder(b, "body")
-        inner = dict(env)
+        # In a function, the body may be the function's own graph attribute
+        # (`body = @body`), given by the caller: it then reads nothing outside.
+        by_reference = (
+            b.kind == "function" and b.ref_graph is None and self.draw(st.integers(0, 2)) == 0
+        )
+        inner = {} if by_reference else dict(env)
         names: list[str] = []
         outer_names = [first.name, *(v.name for v in order), *list(env)[-3:]]
         body_inputs = []
@@ -1101,11 +1111,22 @@ class Gen:
         ]
         for v in inputs:
             b.use(v.name)
-        b.nodes.append(
-            onnx.helper.make_node(
+        if by_reference:
+            self.note("function: map body is the function's graph attribute (ref_attr_name)")
+            node = onnx.helper.make_node(
+                "SequenceMap", [v.name for v in inputs], [o.name for o in outs]
+            )
+            node.attribute.append(
+                onnx.AttributeProto(
+                    name="body", ref_attr_name="body", type=onnx.AttributeProto.GRAPH
+                )
+            )
+            b.ref_graph = graph
+        else:
+            node = onnx.helper.make_node(
                 "SequenceMap", [v.name for v in inputs], [o.name for o in outs], body=graph
             )
-        )
+        b.nodes.append(node)
         b.define(o.name for o in outs)
 
         def step(env):
