@@ -49,6 +49,8 @@ def failures_of(example) -> list[FuzzFailure]:
     runs = list(STRATEGIES)
     if example.target_opset is not None:
         runs.append({"target_opset": example.target_opset})
+    if example.optimize:
+        runs.append({"optimize": True})
     for options in runs:
         try:
             check_one(example, options)

@@ -57,6 +57,8 @@ def check_structured(example, strategies=None) -> None:
     runs = list(strategies if strategies is not None else STRATEGIES)
     if example.target_opset is not None:
         runs.append({"target_opset": example.target_opset})
+    if example.optimize:
+        runs.append({"optimize": True})
     for options in runs:
         check_one(example, options)
 

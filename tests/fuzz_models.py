@@ -362,6 +362,7 @@ FEATURES = (
     "opsets",  # model opset 17-21 (else 17)
     "target_opset",  # also lowered with target_opset
     "versioned_ops",  # ops whose meaning or form changed across opsets (Split, RoiAlign, GridSample)
+    "optimize",  # also lowered with optimize=True; scalar inputs get overridable initializers
 )
 ALL_FEATURES = frozenset(FEATURES)
 
@@ -519,6 +520,7 @@ class StructuredModel:
     features: frozenset
     target_opset: int | None
     notes: list[str]
+    optimize: bool = False
 
     @property
     def text(self) -> str:
@@ -536,6 +538,7 @@ class Gen:
         self.graph_inputs: list[onnx.ValueInfoProto] = []
         self.feeds: dict = {}
         self.functions: list[onnx.FunctionProto] = []
+        self.initializers: list[onnx.TensorProto] = []
         self.classes = 0
         self.notes: list[str] = []
         self.opset = draw(st.sampled_from([17, 18, 19, 20, 21])) if "opsets" in features else 17
@@ -619,9 +622,14 @@ class Gen:
 
     def scalar_input(self, dtype: str, value, hint: str) -> str:
         name = self.fresh(hint)
-        self.graph_input(
-            V(name, dtype, "tensor", ("T", 0), 0), np.array(value, DTYPES[dtype][1]), dims=[]
-        )
+        value = np.array(value, DTYPES[dtype][1])
+        self.graph_input(V(name, dtype, "tensor", ("T", 0), 0), value, dims=[])
+        if self.on("optimize") and self.draw(st.booleans()):
+            # An initializer that is also a graph input is a default, not a
+            # constant: the feed (a different value) overrides it.
+            default = np.logical_not(value) if dtype == "bool" else value + 1
+            self.initializers.append(onnx.numpy_helper.from_array(np.asarray(default), name))
+            self.note("overridable initializer (also a graph input)")
         return name
 
     # -- positions -------------------------------------------------------------
@@ -1532,7 +1540,11 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
                 gen.note("SequenceInsert into the map's output")
                 outputs.append(gen.insert(main, r, t.name, r.length)[0])
     graph = onnx.helper.make_graph(
-        main.nodes, "g", gen.graph_inputs, [_value_info(v) for v in outputs]
+        main.nodes,
+        "g",
+        gen.graph_inputs,
+        [_value_info(v) for v in outputs],
+        initializer=gen.initializers,
     )
     opsets = [onnx.helper.make_opsetid("", gen.opset)]
     if gen.functions:
@@ -1544,4 +1556,6 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
     target = None
     if gen.on("target_opset"):
         target = draw(st.sampled_from([None, 11, 13, 15, 16, 18, 21]))
-    return StructuredModel(model, gen.feeds, expected, features, target, gen.notes)
+    return StructuredModel(
+        model, gen.feeds, expected, features, target, gen.notes, optimize=gen.on("optimize")
+    )
