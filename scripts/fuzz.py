@@ -27,6 +27,7 @@ import collections
 import hashlib
 import pathlib
 import random
+import re
 import sys
 import time
 
@@ -49,7 +50,7 @@ def failures_of(example) -> list[FuzzFailure]:
     runs = list(STRATEGIES)
     if example.target_opset is not None:
         runs.append({"target_opset": example.target_opset})
-    if example.optimize:
+    if getattr(example, "optimize", False):
         runs.append({"optimize": True})
     for options in runs:
         try:
@@ -96,6 +97,7 @@ def main() -> int:
     parser.add_argument("--features", default="all")
     parser.add_argument("--generator", choices=["structure", "ops"], default="structure")
     parser.add_argument("--save", type=pathlib.Path)
+    parser.add_argument("--only", help="with --save: only the families whose signature matches")
     parser.add_argument("--shrink", type=int, default=2000, help="examples to look through")
     parser.add_argument("--shrink-seconds", type=float, default=240, help="per family")
     args = parser.parse_args()
@@ -138,6 +140,8 @@ def main() -> int:
         for signature in families:
             family = signature.split("] ", 1)[-1]  # the same failure under another strategy
             if (first[signature][1].kind, family) in saved:
+                continue
+            if args.only and not re.search(args.only, signature):
                 continue
             saved.add((first[signature][1].kind, family))
             save_family(args, features, signature, *first[signature])
