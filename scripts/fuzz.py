@@ -1,35 +1,222 @@
-"""Long fuzzing runs of the property in tests/test_fuzz.py.
+"""Long fuzzing runs: random models, every strategy, failures counted by family.
 
-    python scripts/fuzz.py --examples 5000 [--seed S]
+    python scripts/fuzz.py --examples 20000 [--seed S] [--features all|none|F1,F2|-F1,-F2]
+                           [--generator structure|ops] [--save DIR] [--shrink N]
 
-Generates random SequenceMap models (tests/fuzz_models.py), lowers each
-with every strategy, and checks the output against the numpy oracle and
-onnxruntime on the original. Prints how many examples ran and, on a
-failure, hypothesis's shrunk example (make it a regression test in
-tests/test_fuzz.py).
+``--generator structure`` (the default) draws whole models with
+tests/fuzz_models.py's ``structured_models``: maps at any depth inside If,
+Loop and Scan bodies, functions and other maps; names from a small pool;
+every dtype; static and dynamic lengths; SequenceInsert positions.
+``--features`` picks which structural features are on (see ``FEATURES``
+there): a comma list, or "all" minus a comma list of "-F". Each example is
+lowered with every strategy and checked (tests/fuzz_check.py) against a
+numpy/Python oracle; a failure does not stop the run: it is counted by its
+signature (stage, strategy, message with names and numbers removed). The
+last line is ``N examples, K failures``.
+
+``--save DIR`` then shrinks one example of each family (hypothesis ``find``,
+at most ``--shrink`` examples and ``--shrink-seconds`` each) and writes DIR/<family>.onnx and
+DIR/<family>.txt (feeds, strategy, error, notes). ``--generator ops`` runs
+the older body-op property of tests/test_fuzz.py instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import pathlib
+import random
+import re
 import sys
 import time
 
-from hypothesis import HealthCheck, given, seed, settings
+import onnxruntime as ort
+from hypothesis import HealthCheck, find, given, seed, settings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tests.fuzz_models import fuzz_models
-from tests.test_fuzz import check
+from tests.fuzz_check import STRATEGIES, FuzzFailure, check_one, check_original
+from tests.fuzz_models import fuzz_models, parse_features, structured_models
+
+
+def failures_of(example) -> list[FuzzFailure]:
+    """Every way ``example`` fails, one per strategy (the run does not stop)."""
+    found = []
+    try:
+        check_original(example)
+    except FuzzFailure as failure:
+        found.append(failure)
+    runs = list(STRATEGIES)
+    if example.target_opset is not None:
+        runs.append({"target_opset": example.target_opset})
+    if getattr(example, "optimize", False):
+        runs.append({"optimize": True})
+    for options in runs:
+        try:
+            check_one(example, options)
+        except FuzzFailure as failure:
+            found.append(failure)
+    return found
+
+
+def slug(signature: str) -> str:
+    words = "".join(c if c.isalnum() else "-" for c in signature.lower()).split("-")
+    short = "-".join(w for w in words if w)[:60]
+    return f"{short}-{hashlib.sha1(signature.encode()).hexdigest()[:6]}"
+
+
+def describe(example, failure: FuzzFailure) -> str:
+    lines = [
+        f"family signature: {failure.signature}",
+        f"stage: {failure.kind}",
+        f"options: lowering.lower(model, **{failure.options!r})",
+        f"features: {', '.join(sorted(example.features))}",
+        "what the example contains:",
+        *(f"  - {n}" for n in example.notes),
+        "",
+        "error:",
+        str(failure),
+        "",
+        "feeds:",
+        *(f"  {k} = {v!r}" for k, v in example.feeds.items()),
+        "",
+        "expected (oracle):",
+        f"  {example.expected!r}",
+        "",
+        "model:",
+        example.text,
+    ]
+    return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--features", default="all")
+    parser.add_argument("--generator", choices=["structure", "ops"], default="structure")
+    parser.add_argument("--save", type=pathlib.Path)
+    parser.add_argument("--only", help="with --save: only the families whose signature matches")
+    parser.add_argument("--shrink", type=int, default=2000, help="examples to look through")
+    parser.add_argument("--shrink-seconds", type=float, default=240, help="per family")
     args = parser.parse_args()
+    ort.set_default_logger_severity(4)
+    if args.generator == "ops":
+        return run_ops(args)
+    try:
+        features = parse_features(args.features)
+    except ValueError as error:
+        parser.error(str(error))
+    families: collections.Counter[str] = collections.Counter()
+    first: dict[str, tuple] = {}
+    stats = collections.Counter()
+
+    @seed(args.seed)
+    @settings(
+        max_examples=args.examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(structured_models(features))
+    def explore(example):
+        stats["examples"] += 1
+        found = failures_of(example)
+        if found:
+            stats["failing"] += 1
+        for failure in found:
+            families[failure.signature] += 1
+            first.setdefault(failure.signature, (example, failure))
+
+    start = time.perf_counter()
+    explore()
+    print(f"features: {','.join(sorted(features))}")
+    for signature, count in families.most_common():
+        print(f"{count:6d}  {signature}")
+    if args.save and families:
+        args.save.mkdir(parents=True, exist_ok=True)
+        saved = set()
+        for signature in families:
+            family = signature.split("] ", 1)[-1]  # the same failure under another strategy
+            if (first[signature][1].kind, family) in saved:
+                continue
+            if args.only and not re.search(args.only, signature):
+                continue
+            saved.add((first[signature][1].kind, family))
+            save_family(args, features, signature, *first[signature])
+    print(
+        f"{stats['examples']} examples, {stats['failing']} failures "
+        f"({len(families)} families) in {time.perf_counter() - start:.0f} s"
+    )
+    return 1 if stats["failing"] else 0
+
+
+def save_family(args, features, signature: str, example, failure: FuzzFailure) -> None:
+    """Shrink an example of ``signature`` and write it to args.save."""
+    options = failure.options
+
+    deadline = time.monotonic() + args.shrink_seconds
+    smallest = [example]
+
+    def same_family(candidate) -> bool:
+        if time.monotonic() > deadline:  # out of time: keep the smallest found so far
+            return False
+        try:
+            if failure.kind.startswith("oracle"):
+                check_original(candidate)
+            else:
+                check_one(candidate, options)
+        except FuzzFailure as other:
+            if other.signature != signature:
+                return False
+            if len(candidate.text) < len(smallest[0].text):
+                smallest[0] = candidate
+            return True
+        except Exception:  # noqa: BLE001 -- a rejected example is not this family
+            return False
+        return False
+
+    if "target_opset" not in options:
+        try:
+            find(
+                structured_models(features),
+                same_family,
+                settings=settings(
+                    max_examples=args.shrink,
+                    deadline=None,
+                    database=None,
+                    suppress_health_check=list(HealthCheck),
+                ),
+                random=random.Random(args.seed),
+            )
+        except Exception:  # noqa: BLE001, S110 -- not found, or out of time (flaky): keep the smallest
+            pass
+    example = smallest[0]
+    failure = _failure_of(example, options, failure)
+    name = slug(signature)
+    import onnx
+
+    onnx.save(example.model, args.save / f"{name}.onnx")
+    (args.save / f"{name}.txt").write_text(describe(example, failure) + "\n")
+    print(f"saved {args.save / name}.onnx")
+
+
+def _failure_of(example, options, fallback: FuzzFailure) -> FuzzFailure:
+    try:
+        if fallback.kind.startswith("oracle"):
+            check_original(example)
+        else:
+            check_one(example, options)
+    except FuzzFailure as failure:
+        return failure
+    return fallback
+
+
+def run_ops(args) -> int:
+    """The body-op property of tests/test_fuzz.py, for long runs."""
+    from tests.test_fuzz import check
+
     seen: collections.Counter[str] = collections.Counter()
 
     @seed(args.seed)
@@ -41,24 +228,16 @@ def main() -> int:
     )
     @given(fuzz_models())
     def property_(model):
-        seen[model.source] += 1
-        seen["steps"] += len(model.steps)
+        seen["examples"] += 1
         check(model)
 
-    start = time.perf_counter()
     try:
         property_()
     except Exception as error:  # noqa: BLE001 -- report, then fail
-        print(
-            f"FAILED after {sum(seen[s] for s in ('input', 'construct', 'split'))} examples: {error}"
-        )
+        print(f"FAILED: {error}")
+        print(f"{seen['examples']} examples, 1 failures")
         return 1
-    examples = sum(seen[s] for s in ("input", "construct", "split"))
-    print(
-        f"{examples} examples passed in {time.perf_counter() - start:.0f} s "
-        f"(sources: {seen['input']} graph inputs, {seen['construct']} SequenceConstruct, "
-        f"{seen['split']} SplitToSequence; {seen['steps']} body ops), 0 failures"
-    )
+    print(f"{seen['examples']} examples, 0 failures")
     return 0
 
 

@@ -1,13 +1,25 @@
 """Random SequenceMap models with a numpy oracle, for property-based tests.
 
-A model maps 1-3 sequences (elements float32 [R_i, 3], R_i varying with the
-element index) and 0-2 tensor extras (float32 [3]) through a body drawn from
-a menu: elementwise ops, shape-changing ops (Reshape, Transpose, Slice,
-Concat), reductions, Shape, Cast, If, and a nested SequenceMap. The
-sequences come from graph inputs, from SequenceConstruct of tensors (static
-length: unrolled), or from SplitToSequence of one tensor (uniform shapes).
-:class:`FuzzModel` carries the ONNX text, inputs for a given length, and the
-oracle: a list comprehension over numpy arrays.
+Two generators:
+
+- :func:`fuzz_models` varies the *body*: a model maps 1-3 sequences
+  (elements float32 [R_i, 3], R_i varying with the element index) and 0-2
+  tensor extras (float32 [3]) through a body drawn from a menu: elementwise
+  ops, shape-changing ops (Reshape, Transpose, Slice, Concat), reductions,
+  Shape, Cast, If, and a nested SequenceMap. :class:`FuzzModel` carries the
+  ONNX text, inputs for a given length, and the oracle: a list
+  comprehension over numpy arrays.
+- :func:`structured_models` varies the *structure* (issue 10): names from a
+  small pool that collide with outer and generated names, maps at any depth
+  inside If/Loop/Scan bodies, model-local functions (called from functions)
+  and other maps, every dtype onnxruntime supports (strings of rank 1-3),
+  static and dynamic lengths, degenerate bodies, tensor and sequence
+  extras (sequences of another length), SequenceInsert positions. Every
+  feature is switchable (:data:`FEATURES`), so a run can leave out the
+  families that are not fixed yet. :class:`StructuredModel` carries the
+  model, its feeds and the oracle's expected outputs.
+
+tests/fuzz_check.py holds the property both are checked against.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
+import onnx
 from hypothesis import strategies as st
 
 C = 3  # the fixed last dim of every element
@@ -306,3 +319,1243 @@ g ({", ".join(graph_inputs)}) => ({", ".join(graph_outputs)}) {{
   }}> ({", ".join(seq_inputs + [f"t{j}" for j in range(num_extras)])})
 }}"""
     return FuzzModel(text, source, num_sequences, num_extras, length, rows, outputs, steps)
+
+
+# ---------------------------------------------------------------------------
+# Structure: names, scopes, functions, dtypes, lengths, positions.
+#
+# ``structured_models(features)`` draws a whole model: sequences of any
+# dtype onnxruntime supports (strings included) with elements of rank 1-3,
+# built with static or dynamic lengths; one or two SequenceMaps at the top,
+# each wrapped in a random chain of If / Loop / Scan bodies and model-local
+# functions (functions calling functions), and maps nested in map bodies,
+# again wrapped; names drawn from a small pool, so that body inputs shadow
+# outer values, the mapped sequence's own name and the names the pass
+# generates; degenerate bodies; tensor and sequence extras, sequences of
+# another length; SequenceInsert with every kind of position, before and
+# after the map. Each construct is emitted twice at once: as ONNX nodes and
+# as a Python step over a dict of values, so the oracle is plain numpy and
+# Python (a list comprehension is SequenceMap, list.insert is
+# SequenceInsert), not a runtime.
+# ---------------------------------------------------------------------------
+
+FEATURES = (
+    "names",  # body inputs, generated-looking and colliding names from a small pool
+    "if",  # maps inside If branches
+    "loop",  # maps inside Loop bodies
+    "scan",  # maps inside Scan bodies
+    "function",  # maps inside model-local functions, functions calling functions
+    "nested",  # maps inside map bodies (several depths)
+    "outer_sequences",  # bodies that read an outer-scope sequence (SequenceAt, SequenceLength)
+    "dtypes",  # every numeric dtype and bool (else float32 only)
+    "strings",  # string elements
+    "ranks",  # element rank 1, 2 or 3 (else 2)
+    "static",  # SequenceConstruct, SplitToSequence with split
+    "dynamic",  # graph-input sequences, SplitToSequence without split
+    "degenerate",  # bodies with no nodes, returning an outer value or their own input
+    "extras",  # tensor extra inputs
+    "seq_extras",  # more sequences mapped together
+    "other_length",  # extra sequences longer than the first
+    "insert",  # sequences built with SequenceInsert at positions
+    "post_insert",  # SequenceInsert into the map's output
+    "untyped",  # map bodies without declared types
+    "opsets",  # model opset 17-21 (else 17)
+    "target_opset",  # also lowered with target_opset
+    "versioned_ops",  # ops whose meaning or form changed across opsets (Split, RoiAlign, GridSample)
+    "optimize",  # also lowered with optimize=True; scalar inputs get overridable initializers
+)
+ALL_FEATURES = frozenset(FEATURES)
+
+
+def parse_features(text: str) -> frozenset:
+    """Features from "all", "all,-f1,-f2", "-f1" (all but f1), "f1,f2" or "none"."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or parts == ["none"]:
+        return frozenset()
+    chosen = set(ALL_FEATURES) if parts[0] == "all" or parts[0].startswith("-") else set()
+    for part in parts:
+        if part == "all":
+            continue
+        name = part.lstrip("-+")
+        if name not in ALL_FEATURES:
+            raise ValueError(f"unknown feature {name!r}; known: {', '.join(FEATURES)}")
+        if part.startswith("-"):
+            chosen.discard(name)
+        else:
+            chosen.add(name)
+    return frozenset(chosen)
+
+
+DTYPES = {
+    "float": (onnx.TensorProto.FLOAT, np.float32),
+    "double": (onnx.TensorProto.DOUBLE, np.float64),
+    "float16": (onnx.TensorProto.FLOAT16, np.float16),
+    "int8": (onnx.TensorProto.INT8, np.int8),
+    "int16": (onnx.TensorProto.INT16, np.int16),
+    "int32": (onnx.TensorProto.INT32, np.int32),
+    "int64": (onnx.TensorProto.INT64, np.int64),
+    "uint8": (onnx.TensorProto.UINT8, np.uint8),
+    "uint16": (onnx.TensorProto.UINT16, np.uint16),
+    "uint32": (onnx.TensorProto.UINT32, np.uint32),
+    "uint64": (onnx.TensorProto.UINT64, np.uint64),
+    "bool": (onnx.TensorProto.BOOL, np.bool_),
+    "string": (onnx.TensorProto.STRING, np.object_),
+}
+FLOATS = {"float", "double", "float16"}
+NUMERIC = set(DTYPES) - {"bool", "string"}
+# onnxruntime CPU kernels (measured with onnxruntime 1.32): the original
+# model must run, so the generator only emits what has a kernel.
+NEG_OK = FLOATS | {"int8", "int16", "int32", "int64"}
+MAX_OK = NUMERIC - {"int16", "uint16"}
+SPLIT_OK = FLOATS | {"int32", "int64", "bool", "string"}
+
+# Names the pass itself generates, and short names everybody uses.
+GENERATED = [
+    "iter_1",
+    "acc_1",
+    "trip_count_1",
+    "empty_1",
+    "cond_in_1",
+    "acc_next_1",
+    "true_1",
+    "stack_1",
+    "state_1",
+    "index_1",
+    "cond_out_1",
+    "final_state_1",
+    "sequence_at_1",
+    "iter_2",
+    "acc_2",
+]
+POOL = ["e", "x", "s", "iter_1", "acc_1", "trip_count_1", "empty_1", "cond_in_1"]
+STRINGS = np.array(["a", "bb", "", "ccc", "d e", "zz"], dtype=object)
+
+
+@dataclasses.dataclass
+class V:
+    """A value as the generator sees it.
+
+    ``cls`` says which values a tensor may be combined with elementwise:
+    ("E", k) is [R]+tail where R is the row count of the k-th element family,
+    ("1",) is [1]+tail (broadcasts with any tailed class), ("K", name) an
+    extra's own [k]+tail, ("C", n) any other [*]+tail, ("T", rank) a value
+    with no tail (only unary and shape ops apply). A sequence's ``cls`` and
+    ``rank`` are its elements'. ``length`` is known for top-level sequences
+    (the feeds are drawn with the model); ``nonempty`` is what is known of a
+    sequence inside a body.
+    """
+
+    name: str
+    dtype: str
+    kind: str  # "tensor" | "seq"
+    cls: tuple
+    rank: int
+    length: int | None = None
+    nonempty: bool = False
+
+    @property
+    def tailed(self) -> bool:
+        return self.cls[0] != "T"
+
+
+class Builder:
+    """Nodes and oracle steps of one graph, function or body being built."""
+
+    def __init__(self, parent: Builder | None, kind: str):
+        self.parent, self.kind = parent, kind
+        self.nodes: list[onnx.NodeProto] = []
+        self.steps: list[Callable[[dict], None]] = []
+        self.local: set[str] = set()
+        self.reads: set[str] = set()  # names read here or below, defined above
+        self.free: list[str] = []  # a function's inputs: what it reads from outside
+        self.below: set[str] = set()  # names defined here or in any graph nested here
+        self.ref_graph: onnx.GraphProto | None = None  # a function's `body` attribute
+
+    def define(self, names) -> None:
+        names = list(names)
+        self.local.update(names)
+        builder: Builder | None = self
+        while builder is not None:
+            builder.below.update(names)
+            builder = builder.parent
+
+    def use(self, name: str) -> None:
+        builder: Builder | None = self
+        while builder is not None and name not in builder.local:
+            builder.reads.add(name)
+            if builder.kind == "function" and name not in builder.free:
+                builder.free.append(name)
+            builder = builder.parent
+
+
+def run_steps(steps, env: dict) -> dict:
+    for step in steps:
+        step(env)
+    return env
+
+
+def _value_info(v: V, typed: bool = True) -> onnx.ValueInfoProto:
+    if not typed:
+        return onnx.ValueInfoProto(name=v.name)
+    tensor = onnx.helper.make_tensor_type_proto(DTYPES[v.dtype][0], [None] * v.rank)
+    if v.kind == "seq":
+        return onnx.helper.make_value_info(v.name, onnx.helper.make_sequence_type_proto(tensor))
+    return onnx.helper.make_value_info(v.name, tensor)
+
+
+def _shaped_info(v: V, dims: list) -> onnx.ValueInfoProto:
+    tensor = onnx.helper.make_tensor_type_proto(DTYPES[v.dtype][0], dims)
+    if v.kind == "seq":
+        return onnx.helper.make_value_info(v.name, onnx.helper.make_sequence_type_proto(tensor))
+    return onnx.helper.make_value_info(v.name, tensor)
+
+
+@dataclasses.dataclass
+class StructuredModel:
+    """A drawn model, its feeds, and what it must compute."""
+
+    model: onnx.ModelProto
+    feeds: dict
+    expected: list
+    features: frozenset
+    target_opset: int | None
+    notes: list[str]
+    optimize: bool = False
+
+    @property
+    def text(self) -> str:
+        return onnx.printer.to_text(self.model)
+
+
+class Gen:
+    """Draws and emits one model; see :func:`structured_models`."""
+
+    def __init__(self, draw, features: frozenset):
+        self.draw, self.f = draw, features
+        self.rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        self.used: set[str] = set()
+        self.counter = 0
+        self.graph_inputs: list[onnx.ValueInfoProto] = []
+        self.feeds: dict = {}
+        self.functions: list[onnx.FunctionProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.classes = 0
+        self.notes: list[str] = []
+        self.opset = draw(st.sampled_from([17, 18, 19, 20, 21])) if "opsets" in features else 17
+
+    def on(self, feature: str) -> bool:
+        return feature in self.f
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- names ---------------------------------------------------------------
+    def fresh(self, hint: str = "v") -> str:
+        if self.on("names") and self.draw(st.integers(0, 3)) == 0:
+            for name in GENERATED:
+                if name not in self.used:
+                    self.used.add(name)
+                    return name
+        while True:
+            self.counter += 1
+            name = f"{hint}{self.counter}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+    def input_name(self, avoid: set[str], outer: list[str]) -> str:
+        """A subgraph input's name: it may shadow any outer name."""
+        if self.on("names"):
+            choices = [n for n in dict.fromkeys(POOL + outer[:4]) if n not in avoid]
+            if choices and self.draw(st.integers(0, 4)) > 0:
+                name = self.draw(st.sampled_from(choices))
+                self.used.add(name)
+                self.note("names")
+                return name
+        return self.fresh("in")
+
+    def new_class(self, kind: str = "E") -> tuple:
+        self.classes += 1
+        return (kind, self.classes)
+
+    # -- data ----------------------------------------------------------------
+    def tensor(self, dtype: str, shape) -> np.ndarray:
+        shape = tuple(int(d) for d in shape)
+        if dtype == "string":
+            return STRINGS[self.rng.integers(0, len(STRINGS), shape)].reshape(shape)
+        if dtype == "bool":
+            return self.rng.random(shape) < 0.5
+        if dtype in FLOATS:
+            return self.rng.standard_normal(shape).astype(DTYPES[dtype][1])
+        low = 0 if dtype.startswith("uint") else -3
+        return self.rng.integers(low, 4, shape).astype(DTYPES[dtype][1])
+
+    def graph_input(self, v: V, value, dims=None) -> V:
+        self.graph_inputs.append(_shaped_info(v, dims) if dims is not None else _value_info(v))
+        self.feeds[v.name] = value
+        return v
+
+    # -- nodes ---------------------------------------------------------------
+    def node(self, b: Builder, op: str, inputs: list[str], outs: list[V], fn, **attrs):
+        """Emit ``op`` and its oracle ``fn(*input values) -> tuple of outputs``."""
+        for name in inputs:
+            if name:
+                b.use(name)
+        b.nodes.append(onnx.helper.make_node(op, inputs, [o.name for o in outs], **attrs))
+        b.define(o.name for o in outs)
+        names = [o.name for o in outs]
+        inputs = list(inputs)
+
+        def step(env):
+            results = fn(*[env[i] if i else None for i in inputs])
+            env.update(zip(names, results, strict=True))
+
+        b.steps.append(step)
+        return outs
+
+    def const(self, b: Builder, value: np.ndarray, hint="k") -> str:
+        out = V(self.fresh(hint), "int64", "tensor", ("T", value.ndim), value.ndim)
+        tensor = onnx.numpy_helper.from_array(value)
+        self.node(b, "Constant", [], [out], lambda v=value: (v,), value=tensor)
+        return out.name
+
+    def scalar_input(self, dtype: str, value, hint: str) -> str:
+        name = self.fresh(hint)
+        value = np.array(value, DTYPES[dtype][1])
+        self.graph_input(V(name, dtype, "tensor", ("T", 0), 0), value, dims=[])
+        if self.on("optimize") and self.draw(st.booleans()):
+            # An initializer that is also a graph input is a default, not a
+            # constant: the feed (a different value) overrides it.
+            default = np.logical_not(value) if dtype == "bool" else value + 1
+            self.initializers.append(onnx.numpy_helper.from_array(np.asarray(default), name))
+            self.note("overridable initializer (also a graph input)")
+        return name
+
+    # -- positions -------------------------------------------------------------
+    def position(self, b: Builder, sequence: str, n: int) -> tuple[str, int]:
+        """A SequenceInsert position for a sequence of length n ("" appends),
+        and the index where the tensor lands."""
+        kind = self.draw(st.sampled_from(["none", "const", "dynamic", "squeeze", "length", "n"]))
+        if kind == "none":
+            return "", n
+        if kind == "length":
+            out = V(self.fresh("len"), "int64", "tensor", ("T", 0), 0)
+            self.node(b, "SequenceLength", [sequence], [out], lambda s: (np.array(len(s)),))
+            self.note("position: SequenceLength of the same sequence")
+            return out.name, n
+        p = n if kind == "n" else self.draw(st.integers(-n, n))
+        index = p + n if p < 0 else p
+        dtype = self.draw(st.sampled_from(["int64", "int32"]))
+        if kind == "dynamic":
+            self.note(f"position: dynamic {dtype} {p} of {n}")
+            return self.scalar_input(dtype, p, "pos"), index
+        if kind == "squeeze":
+            self.note(f"position: Squeeze(Constant [{p}]) of {n}")
+            packed = self.const(b, np.array([p], np.int64), "pos")
+            axes = self.const(b, np.array([0], np.int64), "axes")
+            out = V(self.fresh("pos"), "int64", "tensor", ("T", 0), 0)
+            self.node(b, "Squeeze", [packed, axes], [out], lambda v, a: (v.reshape(()),))
+            return out.name, index
+        shape = () if self.draw(st.integers(0, 5)) else (1,)
+        self.note(f"position: constant {dtype}{list(shape)} {p} of {n}")
+        return self.const(b, np.array(p, DTYPES[dtype][1]).reshape(shape), "pos"), index
+
+    def insert(self, b: Builder, sequence: V, tensor: str, n: int) -> tuple[V, int]:
+        position, index = self.position(b, sequence.name, n)
+        out = dataclasses.replace(sequence, name=self.fresh("ins"), length=n + 1)
+
+        def fn(s, t, p=None):
+            result = list(s)
+            result.insert(len(s) if p is None else int(np.asarray(p).reshape(-1)[0]), t)
+            return (result,)
+
+        inputs = [sequence.name, tensor] + ([position] if position else [])
+        self.node(b, "SequenceInsert", inputs, [out], fn)
+        return out, index
+
+    # -- top-level sequences ---------------------------------------------------
+    def sources(self, b: Builder, env: dict) -> None:
+        kinds = self.dtypes()
+        self.dtype = self.draw(st.sampled_from(kinds))
+        self.tail = (
+            tuple(self.draw(st.lists(st.integers(1, 3), max_size=2))) if self.on("ranks") else (3,)
+        )
+        length = self.draw(st.integers(0, 5))
+        longer = length + self.draw(st.integers(1, 2)) if self.on("other_length") else length
+        uniform = self.draw(st.booleans())
+        rows = [self.draw(st.integers(1, 3))] * longer if uniform else []
+        # Elements of one shape are declared so: the uniform strategy needs it.
+        self.static_rows = rows[0] if uniform and rows and self.draw(st.booleans()) else None
+        rows = rows or [self.draw(st.integers(1, 3)) for _ in range(longer)]
+        elements = lambda count: [self.tensor(self.dtype, (r, *self.tail)) for r in rows[:count]]
+        source_kinds = []
+        if self.on("static") or not self.on("dynamic"):
+            source_kinds.append("construct")
+            if self.dtype in SPLIT_OK and length > 0:
+                source_kinds.append("split_sizes")
+        if self.on("dynamic"):
+            source_kinds.append("input")
+            if self.dtype in SPLIT_OK and uniform:
+                source_kinds.append("split")
+        if self.on("insert"):
+            source_kinds.append("insert")
+        self.seqs: list[V] = []
+        for _ in range(self.draw(st.integers(1, 3 if self.on("seq_extras") else 1))):
+            kind = self.draw(st.sampled_from(source_kinds))
+            self.seqs.append(self.source(b, kind, elements(length), length))
+        if longer > length and self.draw(st.booleans()):
+            kind = self.draw(st.sampled_from([k for k in source_kinds if k != "split"]))
+            self.seqs.append(self.source(b, kind, elements(longer), longer))
+        self.tensors: list[V] = []
+        if self.on("extras"):
+            for _ in range(self.draw(st.integers(0, 2))):
+                name = self.fresh("t")
+                v = V(name, self.dtype, "tensor", ("K", name), 1 + len(self.tail))
+                rows_k = self.draw(st.integers(1, 3))
+                self.graph_input(
+                    v, self.tensor(self.dtype, (rows_k, *self.tail)), [f"K{name}", *self.tail]
+                )
+                self.tensors.append(v)
+        for v in self.seqs + self.tensors:
+            env[v.name] = v
+
+    def source(self, b: Builder, kind: str, elements: list, n: int) -> V:
+        rank = 1 + len(self.tail)
+        seq = V(self.fresh("s"), self.dtype, "seq", ("E", 0), rank, length=n, nonempty=n > 0)
+        code = DTYPES[self.dtype][0]
+        self.note(f"source: {kind}, length {n}, {self.dtype}, element rank {rank}")
+        if kind == "input":
+            # A dim_param in a sequence's element type claims that every element
+            # has that size: rows that vary are declared unknown.
+            tensor = onnx.helper.make_tensor_type_proto(code, [self.static_rows, *self.tail])
+            self.graph_inputs.append(
+                onnx.helper.make_value_info(seq.name, onnx.helper.make_sequence_type_proto(tensor))
+            )
+            self.feeds[seq.name] = elements
+            return seq
+        if kind == "construct":
+            names = []
+            for i, e in enumerate(elements):
+                v = V(self.fresh("t"), self.dtype, "tensor", ("T", rank), rank)
+                self.graph_input(v, e, [f"r{i}", *self.tail])
+                names.append(v.name)
+            if names:
+                self.node(b, "SequenceConstruct", names, [seq], lambda *ts: (list(ts),))
+            else:
+                self.node(b, "SequenceEmpty", [], [seq], lambda: ([],), dtype=code)
+            return seq
+        if kind in ("split", "split_sizes"):
+            x = V(self.fresh("x"), self.dtype, "tensor", ("T", rank), rank)
+            if kind == "split":
+                static = self.draw(st.booleans())
+                dims = [n if static else "N", elements[0].shape[0] if elements else 1, *self.tail]
+                if not elements:
+                    value = np.zeros((0, dims[1], *self.tail), DTYPES[self.dtype][1])
+                else:
+                    value = np.stack(elements)
+                self.graph_input(x, value, dims)
+                self.node(
+                    b,
+                    "SplitToSequence",
+                    [x.name],
+                    [seq],
+                    lambda t: ([t[i] for i in range(t.shape[0])],),
+                    axis=0,
+                    keepdims=0,
+                )
+                return seq
+            sizes = [e.shape[0] for e in elements]
+            self.graph_input(x, np.concatenate(elements), ["N", *self.tail])
+            split = self.const(b, np.array(sizes, np.int64), "split")
+
+            def fn(t, s):
+                offsets = np.cumsum([0, *s])
+                return ([t[offsets[i] : offsets[i + 1]] for i in range(len(s))],)
+
+            self.node(b, "SplitToSequence", [x.name, split], [seq], fn, axis=0)
+            return seq
+        # insert: SequenceEmpty, then one SequenceInsert per element at drawn positions
+        current = V(self.fresh("s"), self.dtype, "seq", ("E", 0), rank, length=0)
+        self.node(b, "SequenceEmpty", [], [current], lambda: ([],), dtype=code)
+        order: list[int] = []
+        tensors = []
+        for k in range(n):
+            v = V(self.fresh("t"), self.dtype, "tensor", ("T", rank), rank)
+            tensors.append(v)
+            current, index = self.insert(b, current, v.name, k)
+            order.insert(index, k)
+        for final, k in enumerate(order):
+            self.graph_input(tensors[k], elements[final], [f"r{final}", *self.tail])
+        self.node(b, "Identity", [current.name], [seq], lambda s: (s,))
+        return seq
+
+    def dtypes(self) -> list[str]:
+        kinds = ["float"]
+        if self.on("dtypes"):
+            kinds += sorted(set(DTYPES) - {"string", "float"})
+        if self.on("strings"):
+            kinds.append("string")
+        return kinds
+
+    # -- maps and what wraps them ----------------------------------------------
+    def wrappers(self, top: bool) -> list[str]:
+        kinds = [k for k in ("if", "loop", "function") if self.on(k)]
+        if top and self.on("scan"):
+            kinds.append("scan")
+        if not kinds:
+            return []
+        return self.draw(st.lists(st.sampled_from(kinds), max_size=3 if top else 2))
+
+    def wrap(self, b: Builder, env: dict, wrappers: list[str], core) -> list[V]:
+        """Emit ``core`` inside the chain of ``wrappers`` (outermost first)."""
+        if not wrappers:
+            return core(b, env)
+        kind, rest = wrappers[0], wrappers[1:]
+        self.note(f"wrapper: {kind}")
+        return getattr(self, f"wrap_{kind}")(b, env, rest, core)
+
+    def wrap_if(self, b: Builder, env: dict, rest, core) -> list[V]:
+        taken = bool(self.draw(st.integers(0, 3)))
+        cond = self.scalar_input("bool", taken, "c")
+        then_b = Builder(b, "graph")
+        results = self.wrap(then_b, dict(env), rest, core)
+        else_b = Builder(b, "graph")
+        else_outs = []
+        for r in results:
+            if r.kind == "seq":
+                out = dataclasses.replace(r, name=self.fresh("none"))
+                self.node(
+                    else_b, "SequenceEmpty", [], [out], lambda: ([],), dtype=DTYPES[r.dtype][0]
+                )
+            else:
+                value = self.tensor(r.dtype, (1,) * r.rank)
+                out = dataclasses.replace(r, name=self.fresh("none"))
+                tensor = onnx.numpy_helper.from_array(value)
+                self.node(else_b, "Constant", [], [out], lambda v=value: (v,), value=tensor)
+            else_outs.append(out)
+        outs = []
+        for r in results:
+            cls = r.cls if (taken or r.kind == "seq") else ("T", r.rank)
+            outs.append(
+                dataclasses.replace(
+                    r,
+                    name=self.fresh("if"),
+                    cls=cls,
+                    length=r.length if taken else 0,
+                    nonempty=taken and r.nonempty,
+                )
+            )
+        b.use(cond)
+        graph = lambda builder, values: onnx.helper.make_graph(
+            builder.nodes, self.fresh("branch"), [], [_value_info(v) for v in values]
+        )
+        b.nodes.append(
+            onnx.helper.make_node(
+                "If",
+                [cond],
+                [o.name for o in outs],
+                then_branch=graph(then_b, results),
+                else_branch=graph(else_b, else_outs),
+            )
+        )
+        b.define(o.name for o in outs)
+
+        def step(env, cond=cond):
+            branch, values = (then_b, results) if env[cond] else (else_b, else_outs)
+            local = run_steps(branch.steps, dict(env))
+            env.update({o.name: local[v.name] for o, v in zip(outs, values)})
+
+        b.steps.append(step)
+        return outs
+
+    def wrap_loop(self, b: Builder, env: dict, rest, core) -> list[V]:
+        trips = self.draw(st.integers(1, 2))
+        if self.draw(st.booleans()):
+            count = self.scalar_input("int64", trips, "m")
+            b.use(count)
+        else:
+            count = self.const(b, np.array(trips, np.int64), "m")
+        body = Builder(b, "body")
+        results = self.wrap(body, dict(env), rest, core)
+        carried = [r for r in results if r.kind == "seq"]
+        scanned = [r for r in results if r.kind == "tensor"]
+        avoid = body.below | body.reads
+        names = []
+        for _ in range(2 + len(carried)):
+            names.append(self.input_name(avoid | set(names), []))
+        iteration, cond_in, accs = names[0], names[1], names[2:]
+        cond_out = V(self.fresh("cond"), "bool", "tensor", ("T", 0), 0)
+        body.define(names)
+        self.node(body, "Identity", [cond_in], [cond_out], lambda c: (c,))
+        empties = []
+        for r in carried:
+            empty = dataclasses.replace(r, name=self.fresh("init"), length=0)
+            self.node(b, "SequenceEmpty", [], [empty], lambda: ([],), dtype=DTYPES[r.dtype][0])
+            empties.append(empty)
+        inputs = [
+            onnx.helper.make_tensor_value_info(iteration, onnx.TensorProto.INT64, []),
+            onnx.helper.make_tensor_value_info(cond_in, onnx.TensorProto.BOOL, []),
+            *(_value_info(dataclasses.replace(r, name=a)) for r, a in zip(carried, accs)),
+        ]
+        graph = onnx.helper.make_graph(
+            body.nodes,
+            self.fresh("loop_body"),
+            inputs,
+            [_value_info(v) for v in [cond_out, *carried, *scanned]],
+        )
+        outs = [dataclasses.replace(r, name=self.fresh("loop")) for r in carried]
+        outs += [
+            dataclasses.replace(r, name=self.fresh("loop"), rank=r.rank + 1, cls=("T", r.rank + 1))
+            for r in scanned
+        ]
+        for e in empties:
+            b.use(e.name)
+        b.nodes.append(
+            onnx.helper.make_node(
+                "Loop", [count, "", *(e.name for e in empties)], [o.name for o in outs], body=graph
+            )
+        )
+        b.define(o.name for o in outs)
+
+        def step(env, count=count):
+            state = [[] for _ in carried]
+            stacks: list[list] = [[] for _ in scanned]
+            for i in range(int(env[count])):
+                local = dict(env)
+                local.update({iteration: np.array(i, np.int64), cond_in: np.array(True)})
+                local.update(zip(accs, state))
+                run_steps(body.steps, local)
+                state = [local[r.name] for r in carried]
+                for stack, r in zip(stacks, scanned):
+                    stack.append(local[r.name])
+            env.update(zip([o.name for o in outs], [*state, *(np.stack(s) for s in stacks)]))
+
+        b.steps.append(step)
+        return outs
+
+    def wrap_scan(self, b: Builder, env: dict, rest, core) -> list[V]:
+        trips = self.draw(st.integers(1, 2))
+        xs = V(self.fresh("xs"), "float", "tensor", ("T", 2), 2)
+        self.graph_input(xs, self.tensor("float", (trips, 2)), ["T", 2])
+        b.use(xs.name)
+        body = Builder(b, "body")
+        results = self.wrap(body, dict(env), rest, core)
+        row = self.input_name(body.below | body.reads, [xs.name])
+        body.define([row])
+        values = []
+        for r in results:
+            if r.kind == "tensor":
+                out = dataclasses.replace(r, name=self.fresh("out"))
+                self.node(body, "Identity", [r.name], [out], lambda v: (v,))
+                values.append(out)
+                continue
+            count = V(self.fresh("n"), "int64", "tensor", ("T", 0), 0)
+            self.node(body, "SequenceLength", [r.name], [count], lambda s: (np.array(len(s)),))
+            values.append(count)
+            for i in range(r.length or 0):
+                index = self.const(body, np.array(i, np.int64), "i")
+                at = V(self.fresh("at"), r.dtype, "tensor", ("T", r.rank), r.rank)
+                self.node(body, "SequenceAt", [r.name, index], [at], lambda s, j: (s[int(j)],))
+                values.append(at)
+        graph = onnx.helper.make_graph(
+            body.nodes,
+            self.fresh("scan_body"),
+            [onnx.helper.make_tensor_value_info(row, onnx.TensorProto.FLOAT, [2])],
+            [_value_info(v) for v in values],
+        )
+        outs = [
+            dataclasses.replace(v, name=self.fresh("scan"), rank=v.rank + 1, cls=("T", v.rank + 1))
+            for v in values
+        ]
+        b.nodes.append(
+            onnx.helper.make_node(
+                "Scan", [xs.name], [o.name for o in outs], body=graph, num_scan_inputs=1
+            )
+        )
+        b.define(o.name for o in outs)
+
+        def step(env):
+            stacks: list[list] = [[] for _ in values]
+            for t in range(env[xs.name].shape[0]):
+                local = dict(env)
+                local[row] = env[xs.name][t]
+                run_steps(body.steps, local)
+                for stack, v in zip(stacks, values):
+                    stack.append(local[v.name])
+            env.update({o.name: np.stack(s) for o, s in zip(outs, stacks)})
+
+        b.steps.append(step)
+        return outs
+
+    def wrap_function(self, b: Builder, env: dict, rest, core) -> list[V]:
+        body = Builder(b, "function")
+        results = self.wrap(body, dict(env), rest, core)
+        name = f"f{len(self.functions)}"
+        self.functions.append(
+            onnx.helper.make_function(
+                "local",
+                name,
+                list(body.free),
+                [r.name for r in results],
+                body.nodes,
+                [onnx.helper.make_opsetid("", self.opset), onnx.helper.make_opsetid("local", 1)],
+                attributes=["body"] if body.ref_graph is not None else None,
+            )
+        )
+        outs = [dataclasses.replace(r, name=self.fresh("call")) for r in results]
+        for formal in body.free:
+            b.use(formal)
+        attrs = {"body": body.ref_graph} if body.ref_graph is not None else {}
+        b.nodes.append(
+            onnx.helper.make_node(
+                name, list(body.free), [o.name for o in outs], domain="local", **attrs
+            )
+        )
+        b.define(o.name for o in outs)
+
+        def step(env):
+            local = run_steps(body.steps, {k: env[k] for k in body.free})
+            env.update({o.name: local[r.name] for o, r in zip(outs, results)})
+
+        b.steps.append(step)
+        return outs
+
+    def core_map(self, b: Builder, env: dict, depth: int, first: V, extras: list[V]) -> list[V]:
+        """One SequenceMap over ``first`` and ``extras``, with a drawn body."""
+        order = self.draw(st.permutations(extras)) if extras else []
+        inputs = [first, *order]
+        element_cls = first.cls if first.cls == ("1",) else self.new_class()
+        body = Builder(b, "body")
+        # In a function, the body may be the function's own graph attribute
+        # (`body = @body`), given by the caller: it then reads nothing outside.
+        by_reference = (
+            b.kind == "function" and b.ref_graph is None and self.draw(st.integers(0, 2)) == 0
+        )
+        inner = {} if by_reference else dict(env)
+        names: list[str] = []
+        outer_names = [first.name, *(v.name for v in order), *list(env)[-3:]]
+        body_inputs = []
+        for v in inputs:
+            name = self.input_name(set(names), outer_names)
+            names.append(name)
+            if v.kind == "seq":
+                element = V(name, v.dtype, "tensor", element_cls, v.rank)
+            else:
+                element = dataclasses.replace(v, name=name)
+            body_inputs.append(element)
+        body.define(names)
+        for element in body_inputs:
+            inner[element.name] = element
+        made: list[V] = []
+        low = 0 if self.on("degenerate") and not self.draw(st.integers(0, 3)) else 1
+        for _ in range(self.draw(st.integers(low, 4))):
+            made += self.body_op(body, inner, body_inputs + made, depth)
+        candidates = list(made)
+        if (self.on("degenerate") and not self.draw(st.integers(0, 3))) or not made:
+            candidates += body_inputs
+            candidates += [
+                v
+                for v in inner.values()
+                if v.kind == "tensor" and v.name not in names and v not in made
+            ]
+        outputs = self.draw(
+            st.lists(
+                st.sampled_from(candidates), min_size=1, max_size=3, unique_by=lambda v: v.name
+            )
+        )
+        # An outer value cannot be a graph output as it is (onnx.checker and
+        # onnxruntime both refuse it): it is returned through an Identity.
+        for k, v in enumerate(outputs):
+            if v in made:
+                continue
+            if v in body_inputs:
+                self.note("degenerate: body output is its own input")
+                continue
+            self.note("degenerate: body returns an outer value (through Identity)")
+            copy = dataclasses.replace(v, name=self.fresh("o"))
+            outputs[k] = self.node(body, "Identity", [v.name], [copy], lambda a: (a,))[0]
+        for v in outputs:
+            body.use(v.name)
+        if not body.nodes:
+            self.note("degenerate: body with no nodes")
+        # ONNX's checker cannot infer an untyped output that is an untyped input.
+        plain = all(v not in body_inputs for v in outputs)
+        typed = not (self.on("untyped") and plain and self.draw(st.booleans()))
+        if not typed:
+            self.note("untyped body")
+
+        def info(v: V) -> onnx.ValueInfoProto:
+            if not typed:
+                return onnx.ValueInfoProto(name=v.name)
+            if not v.tailed:
+                dims = [None] * v.rank
+            elif v.cls == ("1",):
+                dims = [1, *self.tail]
+            elif v.cls == element_cls and first.cls == ("E", 0) and self.static_rows:
+                dims = [self.static_rows, *self.tail]
+            else:
+                dims = [self.fresh("R"), *self.tail]
+            return _shaped_info(v, dims)
+
+        graph = onnx.helper.make_graph(
+            body.nodes,
+            self.fresh("body"),
+            [info(v) for v in body_inputs],
+            [info(v) for v in outputs],
+        )
+        length = first.length
+        outs = [
+            V(
+                self.fresh("y"),
+                v.dtype,
+                "seq",
+                v.cls,
+                v.rank,
+                length=length,
+                nonempty=first.nonempty,
+            )
+            for v in outputs
+        ]
+        for v in inputs:
+            b.use(v.name)
+        if by_reference:
+            self.note("function: map body is the function's graph attribute (ref_attr_name)")
+            node = onnx.helper.make_node(
+                "SequenceMap", [v.name for v in inputs], [o.name for o in outs]
+            )
+            node.attribute.append(
+                onnx.AttributeProto(
+                    name="body", ref_attr_name="body", type=onnx.AttributeProto.GRAPH
+                )
+            )
+            b.ref_graph = graph
+        else:
+            node = onnx.helper.make_node(
+                "SequenceMap", [v.name for v in inputs], [o.name for o in outs], body=graph
+            )
+        b.nodes.append(node)
+        b.define(o.name for o in outs)
+
+        def step(env):
+            values = [env[v.name] for v in inputs]
+            results: list[list] = [[] for _ in outputs]
+            for i in range(len(values[0])):
+                local = dict(env)
+                local.update(
+                    zip(names, [x[i] if v.kind == "seq" else x for v, x in zip(inputs, values)])
+                )
+                run_steps(body.steps, local)
+                for result, v in zip(results, outputs):
+                    result.append(local[v.name])
+            env.update(zip([o.name for o in outs], results))
+
+        b.steps.append(step)
+        return outs
+
+    def body_op(self, b: Builder, env: dict, local: list[V], depth: int) -> list[V]:
+        tensors = [v for v in env.values() if v.kind == "tensor"]
+        x = self.draw(st.sampled_from(local if local and self.draw(st.integers(0, 3)) else tensors))
+        kinds = ["identity", "reshape", "shape", "size", "unsqueeze"]
+        if self.on("outer_sequences") and any(v.kind == "seq" for v in env.values()):
+            kinds.append("outer_sequence")
+        if x.tailed:
+            kinds += ["concat", "slice", "tile", "if"]
+        if x.rank >= 2:
+            kinds.append("transpose")
+        if x.dtype in NUMERIC or x.dtype == "bool":
+            kinds += ["unary", "binary", "binary"]
+        if x.dtype not in ("string", "float"):
+            kinds.append("cast")
+        if self.on("versioned_ops") and x.tailed:
+            kinds.append("split")
+        if self.on("nested") and depth < 2 and x.tailed:
+            kinds += ["nested", "nested"]
+        kind = self.draw(st.sampled_from(kinds))
+        if kind == "nested":
+            self.note(f"nested map at depth {depth + 1}")
+            return self.body_site(b, env, depth + 1, x)
+        if kind == "outer_sequence":
+            return [self.read_outer_sequence(b, env)]
+        out = self._op(b, env, kind, x)
+        env[out.name] = out
+        return [out]
+
+    def read_outer_sequence(self, b: Builder, env: dict) -> V:
+        """A body reads a sequence of an enclosing scope: its length, or an element."""
+        seq = self.draw(st.sampled_from([v for v in env.values() if v.kind == "seq"]))
+        self.note("body reads an outer-scope sequence")
+        if (seq.length or seq.nonempty) and self.draw(st.booleans()):
+            index = self.const(b, np.array(self.draw(st.sampled_from([0, -1])), np.int64), "i")
+            cls = ("T", seq.rank) if seq.cls[0] != "1" else ("1",)
+            out = V(self.fresh("at"), seq.dtype, "tensor", cls, seq.rank)
+            self.node(b, "SequenceAt", [seq.name, index], [out], lambda s, i: (s[int(i)],))
+        else:
+            out = V(self.fresh("len"), "int64", "tensor", ("T", 0), 0)
+            self.node(b, "SequenceLength", [seq.name], [out], lambda s: (np.array(len(s)),))
+        env[out.name] = out
+        return out
+
+    def _op(self, b: Builder, env: dict, kind: str, x: V) -> V:
+        tensors = [v for v in env.values() if v.kind == "tensor"]
+        new = lambda dtype, cls, rank: V(self.fresh("v"), dtype, "tensor", cls, rank)
+        if kind == "identity":
+            return self.node(
+                b, "Identity", [x.name], [new(x.dtype, x.cls, x.rank)], lambda a: (a,)
+            )[0]
+        if kind == "reshape":
+            shape = self.const(b, np.array([-1], np.int64), "shape")
+            out = new(x.dtype, ("T", 1), 1)
+            return self.node(b, "Reshape", [x.name, shape], [out], lambda a, s: (a.reshape(-1),))[0]
+        if kind == "shape":
+            out = new("int64", ("T", 1), 1)
+            return self.node(b, "Shape", [x.name], [out], lambda a: (np.array(a.shape, np.int64),))[
+                0
+            ]
+        if kind == "size":
+            out = new("int64", ("T", 0), 0)
+            return self.node(b, "Size", [x.name], [out], lambda a: (np.array(a.size, np.int64),))[0]
+        if kind == "unsqueeze":
+            axes = self.const(b, np.array([0], np.int64), "axes")
+            out = new(x.dtype, ("T", x.rank + 1), x.rank + 1)
+            return self.node(b, "Unsqueeze", [x.name, axes], [out], lambda a, s: (a[None],))[0]
+        if kind == "transpose":
+            out = new(x.dtype, ("T", x.rank), x.rank)
+            perm = list(reversed(range(x.rank)))
+            return self.node(
+                b, "Transpose", [x.name], [out], lambda a: (a.transpose().copy(),), perm=perm
+            )[0]
+        if kind == "concat":
+            partners = [v for v in tensors if v.tailed and v.dtype == x.dtype]
+            y = self.draw(st.sampled_from(partners))
+            out = new(x.dtype, self.new_class("C"), x.rank)
+            return self.node(
+                b, "Concat", [x.name, y.name], [out], lambda a, c: (np.concatenate([a, c]),), axis=0
+            )[0]
+        if kind == "slice":
+            starts = self.const(b, np.array([0], np.int64), "starts")
+            ends = self.const(b, np.array([1], np.int64), "ends")
+            out = new(x.dtype, ("1",), x.rank)
+            return self.node(b, "Slice", [x.name, starts, ends], [out], lambda a, s, e: (a[0:1],))[
+                0
+            ]
+        if kind == "tile":
+            repeats = self.const(b, np.array([2] + [1] * (x.rank - 1), np.int64), "repeats")
+            out = new(x.dtype, self.new_class("C"), x.rank)
+            reps = (2,) + (1,) * (x.rank - 1)
+            return self.node(b, "Tile", [x.name, repeats], [out], lambda a, r: (np.tile(a, reps),))[
+                0
+            ]
+        if kind == "split":
+            # Split without a `split` input: two equal halves (num_outputs from 18 on)
+            repeats = self.const(b, np.array([2] + [1] * (x.rank - 1), np.int64), "repeats")
+            doubled = new(x.dtype, self.new_class("C"), x.rank)
+            self.node(
+                b,
+                "Tile",
+                [x.name, repeats],
+                [doubled],
+                lambda a, r: (np.tile(a, (2,) + (1,) * (a.ndim - 1)),),
+            )
+            halves = [new(x.dtype, x.cls, x.rank), new(x.dtype, x.cls, x.rank)]
+            attrs = {"num_outputs": 2} if self.opset >= 18 else {}
+            self.note(f"Split without split input at opset {self.opset}")
+            self.node(
+                b, "Split", [doubled.name], halves, lambda a: tuple(np.split(a, 2)), axis=0, **attrs
+            )
+            return halves[self.draw(st.integers(0, 1))]
+        if kind == "cast":
+            out = new("float", x.cls, x.rank)
+            return self.node(
+                b,
+                "Cast",
+                [x.name],
+                [out],
+                lambda a: (a.astype(np.float32),),
+                to=onnx.TensorProto.FLOAT,
+            )[0]
+        if kind == "unary":
+            ops = []
+            if x.dtype in NEG_OK:
+                ops.append(("Neg", np.negative))
+            if x.dtype in NUMERIC:
+                ops.append(("Abs", np.abs))
+            if x.dtype in ("float", "double"):
+                ops += [("Tanh", np.tanh), ("Relu", lambda a: np.maximum(a, 0).astype(a.dtype))]
+            if x.dtype == "bool":
+                ops.append(("Not", np.logical_not))
+            op, fn = self.draw(st.sampled_from(ops))
+            out = new(x.dtype, x.cls, x.rank)
+            return self.node(b, op, [x.name], [out], lambda a, fn=fn: (np.asarray(fn(a)),))[0]
+        if kind == "binary":
+            partners = [
+                v
+                for v in tensors
+                if v.dtype == x.dtype
+                and (
+                    v.name == x.name
+                    or (v.tailed and x.tailed and (v.cls == x.cls or ("1",) in (v.cls, x.cls)))
+                )
+            ]
+            y = self.draw(st.sampled_from(partners))
+            if x.dtype == "bool":
+                ops = [("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)]
+            else:
+                ops = [("Add", np.add), ("Mul", np.multiply)]
+                if x.dtype in MAX_OK:
+                    ops.append(("Max", np.maximum))
+            op, fn = self.draw(st.sampled_from(ops))
+            cls = y.cls if x.cls == ("1",) else x.cls
+            out = new(x.dtype, cls, x.rank)
+            return self.node(
+                b, op, [x.name, y.name], [out], lambda a, c, fn=fn: (np.asarray(fn(a, c)),)
+            )[0]
+        assert kind == "if", kind
+        limit = self.draw(st.sampled_from([1, 2, 3, 4, 6]))
+        size = V(self.fresh("size"), "int64", "tensor", ("T", 0), 0)
+        self.node(b, "Size", [x.name], [size], lambda a: (np.array(a.size, np.int64),))
+        k = self.const(b, np.array(limit, np.int64), "k")
+        cond = V(self.fresh("big"), "bool", "tensor", ("T", 0), 0)
+        self.node(b, "Greater", [size.name, k], [cond], lambda a, c: (np.asarray(a > c),))
+        then_b, else_b = Builder(b, "graph"), Builder(b, "graph")
+        then_out = new(x.dtype, x.cls, x.rank)
+        self.node(then_b, "Identity", [x.name], [then_out], lambda a: (a,))
+        else_out = new(x.dtype, x.cls, x.rank)
+        self.node(
+            else_b,
+            "Concat",
+            [x.name, x.name],
+            [else_out],
+            lambda a, c: (np.concatenate([a, c]),),
+            axis=0,
+        )
+        out = new(x.dtype, self.new_class("C"), x.rank)
+        b.use(cond.name)
+        graph = lambda builder, v: onnx.helper.make_graph(
+            builder.nodes, self.fresh("branch"), [], [_value_info(v)]
+        )
+        b.nodes.append(
+            onnx.helper.make_node(
+                "If",
+                [cond.name],
+                [out.name],
+                then_branch=graph(then_b, then_out),
+                else_branch=graph(else_b, else_out),
+            )
+        )
+        b.define([out.name])
+
+        def step(env):
+            branch, v = (then_b, then_out) if env[cond.name] else (else_b, else_out)
+            env[out.name] = run_steps(branch.steps, dict(env))[v.name]
+
+        b.steps.append(step)
+        return out
+
+    def versioned_op(self, b: Builder) -> list[V]:
+        """An op whose default changed across opsets, beside the maps.
+
+        RoiAlign-16's default coordinate_transformation_mode is half_pixel,
+        RoiAlign-10's output_half_pixel; GridSample-20's mode "linear" does
+        not exist in GridSample-16. Their expected values come from
+        onnxruntime on a model of that one node at the model's opset.
+        """
+        kinds = [k for k, since in (("RoiAlign", 16), ("GridSample", 20)) if self.opset >= since]
+        if not kinds:
+            return []
+        op = self.draw(st.sampled_from(kinds))
+        self.note(f"{op} at opset {self.opset}")
+        x = V(self.fresh("img"), "float", "tensor", ("T", 4), 4)
+        self.graph_input(x, self.tensor("float", (1, 1, 4, 4)), [1, 1, 4, 4])
+        out = V(self.fresh(op.lower()), "float", "tensor", ("T", 4), 4)
+        if op == "RoiAlign":
+            rois = V(self.fresh("rois"), "float", "tensor", ("T", 2), 2)
+            self.graph_input(rois, np.array([[0.5, 0.5, 2.5, 3.0]], np.float32), [1, 4])
+            index = V(self.fresh("batch"), "int64", "tensor", ("T", 1), 1)
+            self.graph_input(index, np.zeros(1, np.int64), [1])
+            inputs, attrs = [x.name, rois.name, index.name], {"output_height": 2, "output_width": 2}
+        else:
+            grid = V(self.fresh("grid"), "float", "tensor", ("T", 4), 4)
+            self.graph_input(
+                grid, self.rng.uniform(-1, 1, (1, 2, 2, 2)).astype(np.float32), [1, 2, 2, 2]
+            )
+            inputs, attrs = [x.name, grid.name], {"mode": "linear"}
+        node = onnx.helper.make_node(op, inputs, [out.name], **attrs)
+        single = onnx.helper.make_model(
+            onnx.helper.make_graph(
+                [node],
+                "one",
+                [i for i in self.graph_inputs if i.name in inputs],
+                [onnx.helper.make_tensor_value_info(out.name, onnx.TensorProto.FLOAT, None)],
+            ),
+            opset_imports=[onnx.helper.make_opsetid("", self.opset)],
+        )
+        single.ir_version = IR_VERSION[self.opset]
+        import onnxruntime
+
+        value = onnxruntime.InferenceSession(
+            single.SerializeToString(), providers=["CPUExecutionProvider"]
+        ).run(None, {name: self.feeds[name] for name in inputs})[0]
+        self.node(b, op, inputs, [out], lambda *_: (value,), **attrs)
+        return [out]
+
+    def body_site(self, b: Builder, env: dict, depth: int, x: V) -> list[V]:
+        """A map nested in a map body, over a sequence made from ``x`` or an
+        outer one, wrapped; its results become tensors again."""
+        kinds = ["construct"]
+        if x.dtype in SPLIT_OK:
+            kinds.append("split")
+        outer = [v for v in env.values() if v.kind == "seq" and v.dtype == x.dtype]
+        if outer:
+            kinds.append("outer")
+        kind = self.draw(st.sampled_from(kinds))
+        partners = [
+            v for v in env.values() if v.kind == "tensor" and v.tailed and v.dtype == x.dtype
+        ]
+        y = self.draw(st.sampled_from(partners)) if kind == "construct" else x
+        chosen = self.draw(st.sampled_from(outer)) if kind == "outer" else None
+        self.note(f"nested map over {kind}")
+
+        def make(builder: Builder) -> V:
+            if chosen is not None:
+                return dataclasses.replace(chosen, cls=self.new_class())
+            if kind == "split":
+                seq = V(self.fresh("rows"), x.dtype, "seq", ("1",), x.rank, nonempty=True)
+                return self.node(
+                    builder,
+                    "SplitToSequence",
+                    [x.name],
+                    [seq],
+                    lambda a: ([a[i : i + 1] for i in range(a.shape[0])],),
+                    axis=0,
+                )[0]
+            seq = V(self.fresh("pair"), x.dtype, "seq", self.new_class(), x.rank, nonempty=True)
+            return self.node(
+                builder, "SequenceConstruct", [x.name, y.name], [seq], lambda a, c: ([a, c],)
+            )[0]
+
+        inside = self.draw(st.booleans())
+        seq = None if inside else make(b)
+
+        def core(builder: Builder, inner: dict) -> list[V]:
+            first = make(builder) if inside else seq
+            extras = []
+            if self.on("seq_extras") and self.draw(st.booleans()):
+                extras.append(first)
+            if self.on("extras"):
+                tensors = [v for v in inner.values() if v.kind == "tensor"]
+                extras += self.draw(st.lists(st.sampled_from(tensors), max_size=1))
+            return self.core_map(builder, inner, depth, first, extras)
+
+        results = self.wrap(b, env, self.wrappers(top=False), core)
+        outs = []
+        for r in results:
+            if r.kind == "tensor":
+                outs.append(r)
+            elif r.tailed and r.nonempty:
+                out = V(self.fresh("cat"), r.dtype, "tensor", self.new_class("C"), r.rank)
+                self.node(
+                    b, "ConcatFromSequence", [r.name], [out], lambda s: (np.concatenate(s),), axis=0
+                )
+                outs.append(out)
+            else:
+                out = V(self.fresh("count"), "int64", "tensor", ("T", 0), 0)
+                self.node(b, "SequenceLength", [r.name], [out], lambda s: (np.array(len(s)),))
+                outs.append(out)
+        for out in outs:
+            env[out.name] = out
+        return outs
+
+    def top_site(self, b: Builder, env: dict) -> list[V]:
+        same = [v for v in self.seqs if v.length == self.seqs[0].length]
+        first = self.draw(st.sampled_from(same))
+        extras = []
+        if self.on("seq_extras"):
+            extras += self.draw(st.lists(st.sampled_from(self.seqs), max_size=2))
+        longer = [v for v in self.seqs if v.length != first.length]
+        if longer and self.draw(st.booleans()):
+            extras.append(longer[0])
+        if self.tensors:
+            extras += self.draw(st.lists(st.sampled_from(self.tensors), max_size=2))
+        if any(v.length != first.length for v in extras):
+            self.note("extra sequence of another length")
+        return self.wrap(
+            b,
+            env,
+            self.wrappers(top=True),
+            lambda builder, inner: self.core_map(builder, inner, 0, first, extras),
+        )
+
+
+IR_VERSION = {17: 8, 18: 8, 19: 9, 20: 9, 21: 10}
+
+
+@st.composite
+def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
+    """A random model with SequenceMaps placed anywhere; see the section comment.
+
+    ``features`` (a subset of :data:`FEATURES`) switches each structural
+    feature on, so that a run can leave out the families not fixed yet.
+    """
+    features = frozenset(features)
+    unknown = features - ALL_FEATURES
+    if unknown:
+        raise ValueError(f"unknown features: {sorted(unknown)}")
+    gen = Gen(draw, features)
+    main = Builder(None, "graph")
+    env: dict = {}
+    gen.sources(main, env)
+    results: list[V] = []
+    for _ in range(draw(st.integers(1, 2))):
+        results += gen.top_site(main, env)
+    if gen.on("versioned_ops"):
+        results += gen.versioned_op(main)
+    outputs = []
+    for r in results:
+        if r.kind == "seq" and r.tailed and r.length and draw(st.integers(0, 2)) == 0:
+            # split -> map -> concat, the pattern the Scan rewrite takes
+            out = V(gen.fresh("cat"), r.dtype, "tensor", ("T", r.rank), r.rank)
+            new_axis = draw(st.integers(0, 1)) if r.cls == ("1",) else 0
+            rank = r.rank + new_axis
+            out = dataclasses.replace(out, rank=rank, cls=("T", rank))
+            gen.node(
+                main,
+                "ConcatFromSequence",
+                [r.name],
+                [out],
+                lambda s, n=new_axis: (np.stack(s) if n else np.concatenate(s),),
+                axis=0,
+                new_axis=new_axis,
+            )
+            gen.note(f"ConcatFromSequence(new_axis={new_axis}) of the map's output")
+            outputs.append(out)
+        else:
+            outputs.append(r)
+    if gen.on("post_insert"):
+        for r in results:
+            if r.kind == "seq" and r.length is not None and draw(st.booleans()):
+                shape = (draw(st.integers(1, 2)), *gen.tail) if r.tailed else (1,) * r.rank
+                t = V(gen.fresh("t"), r.dtype, "tensor", ("T", r.rank), r.rank)
+                gen.graph_input(t, gen.tensor(r.dtype, shape), [None] * r.rank)
+                gen.note("SequenceInsert into the map's output")
+                outputs.append(gen.insert(main, r, t.name, r.length)[0])
+    graph = onnx.helper.make_graph(
+        main.nodes,
+        "g",
+        gen.graph_inputs,
+        [_value_info(v) for v in outputs],
+        initializer=gen.initializers,
+    )
+    opsets = [onnx.helper.make_opsetid("", gen.opset)]
+    if gen.functions:
+        opsets.append(onnx.helper.make_opsetid("local", 1))
+    model = onnx.helper.make_model(graph, opset_imports=opsets, functions=gen.functions)
+    model.ir_version = IR_VERSION[gen.opset]
+    env_values = run_steps(main.steps, dict(gen.feeds))
+    expected = [env_values[v.name] for v in outputs]
+    target = None
+    if gen.on("target_opset"):
+        target = draw(st.sampled_from([None, 11, 13, 15, 16, 18, 21]))
+    return StructuredModel(
+        model, gen.feeds, expected, features, target, gen.notes, optimize=gen.on("optimize")
+    )

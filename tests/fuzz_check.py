@@ -1,0 +1,174 @@
+"""The property every structured fuzz example must have, and how failures are told apart.
+
+Each example (:func:`tests.fuzz_models.structured_models`) is lowered with
+every strategy ("auto", "loop", and auto with ``max_unroll=0``) and, where
+the example asks, with ``target_opset``. Each output must pass
+``onnx.checker.check_model(full_check=True)``, hold no SequenceMap, run in
+onnxruntime and equal the numpy/Python oracle. Any exception from the
+lowering is a failure, except a ``target_opset`` that the model genuinely
+cannot declare. A :class:`FuzzFailure` carries a ``signature``: the stage,
+the options and the message with names and numbers taken out, so that
+long runs can count distinct failure families.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from hypothesis import reject
+
+import lowering
+from tests.helpers import op_types
+
+STRATEGIES = [{}, {"strategy": "loop"}, {"max_unroll": 0}]
+
+
+class FuzzFailure(AssertionError):
+    """A lowering that failed the property: ``kind`` says at which stage."""
+
+    def __init__(self, kind: str, options: dict, message: str):
+        self.kind, self.options, self.message = kind, options, message
+        super().__init__(f"{kind} with {options or 'defaults'}: {message}")
+
+    @property
+    def signature(self) -> str:
+        text = self.message.splitlines()[0] if self.message else ""
+        if "Inference error(s)" in text:  # nested per subgraph: the innermost says what
+            text = "shape inference: " + text.rsplit("(op_type:", 1)[-1]
+        text = re.sub(r"'[^']*'", "'_'", text)
+        # Where the node sits is detail: the same mechanism fails at every depth.
+        text = re.sub(r"node '_' \((\w+)\) in [^:]*:", r"node (\1):", text)
+        text = re.sub(r"first in .*", "", text)
+        text = re.sub(r'"[^"]*"', '"_"', text)
+        text = re.sub(r"\d+", "N", text)
+        strategy = ",".join(f"{k}" for k in sorted(self.options)) or "auto"
+        return f"{self.kind} [{strategy}] {text[:160]}"
+
+
+def check_structured(example, strategies=None) -> None:
+    """Raise :class:`FuzzFailure` unless every lowering of ``example`` is right."""
+    try:
+        onnx.checker.check_model(example.model, full_check=True)
+    except Exception:  # noqa: BLE001 -- the generator made a model ONNX rejects
+        reject()
+    runs = list(strategies if strategies is not None else STRATEGIES)
+    if example.target_opset is not None:
+        runs.append({"target_opset": example.target_opset})
+    if example.optimize:
+        runs.append({"optimize": True})
+    for options in runs:
+        check_one(example, options)
+
+
+def check_one(example, options: dict) -> onnx.ModelProto | None:
+    try:
+        result = lowering.lower(example.model, **options)
+    except lowering.LoweringError as error:
+        if "target_opset" in options and "cannot declare opset" in str(error):
+            return None
+        raise FuzzFailure("lowering error", options, str(error)) from error
+    except Exception as error:
+        root = error
+        while root.__cause__ is not None:  # onnx_ir's PassError wraps the real one
+            root = root.__cause__
+        raise FuzzFailure("internal error", options, f"{type(root).__name__}: {root}") from error
+    if "SequenceMap" in op_types(result):
+        raise FuzzFailure("SequenceMap left", options, "")
+    try:
+        onnx.checker.check_model(result, full_check=True)
+    except Exception as error:
+        raise FuzzFailure("invalid output", options, str(error)) from error
+    try:
+        actual = session(result).run(None, example.feeds)
+    except Exception as error:
+        raise FuzzFailure("onnxruntime fails on the output", options, str(error)) from error
+    try:
+        assert_equal(actual, example.expected)
+    except AssertionError as error:
+        raise FuzzFailure("wrong result", options, str(error)) from error
+    check_positions(result, example.feeds, options)
+    return result
+
+
+def check_positions(result: onnx.ModelProto, feeds: dict, options: dict) -> None:
+    """Every SequenceInsert position left in the main graph is in [0, n).
+
+    The canonical form promises a position in [0, n) or none, so that every
+    runtime agrees (``onnx.reference`` reads p == n as the front). The
+    positions and lengths are read by running a copy of the output with
+    them as extra graph outputs.
+    """
+    probe = onnx.ModelProto()
+    probe.CopyFrom(result)
+    pairs = []
+    for k, node in enumerate(list(probe.graph.node)):
+        if node.op_type != "SequenceInsert" or len(node.input) < 3 or not node.input[2]:
+            continue
+        length = f"fuzz_probe_length_{k}"
+        probe.graph.node.append(onnx.helper.make_node("SequenceLength", [node.input[0]], [length]))
+        for name in (node.input[2], length):
+            probe.graph.output.append(onnx.ValueInfoProto(name=name))
+        pairs.append((node.name or node.output[0], len(probe.graph.output) - 2))
+    if not pairs:
+        return
+    try:
+        values = session(probe).run(None, feeds)
+    except Exception:  # noqa: BLE001 -- the probe itself is not the property
+        return
+    for name, index in pairs:
+        p, n = int(np.asarray(values[index]).reshape(-1)[0]), int(values[index + 1])
+        if not 0 <= p < n:
+            what = "equal to" if p == n else "negative for" if p < 0 else "beyond"
+            raise FuzzFailure(
+                "non-canonical SequenceInsert position",
+                options,
+                f"position {what} the length: SequenceInsert {name!r} has position {p} for a "
+                f"sequence of length {n}; the canonical form is [0, n) or no position",
+            )
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # failures are reported, not logged
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def assert_equal(actual, expected, path: str = "output") -> None:
+    """Sequences element by element; the same dtype, shape and values."""
+    if isinstance(expected, list):
+        assert isinstance(actual, list), f"{path}: a sequence expected, got {type(actual).__name__}"
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_equal(a, e, f"{path}[{i}]")
+        return
+    if isinstance(actual, list) and len(actual) == len(expected):
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_equal(a, e, f"{path}[{i}]")
+        return
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+    if expected.dtype == np.float16:
+        np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-3, err_msg=path)
+    elif np.issubdtype(expected.dtype, np.floating):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=path)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=path)
+
+
+def check_original(example) -> None:
+    """onnxruntime on the original, where it runs, agrees with the oracle
+    (a check of the generator and its oracle, not of the lowering)."""
+    try:
+        actual = session(example.model).run(None, example.feeds)
+    except Exception:  # noqa: BLE001 -- onnxruntime cannot run some valid SequenceMap models
+        return
+    try:
+        assert_equal(actual, example.expected)
+    except AssertionError as error:
+        raise FuzzFailure("oracle disagrees with onnxruntime on the original", {}, str(error))
