@@ -76,6 +76,7 @@ def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
     for outer, inner, sequence, element in zip(
         node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
+        assert outer is not None, "plan_map refuses omitted inputs"
         if not sequence:
             invariant_inputs.add(inner)
         elif uniform_elements(outer, element[1] if element else None):
@@ -175,7 +176,9 @@ def read_stack_in_readers(
     for user, index in list(output.uses()):
         kind = _stack_read(user, index, element_shape, dtype, opset)
         if kind == "at":
-            nodes = _element_at(stack, user.inputs[1], count, dtype, opset)
+            position = user.inputs[1]
+            assert position is not None, "_stack_read checked the position is there"
+            nodes = _element_at(stack, position, count, dtype, opset)
             typed(nodes[-1].outputs[0], (type_, element_shape))
             _become(user, nodes)
         elif kind == "length":
@@ -188,6 +191,7 @@ def read_stack_in_readers(
         elif kind == "concat":
             constants += read_stack(user, stack, element_shape)
         elif kind == "transpose":
+            assert rank is not None, "concat_kind stacks along a nonzero axis only at a known rank"
             axis = concat_kind(user, index, rank, element_shape)[1]
             perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
             user.attributes.clear()
@@ -270,6 +274,7 @@ def _become(user: ir.Node, nodes: list[ir.Node]) -> None:
     ``user`` stays, as an Identity, only where its output is a graph output.
     """
     graph = user.graph
+    assert graph is not None, "_stack_read takes only readers in a graph"
     graph.insert_before(user, nodes)
     result = nodes[-1].outputs[0]
     output = user.outputs[0]
@@ -309,6 +314,7 @@ def concat_kind(user: ir.Node, index: int, rank: int | None, shape: ir.Shape | N
         return "stack", axis % (rank + 1)
     if (
         rank is not None
+        and shape is not None  # (callers pass rank = len(shape))
         and rank >= 1
         and axis in (0, -rank)
         and all(isinstance(d, int) and d > 0 for d in shape[1:])
@@ -332,6 +338,7 @@ def read_stack(user: ir.Node, stack: ir.Value, shape: ir.Shape | None) -> list[i
     if stacks:
         user.op_type = "Identity"
         return []
+    assert shape is not None, "concat_kind merges only at a known shape"
     target = constant_node(np.array([-1, *shape[1:]], np.int64), "merged_shape")
     user.op_type = "Reshape"
     user.resize_inputs(2)

@@ -33,6 +33,8 @@ exactly as they went in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import onnx_ir as ir
 
@@ -77,7 +79,13 @@ def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
         or producer.domain not in ("", "ai.onnx")
     ):
         return None
-    return list(producer.inputs)
+    return _present(producer.inputs)
+
+
+def _present(inputs: Sequence[ir.Value | None]) -> list[ir.Value] | None:
+    """SequenceConstruct's elements; None if one is missing (malformed: not read)."""
+    elements = [v for v in inputs if v is not None]
+    return elements if len(elements) == len(inputs) else None
 
 
 def fold_insert_chains(model: ir.Model) -> bool:
@@ -95,7 +103,9 @@ def fold_insert_chains(model: ir.Model) -> bool:
 
 def _only_reader_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
     """The elements of a SequenceEmpty or SequenceConstruct result read only once."""
-    producer = sequence.producer() if sequence is not None else None
+    if sequence is None:
+        return None
+    producer = sequence.producer()
     if (
         producer is None
         or producer.domain not in ("", "ai.onnx")
@@ -104,30 +114,32 @@ def _only_reader_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
     ):
         return None
     if producer.op_type == "SequenceConstruct":
-        return list(producer.inputs)
+        return _present(producer.inputs)
     if producer.op_type == "SequenceEmpty":
         return []
     return None
 
 
 def _sequence_insert(node: ir.Node, owner, lengths) -> bool:
-    before = _only_reader_elements(node.inputs[0])
+    sequence = node.inputs[0]
+    before = _only_reader_elements(sequence)
     tensor = node.inputs[1] if len(node.inputs) > 1 else None
     if before is None or tensor is None or node.outputs[0].is_graph_output():
         return False  # (a sequence the graph returns is left as it is built)
     position = len(before)
     if len(node.inputs) > 2 and node.inputs[2] is not None:
-        value = constant_array(node.inputs[2])
-        if value is None or value.size != 1 or value.dtype.kind not in "iu":
+        array = constant_array(node.inputs[2])
+        if array is None or array.size != 1 or array.dtype.kind not in "iu":
             return False
-        position = int(value.reshape(()))
+        position = int(array.reshape(()))
         if not -len(before) <= position <= len(before):
             return False  # out of range: leave the runtime's error in place
         if position < 0:
             position += len(before)
     elements = [*before[:position], tensor, *before[position:]]
     dtypes = {v.dtype for v in elements if v.type is not None} - {ir.DataType.UNDEFINED}
-    empty = node.inputs[0].producer()
+    empty = sequence.producer() if sequence is not None else None
+    assert empty is not None, "_only_reader_elements found the producer"
     if empty.op_type == "SequenceEmpty":
         dtypes.add(ir.DataType(empty.attributes.get_int("dtype", ir.DataType.FLOAT.value)))
     if len(dtypes) > 1:
@@ -140,8 +152,8 @@ def _sequence_insert(node: ir.Node, owner, lengths) -> bool:
         node.replace_input_with(index, value)
     node.op_type = "SequenceConstruct"
     node.attributes.clear()
-    for value in inputs[2:]:
-        remove_if_dead_constant(value)
+    for old in inputs[2:]:
+        remove_if_dead_constant(old)
     return True
 
 

@@ -194,7 +194,7 @@ def _small_constant(value: ir.Value | None) -> np.ndarray | None:
 def _static_shape(value: ir.Value | None) -> list[int] | None:
     if value is None or value.shape is None or not value.shape.is_static():
         return None
-    return [int(d) for d in value.shape]
+    return [d for d in value.shape if isinstance(d, int)]  # is_static(): all of them
 
 
 def _shape(node: ir.Node, values) -> np.ndarray | None:
@@ -241,9 +241,9 @@ def _cast_like(node: ir.Node, values) -> np.ndarray | None:
     like = node.inputs[1]
     if like is None or like.type is None or not isinstance(like.type, ir.TensorType):
         return None
-    if like.dtype == ir.DataType.UNDEFINED:
+    if like.type.dtype == ir.DataType.UNDEFINED:
         return None
-    return _cast_to(values[0], like.dtype)
+    return _cast_to(values[0], like.type.dtype)
 
 
 def _of_types(types: frozenset, function: Callable[..., np.ndarray]) -> Rule:
@@ -396,13 +396,13 @@ def _infer_shapes(node: ir.Node, opset: int) -> None:
     ):
         return  # nothing proven: the shapes stay unknown
     for k, output in enumerate(node.outputs):
-        type_proto = inferred.get(f"output_{k}")
-        if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
+        proven = inferred.get(f"output_{k}")
+        if proven is None or proven.WhichOneof("value") != "tensor_type":
             continue
         if output.type is None:
-            output.type = ir.serde.deserialize_type_proto_for_type(type_proto)
-        if output.shape is None and type_proto.tensor_type.HasField("shape"):
-            output.shape = ir.serde.deserialize_type_proto_for_shape(type_proto)
+            output.type = ir.serde.deserialize_type_proto_for_type(proven)
+        if output.shape is None and proven.tensor_type.HasField("shape"):
+            output.shape = ir.serde.deserialize_type_proto_for_shape(proven)
 
 
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
@@ -442,7 +442,8 @@ def _remove_dead_outside(values: set[ir.Value], discard: Discard) -> None:
                 discard(producer.graph, [producer])
         elif (
             value.is_initializer()
+            and value.name is not None
             and value.graph is not None
-            and value.graph.initializers.get(value.name or "") is value
+            and value.graph.initializers.get(value.name) is value
         ):
             del value.graph.initializers[value.name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import gc
 import logging
 
@@ -148,7 +149,7 @@ def plan_model(model: ir.Model, target: int, types: _Types | None = None) -> lis
                 current,
                 target,
                 scope.description,
-                lambda n=node, o=owner: types.twin(n, o),
+                functools.partial(types.twin, node, owner),
             )
             if plan.blocker is not None or plan.sandbox is not None:
                 plans.append(plan)

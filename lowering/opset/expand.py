@@ -17,7 +17,8 @@ Only nodes that block are expanded: everything else keeps its op.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, cast
 
 import onnx
 import onnx.shape_inference
@@ -29,17 +30,42 @@ if TYPE_CHECKING:
     from lowering.opset.plan import Plan, Sandbox
 
 
+class _FunctionSchema(Protocol):
+    """The function-body part of ``onnx.defs.OpSchema``.
+
+    The C++ binding has these members, but onnx's stubs (1.23) do not declare them.
+    """
+
+    has_function: bool
+    function_opset_versions: list[int]
+    has_context_dependent_function: bool
+    context_dependent_function_opset_versions: list[int]
+
+    def get_function_with_opset_version(self, version: int, /) -> bytes: ...
+
+    def get_context_dependent_function_with_opset_version(
+        self, version: int, node: bytes, input_types: Sequence[bytes], /
+    ) -> bytes: ...
+
+
 def function_body(node: ir.Node) -> onnx.FunctionProto | None:
     """The lowest-opset function body ONNX gives for ``node``, if any."""
-    schema = schemas.schema(node.op_type, node.version)
-    if schema is None:
+    found = schemas.schema(node.op_type, node.version)
+    if found is None:
         return None
+    schema = cast(_FunctionSchema, found)
     if schema.has_function and schema.function_opset_versions:
         version = min(schema.function_opset_versions)
         return onnx.FunctionProto.FromString(schema.get_function_with_opset_version(version))
     if schema.has_context_dependent_function and schema.context_dependent_function_opset_versions:
-        if any(v is not None and v.type is None for v in node.inputs):
-            return None
+        types = []
+        for v in node.inputs:
+            if v is None:
+                types.append(onnx.TypeProto().SerializeToString())
+            elif v.type is None:
+                return None
+            else:
+                types.append(ir.serde.serialize_type(v.type).SerializeToString())
         version = min(schema.context_dependent_function_opset_versions)
         proto = onnx.helper.make_node(
             node.op_type,
@@ -48,12 +74,6 @@ def function_body(node: ir.Node) -> onnx.FunctionProto | None:
         )
         for attr in node.attributes.values():
             proto.attribute.append(ir.serde.serialize_attribute(attr))
-        types = [
-            ir.serde.serialize_type(v.type).SerializeToString()
-            if v is not None
-            else onnx.TypeProto().SerializeToString()
-            for v in node.inputs
-        ]
         try:
             data = schema.get_context_dependent_function_with_opset_version(
                 version, proto.SerializeToString(), types
@@ -74,7 +94,7 @@ class _Template:
     outputs: list[str]
     # (op_type, input names, output names, attributes)
     steps: list[tuple[str, list[str], list[str], list[ir.Attr]]]
-    types: dict[str, tuple[ir.TypeProtocol, ir.Shape | None]]
+    types: dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]]
 
 
 # Templates per op, version, attributes and input types: the layers of a
@@ -106,6 +126,7 @@ def _build_template(node: ir.Node) -> _Template | None:
     if any(n.domain not in ("", "ai.onnx") for n in body.node):
         return None
     schema = schemas.schema(node.op_type, node.version)
+    assert schema is not None, "function_body found a body, so the schema exists"
     attributes = dict(node.attributes)
     for name, formal in schema.attributes.items():
         if name not in attributes and formal.default_value.name:
@@ -123,7 +144,7 @@ def _build_template(node: ir.Node) -> _Template | None:
             else:
                 attrs.append(ir.serde.deserialize_attribute(attribute))
         steps.append((proto.op_type, list(proto.input), list(proto.output), attrs))
-    types = {}
+    types: dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]] = {}
     for name, type_proto in _infer_types(body, node).items():
         types[name] = (
             ir.serde.deserialize_type_proto_for_type(type_proto),
@@ -163,17 +184,18 @@ def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
                 if known[1] is not None:
                     value.shape = ir.Shape(list(known[1]))
         new_nodes.append(new)
-    outputs = [env.get(name) for name in template.outputs][: len(node.outputs)]
-    if any(value is None for value in outputs):
+    found = [env.get(name) for name in template.outputs][: len(node.outputs)]
+    outputs = [value for value in found if value is not None]
+    if len(outputs) != len(found):
         return None
     graph = sandbox.graph
     graph.insert_before(node, new_nodes)
-    for old, new in zip(node.outputs, outputs):
-        if new.type is None:
-            new.type = old.type
-        if new.shape is None and old.shape is not None:
-            new.shape = old.shape
-        old.replace_all_uses_with(new, replace_graph_outputs=True)
+    for old, replacement in zip(node.outputs, outputs):
+        if replacement.type is None:
+            replacement.type = old.type
+        if replacement.shape is None and old.shape is not None:
+            replacement.shape = old.shape
+        old.replace_all_uses_with(replacement, replace_graph_outputs=True)
     graph.remove(node, safe=True)
     plan.expanded.append(f"{node.op_type}-{template.since}")
     return new_nodes

@@ -83,10 +83,13 @@ def _squeeze(node: ir.Node, inputs) -> np.ndarray:
     return np.squeeze(inputs[0], axis=tuple(axes) if axes else None)
 
 
-def _unsqueeze(node: ir.Node, inputs) -> np.ndarray:
+def _unsqueeze(node: ir.Node, inputs) -> np.ndarray | None:
+    axes = _axes(node, inputs)
+    if axes is None:  # malformed: no axes input or attribute; left unfolded
+        return None
     result = inputs[0]
-    rank = result.ndim + len(_axes(node, inputs))
-    for axis in sorted(a + rank if a < 0 else a for a in _axes(node, inputs)):
+    rank = result.ndim + len(axes)
+    for axis in sorted(a + rank if a < 0 else a for a in axes):
         result = np.expand_dims(result, axis)
     return result
 
@@ -117,7 +120,9 @@ _RULES: dict[str, Callable] = {
     "Sub": _integers(np.subtract),
     "Mul": _integers(np.multiply),
     "Range": _integers(
-        lambda start, limit, delta: np.arange(start.item(), limit.item(), delta.item(), start.dtype)
+        lambda start, limit, delta: np.arange(
+            start.item(), limit.item(), delta.item(), dtype=start.dtype
+        )
     ),
     "Identity": lambda node, inputs: inputs[0],
     "Cast": _cast,

@@ -78,7 +78,7 @@ class Sandbox:
     def __init__(self, node: ir.Node, version: int, typed: ir.Node | None) -> None:
         self.real: dict[ir.Value, ir.Value] = {}
         placeholders: dict[ir.Value, ir.Value] = {}
-        inputs = []
+        inputs: list[ir.Value | None] = []
         for index, value in enumerate(node.inputs):
             if value is None:
                 inputs.append(None)
@@ -146,6 +146,7 @@ class Sandbox:
                     output.name = None
                 fresh(output)
         owner = node.graph
+        assert owner is not None, "a planned node stays in its graph until its plan commits"
         for new_value, old_value in zip(outputs, node.outputs):
             if old_value.type is not None:
                 new_value.type = old_value.type
@@ -257,8 +258,8 @@ class Rewriter:
     def static_shape(self, value: ir.Value | None) -> list[int] | None:
         if value is None or value.shape is None:
             return None
-        dims = list(value.shape)
-        return dims if all(isinstance(d, int) for d in dims) else None
+        dims = [d for d in value.shape if isinstance(d, int)]
+        return dims if len(dims) == len(value.shape) else None
 
     def reroute(self, old: ir.Value, new: ir.Value) -> None:
         """Let everything that read ``old`` (node output of the sandbox) read ``new``."""
@@ -332,6 +333,7 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         if typed is None:
             typed = twin() or node
         dest_schema = schemas.schema(op, destination)
+        assert dest_schema is not None, "next_step only names versions that exist"
         wrong = schemas.types_not_taken(node, dest_schema) or schemas.types_not_taken(
             typed, dest_schema
         )
@@ -379,9 +381,11 @@ def _convert_node(
 ) -> list[ir.Node] | tuple[int, str]:
     """One step for ``node``: the nodes to look at again, or (needs, reason)."""
     op = node.op_type
-    now = schemas.schema(op, node.version)
+    version = node.version
+    assert version is not None, "every sandbox node carries its opset version"
+    now = schemas.schema(op, version)
     if now is None:
-        return (node.version, f"{op} is not an ONNX op at opset {node.version}")
+        return (version, f"{op} is not an ONNX op at opset {version}")
     since = now.since_version
     then = schemas.schema(op, target)
     if then is not None and then.since_version == since:
@@ -394,6 +398,7 @@ def _convert_node(
         old, new = step
         destination = old if going_down else new
         dest_schema = schemas.schema(op, destination)
+        assert dest_schema is not None, "next_step only names versions that exist"
         if schemas.relabel_reason(op, old, new):
             wrong = schemas.types_not_taken(node, dest_schema)
             if wrong is None:
@@ -447,7 +452,9 @@ def _run_adapter(
     again = list(rewriter.created)
     if node.graph is not None:
         # The adapted node must also take its actual types at the new version.
-        wrong = schemas.types_not_taken(node, schemas.schema(node.op_type, destination))
+        dest_schema = schemas.schema(node.op_type, destination)
+        assert dest_schema is not None, "adapters only lead to versions that exist"
+        wrong = schemas.types_not_taken(node, dest_schema)
         if wrong:
             # The sandbox has changed: no expansion may start from it.
             return (0, f"{adapter.label}: {node.op_type}-{destination} {wrong}")

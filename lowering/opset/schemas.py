@@ -108,6 +108,8 @@ def _types_not_taken(
     op: str, since: int, inputs: tuple[str | None, ...], outputs: tuple[str | None, ...]
 ) -> str | None:
     target_schema = schema(op, since)
+    # op and since come from a schema that exists (see types_not_taken).
+    assert target_schema is not None, (op, since)
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in target_schema.type_constraints}
     bound: dict[str, str] = {}
     sides = ((inputs, target_schema.inputs), (outputs, target_schema.outputs))

@@ -41,7 +41,7 @@ def to_attribute(rw, node: ir.Node) -> None:
         if not reduce:
             raise Decline(f"its {name} input is empty")
         values = None
-    if reduce and values is None and node.attributes.get_int("noop_with_empty_axes", 0):
+    if reduce and values is None and node.attributes.get_int("noop_with_empty_axes", 0) != 0:
         identity = rw.op("Identity", [node.inputs[0]])
         rw.reroute(node.outputs[0], identity.outputs[0])
         rw.remove(node)

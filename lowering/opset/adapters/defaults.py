@@ -16,7 +16,7 @@ import onnx_ir as ir
 from lowering.opset.registry import Decline, down, up
 
 # (ops, old, new): {attribute: default, or None when any value only concerns new types}
-_ADDED = {
+_ADDED: dict[tuple[tuple[str, ...], int, int], dict[str, object]] = {
     (("ArgMax", "ArgMin"), 11, 12): {"select_last_index": 0},
     (("GatherND",), 11, 12): {"batch_dims": 0},
     (("AveragePool",), 11, 19): {"dilations": "ones"},
@@ -39,7 +39,7 @@ def _is_default(attr: ir.Attr, default) -> bool:
     return attr.value == default
 
 
-def _make(added: dict):
+def _make(added: dict[str, object]):
     def drop_defaults(rw, node: ir.Node) -> None:
         """Drop the newer attributes, which have their defaults."""
         for name, default in added.items():

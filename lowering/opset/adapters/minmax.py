@@ -17,21 +17,24 @@ from lowering.opset.registry import Decline, down, up
 @down(["Max", "Min"], 8, 12)
 def compare_and_select(rw, node: ir.Node) -> None:
     """Max/Min on integers -> Greater/Less + Where (floats stay as they are)."""
-    if schemas.types_not_taken(node, schemas.schema(node.op_type, 8)) is None:
+    old = schemas.schema(node.op_type, 8)
+    assert old is not None, "Max-8 and Min-8 exist"
+    if schemas.types_not_taken(node, old) is None:
         return
-    if any(value is None for value in node.inputs) or not node.inputs:
+    inputs = [value for value in node.inputs if value is not None]
+    if len(inputs) != len(node.inputs) or not inputs:
         raise Decline("it has a missing input")
     compare = "Greater" if node.op_type == "Max" else "Less"
-    result = node.inputs[0]
-    for value in node.inputs[1:]:
+    result = inputs[0]
+    for value in inputs[1:]:
         test = rw.op(compare, [value, result], version=12)
         test.outputs[0].dtype = ir.DataType.BOOL
         pick = rw.op("Where", [test.outputs[0], value, result], version=12)
         pick.outputs[0].type = value.type
         result = pick.outputs[0]
-    if result is node.inputs[0]:
+    if result is inputs[0]:
         result = rw.op("Identity", [result], version=12).outputs[0]
-        result.type = node.inputs[0].type
+        result.type = inputs[0].type
     rw.reroute(node.outputs[0], result)
     rw.remove(node)
 

@@ -24,8 +24,8 @@ def sequence_first(rw, node: ir.Node) -> None:
     if attr is None or attr.as_int() == 0:
         return
     for index in (0, *_STATE_INPUTS[node.op_type]):
-        if index < len(node.inputs) and node.inputs[index] is not None:
-            value = node.inputs[index]
+        value = node.inputs[index] if index < len(node.inputs) else None
+        if value is not None:
             moved = rw.op("Transpose", [value], {"perm": [1, 0, 2]})
             moved.outputs[0].type = value.type
             node.replace_input_with(index, moved.outputs[0])

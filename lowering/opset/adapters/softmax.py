@@ -23,8 +23,9 @@ _OPS = ["Softmax", "LogSoftmax", "Hardmax"]
 @down(_OPS, 11, 13)
 def one_axis(rw, node: ir.Node) -> None:
     """Softmax on one axis: the same op on the last axis, else Transpose around it."""
-    rank = rw.rank(node.inputs[0])
-    if rank is None:
+    x = node.inputs[0]
+    rank = rw.rank(x)
+    if x is None or rank is None:
         raise Decline("the input's rank is unknown")
     axis = node.attributes.get_int("axis", -1)
     axis = axis + rank if axis < 0 else axis
@@ -33,8 +34,8 @@ def one_axis(rw, node: ir.Node) -> None:
         return
     perm = [d for d in range(rank) if d != axis] + [axis]
     inverse = [perm.index(d) for d in range(rank)]
-    before = rw.op("Transpose", [node.inputs[0]], {"perm": perm})
-    before.outputs[0].type = node.inputs[0].type
+    before = rw.op("Transpose", [x], {"perm": perm})
+    before.outputs[0].type = x.type
     node.replace_input_with(0, before.outputs[0])
     rw.wrap_output(node.outputs[0], "Transpose", {"perm": inverse})
 
@@ -48,6 +49,7 @@ def coerced(rw, node: ir.Node) -> None:
     if rank is not None and axis in (-1, rank - 1):
         return
     x = node.inputs[0]
+    assert x is not None, "Softmax's input is required"
     flat = rw.op("Flatten", [x], {"axis": axis})
     flat.outputs[0].type = x.type
     node.replace_input_with(0, flat.outputs[0])
