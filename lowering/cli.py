@@ -315,10 +315,11 @@ def _summary(
             f"(it declares {model.opset_imports.get('', lowest)})"
         )
     for how in ("expanded", "adapted"):
-        done = [r.reason for r in converted if r.strategy == how]
-        if done:
+        conversions = [r.reason for r in converted if r.strategy == how]
+        if conversions:
             into = " into ONNX function bodies" if how == "expanded" else ""
-            lines.append(f"  --target-opset {args.target_opset} {how}{into}: {', '.join(done)}")
+            listed = ", ".join(conversions)
+            lines.append(f"  --target-opset {args.target_opset} {how}{into}: {listed}")
     lines += _op_table(*counts)
     return "\n".join(lines)
 

@@ -656,8 +656,10 @@ class _Vectorizer:
         if info.shape is None:
             raise self.decline(f"{what} is the same for every element, and its rank is unknown")
         rank = len(info.shape)
-        target = self.op("Concat", [self.batch_size(), self.const([1] * rank)], {"axis": 0})
-        return self.op("Expand", [self.unsqueeze(info.value, [0]), target])
+        # Tile, not Expand: onnxruntime's optimizer drops an Expand of [1, ..]
+        # to [0, 1, ..] (an empty batch) and keeps one element.
+        repeats = self.op("Concat", [self.batch_size(), self.const([1] * rank)], {"axis": 0})
+        return self.op("Tile", [self.unsqueeze(info.value, [0]), repeats])
 
     def batched(self, info: _Info) -> ir.Value:
         return info.value if info.batched else self.broadcast(info, repr(info.value.name))

@@ -47,10 +47,8 @@ def unsupported(op_type: str, dtype: ir.DataType | None, opset: int) -> str | No
     if dtype is not None and (op_type, dtype) in WRONG_RESULTS:
         return WRONG_RESULTS[op_type, dtype]
     spans = KERNELS.get(op_type)
-    if spans is None:
-        raise KeyError(
-            f"{op_type} is not in the kernel table; add it to scripts/ort_kernel_table.py"
-        )
+    if not spans:  # the table holds every default-domain op onnxruntime registers
+        return f"onnxruntime {ONNXRUNTIME_VERSION} has no {op_type} kernel"
     types = next((types for since, until, types in spans if since <= opset <= until), None)
     if types is None:
         return f"onnxruntime {ONNXRUNTIME_VERSION} has no {op_type} kernel at opset {opset}"

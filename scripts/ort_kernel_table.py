@@ -13,41 +13,43 @@ from __future__ import annotations
 
 import pathlib
 
+import onnx.defs
 import onnxruntime
 import onnxruntime.capi.onnxruntime_pybind11_state as ort_c
 
-# The ops the passes emit, and the type constraint of their data input.
-OPS = {
-    "Add": "T",
-    "Concat": "T",
+# Every default-domain op, by the type constraint of its first input in
+# ONNX's schema (onnxruntime's kernels use the same names). A few ops the
+# passes emit read another input's type.
+# (Loop's and If's first inputs are the trip count and the condition: what
+# matters is the type of the values they carry.)
+DATA_INPUT_OVERRIDES = {
     "ConcatFromSequence": "S",
     "ConstantOfShape": "T1",
-    "Div": "T",
-    "Expand": "T",
-    "Gather": "T",
     "Identity": "V",
     "If": "V",
     "Loop": "V",
-    "MatMul": "T",
-    "Max": "T",
-    "Mul": "T",
-    "ReduceProd": "T",
-    "Reshape": "T",
     "Scan": "V",
     "SequenceAt": "T",
     "SequenceConstruct": "T",
     "SequenceEmpty": "S",
     "SequenceInsert": "S",
     "SequenceLength": "S",
-    "Shape": "T",
-    "Slice": "T",
-    "Split": "T",
     "SplitToSequence": "T",
-    "Squeeze": "T",
-    "Transpose": "T",
-    "Unsqueeze": "T",
-    "Where": "T",
 }
+
+
+def data_constraints() -> dict[str, str]:
+    """op -> the type constraint of its data input, for every default-domain op."""
+    found: dict[str, str] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain not in ("", "ai.onnx") or not schema.inputs:
+            continue
+        found.setdefault(schema.name, schema.inputs[0].type_str)
+    found.update(DATA_INPUT_OVERRIDES)
+    return {op: name for op, name in sorted(found.items()) if name.isidentifier()}
+
+
+OPS = data_constraints()
 
 
 def element_type(type_string: str) -> str | None:
