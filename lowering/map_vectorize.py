@@ -483,6 +483,9 @@ class _Vectorizer:
             if not self.stacks:
                 self.batch_dim = len(parts)
             return self.op("Concat", parts, {"axis": 0}), shape
+        if dtype is None or dtype == ir.DataType.STRING:
+            # ConstantOfShape, which makes the filler, takes no strings.
+            raise self.decline(f"elements of type {dtype} cannot be stacked")
         try:
             zero = ir.Tensor(np.zeros([1], dtype.numpy()), dtype=dtype)
         except Exception as error:  # noqa: BLE001 -- no numpy twin (string, float8, ...)

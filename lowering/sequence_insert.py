@@ -188,6 +188,11 @@ class _Position:
 
     def apply(self) -> list[ir.Node] | None:
         """Rewrite the position; returns the new nodes, or None if it was canonical."""
+        # An earlier insert's guard may have taken over the value this one
+        # reads (its If output replaces the insert's): read the node again.
+        sequence = self.located.node.inputs[0]
+        assert sequence is not None, "checked when planned"
+        self.sequence = sequence
         if self.value is not None:
             return self._apply_constant(self.value)
         return self._apply_dynamic()

@@ -1,22 +1,28 @@
-"""Lower every ``SequenceMap`` into a ``Loop``.
+"""Lower every ``SequenceMap`` into plain ops, a Scan, or a ``Loop``.
 
 SequenceMap-17 is defined only as a function that every runtime must expand
-itself, and many never do. This pass writes an expansion into the model, so
-the output needs only the sequence ops of opset 11 and Loop. It chooses,
-for each map, between two strategies:
+itself, and many never do. This pass writes an expansion into the model. It
+chooses, for each map, the first strategy that fits and whose ops
+onnxruntime has kernels for on the element types involved
+(:mod:`lowering.ort_kernels`):
 
+- ``vectorize`` (:mod:`lowering.map_vectorize`): every body op has a
+  batching rule; the body runs once on the stacked elements, no loop.
+- ``unroll`` (:mod:`lowering.map_unroll`): a small static length; one copy
+  of the body per element, folded where unrolling made things static.
+- ``scan`` (:mod:`lowering.split_map_concat`): split -> map -> concat.
 - ``uniform`` (:mod:`lowering.map_to_scan`): when every output element has
-  the same shape, a Loop with scan outputs and one ``SplitToSequence`` per
-  output. O(n).
+  the same shape, a Loop with scan outputs, its stacks read directly. O(n).
 - ``loop`` (:mod:`lowering.map_to_loop`): otherwise, a Loop that appends to
-  loop-carried sequences with ``SequenceInsert``. Always correct, O(n^2) in
-  onnxruntime.
+  loop-carried sequences with ``SequenceInsert``. Always correct (the ops of
+  the original's own expansion), O(n^2) in onnxruntime.
 
-In both, the body graph object itself becomes the Loop body: its nodes,
-initializers, Constant nodes, outer-scope references, value names and
-nested subgraphs stay as they were. The Loop takes the map's node name, doc
-string and metadata, and the map's outputs keep their names, so consumers
-and graph outputs are untouched.
+In the Loop forms, the body graph object itself becomes the Loop body: its
+nodes, initializers, Constant nodes, outer-scope references, value names
+and nested subgraphs stay as they were (names that would collide across
+scopes are renamed by :class:`lowering.naming.FreshNamesPass`). The new
+nodes take the map's node name, doc string and metadata, and the map's
+outputs keep their names, so consumers and graph outputs are untouched.
 
 Every map is planned and checked (:mod:`lowering.map_plan`) before any is
 rewritten, so a model that fails is left unchanged.

@@ -783,3 +783,24 @@ def test_dynamic_positions_inside_a_function(opset):
             feeds["p"] = np.array([p], np.int32)
             assert_same(run(result, feeds), [oracle(n, p)])
     assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []
+
+
+@pytest.mark.parametrize("p1, p2", [(0, 0), (0, 1), (1, 0), (-1, 2), (0, -1)])
+def test_chained_dynamic_inserts_are_each_guarded(p1, p2):
+    """The second insert reads the first one's guard, not the node it replaced."""
+    model = parse(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] a, float[2] b, float[2] c, int64 p1, int64 p2) => (seq(float[2]) out) {
+          s = SequenceConstruct(a)
+          first = SequenceInsert(s, b, p1)
+          out = SequenceInsert(first, c, p2)
+        }"""
+    )
+    result = lowered(model)
+    rng = np.random.default_rng(0)
+    feeds = {k: rng.standard_normal(2).astype(np.float32) for k in "abc"}
+    expected = [feeds["a"]]
+    expected.insert(p1, feeds["b"])
+    expected.insert(p2, feeds["c"])
+    feeds.update(p1=np.array(p1), p2=np.array(p2))
+    assert_same(run(result, feeds), [expected])
