@@ -1,7 +1,8 @@
 """Long fuzzing runs: random models, every strategy, failures counted by family.
 
     python scripts/fuzz.py --examples 20000 [--seed S] [--features all|none|F1,F2|-F1,-F2]
-                           [--generator structure|ops] [--save DIR] [--shrink N]
+                           [--generator structure|ops] [--save DIR [--only REGEX]
+                           [--shrink N] [--shrink-seconds T]]
 
 ``--generator structure`` (the default) draws whole models with
 tests/fuzz_models.py's ``structured_models``: maps at any depth inside If,
@@ -9,15 +10,18 @@ Loop and Scan bodies, functions and other maps; names from a small pool;
 every dtype; static and dynamic lengths; SequenceInsert positions.
 ``--features`` picks which structural features are on (see ``FEATURES``
 there): a comma list, or "all" minus a comma list of "-F". Each example is
-lowered with every strategy and checked (tests/fuzz_check.py) against a
-numpy/Python oracle; a failure does not stop the run: it is counted by its
-signature (stage, strategy, message with names and numbers removed). The
-last line is ``N examples, K failures``.
+lowered with every strategy (and ``target_opset``, ``optimize`` where the
+example asks) and checked (tests/fuzz_check.py) against a numpy/Python
+oracle; a failure does not stop the run: it is counted by its signature
+(stage, strategy, message with names and numbers removed). The last line is
+``N examples, K failures`` (K: failing examples); the exit code is 1 when K > 0.
 
 ``--save DIR`` then shrinks one example of each family (hypothesis ``find``,
-at most ``--shrink`` examples and ``--shrink-seconds`` each) and writes DIR/<family>.onnx and
-DIR/<family>.txt (feeds, strategy, error, notes). ``--generator ops`` runs
-the older body-op property of tests/test_fuzz.py instead.
+at most ``--shrink`` examples and ``--shrink-seconds`` each; ``--only``
+restricts it to the signatures matching REGEX) and writes DIR/<family>.onnx
+and DIR/<family>.txt (feeds, strategy, error, notes, expected values, the
+model as text). ``--generator ops`` runs the older body-op property of
+tests/test_fuzz.py instead.
 """
 
 from __future__ import annotations
