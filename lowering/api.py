@@ -12,6 +12,7 @@ from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.naming import FreshNamesPass
 from lowering.rewrites import Rewrite
+from lowering.scopes import iter_scopes
 from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
 from lowering.target_opset import MIN_OPSET, TargetOpsetPass
@@ -203,6 +204,25 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
             value.const_value = tensor
             if value.name not in graph.initializers and value in graph.inputs:
                 graph.register_initializer(value)  # the optimizer dropped it as unused
+    _restore_required_inputs(model)
+
+
+# Ops whose trailing optional inputs must still be spelled out ("") up to
+# this count: Loop(M, cond) takes both, even when cond is left empty.
+_REQUIRED_INPUT_SLOTS = {"Loop": 2}
+
+
+def _restore_required_inputs(model: ir.Model) -> None:
+    """Put back the empty inputs onnxscript's optimizer trims from the end.
+
+    It drops a Loop's empty condition (``Loop(M, "")`` becomes ``Loop(M)``),
+    which the checker and onnxruntime refuse: Loop has two required slots.
+    """
+    for scope in iter_scopes(model):
+        for node in scope.owner:
+            slots = _REQUIRED_INPUT_SLOTS.get(node.op_type)
+            if slots and node.domain in ("", "ai.onnx") and len(node.inputs) < slots:
+                node.resize_inputs(slots)
 
 
 def _run(pass_: ir.passes.PassBase, model: ir.Model) -> None:

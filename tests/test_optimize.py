@@ -74,3 +74,24 @@ def test_true_constants_are_still_folded():
     assert [a for a in adds if "len" in a] == [["pos", "len"]]
     muls = [list(n.input) for n in result.graph.node if n.op_type == "Mul"]
     assert ["scale", "scale"] in muls  # scale is overridable: not folded
+
+
+def test_a_loop_keeps_its_empty_condition_slot():
+    """onnxscript's optimizer trims ``Loop(M, "")`` to ``Loop(M)``; it is put back."""
+    model = parse(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[T,2] xs) => (int64[?,?] out) {
+          s = SequenceEmpty <dtype = 1> ()
+          m = Constant <value = int64 {1}> ()
+          out = Loop (m, "") <body = lb (int64 i, bool c) => (bool c2, int64[?] counts) {
+            counts = Scan (xs) <body = sb (float[2] row) => (int64 n) {
+              y = SequenceMap <body = b (float[R] e) => (float[R] v) { v = Identity(e) }> (s)
+              n = SequenceLength(y)
+            }, num_scan_inputs = 1>
+            c2 = Identity(c)
+          }>
+        }"""
+    )
+    result = lowered(model, optimize=True)
+    xs = np.zeros((3, 2), np.float32)
+    assert_same(run(result, {"xs": xs}), [np.zeros((1, 3), np.int64)])
