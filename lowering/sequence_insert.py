@@ -98,9 +98,8 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
             # Shape inference reads the model by names: name what earlier
             # rewrites left unnamed first.
             FreshNamesPass()(model)
-            functions = [
-                loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)
-            ]
+            # (A node in a subgraph of a function is typed with that function.)
+            functions = [loc.scope.function for loc in found if loc.scope.function is not None]
             oracle = TypeOracle(model, list(dict.fromkeys(functions)))
         scopes = _Scopes(model, self.target_opset)
         # Check every constant first, so that a model with an error is not changed.

@@ -98,10 +98,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if not found:
             self.rewrites = specialize.rewrites
             return ir.passes.PassResult(model, modified=specialized)
+        # The functions holding maps, at any depth of their subgraphs.
         functions = list(
-            dict.fromkeys(
-                loc.scope.owner for loc in found if isinstance(loc.scope.owner, ir.Function)
-            )
+            dict.fromkeys(loc.scope.function for loc in found if loc.scope.function is not None)
         )
         if all(declares_enough(loc.node) for loc in found):
             plans = [plan_map(loc, None, _opset(model, loc)) for loc in found]

@@ -340,3 +340,28 @@ def test_specialization_golden():
     assert SpecializeFunctionsPass()(model).modified
     actual = ir.serde.serialize_model(model)
     assert canonical_text(actual) == canonical_text(parse(expected))
+
+
+@pytest.mark.parametrize("options", [{}, {"strategy": "loop"}], ids=str)
+def test_map_in_a_branch_of_a_function_is_typed_from_the_call_site(options):
+    """The function is inferred for maps at any depth of its subgraphs, not only its top."""
+    model = parse(
+        """<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+        g (float[2] a, float[2] b, bool k) => (seq(float[2]) y) {
+          s = SequenceConstruct(a, b)
+          t = SequenceConstruct(b, a)
+          y = local.f(s, t, k)
+        }
+        <domain: "local", opset_import: ["" : 17]>
+        f (s, t, k) => (y) {
+          y = If (k) <
+            then_branch = tb () => (seq(float[2]) m) {
+              m = SequenceMap <body = body (e, u) => (c) { c = Sub(e, u) }> (s, t)
+            },
+            else_branch = eb () => (seq(float[2]) z) { z = Identity(s) }>
+        }"""
+    )
+    result = lowered(model, **options)
+    feeds = {"a": np.array([1, 2], np.float32), "b": np.array([5, 7], np.float32)}
+    feeds["k"] = np.array(True)
+    assert_same(run(result, feeds), [[feeds["a"] - feeds["b"], feeds["b"] - feeds["a"]]])
