@@ -213,9 +213,9 @@ class _Position:
             return self._use([_constant_node(canonical)])
         if p >= 0:
             nodes = [] if is_canonical_dtype else [_constant_node(p)]
-            if p > 0 and self._can_guard() and not self._guarded():
-                # p may be n at run time. (p == 0 is the front, and on an
-                # empty sequence also the end: no guard needed.)
+            if self._can_guard() and not self._guarded():
+                # p may be n at run time, 0 included: on an empty sequence
+                # 0 is the end, and onnx.reference's (p + n) % n divides by 0.
                 return self._guard(nodes, nodes[-1].outputs[0] if nodes else self.position)
             return self._use(nodes) if nodes else None
         constant = _constant_node(p)

@@ -216,11 +216,17 @@ GOLDEN = {
         f"g {SIG.format(extra='')} <int64 p = {{1}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
         f"g {SIG.format(extra='')} <int64 p = {{1}}> {{ {STATIC3}  y = SequenceInsert(s, x, p) }}",
     ),
-    "zero_constant_unknown_length_gets_dtype_and_shape_only": (
+    # 0 may be n too: on an empty sequence it is the end.
+    "zero_constant_unknown_length_is_guarded_against_n": (
         f"g {SIG.format(extra='')} <int32[1] p = {{0}}> {{ y = SequenceInsert(d, x, p) }}",
         f"""g {SIG.format(extra="")} <int32[1] p = {{0}}> {{
               q = Constant <value = int64 {{0}}> ()
-              y = SequenceInsert(d, x, q) }}""",
+              n = SequenceLength(d)
+              is_end = Equal(q, n)
+              y = If (is_end) <
+                then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(d, x) }},
+                else_branch = insert () => (seq({F2}) inserted) {{
+                  inserted = SequenceInsert(d, x, q) }}> }}""",
     ),
     "positive_constant_unknown_length_is_guarded_against_n": (
         f"g {SIG.format(extra='')} <int32[1] p = {{2}}> {{ y = SequenceInsert(d, x, p) }}",
@@ -508,14 +514,19 @@ def test_positions_inside_functions_and_from_outer_scope_constants():
       r = SequenceInsert(q, v, zero)
     }""")
     result = lowered(model)
-    positions = {node.input[2] for node in all_nodes(result) if node.op_type == "SequenceInsert"}
+    positions = {
+        node.input[2]
+        for node in all_nodes(result)
+        if node.op_type == "SequenceInsert" and len(node.input) > 2
+    }
     constants = {
         out: onnx.numpy_helper.to_array(node.attribute[0].t)
         for node in all_nodes(result)
         if node.op_type == "Constant"
         for out in node.output
     }
-    # Both positions became int64 scalars: 1 (length 2 known), 0 (length unknown).
+    # Both positions became int64 scalars: 1 (length 2 known), 0 (length
+    # unknown: guarded, an append where the sequence is empty).
     assert sorted(int(constants[p]) for p in positions) == [0, 1]
     assert all(constants[p].dtype == np.int64 and constants[p].ndim == 0 for p in positions)
     rng = np.random.default_rng(1)
