@@ -196,3 +196,21 @@ def test_kernel_table_matches_the_installed_onnxruntime():
             assert found, f"{op} ({since}, {until}) is not registered in onnxruntime"
             # The installed onnxruntime may know more types, never fewer.
             assert types <= set(found[0]), f"{op}: {sorted(types - set(found[0]))} missing"
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("n", [1, 3])
+def test_string_body_returning_an_outer_value(n, options):
+    """onnxruntime's Loop leaves empty strings in scan outputs after the first trip."""
+    model = parse(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (seq(string[1]) s, string[2] t) => (string[?] flat, seq(string[?]) y) {
+          m = SequenceMap <body = b (string[1] e) => (string[2] v) { v = Identity(t) }> (s)
+          y = SequenceMap <body = b2 (string[1] e) => (string[2] v) { v = Identity(t) }> (s)
+          flat = ConcatFromSequence <axis = 0> (m)
+        }"""
+    )
+    t = np.array(["ccc", "dd"], dtype=object)
+    feeds = {"s": [np.array(["a"], dtype=object)] * n, "t": t}
+    result = lowered(model, **OPTIONS[options])
+    assert_same(run(result, feeds), [np.concatenate([t] * n), [t] * n])

@@ -54,11 +54,13 @@ def test_random_models_lower_correctly(model):
     check(model)
 
 
-# Features whose families pass today (see /work/fuzz-findings/SUMMARY.md for
-# the others); add each one as its family is fixed, until this is ALL_FEATURES.
+# Features whose families are fixed; the rest still fail in long runs
+# (``python scripts/fuzz.py --features all``): add each one as its family is
+# fixed, until this is ALL_FEATURES.
 CI_FEATURES = frozenset(
     {"static", "dynamic", "ranks", "extras", "seq_extras", "if", "loop", "scan", "degenerate"}
-    | {"untyped", "opsets", "target_opset"}
+    | {"untyped", "opsets", "target_opset", "names", "function", "nested", "outer_sequences"}
+    | {"dtypes", "strings", "other_length", "insert", "post_insert", "versioned_ops"}
 )
 
 
@@ -71,6 +73,7 @@ def _features() -> frozenset:
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
     deadline=None,
     suppress_health_check=list(HealthCheck),
+    derandomize=os.environ.get("FUZZ_EXAMPLES") is None,  # CI: the same examples every run
 )
 @given(structured_models(_features()))
 def test_structured_models_lower_correctly(example):
