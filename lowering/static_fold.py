@@ -55,22 +55,12 @@ import onnx_ir as ir
 from lowering.constants import constant_array
 from lowering.naming import fresh
 from lowering.scopes import GraphLike, is_onnx_op
+from lowering.static_values import INTEGER_TYPES
 
 # Larger results stay computed at run time: a fold must not make the model grow.
 MAX_FOLDED_ELEMENTS = 1024
 
-_INTEGERS = frozenset(
-    [
-        ir.DataType.INT8,
-        ir.DataType.INT16,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-        ir.DataType.UINT8,
-        ir.DataType.UINT16,
-        ir.DataType.UINT32,
-        ir.DataType.UINT64,
-    ]
-)
+_INTEGERS = INTEGER_TYPES
 _FLOATS = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE])
 _NUMBERS = _INTEGERS | _FLOATS | {ir.DataType.BOOL}
 

@@ -29,15 +29,17 @@ import onnx_ir as ir
 from lowering.constants import constant_array
 from lowering.scopes import is_onnx_op
 
-_INTEGERS = (
-    ir.DataType.INT8,
-    ir.DataType.INT16,
-    ir.DataType.INT32,
-    ir.DataType.INT64,
-    ir.DataType.UINT8,
-    ir.DataType.UINT16,
-    ir.DataType.UINT32,
-    ir.DataType.UINT64,
+INTEGER_TYPES = frozenset(
+    [
+        ir.DataType.INT8,
+        ir.DataType.INT16,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+        ir.DataType.UINT8,
+        ir.DataType.UINT16,
+        ir.DataType.UINT32,
+        ir.DataType.UINT64,
+    ]
 )
 
 
@@ -67,7 +69,7 @@ def _identity(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
 
 def _cast(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
     target = ir.DataType(node.attributes.get_int("to", 0))
-    if target not in _INTEGERS or source.dtype.kind not in "iu":
+    if target not in INTEGER_TYPES or source.dtype.kind not in "iu":
         return None
     dtype = target.numpy()
     info = np.iinfo(dtype)
