@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array, constant_node, remove_if_dead_constant
+from lowering.constants import constant_array, constant_node
 from lowering.map_plan import (
     SCALAR_BOOL,
     SCALAR_INT64,
@@ -58,6 +58,7 @@ from lowering.map_plan import (
 from lowering.naming import fresh
 from lowering.ort_kernels import first_unsupported, unsupported
 from lowering.scopes import is_onnx_op
+from lowering.sequence_elimination import become_identity
 from lowering.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 
 
@@ -276,21 +277,7 @@ def _become(user: ir.Node, nodes: list[ir.Node]) -> None:
     graph = user.graph
     assert graph is not None, "_stack_read takes only readers in a graph"
     graph.insert_before(user, nodes)
-    result = nodes[-1].outputs[0]
-    output = user.outputs[0]
-    old_inputs = list(user.inputs)
-    for index in range(len(user.inputs)):
-        user.replace_input_with(index, None)
-    for value in old_inputs:
-        remove_if_dead_constant(value)
-    if output.is_graph_output():
-        user.op_type = "Identity"
-        user.attributes.clear()
-        user.resize_inputs(1)
-        user.replace_input_with(0, result)
-        return
-    output.replace_all_uses_with(result)
-    graph.remove(user)
+    become_identity(user, nodes[-1].outputs[0], graph)
 
 
 def concat_kind(user: ir.Node, index: int, rank: int | None, shape: ir.Shape | None):

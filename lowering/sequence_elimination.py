@@ -165,7 +165,7 @@ def _sequence_at(node: ir.Node, owner, lengths) -> bool:
     index = int(position.reshape(()))
     if not -len(tensors) <= index < len(tensors):
         return False  # out of range: leave the runtime's error in place
-    _become_identity(node, tensors[index], owner)
+    become_identity(node, tensors[index], owner)
     return True
 
 
@@ -204,7 +204,7 @@ def _concat_from_sequence(node: ir.Node, owner, lengths) -> bool:
     return True
 
 
-def _become_identity(node: ir.Node, source: ir.Value, owner) -> None:
+def become_identity(node: ir.Node, source: ir.Value, owner) -> None:
     """Make ``node``'s readers read ``source``; keep it as Identity only for a graph output."""
     output = node.outputs[0]
     inputs = list(node.inputs)
