@@ -1,0 +1,326 @@
+"""Run one ONNX model in one real runtime: the runners of the runtime matrix.
+
+Each runner takes a model file and the graph's inputs in order and returns
+the graph's outputs in order as numpy arrays, or raises the runtime's own
+error. The runtimes are optional (the ``runtimes`` test extra and
+``scripts/runtime_matrix.py``'s own setup): a runner imports its runtime
+only when called.
+
+Some runtimes crash the process on models they cannot handle (MNN's
+converter segfaults on some graphs), so :func:`run_isolated` runs a runner in
+a child process (:func:`run_many`: ``python -m tests.runtime_runners RUNTIME
+JOB...``), and turns a crash into an error. :func:`short_error` shortens a runtime's error
+to the part that says what went wrong, for a table cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+
+Runner = Callable[[pathlib.Path, Sequence[np.ndarray]], list[np.ndarray]]
+
+
+def run_onnxruntime(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return [np.asarray(v) for v in session.run(None, dict(zip(names, inputs)))]
+
+
+def run_onnx_reference(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    evaluator = ReferenceEvaluator(str(path))
+    return [np.asarray(v) for v in evaluator.run(None, dict(zip(evaluator.input_names, inputs)))]
+
+
+def run_openvino(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    import openvino
+
+    compiled = openvino.Core().compile_model(str(path), "CPU")
+    results = compiled(list(inputs))
+    return [np.asarray(results[output]) for output in compiled.outputs]
+
+
+def run_tract(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    import tract
+
+    runnable = tract.onnx().load(str(path)).into_model().into_runnable()
+    return [_tract_array(tract, t) for t in runnable.run(list(inputs))]
+
+
+def _tract_array(tract, tensor) -> np.ndarray:
+    """tract computes shapes as TDim, which its Python API cannot export: as int64."""
+    try:
+        return tensor.to_numpy()
+    except tract.TractError as error:
+        if "TDim" not in str(error):
+            raise
+        return tensor.convert_to(tract.tensor.DatumType.I64).to_numpy()
+
+
+def run_tvm(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """TVM Relax: the ONNX frontend, built for llvm and run on the CPU by Relax's VM."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = onnx.load(str(path))
+    names = [i.name for i in model.graph.input if i.name not in _initializer_names(model)]
+    shapes = {name: list(x.shape) for name, x in zip(names, inputs)}
+    dtypes = {name: str(np.asarray(x).dtype) for name, x in zip(names, inputs)}
+    module = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes)
+    module = relax.transform.DecomposeOpsForInference()(module)
+    machine = relax.VirtualMachine(tvm.compile(module, target="llvm"), tvm.cpu())
+    result = machine["main"](*(tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs))
+    return _flatten_tvm(result)
+
+
+def _flatten_tvm(result) -> list[np.ndarray]:
+    if hasattr(result, "numpy"):
+        return [result.numpy()]
+    items = list(result)
+    if all(isinstance(item, int) for item in items):  # a Shape output comes back as ShapeTuple
+        return [np.array(items, np.int64)]
+    return [array for item in items for array in _flatten_tvm(item)]
+
+
+def _initializer_names(model: onnx.ModelProto) -> set[str]:
+    return {i.name for i in model.graph.initializer}
+
+
+def run_tinygrad(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """tinygrad's own ONNX runner (``tinygrad.nn.onnx``), on its default device."""
+    from tinygrad.nn.onnx import OnnxRunner
+
+    runner = OnnxRunner(path)
+    results = runner(dict(zip(runner.graph_inputs, inputs)))
+    return [_tinygrad_array(value) for value in results.values()]
+
+
+def _tinygrad_array(value) -> np.ndarray:
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    if isinstance(value, list):
+        raise TypeError(f"tinygrad returned a sequence of {len(value)} tensors")
+    return np.asarray(value)
+
+
+def run_mnn(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """MNN: its converter called directly, then MNN's Python module API.
+
+    Not the ``mnnconvert`` console script: that wrapper pip-installs a
+    telemetry package at run time, which can break protobuf.
+    """
+    import _tools  # MNN's converter, shipped in the MNN wheel
+    from MNN import expr, nn
+
+    model = onnx.load(str(path))
+    input_names = [i.name for i in model.graph.input if i.name not in _initializer_names(model)]
+    output_names = [o.name for o in model.graph.output]
+    converted = path.with_suffix(".mnn")
+    args = ["mnnconvert", "-f", "ONNX", "--modelFile", str(path), "--MNNModel", str(converted)]
+    if not _tools.mnnconvert([*args, "--bizCode", "lowering"]) or not converted.exists():
+        raise RuntimeError("MNN converter: conversion failed")
+    module = nn.load_module_from_file(str(converted), input_names, output_names)
+    if module is None:
+        raise RuntimeError("MNN: could not load the converted model")
+    feeds = [_mnn_const(expr, np.asarray(x)) for x in inputs]
+    outputs = module.forward(feeds)
+    outputs = outputs if isinstance(outputs, list) else [outputs]
+    return [np.array(o.read()).reshape(o.shape) for o in outputs]
+
+
+def _mnn_const(expr, array: np.ndarray):
+    kinds = {np.dtype(np.float32): expr.float, np.dtype(np.int32): expr.int}
+    if array.dtype == np.int64:
+        array = array.astype(np.int32)  # MNN computes integers as int32
+    if array.dtype not in kinds:
+        raise TypeError(f"MNN runner: no input of dtype {array.dtype}")
+    return expr.const(array.flatten().tolist(), list(array.shape), expr.NCHW, kinds[array.dtype])
+
+
+#: Column name -> runner, in the matrix's column order.
+RUNNERS: dict[str, Runner] = {
+    "onnxruntime": run_onnxruntime,
+    "onnx.reference": run_onnx_reference,
+    "OpenVINO": run_openvino,
+    "tract": run_tract,
+    "TVM": run_tvm,
+    "tinygrad": run_tinygrad,
+    "MNN": run_mnn,
+}
+
+
+def versions() -> dict[str, str]:
+    """The installed version of each runtime, or why it is missing."""
+    import importlib.metadata
+
+    found = {}
+    packages = {
+        "onnxruntime": "onnxruntime",
+        "onnx.reference": "onnx",
+        "OpenVINO": "openvino",
+        "tract": "tract",
+        "TVM": "apache-tvm",
+        "tinygrad": "tinygrad",
+        "MNN": "MNN",
+    }
+    for name, package in packages.items():
+        try:
+            found[name] = f"{package} {importlib.metadata.version(package)}"
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = f"{package} not installed"
+    return found
+
+
+class RuntimeFailure(Exception):
+    """The runtime refused the model, failed while running it, or crashed."""
+
+
+def run_isolated(
+    runtime: str, path: pathlib.Path, inputs: Sequence[np.ndarray], timeout: float = 300
+) -> list[np.ndarray]:
+    """``RUNNERS[runtime](path, inputs)`` in a child process; a crash is a RuntimeFailure."""
+    (result,) = run_many(runtime, [(path, inputs)], timeout)
+    if isinstance(result, RuntimeFailure):
+        raise result
+    return result
+
+
+def run_many(
+    runtime: str,
+    jobs: Sequence[tuple[pathlib.Path, Sequence[np.ndarray]]],
+    timeout: float = 300,
+) -> list[list[np.ndarray] | RuntimeFailure]:
+    """Run each (model, inputs) job in one child process, restarted after a crash.
+
+    One child runs the jobs in order (a runtime's import costs seconds, so
+    not one child per job) and leaves each job's answer in its own folder;
+    when it crashes or hangs, the job it was on fails and a fresh child goes
+    on with the next.
+    """
+    results: list[list[np.ndarray] | RuntimeFailure] = []
+    with tempfile.TemporaryDirectory() as folder:
+        folders = []
+        for number, (path, inputs) in enumerate(jobs):
+            job = pathlib.Path(folder) / str(number)
+            job.mkdir()
+            np.savez(job / "inputs.npz", *[np.asarray(x) for x in inputs])
+            (job / "model").write_text(str(path))
+            folders.append(job)
+        root = pathlib.Path(__file__).resolve().parent.parent
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        }
+        while len(results) < len(folders):
+            pending = folders[len(results) :]
+            command = [sys.executable, "-m", "tests.runtime_runners", runtime]
+            try:
+                subprocess.run(
+                    [*command, *map(str, pending)],
+                    check=False,
+                    capture_output=True,
+                    timeout=timeout * len(pending),
+                    env=env,
+                )
+            except subprocess.TimeoutExpired:
+                pass
+            for job in pending:
+                if not (job / "result.json").exists():
+                    break
+                results.append(_read_result(job))
+            if len(results) < len(folders):
+                job = folders[len(results)]
+                log = (job / "log.txt").read_text() if (job / "log.txt").exists() else ""
+                tail = " ".join(log.split()[-30:])
+                results.append(RuntimeFailure(f"crashed or hung: {tail}"))
+    return results
+
+
+def _read_result(job: pathlib.Path) -> list[np.ndarray] | RuntimeFailure:
+    answer = json.loads((job / "result.json").read_text())
+    if "error" in answer:
+        log = (job / "log.txt").read_text(errors="replace")
+        said = [line for line in log.splitlines() if "Not Support" in line]
+        return RuntimeFailure(" ".join([answer["error"], *said]))
+    with np.load(job / "outputs.npz") as data:
+        return [data[f"arr_{k}"] for k in range(answer["outputs"])]
+
+
+def short_error(text: str, limit: int = 90) -> str:
+    """The part of a runtime's error that says what went wrong, on one line, for a cell."""
+    text = " ".join(text.split())
+    for pattern in _ERROR_NOISE:
+        text = re.sub(pattern, "", text)
+    for pattern in _ERROR_CORES:
+        found = re.search(pattern, text)
+        if found:
+            text = found.group(1)
+            break
+    text = " ".join(text.strip(" :-").replace("|", "/").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+#: Removed from errors first: where in the runtime's sources it failed.
+_ERROR_NOISE = [
+    r"Check '[^']*' failed at \S+:\d+:",
+    r"While validating ONNX node '<Node\([^)]*\): [^>]*>':",
+    r"Exception from \S+:\d+:",
+    r"Stack backtrace:.*",
+]
+
+#: The one part of each runtime's error that names the problem.
+_ERROR_CORES = [
+    r"(Unimplemented\(\w+\))",  # tract
+    r"Failed operations detailed log: -- (.*?)(?: Summary:|$)",  # OpenVINO
+    r"(No conversion rule found for operations: .*)",  # OpenVINO
+    r"(operators are not supported for frontend ONNX: .*)",  # TVM
+    r"(op='\w+' is not supported.*)",  # tinygrad
+    r"\[ONNXRuntimeError\] : \d+ : (.*)",  # onnxruntime
+    r"(These Op Not Support: .*)",  # MNN's converter
+]
+
+
+def _child(runtime: str, jobs: list[str]) -> None:
+    """Run each job folder's model; the runtime's own printing goes to the job's log."""
+    for job in map(pathlib.Path, jobs):
+        with np.load(job / "inputs.npz") as data:
+            inputs = [data[f"arr_{k}"] for k in range(len(data.files))]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        with open(job / "log.txt", "wb") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                outputs = RUNNERS[runtime](pathlib.Path((job / "model").read_text()), inputs)
+            except Exception as error:  # noqa: BLE001 -- the error is the answer
+                answer: dict[str, object] = {"error": f"{type(error).__name__}: {error}"}
+            else:
+                np.savez(job / "outputs.npz", *outputs)
+                answer = {"outputs": len(outputs)}
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+        (job / "result.json").write_text(json.dumps(answer))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2:])
