@@ -206,6 +206,45 @@ PROBES: dict[str, Probe] = {
         [X34],
         lambda x: [-x],
     ),
+    "Gather at a negative constant index": Probe(
+        """g (float[N,4] x) => (float[4] y) {
+          minus_one = Constant <value = int64 {-1}> ()
+          y = Gather <axis = 0> (x, minus_one)
+        }""",
+        [X34],
+        lambda x: [x[-1]],
+    ),
+    "Gather at i + n, n = Gather(Shape(x), 0)": Probe(
+        """g (float[N,4] x) => (float[4] y, int64 n) {
+          shape = Shape (x)
+          zero = Constant <value = int64 {0}> ()
+          n = Gather (shape, zero)
+          minus_one = Constant <value = int64 {-1}> ()
+          i = Add (minus_one, n)
+          y = Gather <axis = 0> (x, i)
+        }""",
+        [X34],
+        lambda x: [x[-1], np.array(3, np.int64)],
+    ),
+    "Slice at a negative constant index + Squeeze": Probe(
+        """g (float[N,4] x) => (float[4] y) {
+          start = Constant <value = int64[1] {-1}> ()
+          end = Constant <value = int64[1] {9223372036854775807}> ()
+          axes = Constant <value = int64[1] {0}> ()
+          row = Slice (x, start, end, axes)
+          y = Squeeze (row, axes)
+        }""",
+        [X34],
+        lambda x: [x[-1]],
+    ),
+    "Constant with value_ints (not value)": Probe(
+        """g (float[3,4] x) => (float[4,3] y) {
+          shape = Constant <value_ints = [4, 3]> ()
+          y = Reshape (x, shape)
+        }""",
+        [X34],
+        lambda x: [x.reshape(4, 3)],
+    ),
     "control: Conv, Shape, Gather, Concat, MatMul": Probe(
         """g (float[1,1,4,4] x, float[1,1,3,3] k, float[4,2] m) => (float[1,4] y, int64[4] shape) {
           c = Conv (x, k)

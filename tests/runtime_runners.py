@@ -58,8 +58,23 @@ def run_openvino(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.nd
 def run_tract(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     import tract
 
-    runnable = tract.onnx().load(str(path)).into_model().into_runnable()
+    model = tract.onnx().load(str(path))
+    for number, x in enumerate(inputs):  # concrete shapes, as TVM's shape_dict
+        x = np.asarray(x)
+        model.set_input_fact(number, ",".join([*map(str, x.shape), _TRACT_TYPES[x.dtype.name]]))
+    runnable = model.into_model().into_runnable()
     return [_tract_array(tract, t) for t in runnable.run(list(inputs))]
+
+
+_TRACT_TYPES = {
+    "float32": "f32",
+    "float64": "f64",
+    "int64": "i64",
+    "int32": "i32",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "bool",
+}
 
 
 def _tract_array(tract, tensor) -> np.ndarray:
@@ -85,7 +100,7 @@ def run_tvm(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray
     module = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes)
     module = relax.transform.DecomposeOpsForInference()(module)
     machine = relax.VirtualMachine(tvm.compile(module, target="llvm"), tvm.cpu())
-    result = machine["main"](*(tvm.runtime.tensor(np.ascontiguousarray(x)) for x in inputs))
+    result = machine["main"](*(tvm.runtime.tensor(np.array(x, order="C")) for x in inputs))
     return _flatten_tvm(result)
 
 
