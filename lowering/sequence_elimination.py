@@ -7,11 +7,18 @@ rewrites them away::
 
     SequenceInsert(s, t[, p]) of a known s             ->  SequenceConstruct(..)
     SequenceAt(SequenceConstruct(t_0, .., t_k-1), i)   ->  t_i        (i constant)
+    SequenceAt(SplitToSequence(X[, split]), i)         ->  Slice(X, [start], [end], [axis])
+                                                          (Gather without split, keepdims 0)
     SequenceLength(s)                                 ->  Constant   (length of s static)
     ConcatFromSequence<axis>(SequenceConstruct(t..))  ->  Concat<axis>(t..)
     ConcatFromSequence<axis, new_axis = 1>(...)       ->  Concat<axis>(Unsqueeze(t_i, axis)..)
 
-and then removes sequence ops left without a use. The first rule is for
+and then removes sequence ops left without a use. The rule for
+``SplitToSequence`` is for what torch writes for ``torch.split`` and
+``torch.chunk`` next to its maps (a split read at constant positions); it
+applies where i is a constant, the split axis has a static size, and
+``split`` is absent or a constant, so every element's bounds are known and
+i is checked against the element count. The first rule is for
 what exporters write around maps: paddle2onnx's ``array_to_tensor`` builds
 its result one insert at a time, which after unrolling is a chain of
 inserts at static positions::
@@ -39,7 +46,9 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node, remove_if_dead_constant
+from lowering.map_plan import read_slice
 from lowering.naming import fresh
+from lowering.ort_kernels import unsupported
 from lowering.scopes import find_nodes, iter_scopes
 from lowering.sequence_length import SequenceLengths
 
@@ -63,11 +72,14 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         lengths = SequenceLengths()
+        opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
         for located in find_nodes(model, lambda n: n.domain in ("", "ai.onnx")):
             node = located.node
             rewrite = _RULES.get(node.op_type)
-            if rewrite is not None and rewrite(node, located.scope.owner, lengths):
-                modified = True
+            done = rewrite is not None and rewrite(node, located.scope.owner, lengths)
+            if not done and node.op_type == "SequenceAt":
+                done = _split_element(node, located.scope.owner, opset)
+            modified = done or modified
         return ir.passes.PassResult(model, modified=_remove_dead(model) or modified)
 
 
@@ -169,6 +181,83 @@ def _sequence_at(node: ir.Node, owner, lengths) -> bool:
     return True
 
 
+def _split_element(node: ir.Node, owner, opset: int) -> bool:
+    """``SequenceAt(SplitToSequence(X, split), i)`` as a slice of X, where its bounds are static.
+
+    Without ``split`` every element is one index of the axis (kept with
+    keepdims 1); a scalar ``split`` c cuts chunks of c, the last one
+    shorter; a 1-D ``split`` gives the sizes, which must add up to the axis.
+    """
+    sequence = node.inputs[0]
+    producer = sequence.producer() if sequence is not None else None
+    position = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    if (
+        producer is None
+        or producer.op_type != "SplitToSequence"
+        or producer.domain not in ("", "ai.onnx")
+        or position is None
+        or position.size != 1
+        or position.dtype.kind not in "iu"
+    ):
+        return False
+    tensor = producer.inputs[0]
+    if tensor is None or tensor.shape is None or tensor.type is None:
+        return False
+    rank = tensor.shape.rank()
+    axis = producer.attributes.get_int("axis", 0)
+    if not -rank <= axis < rank:
+        return False
+    axis %= rank
+    size = tensor.shape[axis]
+    if not isinstance(size, int):
+        return False
+    split = producer.inputs[1] if len(producer.inputs) > 1 else None
+    sizes = _split_sizes(split, size)
+    if sizes is None:
+        return False
+    index = int(position.reshape(()))
+    if not -len(sizes) <= index < len(sizes):
+        return False  # out of range: leave the runtime's error in place
+    index %= len(sizes)
+    start = sum(sizes[:index])
+    keepdims = split is not None or producer.attributes.get_int("keepdims", 1) != 0
+    dims = list(tensor.shape)
+    if keepdims:
+        dims[axis] = sizes[index]
+    else:
+        del dims[axis]
+    dtype = tensor.dtype
+    if split is None:
+        nodes = read_slice(tensor, start, axis, keepdims, dtype, opset)
+    elif unsupported("Slice", dtype, opset) is None:
+        bounds = [np.array([v], np.int64) for v in (start, start + sizes[index], axis)]
+        constants = [constant_node(v) for v in bounds]
+        slice_inputs = [tensor, *(c.outputs[0] for c in constants)]
+        nodes = [*constants, fresh(ir.node("Slice", slice_inputs))]
+    else:
+        return False
+    nodes[-1].outputs[0].type = tensor.type
+    nodes[-1].outputs[0].shape = ir.Shape(dims)
+    owner.insert_before(node, nodes)
+    become_identity(node, nodes[-1].outputs[0], owner)
+    return True
+
+
+def _split_sizes(split: ir.Value | None, size: int) -> list[int] | None:
+    """The element sizes along the axis, or None where they are not static and valid."""
+    if split is None:
+        return [1] * size
+    array = constant_array(split)
+    if array is None or array.dtype.kind not in "iu":
+        return None
+    if array.ndim == 0:
+        chunk = int(array)
+        return [min(chunk, size - at) for at in range(0, size, chunk)] if chunk > 0 else None
+    if array.ndim == 1 and (array >= 0).all() and int(array.sum()) == size:
+        return [int(v) for v in array]
+    return None
+
+
 def _sequence_length(node: ir.Node, owner, lengths: SequenceLengths) -> bool:
     length = lengths(node.inputs[0])
     if length is None:
@@ -232,7 +321,7 @@ _RULES = {
 
 
 def _remove_dead(model: ir.Model) -> bool:
-    """Remove sequence ops that nothing reads, until none is left."""
+    """Remove sequence ops that nothing reads, and the Constants only they read, until none is left."""
     removed_any = False
     while True:
         dead = [
@@ -246,5 +335,8 @@ def _remove_dead(model: ir.Model) -> bool:
         if not dead:
             return removed_any
         for owner, node in dead:
+            inputs = list(node.inputs)
             owner.remove(node, safe=True)
+            for value in inputs:  # a split's sizes, an insert's position
+                remove_if_dead_constant(value)
         removed_any = True

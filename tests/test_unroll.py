@@ -86,7 +86,6 @@ GOLDEN = {
         H
         + """
         g (float[5,2] x) => (float[5,2] y) {
-          sizes = Constant <value = int64[2] {2, 3}> ()
           split_sizes = Constant <value = int64[2] {2, 3}> ()
           p0, p1 = Split <axis = 0> (x, split_sizes)
           c0 = Relu(p0)

@@ -1,0 +1,100 @@
+"""A split read at constant positions next to a map becomes slices of the tensor.
+
+torch writes ``torch.split``/``torch.chunk`` as ``SplitToSequence`` read by
+``SequenceAt`` at constants (the gpt2 and chunk_reduce exports do it next to
+their maps). Sequence elimination reads those elements straight from the
+tensor (``lowering/sequence_elimination.py``), so runtimes without sequence
+ops (tract, tinygrad) run the output. Each case is checked against plain
+numpy; where the bounds are not static the sequence ops stay.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowering
+from tests.golden import canonical_text
+from tests.helpers import lowered, op_types, parse, run
+
+H = '<ir_version: 8, opset_import: ["" : 17]>'
+
+# A map of its own, so that the lowering (and sequence elimination) runs.
+MAP = """t = SequenceConstruct (w)
+          m = SequenceMap <body = body (float[2] e) => (float[2] n) { n = Neg (e) }> (t)
+          zero = Constant <value = int64 {0}> ()
+          z = SequenceAt (m, zero)"""
+
+X = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3)
+W = np.array([1, -2], np.float32)
+
+
+def _model(split: str, attributes: str, index: int, y_shape, x_type: str = "float[2,5,3]") -> str:
+    inputs = "(x)" if not split else "(x, split)"
+    split_node = f"split = Constant <value = {split}> ()" if split else ""
+    return f"""{H}
+        g ({x_type} x, float[2] w) => (float[{",".join(map(str, y_shape))}] y, float[2] z) {{
+          {split_node}
+          parts = SplitToSequence <{attributes}> {inputs}
+          i = Constant <value = int64 {{{index}}}> ()
+          y = SequenceAt (parts, i)
+          {MAP}
+        }}"""
+
+
+def _pieces(sizes: list[int]) -> list[np.ndarray]:
+    return np.split(X, np.cumsum(sizes)[:-1], axis=1)
+
+
+# name -> (split constant, attributes, index, the element in numpy)
+CASES = {
+    "no_split_keepdims_0": ("", "axis = 1, keepdims = 0", 3, X[:, 3]),
+    "no_split_keepdims_1": ("", "axis = 1", 1, X[:, 1:2]),
+    "no_split_negative_index": ("", "axis = 1, keepdims = 0", -1, X[:, -1]),
+    "no_split_negative_axis": ("", "axis = -1, keepdims = 0", 2, X[:, :, 2]),
+    "chunks_of_2": ("int64 {2}", "axis = 1", 1, _pieces([2, 2, 1])[1]),
+    "chunks_of_2_last_shorter": ("int64 {2}", "axis = 1", -1, _pieces([2, 2, 1])[2]),
+    "sizes": ("int64[3] {1, 3, 1}", "axis = 1", 1, _pieces([1, 3, 1])[1]),
+    "sizes_keepdims_ignored": ("int64[2] {4, 1}", "axis = 1, keepdims = 0", 0, X[:, :4]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_split_read_becomes_a_slice_and_matches_numpy(name):
+    split, attributes, index, element = CASES[name]
+    result = lowered(parse(_model(split, attributes, index, element.shape)))
+    assert not [op for op in op_types(result) if "Sequence" in op]
+    y, z = run(result, {"x": X, "w": W})
+    assert y.shape == element.shape
+    np.testing.assert_array_equal(y, element)
+    np.testing.assert_array_equal(z, -W)
+
+
+# name -> (split constant, attributes, index, x type): bounds unknown or index out of range
+KEPT = {
+    "dynamic_axis": ("int64 {2}", "axis = 1", 0, "float[2,N,3]"),
+    "index_out_of_range": ("int64 {2}", "axis = 1", 3, "float[2,5,3]"),
+    "sizes_not_adding_up": ("int64[2] {1, 1}", "axis = 1", 0, "float[2,5,3]"),
+}
+
+
+@pytest.mark.parametrize("name", list(KEPT))
+def test_split_read_is_kept_where_its_bounds_are_not_static(name):
+    split, attributes, index, x_type = KEPT[name]
+    result = lowering.lower(parse(_model(split, attributes, index, (2, 2, 3), x_type)))
+    assert {"SplitToSequence", "SequenceAt"} <= set(op_types(result))
+
+
+def test_golden_chunk_read():
+    source = _model("int64 {2}", "axis = 1", -1, (2, 1, 3))
+    expected = f"""{H}
+        g (float[2,5,3] x, float[2] w) => (float[2,1,3] y, float[2] z) {{
+          start = Constant <value = int64[1] {{4}}> ()
+          end = Constant <value = int64[1] {{5}}> ()
+          axis = Constant <value = int64[1] {{1}}> ()
+          element = Slice (x, start, end, axis)
+          y = Identity (element)
+          n = Neg (w)
+          z = Identity (n)
+        }}"""
+    assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
