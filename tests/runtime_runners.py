@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,14 +57,30 @@ def run_openvino(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.nd
 
 
 def run_tract(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """tract, as loaded; told the inputs' shapes only where an output needs them.
+
+    A shape computed from a symbolic dim comes back as a TDim that still
+    names the symbol ("Undetermined symbol in expression: N"): tract's
+    Python API does not bind it from the inputs. Told concrete input shapes,
+    tract instead fails to unify them with symbols in the model's
+    value_info, so the runner tells it only on that error.
+    """
     import tract
 
-    model = tract.onnx().load(str(path))
-    for number, x in enumerate(inputs):  # concrete shapes, as TVM's shape_dict
-        x = np.asarray(x)
-        model.set_input_fact(number, ",".join([*map(str, x.shape), _TRACT_TYPES[x.dtype.name]]))
-    runnable = model.into_model().into_runnable()
-    return [_tract_array(tract, t) for t in runnable.run(list(inputs))]
+    def run(concrete: bool) -> list[np.ndarray]:
+        model = tract.onnx().load(str(path))
+        for number, x in enumerate(inputs) if concrete else ():
+            x = np.asarray(x)
+            model.set_input_fact(number, ",".join([*map(str, x.shape), _TRACT_TYPES[x.dtype.name]]))
+        runnable = model.into_model().into_runnable()
+        return [_tract_array(tract, t) for t in runnable.run(list(inputs))]
+
+    try:
+        return run(concrete=False)
+    except tract.TractError as error:
+        if "Undetermined symbol" not in str(error):
+            raise
+        return run(concrete=True)
 
 
 _TRACT_TYPES = {
@@ -118,12 +135,20 @@ def _initializer_names(model: onnx.ModelProto) -> set[str]:
 
 
 def run_tinygrad(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """tinygrad's own ONNX runner (``tinygrad.nn.onnx``), on its default device."""
+    """tinygrad's own ONNX runner (``tinygrad.nn.onnx``).
+
+    On its CPU device, which compiles with clang; where there is no clang
+    (a CI machine with only pip), on its PYTHON device, which interprets
+    the same kernels: slow, but the same results.
+    """
+    from tinygrad.helpers import Context
     from tinygrad.nn.onnx import OnnxRunner
 
-    runner = OnnxRunner(path)
-    results = runner(dict(zip(runner.graph_inputs, inputs)))
-    return [_tinygrad_array(value) for value in results.values()]
+    device = os.environ.get("DEV") or ("CPU" if shutil.which("clang") else "PYTHON")
+    with Context(DEV=device):
+        runner = OnnxRunner(path)
+        results = runner(dict(zip(runner.graph_inputs, inputs)))
+        return [_tinygrad_array(value) for value in results.values()]
 
 
 def _tinygrad_array(value) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Lowered models run on real runtimes that have no SequenceMap.
 
 OpenVINO and tract are the ``runtimes`` test extra. Where one cannot be
-installed on the platform, its tests are skipped and say so.
+installed on the platform, its tests are skipped and say so. The runtime
+matrix's models in more runtimes: ``tests/test_runtime_matrix.py``.
 """
 
 from __future__ import annotations
@@ -14,22 +15,13 @@ import pytest
 
 import lowering
 from tests.helpers import all_nodes, assert_same, op_types, run
+from tests.runtime_runners import run_openvino, run_tract
 
 openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
 tract = pytest.importorskip("tract", reason="tract is not installable here")
 
 DATA = pathlib.Path(__file__).parent / "data" / "torch"
 NAMES = ["atleast_1d", "atleast_2d", "atleast_3d"]
-
-
-def run_openvino(path: pathlib.Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    compiled = openvino.Core().compile_model(str(path), "CPU")
-    return [np.asarray(v) for v in compiled(inputs).values()]
-
-
-def run_tract(path: pathlib.Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    runnable = tract.onnx().load(str(path)).into_model().into_runnable()
-    return [t.to_numpy() for t in runnable.run(inputs)]
 
 
 def _torch_case(name: str, tmp_path: pathlib.Path, **options):
