@@ -7,12 +7,11 @@ choose, where a loop is unavoidable, a form NAME runs, and refuse a map
 that NAME can run in no form; the summary says, for every map that keeps a
 loop, which of the runtimes below will reject it.
 
-The tables are measured, not guessed: ``scripts/runtime_matrix.py`` runs
-one small model per construct in each runtime (the versions below), and
-``tests/test_runtimes.py`` checks the entries against the runtimes
-installed with the ``runtimes`` extra. An op listed in ``lacks`` is one the
-runtime refuses to load or computes wrongly; every other op the lowering
-emits ran and matched numpy.
+The table is measured, not guessed: ``scripts/runtime_probe.py`` runs one
+small model per construct in each runtime (the versions below) against
+numpy. An op listed in ``lacks`` is one the runtime refused to load, or
+computed wrongly, in some model; every other op the lowering emits ran and
+matched.
 
 ``generic`` lacks what any of them lacks: output for it runs in all of them.
 """
@@ -62,10 +61,16 @@ _ALL_SEQUENCES = frozenset(SEQUENCE_OPS)
 
 _MEASURED = (
     Runtime("onnxruntime", "onnxruntime 1.32", frozenset()),
+    # Runs Loop and Scan. Its frontend converts sequence ops only in the
+    # patterns it recognizes: SplitToSequence only over a static axis, a
+    # SequenceInsert into a Loop's sequence not at all, and a Loop appending
+    # elements of different shapes gave a wrong result (tests/test_runtime_option.py).
     Runtime("openvino", "OpenVINO 2026.4", _ALL_SEQUENCES),
     Runtime("tract", "tract 0.23", frozenset({"Loop"}) | _ALL_SEQUENCES),
-    Runtime("mnn", "MNN 3.6", frozenset({"Scan"}) | _ALL_SEQUENCES),
-    Runtime("tvm", "TVM Relax 0.27", frozenset(LOOP_OPS) | _ALL_SEQUENCES),
+    # Its converter refuses Scan; SequenceLength comes back as int32[1].
+    Runtime("mnn", "MNN 3.6", frozenset({"Scan", "SequenceLength"})),
+    # The Relax frontend converts every sequence op, but no Loop or Scan.
+    Runtime("tvm", "TVM Relax 0.27", frozenset(LOOP_OPS)),
     Runtime("tinygrad", "tinygrad 0.14", frozenset(LOOP_OPS) | _ALL_SEQUENCES),
 )
 
