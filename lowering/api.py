@@ -12,6 +12,7 @@ from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.naming import FreshNamesPass
 from lowering.rewrites import Rewrite
+from lowering.runtimes import RUNTIMES
 from lowering.scopes import iter_scopes
 from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
@@ -19,6 +20,8 @@ from lowering.target_opset import MIN_OPSET, TargetOpsetPass
 
 #: How each map is lowered: see :func:`lower`.
 Strategy = Literal["auto", "loop"]
+#: The runtime the output is for: see :mod:`lowering.runtimes`.
+RuntimeName = Literal["onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "generic"]
 
 
 def lower_in_place(
@@ -27,6 +30,7 @@ def lower_in_place(
     normalize_inserts: bool = True,
     strategy: Strategy = "auto",
     max_unroll: int = DEFAULT_MAX_UNROLL,
+    runtime: RuntimeName = "onnxruntime",
     optimize: bool = False,
     target_opset: int | None = None,
     keep_originals: bool = False,
@@ -49,7 +53,7 @@ def lower_in_place(
     transaction: the model is kept serialized (weights by reference, not
     copied) and put back on failure; see :func:`_snapshot`.
     """
-    _check_options(strategy, max_unroll, target_opset)
+    _check_options(strategy, max_unroll, runtime, target_opset)
     restore = _snapshot(model)
     try:
         return _lower(
@@ -57,6 +61,7 @@ def lower_in_place(
             normalize_inserts=normalize_inserts,
             strategy=strategy,
             max_unroll=max_unroll,
+            runtime=runtime,
             optimize=optimize,
             target_opset=target_opset,
             keep_originals=keep_originals,
@@ -107,8 +112,10 @@ def _snapshot(model: ir.Model) -> Callable[[], None]:
     return restore
 
 
-def _check_options(strategy: str, max_unroll: int, target_opset: int | None) -> None:
+def _check_options(strategy: str, max_unroll: int, runtime: str, target_opset: int | None) -> None:
     """Bad option values are the caller's mistake: ValueError, before any work."""
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if isinstance(max_unroll, bool) or not isinstance(max_unroll, int) or max_unroll < 0:
@@ -143,12 +150,13 @@ def _lower(
     normalize_inserts: bool,
     strategy: Strategy,
     max_unroll: int,
+    runtime: RuntimeName,
     optimize: bool,
     target_opset: int | None,
     keep_originals: bool,
 ) -> list[Rewrite]:
     sequence_maps = LowerSequenceMapPass(
-        strategy, max_unroll=max_unroll, keep_originals=keep_originals
+        strategy, max_unroll=max_unroll, runtime=runtime, keep_originals=keep_originals
     )
     inserts = NormalizeSequenceInsertPass(keep_originals=keep_originals, target_opset=target_opset)
     passes: list[ir.passes.PassBase] = [sequence_maps]
@@ -245,6 +253,7 @@ def lower(
     normalize_inserts: bool = ...,
     strategy: Strategy = ...,
     max_unroll: int = ...,
+    runtime: RuntimeName = ...,
     optimize: bool = ...,
     target_opset: int | None = ...,
     keep_originals: bool = ...,
@@ -256,6 +265,7 @@ def lower(
     normalize_inserts: bool = ...,
     strategy: Strategy = ...,
     max_unroll: int = ...,
+    runtime: RuntimeName = ...,
     optimize: bool = ...,
     target_opset: int | None = ...,
     keep_originals: bool = ...,
@@ -266,6 +276,7 @@ def lower(
     normalize_inserts: bool = True,
     strategy: Strategy = "auto",
     max_unroll: int = DEFAULT_MAX_UNROLL,
+    runtime: RuntimeName = "onnxruntime",
     optimize: bool = False,
     target_opset: int | None = None,
     keep_originals: bool = False,
@@ -276,7 +287,12 @@ def lower(
     picks, for each map, unrolling where its length is static and at most
     ``max_unroll`` (default 16), a Loop with scan outputs where every output
     element has one shape (O(n) in onnxruntime), and the general Loop +
-    SequenceInsert form elsewhere; "loop" forces the general form. Then,
+    SequenceInsert form elsewhere; "loop" forces the general form.
+    ``runtime`` names the runtime the output is for: where a loop is
+    unavoidable it picks a form that runtime runs (a Scan for "tract", a
+    Loop with scan outputs for "mnn"), unrolls static maps of any length
+    for runtimes with no loop ("tvm", "tinygrad", "generic"), and raises
+    LoweringError for a map it can run in no form. Then,
     unless ``normalize_inserts`` is False, every SequenceInsert position is
     put into canonical form (see :mod:`lowering.sequence_insert`).
     ``optimize`` folds constants afterwards; ``target_opset`` declares an
@@ -294,7 +310,7 @@ def lower(
         TypeError: ``model`` is neither kind of model, or an option is misspelt.
     """
     if isinstance(model, onnx.ModelProto):
-        _check_options(strategy, max_unroll, target_opset)
+        _check_options(strategy, max_unroll, runtime, target_opset)
         # onnx_ir tensors read through to the proto they came from, and some
         # onnx_ir helpers write to them (get_const_tensor names the tensor):
         # work on a copy so the caller's proto stays exactly as it was. The
@@ -307,6 +323,7 @@ def lower(
             normalize_inserts=normalize_inserts,
             strategy=strategy,
             max_unroll=max_unroll,
+            runtime=runtime,
             optimize=optimize,
             target_opset=target_opset,
             keep_originals=keep_originals,
@@ -323,6 +340,7 @@ def lower(
             normalize_inserts=normalize_inserts,
             strategy=strategy,
             max_unroll=max_unroll,
+            runtime=runtime,
             optimize=optimize,
             target_opset=target_opset,
             keep_originals=keep_originals,

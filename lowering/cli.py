@@ -26,6 +26,7 @@ from lowering.api import lower_in_place
 from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.rewrites import Rewrite
+from lowering.runtimes import DEFAULT_RUNTIME, RUNTIMES
 from lowering.sequence_map import STRATEGIES
 from lowering.target_opset import MIN_OPSET, lowest_opset
 
@@ -67,6 +68,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="K",
         help=f"unroll maps whose input has a static length of at most K elements "
         f"(default {DEFAULT_MAX_UNROLL}; 0 never unrolls)",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=list(RUNTIMES),
+        default=DEFAULT_RUNTIME,
+        help="the runtime the output is for (default onnxruntime): where a loop is "
+        "unavoidable, emit a form it runs (a Scan for tract, a Loop with scan outputs for "
+        "mnn, static maps unrolled whatever their length for tvm, tinygrad and generic); "
+        "exit 1 on a map it can run in no form",
     )
     parser.add_argument(
         "--optimize",
@@ -136,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             normalize_inserts=args.normalize_inserts,
             strategy=args.strategy,
             max_unroll=args.max_unroll,
+            runtime=args.runtime,
             optimize=args.optimize,
             target_opset=args.target_opset,
             keep_originals=args.verbose,
@@ -333,7 +344,7 @@ def _listed(rewrites: list[Rewrite]) -> list[str]:
         names = ", ".join(repr(r.node_name or "<unnamed>") for r in in_scope)
         lines.append(f"  {len(in_scope)} in {scope}: {names}")
         lines += [
-            f"    {r.node_name or '<unnamed>'!r}: {r.strategy}, {r.reason}"
+            f"    {r.node_name or '<unnamed>'!r}: {r.strategy}, {r.explained()}"
             for r in in_scope
             if r.strategy
         ]
@@ -351,7 +362,7 @@ def _grouped(rewrites: list[Rewrite]) -> list[str]:
         first = of_strategy[0]
         lines.append(
             f"  {len(of_strategy)} {strategy}, such as {first.node_name or '<unnamed>'!r}: "
-            f"{first.reason}"
+            f"{first.explained()}"
         )
     by_scope: collections.Counter[str] = collections.Counter(r.scope for r in rewrites)
     shown = by_scope.most_common(3)

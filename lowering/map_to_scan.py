@@ -175,10 +175,10 @@ def read_stack_in_readers(
     dtype = type_.dtype if isinstance(type_, ir.TensorType) else None
     constants: list[ir.Node] = []
     for user, index in list(output.uses()):
-        kind = _stack_read(user, index, element_shape, dtype, opset)
+        kind = stack_read_kind(user, index, element_shape, dtype, opset)
         if kind == "at":
             position = user.inputs[1]
-            assert position is not None, "_stack_read checked the position is there"
+            assert position is not None, "stack_read_kind checked the position is there"
             nodes = _element_at(stack, position, count, dtype, opset)
             typed(nodes[-1].outputs[0], (type_, element_shape))
             _become(user, nodes)
@@ -202,7 +202,20 @@ def read_stack_in_readers(
     return constants
 
 
-def _stack_read(
+def count_of(stack: ir.Value, static: int | None) -> list[ir.Node]:
+    """Nodes computing the number of elements in ``stack`` (its first dim, or
+    ``static`` where known); the count is the last node's output."""
+    if isinstance(static, int):
+        return [constant_node(np.array(static, np.int64), "count")]
+    shape = fresh(ir.node("Shape", [stack]))
+    typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
+    zero = constant_node(np.array(0, np.int64), "zero")
+    count = fresh(ir.node("Gather", [shape.outputs[0], zero.outputs[0]]))
+    typed(fresh(count.outputs[0], "count"), (ir.TensorType(ir.DataType.INT64), ir.Shape([])))
+    return [shape, zero, count]
+
+
+def stack_read_kind(
     user: ir.Node,
     index: int,
     shape: ir.Shape | None,
@@ -275,7 +288,7 @@ def _become(user: ir.Node, nodes: list[ir.Node]) -> None:
     ``user`` stays, as an Identity, only where its output is a graph output.
     """
     graph = user.graph
-    assert graph is not None, "_stack_read takes only readers in a graph"
+    assert graph is not None, "stack_read_kind takes only readers in a graph"
     graph.insert_before(user, nodes)
     become_identity(user, nodes[-1].outputs[0], graph)
 

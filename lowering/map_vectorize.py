@@ -72,7 +72,7 @@ import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node
 from lowering.map_plan import MapPlan, Replacer, same_length_inputs, split_source, typed
-from lowering.map_to_scan import concat_kind, read_stack, read_stack_in_readers
+from lowering.map_to_scan import concat_kind, count_of, read_stack, read_stack_in_readers
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
 from lowering.uniform_shapes import REDUCE_OPS
@@ -255,7 +255,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
         stack = typed(result, (type_, stack_shape))
         rank = None if shape is None else len(shape)
         # SequenceAt, SequenceLength and concats read the stack (map_to_scan's rules).
-        count_nodes = _count(stack, rewrite.batch_dim)
+        count_nodes = count_of(stack, rewrite.batch_dim)
         count = count_nodes[-1].outputs[0]
         constants = read_stack_in_readers(output, stack, type_, shape, count, opset)
         if count.uses():
@@ -282,18 +282,6 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
             sequences.append(None)
     replacer.replace(plan, new_nodes, sequences)
     return new_nodes
-
-
-def _count(stack: ir.Value, static: int | None) -> list[ir.Node]:
-    """Nodes computing the number of elements in ``stack``; the last one's output."""
-    if isinstance(static, int):
-        return [constant_node(np.array(static, np.int64), "count")]
-    shape = fresh(ir.node("Shape", [stack]))
-    typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
-    zero = constant_node(np.array(0, np.int64), "zero")
-    count = fresh(ir.node("Gather", [shape.outputs[0], zero.outputs[0]]))
-    typed(fresh(count.outputs[0], "count"), (ir.TensorType(ir.DataType.INT64), ir.Shape([])))
-    return [shape, zero, count]
 
 
 def _merge_along(user: ir.Node, index: int, stack: ir.Value, shape) -> list[ir.Node]:

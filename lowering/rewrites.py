@@ -23,6 +23,9 @@ class Rewrite:
         new_nodes: The nodes that replaced it (render after names are fixed).
         strategy: How it was rewritten (e.g. "loop", "uniform").
         reason: Why that strategy was chosen.
+        rejected_by: The runtimes (:mod:`lowering.runtimes`) that cannot run
+            the loop or sequence ops the rewrite added, each with the first
+            such op, such as "tract (Loop)"; empty when all of them can.
     """
 
     scope: str
@@ -32,6 +35,15 @@ class Rewrite:
     new_nodes: list[ir.Node]
     strategy: str = ""
     reason: str = ""
+    rejected_by: list[str] = dataclasses.field(default_factory=list)
+
+    def explained(self) -> str:
+        """The strategy's reason, and which runtimes will reject the result."""
+        if not self.rejected_by:
+            return self.reason
+        return f"{self.reason}; not loop-free or sequence-free, so rejected by " + ", ".join(
+            self.rejected_by
+        )
 
     def before(self) -> str:
         """The rewritten node in ONNX text syntax, if it was kept."""

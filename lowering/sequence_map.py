@@ -24,6 +24,10 @@ scopes are renamed by :class:`lowering.naming.FreshNamesPass`). The new
 nodes take the map's node name, doc string and metadata, and the map's
 outputs keep their names, so consumers and graph outputs are untouched.
 
+``--runtime NAME`` (:mod:`lowering.runtimes`) leaves out the forms NAME
+cannot run, and refuses a map NAME can run in no form. Whatever the runtime,
+each rewrite says which runtimes will reject the form it got.
+
 Every map is planned and checked (:mod:`lowering.map_plan`) before any is
 rewritten, so a model that fails is left unchanged.
 """
@@ -34,14 +38,16 @@ import logging
 
 import onnx_ir as ir
 
+from lowering.errors import LoweringError
 from lowering.function_specialization import SpecializeFunctionsPass
-from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map
+from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map, split_source
 from lowering.map_to_loop import lower_to_sequence_loop
 from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
 from lowering.map_unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
 from lowering.map_vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
 from lowering.ort_kernels import first_unsupported
 from lowering.rewrites import Rewrite
+from lowering.runtimes import DEFAULT_RUNTIME, LOOP_OPS, RUNTIMES, SEQUENCE_OPS, rejecting
 from lowering.scopes import Located, find_nodes, is_onnx_op, link_outer_outputs
 from lowering.sequence_elimination import EliminateSequencesPass, fold_insert_chains
 from lowering.sequence_length import SequenceLengths
@@ -51,6 +57,7 @@ from lowering.type_inference import TypeOracle
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "loop")
+PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 
 
 class LowerSequenceMapPass(ir.passes.InPlacePass):
@@ -67,6 +74,12 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             SequenceInsert form otherwise. "loop" forces the general form
             everywhere.
         max_unroll: The longest static length that "auto" unrolls (0: never).
+        runtime: The runtime the output is for (:mod:`lowering.runtimes`):
+            where a loop is unavoidable, a form it runs is chosen (a Scan
+            for tract, a Loop with scan outputs for MNN); a runtime with
+            neither Loop nor Scan gets every map of static length unrolled
+            whatever its length, and a map that it can run in no form is
+            refused with a :class:`LoweringError` before anything changes.
         keep_originals: Keep a copy of each map as it was, for reports
             (:meth:`lowering.rewrites.Rewrite.before`).
         rewrites: What the last call rewrote, outermost maps first.
@@ -77,6 +90,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         strategy: str = "auto",
         *,
         max_unroll: int = DEFAULT_MAX_UNROLL,
+        runtime: str = DEFAULT_RUNTIME,
         keep_originals: bool = False,
     ) -> None:
         super().__init__()
@@ -85,7 +99,12 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if max_unroll < 0:
             raise ValueError(f"max_unroll must be at least 0, not {max_unroll}")
         self.strategy = strategy
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
         self.max_unroll = max_unroll
+        self.runtime = RUNTIMES[runtime]
+        # Without a Loop, a uniform map over split tensors is a Scan whatever reads it.
+        self._scan_reads_stacks = "Loop" in self.runtime.lacks
         self.keep_originals = keep_originals
         self.rewrites: list[Rewrite] = []
 
@@ -115,6 +134,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         originals = [
             ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
         ]
+        body_ops = [_portability_ops(plan.body) for plan in plans]
         # Planned and checked: from here on the model changes.
         link_outer_outputs(model)
         fold_insert_chains(model)  # a map over one then reads the inserted tensors
@@ -132,7 +152,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 length = lengths(plan.node.inputs[0])
                 assert length is not None, "_choose unrolls only maps of known length (memoized)"
                 replaced[index] = lower_by_unrolling(plan, replacer, length)
-            elif strategy == "scan" and (axes := scan_axes(plan)) is not None:
+            elif (
+                strategy == "scan"
+                and (axes := scan_axes(plan, self._scan_reads_stacks)) is not None
+            ):
                 replaced[index] = lower_to_scan(plan, replacer, axes)
             elif strategy in ("scan", "uniform"):
                 # (A scan whose readers changed since it was chosen falls back.)
@@ -153,21 +176,28 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 new_nodes=replaced[index],
                 strategy=choices[index][0],
                 reason=choices[index][1],
+                rejected_by=_rejected(replaced[index], body_ops[index]),
             )
             for index, plan in enumerate(plans)
         ]
         return ir.passes.PassResult(model, modified=True)
 
     def _choose(self, plan: MapPlan, lengths: SequenceLengths) -> tuple[str, str]:
-        """The first strategy that fits ``plan`` and whose ops onnxruntime runs.
+        """The first strategy that fits ``plan`` and that both onnxruntime and
+        the target runtime run.
 
         Each candidate is checked against onnxruntime's kernels for the
-        element types it would emit ops on (:mod:`lowering.ort_kernels`);
+        element types it would emit ops on (:mod:`lowering.ort_kernels`),
+        and against the ops the target runtime lacks (:mod:`lowering.runtimes`);
         the loop form emits only the ops that the original's own expansion
         uses, so it runs wherever the original does.
+
+        Raises:
+            LoweringError: The target runtime runs no form that fits.
         """
+        runtime = self.runtime
         if self.strategy == "loop":
-            return "loop", "forced by --strategy loop"
+            return self._loop_form(plan, "forced by --strategy loop", [])
         passed_over: list[str] = []
         vectorized, stack_free, batching = vectorize_reason(plan, plan.opset)
         if vectorized and (blocked := first_unsupported(emitted_ops(plan), plan.opset)):
@@ -175,8 +205,20 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if vectorized and stack_free:
             return "vectorize", batching
         length = lengths(plan.node.inputs[0])
-        if length is not None and 0 < self.max_unroll and length <= self.max_unroll:
+        if length is not None and (0 < self.max_unroll and length <= self.max_unroll):
             why = f"its input has {length} elements (--max-unroll {self.max_unroll})"
+        elif length is not None and not runtime.loops:
+            why = f"its input has {length} elements, and {runtime.name} runs no Loop or Scan"
+        elif length is not None and (lacks := runtime.missing(_loop_reads(plan))):
+            why = (
+                f"its input has {length} elements, and {runtime.name} has no {lacks[0]} "
+                "to read them in a loop"
+            )
+        else:
+            why = ""
+            if not runtime.loops:
+                passed_over.append("not unrolled: its length is known only at run time")
+        if why:
             if not (blocked := first_unsupported(_unroll_ops(plan), plan.opset)):
                 return "unroll", why
             passed_over.append(f"not unrolled: {blocked}")
@@ -185,15 +227,41 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         uniform, why = uniform_reason(plan)
         if batching not in why:  # said once where both stop for one reason
             why = f"{why}; not vectorized: {batching}"
-        if uniform and scan_axes(plan) is not None:
-            if not (blocked := first_unsupported(_scan_ops(plan), plan.opset)):
+        if uniform and scan_axes(plan, self._scan_reads_stacks) is not None:
+            if lacks := runtime.missing({"Scan"}):
+                passed_over.append(f"not a Scan: {runtime.name} has no {lacks[0]}")
+            elif blocked := first_unsupported(_scan_ops(plan), plan.opset):
+                passed_over.append(f"not a Scan: {blocked}")
+            else:
                 return "scan", _joined(f"split -> map -> concat, and {why}", passed_over)
-            passed_over.append(f"not a Scan: {blocked}")
         if uniform:
-            if not (blocked := first_unsupported(_uniform_ops(plan), plan.opset)):
+            if lacks := runtime.missing({"Loop"}):
+                passed_over.append(
+                    f"not a Loop with scan outputs: {runtime.name} has no {lacks[0]}"
+                )
+            elif blocked := first_unsupported(_uniform_ops(plan), plan.opset):
+                passed_over.append(f"not uniform: {blocked}")
+            else:
                 return "uniform", _joined(why, passed_over)
-            passed_over.append(f"not uniform: {blocked}")
-        return "loop", _joined(why, passed_over)
+        return self._loop_form(plan, why, passed_over)
+
+    def _loop_form(self, plan: MapPlan, why: str, passed_over: list[str]) -> tuple[str, str]:
+        """The general Loop over sequences, where the target runtime runs it."""
+        runtime = self.runtime
+        if not runtime.loops:
+            problem = (
+                f"{runtime.name} runs neither Loop nor Scan, and the map can be neither "
+                "unrolled nor vectorized"
+            )
+        elif lacks := runtime.missing({"Loop", "SequenceEmpty", "SequenceInsert"}):
+            problem = f"the map needs a Loop over sequences, and {runtime.name} has no {lacks[0]}"
+        else:
+            return "loop", _joined(why, passed_over)
+        raise LoweringError(
+            f"--runtime {runtime.name}: {problem}: {_joined(why, passed_over)}",
+            node=plan.node,
+            scope=plan.located.scope.description,
+        )
 
     def ensures(self, model: ir.Model) -> None:
         left = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
@@ -205,6 +273,42 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
 
 def _joined(why: str, passed_over: list[str]) -> str:
     return "; ".join([why, *passed_over])
+
+
+def _loop_reads(plan: MapPlan) -> set[str]:
+    """The sequence ops a loop form reads the map's inputs with: none for split tensors."""
+    if all(
+        split_source(outer) is not None
+        for outer, sequence in zip(plan.inputs, plan.is_sequence, strict=True)
+        if sequence
+    ):
+        return set()
+    return {"SequenceAt", "SequenceLength"}
+
+
+def _portability_ops(graph: ir.Graph) -> set[str]:
+    """The loop and sequence ops in ``graph`` and the graphs nested in it."""
+    return {
+        node.op_type
+        for node in ir.traversal.RecursiveGraphIterator(graph)
+        if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type)
+    }
+
+
+def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[str]:
+    """The runtimes that cannot run the loop or sequence ops that lowering a
+    map added (those its body already had aside), as :func:`rejecting` says.
+    """
+    added: set[str] = set()
+    for node in new_nodes:
+        if node.graph is None:  # removed again, such as a SequenceConstruct read back
+            continue
+        if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type):
+            added.add(node.op_type)
+        for attribute in node.attributes.values():
+            if attribute.type == ir.AttributeType.GRAPH:
+                added |= _portability_ops(attribute.as_graph())
+    return rejecting(added - had)
 
 
 def _opset(model: ir.Model, located: Located) -> int:

@@ -35,6 +35,14 @@ that reads one needs a runtime with sequences anyway).
 It applies when every sequence input is a ``SplitToSequence`` without
 ``split``, every output element has one shape, and every reader of every
 output is such a ``ConcatFromSequence`` (agreeing on the output axis).
+
+For a runtime without ``Loop`` (tract, ``--runtime tract``), where the map
+would otherwise be a Loop with scan outputs, readers may also be SequenceAt
+and SequenceLength: the output is stacked along axis 0 and read as
+:func:`lowering.map_to_scan.read_stack_in_readers` reads a Loop's stack::
+
+    y = SequenceAt(ys, i)         ->  y = Gather<axis = 0>(out, i')
+    c = SequenceLength(ys)        ->  c = Gather(Shape(out), 0)
 """
 
 from __future__ import annotations
@@ -53,12 +61,24 @@ from lowering.map_plan import (
     split_source,
     typed,
 )
-from lowering.map_to_scan import concat_kind, read_stack
+from lowering.map_to_scan import (
+    concat_kind,
+    count_of,
+    read_stack,
+    read_stack_in_readers,
+    stack_read_kind,
+)
 from lowering.naming import adopt_name, fresh
 
 
-def scan_axes(plan: MapPlan) -> list[int] | None:
-    """The scan output axis of each output, when the map fits a Scan; else None."""
+def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
+    """The scan output axis of each output, when the map fits a Scan; else None.
+
+    Every reader of an output must be a concat of the stack along one axis,
+    or, with ``stack_reads`` (for runtimes without Loop), any reader that
+    :func:`lowering.map_to_scan.read_stack_in_readers` serves from a stack
+    along axis 0: SequenceAt and SequenceLength as well.
+    """
     node = plan.node
     if not all(
         split_source(outer) is not None
@@ -69,20 +89,26 @@ def scan_axes(plan: MapPlan) -> list[int] | None:
     if not same_length_inputs(plan):  # a Scan takes every scan input whole
         return None
     axes = []
-    for output, (_, shape) in zip(node.outputs, plan.result_types, strict=True):
+    for output, (type_, shape) in zip(node.outputs, plan.result_types, strict=True):
         if output.is_graph_output() or not output.uses() or shape is None:
             return None
         rank = len(shape)
-        wanted = set()
-        for user, index in output.uses():
-            kind = concat_kind(user, index, rank, shape)
-            if kind is None:
-                return None
-            wanted.add(kind[1])
-        if len(wanted) != 1:
+        kinds = [concat_kind(user, index, rank, shape) for user, index in output.uses()]
+        wanted = {kind[1] for kind in kinds if kind is not None}
+        if None not in kinds and len(wanted) == 1:
+            axes.append(wanted.pop())
+        elif stack_reads and all(
+            stack_read_kind(user, index, shape, _dtype(type_), plan.opset) is not None
+            for user, index in output.uses()
+        ):
+            axes.append(0)
+        else:
             return None
-        axes.append(wanted.pop())
     return axes
+
+
+def _dtype(type_: ir.TypeProtocol) -> ir.DataType | None:
+    return type_.dtype if isinstance(type_, ir.TensorType) else None
 
 
 def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir.Node]:
@@ -181,8 +207,16 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
         dims: list[int | ir.SymbolicDim | None] = [*shape]
         dims.insert(axis, None)
         typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
-        for user, _ in list(output.uses()):
-            new_nodes += read_stack(user, stack, shape)
+        rank = len(shape)
+        if all(concat_kind(user, index, rank, shape) for user, index in output.uses()):
+            for user, _ in list(output.uses()):
+                new_nodes += read_stack(user, stack, shape)
+            continue
+        # Read by SequenceAt or SequenceLength too (scan_axes with stack_reads).
+        count_nodes = count_of(stack, None)
+        count = count_nodes[-1].outputs[0]
+        constants = read_stack_in_readers(output, stack, type_, shape, count, plan.opset)
+        new_nodes += [*(count_nodes if count.uses() else []), *constants]
     replacer.replace(plan, new_nodes, [None] * len(node.outputs))
     return new_nodes
 

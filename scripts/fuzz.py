@@ -10,8 +10,8 @@ Loop and Scan bodies, functions and other maps; names from a small pool;
 every dtype; static and dynamic lengths; SequenceInsert positions.
 ``--features`` picks which structural features are on (see ``FEATURES``
 there): a comma list, or "all" minus a comma list of "-F". Each example is
-lowered with every strategy (and ``target_opset``, ``optimize`` where the
-example asks) and checked (tests/fuzz_check.py) against a numpy/Python
+lowered with every strategy (and ``target_opset``, ``optimize``, ``runtime``
+where the example asks) and checked (tests/fuzz_check.py) against a numpy/Python
 oracle; a failure does not stop the run: it is counted by its signature
 (stage, strategy, message with names and numbers removed). The last line is
 ``N examples, K failures`` (K: failing examples); the exit code is 1 when K > 0.
@@ -56,6 +56,8 @@ def failures_of(example) -> list[FuzzFailure]:
         runs.append({"target_opset": example.target_opset})
     if getattr(example, "optimize", False):
         runs.append({"optimize": True})
+    if getattr(example, "runtime", None) is not None:
+        runs.append({"runtime": example.runtime})
     for options in runs:
         try:
             check_one(example, options)

@@ -21,6 +21,7 @@ import onnxruntime as ort
 from hypothesis import reject
 
 import lowering
+from lowering.runtimes import LOOP_OPS, RUNTIMES
 from tests.helpers import op_types
 
 STRATEGIES = [{}, {"strategy": "loop"}, {"max_unroll": 0}]
@@ -59,6 +60,8 @@ def check_structured(example, strategies=None) -> None:
         runs.append({"target_opset": example.target_opset})
     if example.optimize:
         runs.append({"optimize": True})
+    if example.runtime is not None:
+        runs.append({"runtime": example.runtime})
     for options in runs:
         check_one(example, options)
 
@@ -69,6 +72,8 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
     except lowering.LoweringError as error:
         if "target_opset" in options and "cannot declare opset" in str(error):
             return None
+        if "runtime" in options and f"--runtime {options['runtime']}: " in str(error):
+            return None  # a map that runtime can run in no form, refused with the reason
         raise FuzzFailure("lowering error", options, str(error)) from error
     except Exception as error:
         root = error
@@ -90,6 +95,15 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
     except AssertionError as error:
         raise FuzzFailure("wrong result", options, str(error)) from error
     check_positions(result, example.feeds, options)
+    if "runtime" in options:
+        # The loop kind is what --runtime picks; sequence ops the model reads
+        # itself (a graph-input sequence, an insert) stay whatever it picks.
+        lacks = RUNTIMES[options["runtime"]].lacks & set(LOOP_OPS)
+        added = (set(op_types(result)) & lacks) - set(op_types(example.model))
+        if added:
+            raise FuzzFailure(
+                "op the runtime lacks", options, f"the output has {', '.join(sorted(added))}"
+            )
     return result
 
 

@@ -31,6 +31,8 @@ import numpy as np
 import onnx
 from hypothesis import strategies as st
 
+from lowering.runtimes import RUNTIMES
+
 C = 3  # the fixed last dim of every element
 
 
@@ -363,6 +365,7 @@ FEATURES = (
     "target_opset",  # also lowered with target_opset
     "versioned_ops",  # ops whose meaning or form changed across opsets (Split, RoiAlign, GridSample)
     "optimize",  # also lowered with optimize=True; scalar inputs get overridable initializers
+    "runtime",  # also lowered with runtime=NAME (a refusal with the reason is allowed)
 )
 ALL_FEATURES = frozenset(FEATURES)
 
@@ -521,6 +524,7 @@ class StructuredModel:
     target_opset: int | None
     notes: list[str]
     optimize: bool = False
+    runtime: str | None = None
 
     @property
     def text(self) -> str:
@@ -1556,6 +1560,16 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
     target = None
     if gen.on("target_opset"):
         target = draw(st.sampled_from([None, 11, 13, 15, 16, 18, 21]))
+    runtime = None
+    if gen.on("runtime"):
+        runtime = draw(st.sampled_from([None, *RUNTIMES]))
     return StructuredModel(
-        model, gen.feeds, expected, features, target, gen.notes, optimize=gen.on("optimize")
+        model,
+        gen.feeds,
+        expected,
+        features,
+        target,
+        gen.notes,
+        optimize=gen.on("optimize"),
+        runtime=runtime,
     )

@@ -60,7 +60,7 @@ def test_random_models_lower_correctly(model):
 CI_FEATURES = frozenset(
     {"static", "dynamic", "ranks", "extras", "seq_extras", "if", "loop", "scan", "degenerate"}
     | {"untyped", "opsets", "target_opset", "names", "function", "nested", "outer_sequences"}
-    | {"dtypes", "strings", "other_length", "insert", "post_insert", "versioned_ops"}
+    | {"dtypes", "strings", "other_length", "insert", "post_insert", "versioned_ops", "runtime"}
 )
 
 

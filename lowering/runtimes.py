@@ -1,0 +1,92 @@
+"""What each runtime runs of the forms a map can be lowered to.
+
+A SequenceMap can become plain ops (vectorized or unrolled), a ``Scan``, a
+``Loop`` with scan outputs, or a ``Loop`` over sequences. onnxruntime runs
+them all; many runtimes run only some. ``--runtime NAME`` makes the pass
+choose, where a loop is unavoidable, a form NAME runs, and refuse a map
+that NAME can run in no form; the summary says, for every map that keeps a
+loop, which of the runtimes below will reject it.
+
+The table is measured, not guessed: ``scripts/runtime_probe.py`` runs one
+small model per construct in each runtime (the versions below) against
+numpy. An op listed in ``lacks`` is one the runtime refused to load, or
+computed wrongly, in some model; every other op the lowering emits ran and
+matched.
+
+``generic`` lacks what any of them lacks: output for it runs in all of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+#: The ops a lowered map may use that some runtime lacks.
+LOOP_OPS = ("Loop", "Scan")
+SEQUENCE_OPS = (
+    "SequenceEmpty",
+    "SequenceConstruct",
+    "SequenceInsert",
+    "SequenceAt",
+    "SequenceLength",
+    "SplitToSequence",
+    "ConcatFromSequence",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """A runtime's name, the version measured, and the ops it lacks.
+
+    Attributes:
+        name: What ``--runtime`` takes.
+        measured: The version the table was measured with.
+        lacks: Ops among :data:`LOOP_OPS` and :data:`SEQUENCE_OPS` it cannot run.
+    """
+
+    name: str
+    measured: str
+    lacks: frozenset[str]
+
+    def missing(self, ops: set[str] | frozenset[str]) -> list[str]:
+        """Which of ``ops`` this runtime cannot run, in a stable order."""
+        return sorted(set(ops) & self.lacks)
+
+    @property
+    def loops(self) -> bool:
+        """Whether it runs some loop (a Loop or a Scan)."""
+        return not {"Loop", "Scan"} <= self.lacks
+
+
+_ALL_SEQUENCES = frozenset(SEQUENCE_OPS)
+
+_MEASURED = (
+    Runtime("onnxruntime", "onnxruntime 1.32", frozenset()),
+    # Runs Loop and Scan. Its frontend converts sequence ops only in the
+    # patterns it recognizes: SplitToSequence only over a static axis, a
+    # SequenceInsert into a Loop's sequence not at all, and a Loop appending
+    # elements of different shapes gave a wrong result (tests/test_runtime_option.py).
+    Runtime("openvino", "OpenVINO 2026.4", _ALL_SEQUENCES),
+    Runtime("tract", "tract 0.23", frozenset({"Loop"}) | _ALL_SEQUENCES),
+    # Its converter refuses Scan; SequenceLength comes back as int32[1].
+    Runtime("mnn", "MNN 3.6", frozenset({"Scan", "SequenceLength"})),
+    # The Relax frontend converts every sequence op, but no Loop or Scan.
+    Runtime("tvm", "TVM Relax 0.27", frozenset(LOOP_OPS)),
+    Runtime("tinygrad", "tinygrad 0.14", frozenset(LOOP_OPS) | _ALL_SEQUENCES),
+)
+
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in _MEASURED}
+RUNTIMES["generic"] = Runtime(
+    "generic",
+    "every runtime above",
+    frozenset().union(*(r.lacks for r in _MEASURED)),
+)
+
+DEFAULT_RUNTIME = "onnxruntime"
+
+
+def rejecting(ops: set[str]) -> list[str]:
+    """Each measured runtime that cannot run ``ops``, with the first op it lacks.
+
+    Such as ``["tract (Loop)", "tvm (Loop)"]``; empty when all of them can.
+    """
+    return [f"{r.name} ({r.missing(ops)[0]})" for r in _MEASURED if r.missing(ops)]
