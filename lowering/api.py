@@ -8,6 +8,7 @@ from typing import Literal, overload
 import onnx
 import onnx_ir as ir
 
+from lowering.constant_form import ConstantValueFormPass
 from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
 from lowering.naming import FreshNamesPass
@@ -170,6 +171,9 @@ def _lower(
         # on a constant) is what OpenVINO and tract need; it rewrites the
         # whole model, so it is asked for, not done by default.
         optimize_keeping_overridables(model)
+    if sequence_maps.rewrites or inserts.rewrites:
+        # TVM reads a Constant only in its ``value`` form (lowering.constant_form).
+        _run(ConstantValueFormPass(), model)
     converted: list[Rewrite] = []
     if target_opset is not None:
         opset = TargetOpsetPass(target_opset)

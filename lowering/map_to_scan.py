@@ -163,9 +163,9 @@ def read_stack_in_readers(
                            new_axis = 1>     ->  stack (a = 0), Transpose (a > 0)
         ConcatFromSequence<axis = 0>         ->  Reshape(stack, [-1, *shape[1:]])
 
-    where i' is i for a constant i >= 0, and otherwise ``i + count`` where i
-    is negative (SequenceAt takes -n..n-1; not every runtime's Gather takes
-    negative indices). Unlike the original, a concat of no elements gives an
+    where i' is i for a constant i (Gather, like SequenceAt, counts a
+    negative index from the back), and otherwise ``i + count`` where i is
+    negative: a computed index, or a Slice (strings), whose end would wrap. Unlike the original, a concat of no elements gives an
     empty tensor rather than an error. A reader whose op onnxruntime cannot
     run on the element type keeps reading the sequence. Returns the new
     nodes that go with the Loop (shape constants); the nodes a reader needs
@@ -253,7 +253,9 @@ def _element_at(
     nodes: list[ir.Node] = []
     if constant is not None and constant.size == 1:
         index = int(constant.reshape(()))
-        if index >= 0:
+        # Gather counts a negative index from the back (every runtime measured
+        # does), and TVM converts no Gather whose index is computed from Shape.
+        if index >= 0 or unsupported("Gather", dtype, opset) is None:
             return read_slice(stack, index, 0, False, dtype, opset)
         negative = constant_node(np.array(index, np.int64), "index")
         shifted = fresh(ir.node("Add", [negative.outputs[0], count]))

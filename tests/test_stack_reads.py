@@ -47,8 +47,7 @@ GOLDEN = {
                 cond_out = Identity(cond)
               }>
           minus_one = Constant <value = int64 {-1}> ()
-          k_shifted = Add(minus_one, count)
-          row_k = Gather <axis = 0> (stack, k_shifted)
+          row_k = Gather <axis = 0> (stack, minus_one)
           last = Identity(row_k)
           i64 = Cast <to = 7> (i)
           zero = Constant <value = int64 {0}> ()
