@@ -273,7 +273,7 @@ def _unshare_empty_sequences(graph: ir.Graph) -> bool:
     reader (ONNX infers no element shape for ``SequenceEmpty`` either)::
 
         y20 = SequenceEmpty()  seq(int64[])        y20 = SequenceEmpty()  seq(int64[])
-        y22 = Identity(y20)    seq(int64[?])  ->   e   = SequenceEmpty()  seq(int64)
+        y22 = Identity(y20)    seq(int64[?])  ->   e   = SequenceEmpty()  seq(int64, no shape)
         a   = SequenceAt(y20)  int64[2]            y22 = Identity(e)      seq(int64[?])
                                                    a   = SequenceAt(e)    int64[2]
 

@@ -232,12 +232,13 @@ def open_body(
 def declare_result(result: ir.Value, body: ir.Graph, element: TypeAndShape) -> None:
     """Give ``result``, a value the body returns, its map's element type where it says less.
 
-    onnxruntime reads the shape a Scan body, an If branch or (once it has
-    inlined a function) a Loop body declares for each output to allocate the
-    results, and refuses one with none: "Subgraph must have the shape set for
-    all outputs". Its own inference cannot always find one (an untyped
-    function body, read through outer-scope values), where :func:`plan_map`
-    did. ``element`` is that type: the body's own declaration, refined by the
+    onnxruntime allocates a Scan's results from the shape its body declares
+    for each output, and refuses one with none: "Subgraph must have the shape
+    set for all outputs". Its own inference cannot always find one (in an
+    untyped function it has inlined, through an element of unknown dims read
+    from an enclosing Loop body), where :func:`plan_map` did. A Loop stacks
+    its scan outputs as they come and needs no shape, but one costs nothing.
+    ``element`` is that type: the body's own declaration, refined by the
     node's or by inference, so it says at least as much. An outer-scope value
     is never retyped here: it is not the body's to declare.
     """
