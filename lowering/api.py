@@ -11,10 +11,10 @@ import onnx_ir as ir
 from lowering.constant_form import ConstantValueFormPass
 from lowering.errors import LoweringError
 from lowering.map_unroll import DEFAULT_MAX_UNROLL
-from lowering.naming import FreshNamesPass
+from lowering.naming import FreshNamesPass, fresh
 from lowering.rewrites import Rewrite
 from lowering.runtimes import RUNTIMES
-from lowering.scopes import iter_scopes
+from lowering.scopes import is_onnx_op, iter_scopes
 from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
 from lowering.target_opset import MIN_OPSET, TargetOpsetPass
@@ -207,6 +207,7 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
 
     graph = model.graph
     overridable = [(v, v.const_value) for v in graph.inputs if v.name in graph.initializers]
+    declared = [(v.type, _copy_shape(v.shape)) for v in graph.outputs]
     for value, _ in overridable:
         value.const_value = None  # the optimizer folds any value with a const_value
     try:
@@ -217,6 +218,106 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
             if value.name not in graph.initializers and value in graph.inputs:
                 graph.register_initializer(value)  # the optimizer dropped it as unused
     _restore_required_inputs(model)
+    _keep_declared_outputs(graph, declared)
+    if _unshare_empty_sequences(graph):
+        _run(FreshNamesPass(), model)
+
+
+def _copy_shape(shape: ir.Shape | None) -> ir.Shape | None:
+    return None if shape is None else ir.Shape(shape.dims)
+
+
+def _keep_declared_outputs(
+    graph: ir.Graph, declared: list[tuple[ir.TypeProtocol | None, ir.Shape | None]]
+) -> None:
+    """Give each graph output back the type it declared, unless the optimizer refined it.
+
+    When onnxscript's common-subexpression elimination merges a node that
+    computes a graph output into an equal node, the output becomes the
+    survivor's value, renamed, with the survivor's declared type. Both
+    computations are equal, so both types are true of the value, and
+    one may only be more precise than the other, except where the value
+    constrains no shape at all: an empty sequence's element shape is whatever
+    it was declared to be, and two equal ``SequenceEmpty`` may declare
+    ``seq(int64[])`` and ``seq(int64[2])``. The model's interface is what the
+    user declared; a refinement of it (a dim found static, as folding finds
+    ``float[?,?]`` to be ``float[1,2]``) is kept, anything else is put back.
+    """
+    for value, (type_, shape) in zip(graph.outputs, declared, strict=True):
+        if not _refines(value.type, value.shape, type_, shape):
+            value.type = type_
+            value.shape = _copy_shape(shape)
+
+
+def _refines(
+    new_type: ir.TypeProtocol | None,
+    new_shape: ir.Shape | None,
+    old_type: ir.TypeProtocol | None,
+    old_shape: ir.Shape | None,
+) -> bool:
+    """True when the new declaration says all the old one says (and maybe more)."""
+    if old_type is not None and new_type != old_type:
+        return False
+    if old_shape is None:
+        return True
+    if new_shape is None or new_shape.rank() != old_shape.rank():
+        return False
+    # A dim the old declaration names (3, or "N") must stay; an unknown one may become anything.
+    return all(
+        new == old
+        for new, old in zip(new_shape.dims, old_shape.dims, strict=True)
+        if isinstance(old, int) or old.value is not None
+    )
+
+
+def _unshare_empty_sequences(graph: ir.Graph) -> bool:
+    """Let no node read an empty sequence through another value's element shape.
+
+    An empty sequence has no elements, so every element shape declared for it
+    is true, and two equal ``SequenceEmpty`` nodes may declare different
+    ones. onnxscript's common-subexpression elimination merges them anyway
+    (it compares op, inputs and attributes only), and the readers of the one
+    removed now read the survivor, with its declaration: ONNX's type checker
+    then sees ``Identity`` (which it types as its input) or ``SequenceAt``
+    return a rank their own output contradicts. A graph output keeps
+    its own declaration and producer; what reads the sequence reads a
+    ``SequenceEmpty`` that declares no element shape, which agrees with every
+    reader (ONNX infers no element shape for ``SequenceEmpty`` either)::
+
+        y20 = SequenceEmpty()  seq(int64[])        y20 = SequenceEmpty()  seq(int64[])
+        y22 = Identity(y20)    seq(int64[?])  ->   e   = SequenceEmpty()  seq(int64, no shape)
+        a   = SequenceAt(y20)  int64[2]            y22 = Identity(e)      seq(int64[?])
+                                                   a   = SequenceAt(e)    int64[2]
+
+    An empty sequence that is not a graph output only loses its element
+    shape. Only the main graph needs this: elimination does not enter
+    subgraphs (and functions are inlined before it). Returns True when a
+    ``SequenceEmpty`` was added.
+    """
+    added = False
+    for node in list(graph):
+        if not is_onnx_op(node, "SequenceEmpty"):
+            continue
+        value = node.outputs[0]
+        if value.shape is None or not value.uses():
+            continue
+        if not value.is_graph_output():
+            value.shape = None
+            continue
+        readers = ir.Value(type=value.type)
+        empty = ir.Node(
+            "",
+            "SequenceEmpty",
+            inputs=(),
+            attributes=[ir.Attr(a.name, a.type, a.value) for a in node.attributes.values()],
+            outputs=[readers],
+            version=node.version,
+        )
+        graph.insert_after(node, fresh(empty, "empty"))
+        for use in list(value.uses()):
+            use.node.replace_input_with(use.idx, readers)
+        added = True
+    return added
 
 
 # Ops whose trailing optional inputs must still be spelled out ("") up to

@@ -224,11 +224,30 @@ def open_body(
         replacements[inner] = current
     results = rebind_inputs(body, replacements, [iteration, cond])
     for result, t in zip(results, plan.result_types, strict=True):
-        # Type the body's own untyped results; never retype an outer-scope value.
-        if result.graph is body and (result.type is None or not dtype_known(result.type)):
-            typed(result, t)
+        declare_result(result, body, t)
     prepend(body, prologue)
     return prologue, results
+
+
+def declare_result(result: ir.Value, body: ir.Graph, element: TypeAndShape) -> None:
+    """Give ``result``, a value the body returns, its map's element type where it says less.
+
+    onnxruntime allocates a Scan's results from the shape its body declares
+    for each output, and refuses one with none: "Subgraph must have the shape
+    set for all outputs". Its own inference cannot always find one (in an
+    untyped function it has inlined, through an element of unknown dims read
+    from an enclosing Loop body), where :func:`plan_map` did. A Loop stacks
+    its scan outputs as they come and needs no shape, but one costs nothing.
+    ``element`` is that type: the body's own declaration, refined by the
+    node's or by inference, so it says at least as much. An outer-scope value
+    is never retyped here: it is not the body's to declare.
+    """
+    if result.graph is not body:
+        return
+    if result.type is None or not dtype_known(result.type):
+        typed(result, element)
+    elif result.shape is None and element[1] is not None and result.type == element[0]:
+        result.shape = element[1]
 
 
 def rebind_inputs(

@@ -30,7 +30,10 @@ included, is passed in as a state variable that the body returns unchanged:
 OpenVINO's Scan converter rejects bodies that read outer-scope values, and
 this works in OpenVINO and tract alike. Scan states are tensors, so an
 outer *sequence* the body reads stays an outer-scope reference (a model
-that reads one needs a runtime with sequences anyway).
+that reads one needs a runtime with sequences anyway); so does a tensor of
+unknown rank, since onnxruntime allocates every Scan result from the shape
+the body declares for it. For the same reason each body output declares
+the element shape the plan found (:func:`lowering.map_plan.declare_result`).
 
 It applies when every sequence input is a ``SplitToSequence`` without
 ``split``, every output element has one shape, and every reader of every
@@ -55,6 +58,7 @@ from lowering.map_plan import (
     MapPlan,
     Replacer,
     TypeAndShape,
+    declare_result,
     prepend,
     rebind_inputs,
     same_length_inputs,
@@ -155,12 +159,14 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
 
     # Scan states are tensors: an outer sequence (or a value of unknown
     # type) stays an outer-scope reference, which every runtime that runs
-    # sequences resolves.
-    states = [value for value in _outer_values(body) if _is_typed_tensor(value)]
+    # sequences resolves. So does a tensor of unknown rank: onnxruntime
+    # allocates a Scan's results from the shapes its body declares, and
+    # refuses a body output with none ("Subgraph must have the shape set").
+    states = [value for value in _outer_values(body) if _is_shaped_tensor(value)]
     state_inputs = []
     state_types: list[TypeAndShape] = []
     for outer in states:
-        assert outer.type is not None, "states are typed tensors"
+        assert outer.type is not None, "states are typed and shaped tensors"
         state_types.append((outer.type, outer.shape))
         state = typed(fresh(ir.Value(), "state"), state_types[-1])
         _replace_uses_inside(outer, state, body)
@@ -178,6 +184,7 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
             copy = fresh(ir.node("Identity", [result]))
             body.append(copy)
             result = typed(copy.outputs[0], t)
+        declare_result(result, body, t)
         scanned.append(result)
     body.inputs.clear()
     body.inputs.extend([*state_inputs, *element_inputs])
@@ -236,8 +243,12 @@ def _outer_values(body: ir.Graph) -> list[ir.Value]:
     return list(found)
 
 
-def _is_typed_tensor(value: ir.Value) -> bool:
-    return isinstance(value.type, ir.TensorType) and value.type.dtype != ir.DataType.UNDEFINED
+def _is_shaped_tensor(value: ir.Value) -> bool:
+    return (
+        isinstance(value.type, ir.TensorType)
+        and value.type.dtype != ir.DataType.UNDEFINED
+        and value.shape is not None
+    )
 
 
 def _replace_uses_inside(outer: ir.Value, state: ir.Value, body: ir.Graph) -> None:

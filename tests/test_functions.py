@@ -365,3 +365,77 @@ def test_map_in_a_branch_of_a_function_is_typed_from_the_call_site(options):
     feeds = {"a": np.array([1, 2], np.float32), "b": np.array([5, 7], np.float32)}
     feeds["k"] = np.array(True)
     assert_same(run(result, feeds), [[feeds["a"] - feeds["b"], feeds["b"] - feeds["a"]]])
+
+
+# A Scan body that returns values onnxruntime cannot type by itself. Once it
+# has inlined the function, onnxruntime infers types again, but not through
+# an element of ``SequenceConstruct(p, q)`` with p: float[P], q: float[Q]
+# read in the enclosing Loop body; a Scan body output it has no shape for
+# fails at run time ("Subgraph must have the shape set for all outputs").
+# The lowering knows the shape (it inferred the function from its call site)
+# and must declare it. result: (the inner body's node, its oracle).
+SCAN_RESULTS = {
+    "outer_value": ("r = Identity(a)", lambda e, a: a),
+    "computed_from_outer": ("r = Mul(a, a)", lambda e, a: a * a),
+    "element_and_outer": ("r = Add(e, a)", lambda e, a: e + a),
+}
+SCAN_READERS = {  # the inner map's reader, which makes it a split -> map -> concat; b's dims
+    "stack": ("b = ConcatFromSequence <axis = 0, new_axis = 1> (inner)", np.stack, "?,?"),
+    "merge": ("b = ConcatFromSequence <axis = 0> (inner)", np.concatenate, "?"),
+}
+SCAN_CALLERS = {  # where the function is called from; the output's shape
+    "main_graph": ("c = local.f(s, x)", "float[2,{dims}] c", lambda c, feeds: c),
+    "loop_in_scan": (
+        """c = Scan (xs) <num_scan_inputs = 1, body = sb (float[2] row) => (float[?,2,{dims}] k) {{
+             k = Loop (m, "") <body = lb (int64 i, bool go) => (bool go2, float[2,{dims}] z) {{
+               z = local.f(s, x)
+               go2 = Identity(go)
+             }}>
+           }}>""",
+        "float[?,?,2,{dims}] c",
+        lambda c, feeds: np.broadcast_to(c, (*feeds["xs"].shape[:1], int(feeds["m"]), *c.shape)),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"max_unroll": 0}, {"strategy": "loop"}, {"optimize": True}], ids=str
+)
+@pytest.mark.parametrize("caller", list(SCAN_CALLERS))
+@pytest.mark.parametrize("reader", list(SCAN_READERS))
+@pytest.mark.parametrize("result", list(SCAN_RESULTS))
+def test_scan_bodies_in_functions_declare_their_output_shapes(result, reader, caller, options):
+    node, element_oracle = SCAN_RESULTS[result]
+    read, combine, dims = SCAN_READERS[reader]
+    call, output, outer_oracle = (
+        SCAN_CALLERS[caller][0].format(dims=dims),
+        SCAN_CALLERS[caller][1].format(dims=dims),
+        SCAN_CALLERS[caller][2],
+    )
+    model = parse(
+        f"""{HEADER}
+        g (float[P] p, float[Q] q, float[N,3] x, float[T,2] xs, int64 m) => ({output}) {{
+          s = SequenceConstruct(p, q)
+          {call}
+        }}
+        {FUNCTION}
+        f (s, x) => (c) {{
+          y = SequenceMap <body = ob (a) => (b) {{
+            parts = SplitToSequence <axis = 0, keepdims = 0> (x)
+            inner = SequenceMap <body = ib (e) => (r) {{ {node} }}> (parts)
+            {read}
+          }}> (s)
+          c = ConcatFromSequence <axis = 0, new_axis = 1> (y)
+        }}"""
+    )
+    rng = np.random.default_rng(0)
+    feeds = {
+        "p": rng.standard_normal(3).astype(np.float32),
+        "q": rng.standard_normal(3).astype(np.float32),
+        "x": rng.standard_normal((4, 3)).astype(np.float32),
+        "xs": np.zeros((2, 2), np.float32),
+        "m": np.array(2, np.int64),
+    }
+    inner = [combine([element_oracle(e, a) for e in feeds["x"]]) for a in (feeds["p"], feeds["q"])]
+    expected = outer_oracle(np.stack(inner), feeds)
+    assert_same(run(lowered(model, **options), feeds), [expected])

@@ -95,3 +95,81 @@ def test_a_loop_keeps_its_empty_condition_slot():
     result = lowered(model, optimize=True)
     xs = np.zeros((3, 2), np.float32)
     assert_same(run(result, {"xs": xs}), [np.zeros((1, 3), np.int64)])
+
+
+# Empty sequences that declare different element shapes. A map over an
+# empty sequence of static length becomes ``SequenceEmpty``, typed as its
+# output; every element shape is true of an empty sequence, so two such
+# outputs may declare shapes that contradict each other. onnxscript's
+# common-subexpression elimination merges equal SequenceEmpty nodes (it
+# compares op, inputs and attributes, not types), and the readers of the one
+# removed then read the other's declaration: an Identity that returns a
+# scalar sequence as seq(float[1]), a SequenceAt typed by the wrong shape.
+# element shape: the body computing it from e: float[3]
+EMPTY_ELEMENTS = {
+    "": "r = ReduceSum <keepdims = 0> (e)",  # a scalar
+    "[1]": "r = ReduceSum <keepdims = 1> (e)",
+    "[3]": "r = Identity(e)",
+    "[2,3]": "r = Concat <axis = 0> (row, row)",
+}
+# Who else reads an empty sequence: (outputs, nodes). ``k`` is fed False, so
+# the guarded SequenceAt never runs (it would fail on an empty sequence),
+# but the optimizer cannot fold the If away, and the type checker reads it.
+EMPTY_READERS = {
+    "outputs": ("", ""),
+    "guarded_read": (
+        ", float{second} z",
+        """z = If (k) <
+             then_branch = tb () => (float{second} z1) {{ z1 = SequenceAt(y2, zero) }},
+             else_branch = eb () => (float{second} z2) {{ z2 = Identity(fallback) }}>""",
+    ),
+    # The model's own SequenceEmpty comes first, so it is the one kept: not a
+    # graph output, the graph output y1 takes it over, renamed, with its type.
+    "own_empty_first": (
+        ", float[5] z",
+        """z = If (k) <
+             then_branch = tb () => (float[5] z1) {{ z1 = SequenceAt(own, zero) }},
+             else_branch = eb () => (float[5] z2) {{ z2 = Identity(fallback5) }}>""",
+    ),
+}
+EMPTY_PAIRS = [("", "[1]"), ("[1]", "[3]"), ("[3]", "[2,3]"), ("[2,3]", "")]
+
+
+def _empty_model(first: str, second: str, reader: str) -> onnx.ModelProto:
+    outputs, nodes = EMPTY_READERS[reader]
+    zeros = {"": "{0.0}", "[1]": "{0.0}", "[3]": "{0.0, 0.0, 0.0}", "[2,3]": "{0,0,0,0,0,0}"}
+    own = "own = SequenceEmpty <dtype = 1> ()" if reader == "own_empty_first" else ""
+    return parse(
+        f"""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[3] t, bool k) => (seq(float{first}) y1, seq(float{second}) y2{outputs.format(second=second)})
+          <seq(float[5]) own, float{second} fallback = {zeros[second]},
+           float[5] fallback5 = {{1, 2, 3, 4, 5}}> {{
+          {own}
+          zero = Constant <value = int64 {{0}}> ()
+          s = SequenceEmpty <dtype = 1> ()
+          y1 = SequenceMap <body = b1 (float[3] e) => (float{first} r) {{
+            axes = Constant <value = int64[1] {{0}}> ()
+            row = Unsqueeze(e, axes)
+            {EMPTY_ELEMENTS[first]}
+          }}> (s)
+          y2 = SequenceMap <body = b2 (float[3] e) => (float{second} r) {{
+            axes = Constant <value = int64[1] {{0}}> ()
+            row = Unsqueeze(e, axes)
+            {EMPTY_ELEMENTS[second]}
+          }}> (s)
+          {nodes.format(second=second)}
+        }}"""
+    )
+
+
+@pytest.mark.parametrize("reader", list(EMPTY_READERS))
+@pytest.mark.parametrize(("first", "second"), EMPTY_PAIRS)
+def test_equal_empty_sequences_of_different_declared_shapes(first, second, reader):
+    model = _empty_model(first, second, reader)
+    result = lowered(model, optimize=True)
+    # The interface is the one declared, output by output.
+    assert [o.type for o in result.graph.output] == [o.type for o in model.graph.output]
+    feeds = {"t": np.ones(3, np.float32), "k": np.array(False)}
+    initializers = {i.name: onnx.numpy_helper.to_array(i) for i in model.graph.initializer}
+    guarded = {"outputs": [], "guarded_read": ["fallback"], "own_empty_first": ["fallback5"]}
+    assert_same(run(result, feeds), [[], [], *(initializers[n] for n in guarded[reader])])

@@ -306,8 +306,10 @@ def test_cli_summary_says_which_strategy_and_why(tmp_path, capsys):
 
 # What a split -> map -> concat body may read from outside: each kind of
 # value, read directly in the body or from a branch nested in it. Only
-# tensors can be Scan states; the others must stay outer-scope reads.
-# kind: (graph input, setup nodes, the body's read of r, r's value)
+# tensors of known rank can be Scan states; the others must stay outer-scope
+# reads (onnxruntime refuses a Scan body output with no shape: "Subgraph must
+# have the shape set for all outputs").
+# kind: (graph inputs, setup nodes, the body's read of r, r's value)
 OUTER_READS = {
     "sequence_input": ("seq(float[4]) q", "", "r = SequenceAt(q, zero)", lambda f: f["q"][0]),
     "sequence_built": (
@@ -324,7 +326,17 @@ OUTER_READS = {
     ),
     "optional": ("float[4] t", "maybe = Optional(t)", "r = OptionalGetElement(maybe)", None),
     "tensor": ("float[4] t", "", "r = Identity(t)", None),
+    "tensor_of_unknown_rank": (
+        "float[4] t, int64[K] dims",
+        "u = Reshape(t, dims)",
+        "k = ReduceSum <keepdims = 0> (u)\n r = Expand(k, four)",
+        lambda f: np.full(4, f["t"].sum(), np.float32),
+    ),
 }
+# Declared types beyond the inputs: a type with no shape is what onnx_ir
+# reads for a value that shape inference gives no rank (a Reshape to dims
+# of unknown length).
+OUTER_VALUE_INFO = {"tensor_of_unknown_rank": "<float[] u>"}
 
 
 @pytest.mark.parametrize("nested", [False, True])
@@ -338,7 +350,7 @@ def test_split_map_concat_reading_outer_values_of_every_kind(kind, nested):
     text = (
         H.replace('"" : 17', '"" : 18')
         + f"""
-        g (float[3,4] x, {declaration}) => (float[3,4] y) {{
+        g (float[3,4] x, {declaration}) => (float[3,4] y) {OUTER_VALUE_INFO.get(kind, "")} {{
           zero = Constant <value = int64 {{0}}> ()
           four = Constant <value = int64[1] {{4}}> ()
           yes = Constant <value = bool {{1}}> ()
@@ -357,6 +369,8 @@ def test_split_map_concat_reading_outer_values_of_every_kind(kind, nested):
         feeds["q"] = [rng.standard_normal(4).astype(np.float32) for _ in range(2)]
     else:
         feeds["t"] = rng.standard_normal(4).astype(np.float32)
+    if "dims" in declaration:
+        feeds["dims"] = np.array([2, 2], np.int64)
     r = value(feeds) if value else feeds["t"]
     for options in ({}, {"max_unroll": 0}, {"strategy": "loop"}):
         result = lowered(parse(text), **options)
