@@ -124,6 +124,8 @@ def run_tvm(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray
 def _flatten_tvm(result) -> list[np.ndarray]:
     if hasattr(result, "numpy"):
         return [result.numpy()]
+    if isinstance(result, int):  # a scalar computed from a shape comes back as a PrimValue
+        return [np.array(result, np.int64)]
     items = list(result)
     if all(isinstance(item, int) for item in items):  # a Shape output comes back as ShapeTuple
         return [np.array(items, np.int64)]
