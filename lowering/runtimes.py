@@ -35,16 +35,14 @@ SEQUENCE_OPS = (
 
 @dataclasses.dataclass(frozen=True)
 class Runtime:
-    """A runtime's name, the version measured, and the ops it lacks.
+    """A runtime's name and the ops it lacks (measured with the version noted).
 
     Attributes:
         name: What ``--runtime`` takes.
-        measured: The version the table was measured with.
         lacks: Ops among :data:`LOOP_OPS` and :data:`SEQUENCE_OPS` it cannot run.
     """
 
     name: str
-    measured: str
     lacks: frozenset[str]
 
     def missing(self, ops: set[str] | frozenset[str]) -> list[str]:
@@ -60,26 +58,25 @@ class Runtime:
 _ALL_SEQUENCES = frozenset(SEQUENCE_OPS)
 
 _MEASURED = (
-    Runtime("onnxruntime", "onnxruntime 1.32", frozenset()),
-    # Runs Loop and Scan. Its frontend converts sequence ops only in the
+    # onnxruntime 1.32: everything.
+    Runtime("onnxruntime", frozenset()),
+    # OpenVINO 2026.4 runs Loop and Scan. Its frontend converts sequence ops only in the
     # patterns it recognizes: SplitToSequence only over a static axis, a
     # SequenceInsert into a Loop's sequence not at all, and a Loop appending
     # elements of different shapes gave a wrong result (tests/test_runtime_option.py).
-    Runtime("openvino", "OpenVINO 2026.4", _ALL_SEQUENCES),
-    Runtime("tract", "tract 0.23", frozenset({"Loop"}) | _ALL_SEQUENCES),
-    # Its converter refuses Scan; SequenceLength comes back as int32[1].
-    Runtime("mnn", "MNN 3.6", frozenset({"Scan", "SequenceLength"})),
-    # The Relax frontend converts every sequence op, but no Loop or Scan.
-    Runtime("tvm", "TVM Relax 0.27", frozenset(LOOP_OPS)),
-    Runtime("tinygrad", "tinygrad 0.14", frozenset(LOOP_OPS) | _ALL_SEQUENCES),
+    Runtime("openvino", _ALL_SEQUENCES),
+    # tract 0.23: Scan only.
+    Runtime("tract", frozenset({"Loop"}) | _ALL_SEQUENCES),
+    # MNN 3.6: its converter refuses Scan; SequenceLength comes back as int32[1].
+    Runtime("mnn", frozenset({"Scan", "SequenceLength"})),
+    # TVM Relax 0.27: the frontend converts every sequence op, but no Loop or Scan.
+    Runtime("tvm", frozenset(LOOP_OPS)),
+    # tinygrad 0.14: no loop and no sequence op.
+    Runtime("tinygrad", frozenset(LOOP_OPS) | _ALL_SEQUENCES),
 )
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in _MEASURED}
-RUNTIMES["generic"] = Runtime(
-    "generic",
-    "every runtime above",
-    frozenset().union(*(r.lacks for r in _MEASURED)),
-)
+RUNTIMES["generic"] = Runtime("generic", frozenset().union(*(r.lacks for r in _MEASURED)))
 
 DEFAULT_RUNTIME = "onnxruntime"
 
