@@ -17,7 +17,9 @@ build sequences of different shapes, a Loop that grows its elements, a
 graph input, a function called with two shapes, a body that declares a
 symbolic dim, and a second mapped sequence whose elements differ from the
 first's. The bodies either keep the element's shape or make a uniform one
-out of differing elements (which the Scan and vectorized forms stack).
+out of differing elements (which the uniform Loop stacks). Last, one
+symbolic dim declared for two inputs of different sizes, under the stacked
+forms (vectorized body, Scan of split -> map -> concat).
 Each case runs under every strategy: the output passes the full checker,
 equals the numpy oracle in onnxruntime, and every shape it declares in the
 main graph holds at run time.
@@ -165,6 +167,30 @@ def _cases():
         [[np.concatenate([x, y]) for x, y in [(A, C), (B, A), (C, B)]]],
         {},
     )
+
+    # One symbolic dim declared for two inputs whose rows differ (1 and 3):
+    # true of each, not a claim that they are equal. The stacked forms
+    # (the vectorized body, the Scan of split -> map -> concat) read both.
+    x, z = np.arange(8, dtype=np.float32).reshape(4, 1, 2), np.ones((4, 3, 2), np.float32)
+    pairs = [np.concatenate([e, f]) for e, f in zip(x, z, strict=True)]
+    for tail, output, expected in [
+        ("out = Identity(y)", "seq(float[?,2])", [pairs]),
+        ("out = ConcatFromSequence<axis = 0>(y)", "float[?,2]", [np.concatenate(pairs)]),
+    ]:
+        yield (
+            f"shared_symbolic-{'stacked' if 'Concat' in tail else 'sequence'}",
+            f"""{HEADER}
+            g (float[N,1,2] x, float[N,3,2] z) => ({output} out) {{
+                s = SplitToSequence<axis = 0, keepdims = 0>(x)
+                t = SplitToSequence<axis = 0, keepdims = 0>(z)
+                y = SequenceMap(s, t) <body = m (float[R,2] e, float[R,2] f) => (float[Q,2] r) {{
+                    r = Concat<axis = 0>(e, f)
+                }}>
+                {tail}
+            }}""",
+            expected,
+            {"x": x, "z": z},
+        )
 
 
 CASES = list(_cases())
