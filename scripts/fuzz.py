@@ -12,8 +12,11 @@ every dtype; static and dynamic lengths; SequenceInsert positions.
 there): a comma list, or "all" minus a comma list of "-F". Each example is
 lowered with every strategy (and ``target_opset``, ``optimize`` where the
 example asks) and checked (tests/fuzz_check.py) against a numpy/Python
-oracle; a failure does not stop the run: it is counted by its signature
-(stage, strategy, message with names and numbers removed). The last line is
+oracle. An example that itself fails ONNX's full checker is the
+generator's failure ("invalid original (generator)") and is not lowered:
+the lowering of an invalid model proves nothing. A failure does not stop
+the run: it is counted by its signature (stage, strategy, message with
+names and numbers removed). The last line is
 ``N examples, K failures`` (K: failing examples); the exit code is 1 when K > 0.
 
 ``--save DIR`` then shrinks one example of each family (hypothesis ``find``,
