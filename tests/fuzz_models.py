@@ -751,7 +751,7 @@ class Gen:
                 static = self.draw(st.booleans())
                 # No elements: the rows are still the ones the body may declare
                 # (``static_rows``), or the map's element shape would be false.
-                rows_0 = elements[0].shape[0] if elements else self.static_rows or 1
+                rows_0 = elements[0].shape[0] if elements else (self.static_rows or 1)
                 dims = [n if static else "N", rows_0, *self.tail]
                 if not elements:
                     value = np.zeros((0, dims[1], *self.tail), DTYPES[self.dtype][1])
