@@ -35,7 +35,8 @@ class FuzzFailure(AssertionError):
 
     @property
     def signature(self) -> str:
-        text = self.message.splitlines()[0] if self.message else ""
+        # The first line that says something (numpy's messages start with "\n").
+        text = next((line for line in self.message.splitlines() if line.strip()), "")
         if "Inference error(s)" in text:  # nested per subgraph: the innermost says what
             text = "shape inference: " + text.rsplit("(op_type:", 1)[-1]
         text = re.sub(r"'[^']*'", "'_'", text)

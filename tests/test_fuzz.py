@@ -105,6 +105,8 @@ def test_a_failure_names_its_family():
         "lowering error", {"strategy": "loop"}, "node 'n3' (SequenceMap) in body of Loop 'l': x 12"
     )
     assert failure.signature == "lowering error [strategy] node (SequenceMap): x N"
+    wrong = FuzzFailure("wrong result", {}, "\nArrays are not equal\noutput[0][0]")
+    assert wrong.signature == "wrong result [auto] Arrays are not equal"
 
 
 def test_an_empty_map_passing_a_tensor_straight_through():
