@@ -356,8 +356,11 @@ def read_slice(
         Gather<axis>(X, [i])    keepdims     Slice(X, [i], [i] + 1, [axis])
         Gather<axis>(X, i)      otherwise    Squeeze(.., [axis])
 
-    The last node's output is the slice.
+    The last node's output is the slice. Without ``dtype``, the tensor's
+    own element type says whether Gather is right for it.
     """
+    if dtype is None or dtype == ir.DataType.UNDEFINED:
+        dtype = tensor.dtype
     nodes: list[ir.Node] = []
 
     def as_vector() -> ir.Value:  # [i]

@@ -45,11 +45,15 @@ def unsupported(op_type: str, dtype: ir.DataType | None, opset: int) -> str | No
     """Why onnxruntime cannot run ``op_type`` on ``dtype`` at ``opset``; None if it can.
 
     An unknown element type (None or UNDEFINED) is answered conservatively:
-    only an op whose kernel takes every element type a sequence can hold is
-    known to run on it.
+    only an op whose kernel takes every element type a sequence can hold,
+    and is right for all of them, is known to run on it.
     """
     if dtype is not None and (op_type, dtype) in WRONG_RESULTS:
         return WRONG_RESULTS[op_type, dtype]
+    if dtype is None or dtype == ir.DataType.UNDEFINED:
+        wrong = [reason for (op, _), reason in WRONG_RESULTS.items() if op == op_type]
+        if wrong:
+            return f"the element type is unknown, and {wrong[0]}"
     spans = KERNELS.get(op_type)
     if not spans:  # the table holds every default-domain op onnxruntime registers
         return f"onnxruntime {ONNXRUNTIME_VERSION} has no {op_type} kernel"

@@ -753,7 +753,10 @@ class Gen:
             x = V(self.fresh("x"), self.dtype, "tensor", ("T", rank), rank)
             if kind == "split":
                 static = self.draw(st.booleans())
-                dims = [n if static else "N", elements[0].shape[0] if elements else 1, *self.tail]
+                # No elements: the rows are still the ones the body may declare
+                # (``static_rows``), or the map's element shape would be false.
+                rows_0 = elements[0].shape[0] if elements else (self.static_rows or 1)
+                dims = [n if static else "N", rows_0, *self.tail]
                 if not elements:
                     value = np.zeros((0, dims[1], *self.tail), DTYPES[self.dtype][1])
                 else:
@@ -770,7 +773,8 @@ class Gen:
                 )
                 return seq
             sizes = [e.shape[0] for e in elements]
-            self.graph_input(x, np.concatenate(elements), ["N", *self.tail])
+            # Its own dim name: "N" is the split sources' length, not a row count.
+            self.graph_input(x, np.concatenate(elements), [f"N{x.name}", *self.tail])
             split = self.const(b, np.array(sizes, np.int64), "split")
 
             def fn(t, s):

@@ -214,3 +214,35 @@ def test_string_body_returning_an_outer_value(n, options):
     feeds = {"s": [np.array(["a"], dtype=object)] * n, "t": t}
     result = lowered(model, **OPTIONS[options])
     assert_same(run(result, feeds), [np.concatenate([t] * n), [t] * n])
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("rank", [2, 3])
+def test_string_elements_of_an_untyped_body(rank, keepdims, options):
+    """Found by the fuzzer: with no declared element type, the Loop form read
+    string rows with Gather (wrong strings: ``['d e', '', 'd e']`` came back as
+    ``['d e', '', '']``). The split tensor's own type says they are strings."""
+    dims = {2: [3, 3], 3: [3, 1, 3]}[rank]
+    model = parse(
+        f"""<ir_version: 10, opset_import: ["" : 21]>
+        g (string[{",".join(map(str, dims))}] x) => (seq(string[?]) out) {{
+          s = SplitToSequence <axis = 0, keepdims = {keepdims}> (x)
+          out = SequenceMap (s) <body = b (e) => (r) {{
+            k = Constant <value = int64[1] {{0}}> ()
+            v = Unsqueeze (e, k)
+            flat = Constant <value = int64[1] {{-1}}> ()
+            r = Reshape (v, flat)
+          }}>
+        }}"""
+    )
+    words = np.array(["d e", "", "d e", "a", "d e", "bb", "ccc", "", "zz"], dtype=object)
+    x = words.reshape(dims)
+    result = lowered(model, **OPTIONS[options])
+    assert_same(run(result, {"x": x}), [[row.reshape(-1) for row in x]])
+
+
+def test_an_unknown_element_type_never_takes_a_kernel_that_is_wrong_for_some_type():
+    assert ort_kernels.unsupported("Gather", None, 18)
+    assert ort_kernels.unsupported("Loop", None, 18)
+    assert ort_kernels.unsupported("SequenceAt", None, 18) is None
