@@ -1,4 +1,4 @@
-"""Every Constant in its ``value`` form, which every runtime reads.
+"""Constants stated plainly: in the ``value`` form, and not behind a CastLike.
 
 Since opset 12 a Constant can hold its tensor in seven attributes; torch
 writes ``value_ints`` for the shapes and axes it computes. TVM's Relax
@@ -16,6 +16,18 @@ rewrite is exact::
 ``sparse_value`` stays (its dense form could be huge), and so does an
 attribute that refers to a function's attribute (``value_ints = @axes``):
 its value is known only at the call. The node, its name and its output stay.
+
+torch writes a Conv without bias as ``Expand(CastLike(Constant 0, x), ..)``.
+CastLike reads only the element type of its second input, so where that
+type is declared the result is a constant; MNN's converter cannot see that
+and refuses the Conv ("Conv's bias input should be Constant!")::
+
+    c = Constant<value = float {0}>()          y = Constant<value = float {0}>()
+    y = CastLike(c, x)             (x: float)  ->
+
+Only casts that numpy computes exactly as ONNX defines them are folded
+(:func:`lowering.static_fold.fold_node`): between integer, bool and float
+types, never float to integer; a Constant left unread is removed.
 """
 
 from __future__ import annotations
@@ -23,7 +35,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.constants import remove_if_dead_constant
 from lowering.scopes import is_onnx_op
+from lowering.static_fold import fold_node
 
 # Attribute -> (numpy type, whether it holds a list).
 _SHORTHANDS = {
@@ -37,15 +51,26 @@ _SHORTHANDS = {
 
 
 class ConstantValueFormPass(ir.passes.InPlacePass):
-    """Rewrite each Constant shorthand, in every graph and function, as ``value``."""
+    """Rewrite each Constant shorthand, in every graph and function, as ``value``,
+    and each CastLike of a constant to a declared type as the Constant it is."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         graphs = [model.graph, *(f.graph for f in model.functions.values())]
         for graph in graphs:
-            for node in ir.traversal.RecursiveGraphIterator(graph):
-                modified |= _rewrite(node)
+            for node in list(ir.traversal.RecursiveGraphIterator(graph)):
+                modified |= _rewrite(node) or _fold_cast_like(node)
         return ir.passes.PassResult(model, modified=modified)
+
+
+def _fold_cast_like(node: ir.Node) -> bool:
+    if not is_onnx_op(node, "CastLike"):
+        return False
+    source = node.inputs[0]
+    if not fold_node(node):
+        return False
+    remove_if_dead_constant(source)
+    return True
 
 
 def _rewrite(node: ir.Node) -> bool:

@@ -99,7 +99,7 @@ def fold_static(
                 mine.update(inlined)
                 pending.extendleft(reversed(inlined))
                 continue
-        elif node.domain in ("", "ai.onnx") and _fold(node):
+        elif node.domain in ("", "ai.onnx") and fold_node(node):
             kept.append(node)
             continue
         _infer_shapes(node, opset)
@@ -138,7 +138,7 @@ def _subgraphs(node: ir.Node) -> list[ir.Graph]:
     return found
 
 
-def _fold(node: ir.Node) -> bool:
+def fold_node(node: ir.Node) -> bool:
     """Turn ``node`` into a Constant holding its value, if its rule can work it out."""
     rule = _RULES.get(node.op_type)
     if rule is None or len(node.outputs) != 1:

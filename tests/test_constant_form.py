@@ -97,3 +97,49 @@ def test_a_model_with_nothing_to_lower_keeps_its_shorthands():
         H + "\ng () => (int64[2] c) {\n  c = Constant <value_ints = [1, 2]> ()\n}"
     )
     assert lowering.lower(model) == model
+
+
+# (constant, type of the CastLike's second input, folded?)
+CAST_LIKES = [
+    ("float {0}", "float", True),  # torch's Conv without bias
+    ("float {1.5}", "float16", True),
+    ("int64 {3}", "float", True),
+    ("bool {1}", "int32", True),
+    ("float {1.5}", "int32", False),  # float to integer: ONNX leaves NaN and range undefined
+    ("float {1.5}", None, False),  # nothing declares the type
+]
+
+
+@pytest.mark.parametrize(("constant", "like", "folded"), CAST_LIKES)
+def test_a_cast_like_of_a_constant_to_a_declared_type_is_that_constant(constant, like, folded):
+    type_ = like or "float"
+    model = onnx.parser.parse_model(
+        H
+        + f"""
+g ({type_}[2] t, float[3,4] x) => ({type_} y, float[3,4] z) {{
+  u = Identity(t)
+  c = Constant <value = {constant}> ()
+  y = CastLike(c, u)
+  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+  m = SequenceMap <body = body (float[4] r) => (float[4] o) {{ o = Relu(r) }}> (rows)
+  z = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+}}"""
+    )
+    if like is not None:  # u's type is declared only where the case says so
+        element = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(_NUMPY[like]))
+        model.graph.value_info.append(onnx.helper.make_tensor_value_info("u", element, [2]))
+    onnx.checker.check_model(model, full_check=True)
+    result = lowering.lower(model)
+    onnx.checker.check_model(result, full_check=True)
+    (producer,) = [node for node in result.graph.node if "y" in node.output]
+    readers_of_c = [node for node in result.graph.node if "c" in node.input]
+    if folded:
+        assert producer.op_type == "Constant"
+        assert not [node for node in result.graph.node if "c" in node.output]  # unread: gone
+    else:
+        assert producer.op_type == "CastLike" and readers_of_c == [producer]
+    feeds = {"t": np.zeros(2, _NUMPY[type_]), "x": np.ones((3, 4), np.float32)}
+    assert_same(run(result, feeds), run(model, feeds))
+
+
+_NUMPY = {"float": np.float32, "float16": np.float16, "int32": np.int32}

@@ -139,8 +139,10 @@ def test_exports_go_up_to_21_too(name):
 def _readme_table() -> dict[tuple[str, int], str]:
     """The README's export x target table, cell by cell."""
     readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
-    rows = [line.strip() for line in readme.splitlines() if line.strip().startswith("| ")]
-    header = next(r for r in rows if r.startswith("| torch export |"))
+    lines = [line.strip() for line in readme.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("| torch export |"))
+    end = lines.index("", start)  # the table ends at the first blank line
+    header, rows = lines[start], lines[start + 2 : end]
     targets = [int(c.split()[-1]) for c in header.strip("|").split("|")[1:]]
     cells = {}
     for row in rows:

@@ -50,7 +50,7 @@ GOLDEN = {
         H
         + """
         g (float a, float[3] b, float[N,2] c) => (float[1] ya, float[3] yb, float[N,2] yc) {
-          one = Constant <value_ints = [1]> ()
+          one = Constant <value = int64[1] {1}> ()
           r = Reshape(a, one)
           r2b = Identity(b)
           r2c = Identity(c)
