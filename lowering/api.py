@@ -10,7 +10,7 @@ import onnx_ir as ir
 
 from lowering.constant_form import ConstantValueFormPass
 from lowering.errors import LoweringError
-from lowering.map_unroll import DEFAULT_MAX_UNROLL
+from lowering.maps.unroll import DEFAULT_MAX_UNROLL
 from lowering.naming import FreshNamesPass, fresh
 from lowering.rewrites import Rewrite
 from lowering.runtimes import RUNTIMES

@@ -24,7 +24,7 @@ import onnx_ir as ir
 from lowering import model_io
 from lowering.api import lower_in_place
 from lowering.errors import LoweringError
-from lowering.map_unroll import DEFAULT_MAX_UNROLL
+from lowering.maps.unroll import DEFAULT_MAX_UNROLL
 from lowering.rewrites import Rewrite
 from lowering.runtimes import DEFAULT_RUNTIME, RUNTIMES
 from lowering.sequence_map import STRATEGIES

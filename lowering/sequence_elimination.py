@@ -1,6 +1,6 @@
 """Remove the sequence ops that lowering has made unnecessary.
 
-After an unrolled map (:mod:`lowering.map_unroll`) a model reads tensors
+After an unrolled map (:mod:`lowering.maps.unroll`) a model reads tensors
 out of ``SequenceConstruct`` results that it could read directly. Runtimes
 without sequence support (OpenVINO, tract) refuse those ops, so this pass
 rewrites them away::
@@ -46,7 +46,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node, remove_if_dead_constant
-from lowering.map_plan import read_slice
+from lowering.maps.plan import read_slice
 from lowering.naming import fresh
 from lowering.ort_kernels import unsupported
 from lowering.scopes import find_nodes, iter_scopes

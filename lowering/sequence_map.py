@@ -6,14 +6,14 @@ chooses, for each map, the first strategy that fits and whose ops
 onnxruntime has kernels for on the element types involved
 (:mod:`lowering.ort_kernels`):
 
-- ``vectorize`` (:mod:`lowering.map_vectorize`): every body op has a
+- ``vectorize`` (:mod:`lowering.maps.vectorize`): every body op has a
   batching rule; the body runs once on the stacked elements, no loop.
-- ``unroll`` (:mod:`lowering.map_unroll`): a small static length; one copy
+- ``unroll`` (:mod:`lowering.maps.unroll`): a small static length; one copy
   of the body per element, folded where unrolling made things static.
-- ``scan`` (:mod:`lowering.split_map_concat`): split -> map -> concat.
-- ``uniform`` (:mod:`lowering.map_to_scan`): when every output element has
+- ``scan`` (:mod:`lowering.maps.split_map_concat`): split -> map -> concat.
+- ``uniform`` (:mod:`lowering.maps.scan_outputs`): when every output element has
   the same shape, a Loop with scan outputs, its stacks read directly. O(n).
-- ``loop`` (:mod:`lowering.map_to_loop`): otherwise, a Loop that appends to
+- ``loop`` (:mod:`lowering.maps.sequence_loop`): otherwise, a Loop that appends to
   loop-carried sequences with ``SequenceInsert``. Always correct (the ops of
   the original's own expansion), O(n^2) in onnxruntime.
 
@@ -28,7 +28,7 @@ outputs keep their names, so consumers and graph outputs are untouched.
 cannot run, and refuses a map NAME can run in no form. Whatever the runtime,
 each rewrite says which runtimes will reject the form it got.
 
-Every map is planned and checked (:mod:`lowering.map_plan`) before any is
+Every map is planned and checked (:mod:`lowering.maps.plan`) before any is
 rewritten, so a model that fails is left unchanged.
 """
 
@@ -40,18 +40,18 @@ import onnx_ir as ir
 
 from lowering.errors import LoweringError
 from lowering.function_specialization import SpecializeFunctionsPass
-from lowering.map_plan import MapPlan, Replacer, declares_enough, plan_map, split_source
-from lowering.map_to_loop import lower_to_sequence_loop
-from lowering.map_to_scan import lower_to_scan_outputs, uniform_reason
-from lowering.map_unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
-from lowering.map_vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
+from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, split_source
+from lowering.maps.scan_outputs import lower_to_scan_outputs, uniform_reason
+from lowering.maps.sequence_loop import lower_to_sequence_loop
+from lowering.maps.split_map_concat import lower_to_scan, scan_axes
+from lowering.maps.unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
+from lowering.maps.vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
 from lowering.ort_kernels import first_unsupported
 from lowering.rewrites import Rewrite
 from lowering.runtimes import DEFAULT_RUNTIME, LOOP_OPS, RUNTIMES, SEQUENCE_OPS, rejecting
 from lowering.scopes import Located, find_nodes, is_onnx_op, link_outer_outputs
 from lowering.sequence_elimination import EliminateSequencesPass, fold_insert_chains
 from lowering.sequence_length import SequenceLengths
-from lowering.split_map_concat import lower_to_scan, scan_axes
 from lowering.type_inference import TypeOracle
 
 logger = logging.getLogger(__name__)

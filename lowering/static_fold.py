@@ -9,7 +9,7 @@ an element looks like. torch's ``atleast_1d`` asks for its element's rank::
     cond  = Equal(rank, zero)
     y     = If(cond) <then: Reshape(e, [1]), else: Identity(e)>
 
-Once unrolled (:mod:`lowering.map_unroll`), each copy reads one known
+Once unrolled (:mod:`lowering.maps.unroll`), each copy reads one known
 element, a graph input ``b: float[3]`` say, and the test has one answer::
 
     shape = Shape(b)             ->  Constant<int64[1] {3}>     b's shape is static

@@ -15,8 +15,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 
+from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.opset import TargetOpsetPass
-from lowering.uniform_shapes import REDUCE_OPS
 from tests.helpers import assert_same, parse, run
 
 

@@ -588,7 +588,7 @@ def test_a_lowered_maps_length_survives_folding(p, lowering_name):
 
 
 # onnxscript's optimizer runs in a process of its own: it names tensors that
-# the lowering shares between models (map_plan's constant true).
+# the lowering shares between models (lowering.maps.plan's constant true).
 _LOWER_ALL = """
 import json, sys, onnx, lowering
 for source, target, options in json.load(open(sys.argv[1])):

@@ -1,6 +1,6 @@
 """Uniform maps are read from their stack; insert chains become constructs.
 
-map_to_scan.read_stack_in_readers: SequenceAt, SequenceLength and
+lowering.maps.scan_outputs.read_stack_in_readers: SequenceAt, SequenceLength and
 ConcatFromSequence of a uniform map read the Loop's stacked output with
 Gather (Slice + Squeeze for strings), Shape/Gather, Transpose/Reshape, and
 no sequence is built. sequence_elimination: SequenceEmpty -> SequenceInsert

@@ -848,7 +848,7 @@ def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
     """For a check against onnxruntime's kernels: the ops beyond the body's own
     (which run on the types they ran on before), with their input's type."""
     from lowering import sequence_map
-    from lowering.map_vectorize import emitted_ops, vectorize_reason
+    from lowering.maps.vectorize import emitted_ops, vectorize_reason
 
     seen = []
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.opset.registry import Decline, down, up
-from lowering.uniform_shapes import REDUCE_OPS
 
 _REDUCE_18 = sorted(op for op in REDUCE_OPS if op != "ReduceSum")
 

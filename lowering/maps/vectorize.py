@@ -71,11 +71,11 @@ import onnx
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node
-from lowering.map_plan import MapPlan, Replacer, same_length_inputs, split_source, typed
-from lowering.map_to_scan import concat_kind, count_of, read_stack, read_stack_in_readers
+from lowering.maps.plan import MapPlan, Replacer, same_length_inputs, split_source, typed
+from lowering.maps.scan_outputs import concat_kind, count_of, read_stack, read_stack_in_readers
+from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
-from lowering.uniform_shapes import REDUCE_OPS
 
 Dims = tuple  # of int | None: an element shape with a known rank
 _INT64_MAX = np.iinfo(np.int64).max
@@ -254,7 +254,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
         stack_shape = None if shape is None else ir.Shape([rewrite.batch_dim, *shape])
         stack = typed(result, (type_, stack_shape))
         rank = None if shape is None else len(shape)
-        # SequenceAt, SequenceLength and concats read the stack (map_to_scan's rules).
+        # SequenceAt, SequenceLength and concats read the stack (scan_outputs' rules).
         count_nodes = count_of(stack, rewrite.batch_dim)
         count = count_nodes[-1].outputs[0]
         constants = read_stack_in_readers(output, stack, type_, shape, count, opset)

@@ -1,6 +1,6 @@
 """The uniform-shape strategy: scan outputs, then one SplitToSequence each.
 
-When every output element has the same shape (:mod:`lowering.uniform_shapes`),
+When every output element has the same shape (:mod:`lowering.maps.uniform_shapes`),
 the body's outputs can be stacked by the Loop itself as scan outputs, and
 each stack split back into a sequence once. That is O(n), where appending
 to a loop-carried sequence is O(n^2) in onnxruntime, and needs only opset 11::
@@ -42,7 +42,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node
-from lowering.map_plan import (
+from lowering.maps.plan import (
     SCALAR_BOOL,
     SCALAR_INT64,
     MapPlan,
@@ -55,11 +55,11 @@ from lowering.map_plan import (
     read_slice,
     typed,
 )
+from lowering.maps.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 from lowering.naming import fresh
 from lowering.ort_kernels import first_unsupported, unsupported
 from lowering.scopes import is_onnx_op
 from lowering.sequence_elimination import become_identity
-from lowering.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 
 
 def uniform_reason(plan: MapPlan) -> tuple[bool, str]:

@@ -33,7 +33,7 @@ outer *sequence* the body reads stays an outer-scope reference (a model
 that reads one needs a runtime with sequences anyway); so does a tensor of
 unknown rank, since onnxruntime allocates every Scan result from the shape
 the body declares for it. For the same reason each body output declares
-the element shape the plan found (:func:`lowering.map_plan.declare_result`).
+the element shape the plan found (:func:`lowering.maps.plan.declare_result`).
 
 It applies when every sequence input is a ``SplitToSequence`` without
 ``split``, every output element has one shape, and every reader of every
@@ -42,7 +42,7 @@ output is such a ``ConcatFromSequence`` (agreeing on the output axis).
 For a runtime without ``Loop`` (tract, ``--runtime tract``), where the map
 would otherwise be a Loop with scan outputs, readers may also be SequenceAt
 and SequenceLength: the output is stacked along axis 0 and read as
-:func:`lowering.map_to_scan.read_stack_in_readers` reads a Loop's stack::
+:func:`lowering.maps.scan_outputs.read_stack_in_readers` reads a Loop's stack::
 
     y = SequenceAt(ys, i)         ->  y = Gather<axis = 0>(out, i')
     c = SequenceLength(ys)        ->  c = Gather(Shape(out), 0)
@@ -54,7 +54,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_node
-from lowering.map_plan import (
+from lowering.maps.plan import (
     MapPlan,
     Replacer,
     TypeAndShape,
@@ -65,7 +65,7 @@ from lowering.map_plan import (
     split_source,
     typed,
 )
-from lowering.map_to_scan import (
+from lowering.maps.scan_outputs import (
     concat_kind,
     count_of,
     read_stack,
@@ -80,7 +80,7 @@ def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
 
     Every reader of an output must be a concat of the stack along one axis,
     or, with ``stack_reads`` (for runtimes without Loop), any reader that
-    :func:`lowering.map_to_scan.read_stack_in_readers` serves from a stack
+    :func:`lowering.maps.scan_outputs.read_stack_in_readers` serves from a stack
     along axis 0: SequenceAt and SequenceLength as well.
     """
     node = plan.node

@@ -23,7 +23,7 @@ becomes::
         => (cond', acc_1', .., acc_m')
 
 Its cost: onnxruntime's SequenceInsert copies the sequence on every call,
-so n elements cost O(n^2). :mod:`lowering.map_to_scan` avoids that where
+so n elements cost O(n^2). :mod:`lowering.maps.scan_outputs` avoids that where
 element shapes are uniform.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.map_plan import (
+from lowering.maps.plan import (
     MapPlan,
     Replacer,
     body_signature,

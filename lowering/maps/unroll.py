@@ -33,7 +33,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node
-from lowering.map_plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
+from lowering.maps.plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
 from lowering.naming import fresh
 from lowering.scopes import is_onnx_op
 from lowering.static_fold import fold_static, release

@@ -1,6 +1,6 @@
 """Does a SequenceMap body give every element's outputs the same shape?
 
-The uniform-shape strategy (:mod:`lowering.map_to_scan`) stacks the body's
+The uniform-shape strategy (:mod:`lowering.maps.scan_outputs`) stacks the body's
 outputs as a Loop's scan outputs, which needs one shape for all iterations.
 That holds in two cases:
 
