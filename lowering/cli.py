@@ -75,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_RUNTIME,
         help="the runtime the output is for (default onnxruntime): where a loop is "
         "unavoidable, emit a form it runs (a Scan for tract, a Loop with scan outputs for "
-        "mnn, static maps unrolled whatever their length for tvm, tinygrad and generic); "
-        "exit 1 on a map it can run in no form",
+        "mnn); a map of static length that would need a loop or sequence op it lacks is "
+        "unrolled, whatever --max-unroll says; exit 1 on a map it can run in no form",
     )
     parser.add_argument(
         "--optimize",

@@ -27,7 +27,8 @@ and refuses the Conv ("Conv's bias input should be Constant!")::
 
 Only casts that numpy computes exactly as ONNX defines them are folded
 (:func:`lowering.static_fold.fold_node`): between integer, bool and float
-types, never float to integer; a Constant left unread is removed.
+types, never float to integer; a Constant or initializer left unread is
+removed.
 """
 
 from __future__ import annotations
@@ -70,6 +71,16 @@ def _fold_cast_like(node: ir.Node) -> bool:
     if not fold_node(node):
         return False
     remove_if_dead_constant(source)
+    if (  # an initializer nothing reads any more: onnxruntime warns on every load
+        source is not None
+        and source.is_initializer()
+        and not source.uses()
+        and not source.is_graph_input()
+        and not source.is_graph_output()
+        and source.graph is not None
+        and source.name is not None
+    ):
+        source.graph.initializers.pop(source.name)
     return True
 
 

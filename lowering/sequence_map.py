@@ -78,8 +78,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             where a loop is unavoidable, a form it runs is chosen (a Scan
             for tract, a Loop with scan outputs for MNN); a runtime with
             neither Loop nor Scan gets every map of static length unrolled
-            whatever its length, and a map that it can run in no form is
-            refused with a :class:`LoweringError` before anything changes.
+            whatever its length (so does a map of static length that would
+            otherwise need a loop the runtime lacks), and a map that it can
+            run in no form is refused with a :class:`LoweringError` before
+            any map is rewritten.
         keep_originals: Keep a copy of each map as it was, for reports
             (:meth:`lowering.rewrites.Rewrite.before`).
         rewrites: What the last call rewrote, outermost maps first.
@@ -158,7 +160,16 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             ):
                 replaced[index] = lower_to_scan(plan, replacer, axes)
             elif strategy in ("scan", "uniform"):
-                # (A scan whose readers changed since it was chosen falls back.)
+                # A scan whose readers changed since it was chosen (a map read by
+                # another map) falls back, where the runtime runs the Loop.
+                if strategy == "scan" and (lacks := self.runtime.missing({"Loop"})):
+                    raise LoweringError(
+                        f"--runtime {self.runtime.name}: its readers changed while other "
+                        f"maps were lowered, so it can no longer be a Scan, and "
+                        f"{self.runtime.name} has no {lacks[0]}",
+                        node=plan.node,
+                        scope=plan.located.scope.description,
+                    )
                 replaced[index] = lower_to_scan_outputs(plan, replacer)
             else:
                 replaced[index] = lower_to_sequence_loop(plan, replacer)
@@ -227,7 +238,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         uniform, why = uniform_reason(plan)
         if batching not in why:  # said once where both stop for one reason
             why = f"{why}; not vectorized: {batching}"
-        if uniform and scan_axes(plan, self._scan_reads_stacks) is not None:
+        scan_fits = uniform and scan_axes(plan, self._scan_reads_stacks) is not None
+        if uniform and not scan_fits and runtime.missing({"Loop"}) and runtime.loops:
+            passed_over.append("not a Scan: that takes split inputs of one length, read as stacks")
+        if scan_fits:
             if lacks := runtime.missing({"Scan"}):
                 passed_over.append(f"not a Scan: {runtime.name} has no {lacks[0]}")
             elif blocked := first_unsupported(_scan_ops(plan), plan.opset):
@@ -243,10 +257,13 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 passed_over.append(f"not uniform: {blocked}")
             else:
                 return "uniform", _joined(why, passed_over)
-        return self._loop_form(plan, why, passed_over)
+        return self._loop_form(plan, why, passed_over, length)
 
-    def _loop_form(self, plan: MapPlan, why: str, passed_over: list[str]) -> tuple[str, str]:
-        """The general Loop over sequences, where the target runtime runs it."""
+    def _loop_form(
+        self, plan: MapPlan, why: str, passed_over: list[str], length: int | None = None
+    ) -> tuple[str, str]:
+        """The general Loop over sequences, where the target runtime runs it;
+        else, for a static ``length``, the map unrolled whatever ``--max-unroll`` says."""
         runtime = self.runtime
         if not runtime.loops:
             problem = (
@@ -257,6 +274,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             problem = f"the map needs a Loop over sequences, and {runtime.name} has no {lacks[0]}"
         else:
             return "loop", _joined(why, passed_over)
+        if length is not None and not first_unsupported(_unroll_ops(plan), plan.opset):
+            return "unroll", _joined(f"{problem}; its input has {length} elements", passed_over)
         raise LoweringError(
             f"--runtime {runtime.name}: {problem}: {_joined(why, passed_over)}",
             node=plan.node,

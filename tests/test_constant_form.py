@@ -143,3 +143,28 @@ g ({type_}[2] t, float[3,4] x) => ({type_} y, float[3,4] z) {{
 
 
 _NUMPY = {"float": np.float32, "float16": np.float16, "int32": np.int32}
+
+
+@pytest.mark.parametrize("overridable", [False, True])
+def test_a_cast_like_of_an_initializer_folds_unless_callers_can_override_it(overridable):
+    """An initializer that is also a graph input is not a constant."""
+    inputs = "float[2] t, float[3,4] x, int64[2] k" if overridable else "float[2] t, float[3,4] x"
+    model = onnx.parser.parse_model(
+        H
+        + f"""
+g ({inputs}) => (float[2] y, float[3,4] z) <int64[2] k = {{5, 6}}> {{
+  y = CastLike(k, t)
+  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+  m = SequenceMap <body = body (float[4] r) => (float[4] o) {{ o = Relu(r) }}> (rows)
+  z = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+}}"""
+    )
+    onnx.checker.check_model(model, full_check=True)
+    result = lowering.lower(model)
+    ops = [node.op_type for node in result.graph.node]
+    assert ("CastLike" in ops) == overridable
+    assert [i.name for i in result.graph.initializer] == (["k"] if overridable else [])
+    feeds = {"t": np.zeros(2, np.float32), "x": np.ones((3, 4), np.float32)}
+    if overridable:
+        feeds["k"] = np.array([-1, 7], np.int64)
+    assert_same(run(result, feeds), run(model, feeds))

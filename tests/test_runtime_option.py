@@ -263,12 +263,6 @@ def test_each_map_says_which_runtimes_reject_its_form():
     assert rewrite.explained() == rewrite.reason
 
 
-def test_generic_lacks_what_any_runtime_lacks():
-    others = [r for name, r in RUNTIMES.items() if name != "generic"]
-    assert RUNTIMES["generic"].lacks == frozenset().union(*(r.lacks for r in others))
-    assert RUNTIMES["onnxruntime"].lacks == frozenset()
-
-
 def test_the_api_type_names_every_runtime():
     assert set(typing.get_args(RuntimeName)) == set(RUNTIMES)
 
@@ -300,3 +294,73 @@ def test_cli_refuses_in_one_line_and_rejects_unknown_names(tmp_path):
     assert "not loop-free or sequence-free, so rejected by openvino (SequenceEmpty), tract" in (
         summary.stderr + summary.stdout
     )
+
+
+TRACT_MIXED_READERS = {
+    # Concats along different axes: one stack along 0, a Transpose for the other.
+    "stack along 0 and 1": (
+        "g (float[T,4] x) => (float[T,4] a, float[4,T] b)",
+        """a = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+  b = ConcatFromSequence <axis = 1, new_axis = 1> (m)""",
+        lambda rows: [np.stack(rows), np.stack(rows, axis=1)],
+    ),
+    "merge and stack along 1": (
+        "g (float[T,4] x) => (float[M] a, float[4,T] b)",
+        """a = ConcatFromSequence <axis = 0> (m)
+  b = ConcatFromSequence <axis = 1, new_axis = 1> (m)""",
+        lambda rows: [np.concatenate(rows), np.stack(rows, axis=1)],
+    ),
+    "at and stack along 1": (
+        "g (float[T,4] x, int64 i) => (float[4] a, float[4,T] b)",
+        """a = SequenceAt(m, i)
+  b = ConcatFromSequence <axis = 1, new_axis = 1> (m)""",
+        lambda rows: [rows[-2], np.stack(rows, axis=1)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TRACT_MIXED_READERS))
+def test_a_scan_for_tract_serves_readers_of_every_kind_and_axis(name, tmp_path):
+    signature, readers, oracle = TRACT_MIXED_READERS[name]
+    model = onnx.parser.parse_model(
+        H
+        + f"""
+{signature} {{
+  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+  m = SequenceMap <body = {BODY}> (rows)
+  {readers}
+}}"""
+    )
+    (rewrite,) = lowering.lower_in_place(ir.serde.deserialize_model(model), runtime="tract")
+    assert rewrite.strategy == "scan"
+    result = lowering.lower(model, runtime="tract")
+    assert not _ops(result) & RUNTIMES["tract"].lacks
+    x = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    feeds = {"x": x, "i": np.array(-2, np.int64)} if "int64 i" in signature else {"x": x}
+    expected = oracle([_scattered(r) * r for r in x])
+    assert_same(run(result, feeds), expected)
+    tract = pytest.importorskip("tract")
+    path = tmp_path / "out.onnx"
+    onnx.save(result, path)
+    runnable = tract.onnx().load(str(path)).into_model().into_runnable()
+    assert_same([t.to_numpy() for t in runnable.run(list(feeds.values()))], expected)
+
+
+@pytest.mark.parametrize("runtime", ["openvino", "tract", "mnn"])
+def test_a_static_map_that_would_need_a_loop_the_runtime_lacks_is_unrolled(runtime):
+    """20 ragged elements (past --max-unroll): no loop form runs there, unrolling does."""
+    model = onnx.parser.parse_model(
+        MODELS["ragged"].replace("float[T,4] x, int64[T] k", "float[20,4] x, int64[20] k")
+    )
+    (rewrite,) = lowering.lower_in_place(ir.serde.deserialize_model(model), runtime=runtime)
+    expected = "unroll" if runtime in ("openvino", "tract") else "loop"
+    assert rewrite.strategy == expected
+    result = lowering.lower(model, runtime=runtime)
+    rng = np.random.default_rng(1)
+    feeds = {
+        "x": rng.standard_normal((20, 4)).astype(np.float32),
+        "k": rng.integers(0, 5, 20).astype(np.int64),
+    }
+    assert_same(run(result, feeds), _oracle("ragged", feeds))
+    if runtime != "mnn":
+        assert not _ops(result) & RUNTIMES[runtime].lacks

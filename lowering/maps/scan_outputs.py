@@ -165,8 +165,9 @@ def read_stack_in_readers(
 
     where i' is i for a constant i (Gather, like SequenceAt, counts a
     negative index from the back), and otherwise ``i + count`` where i is
-    negative: a computed index, or a Slice (strings), whose end would wrap. Unlike the original, a concat of no elements gives an
-    empty tensor rather than an error. A reader whose op onnxruntime cannot
+    negative: a computed index, or a Slice (strings), whose end would wrap.
+    Unlike the original, a concat of no elements gives an empty tensor
+    rather than an error. A reader whose op onnxruntime cannot
     run on the element type keeps reading the sequence. Returns the new
     nodes that go with the Loop (shape constants); the nodes a reader needs
     go right before it, in its own graph.

@@ -40,9 +40,10 @@ It applies when every sequence input is a ``SplitToSequence`` without
 output is such a ``ConcatFromSequence`` (agreeing on the output axis).
 
 For a runtime without ``Loop`` (tract, ``--runtime tract``), where the map
-would otherwise be a Loop with scan outputs, readers may also be SequenceAt
-and SequenceLength: the output is stacked along axis 0 and read as
-:func:`lowering.maps.scan_outputs.read_stack_in_readers` reads a Loop's stack::
+would otherwise be a Loop with scan outputs, readers may also be SequenceAt,
+SequenceLength and concats along different axes: the output is stacked
+along axis 0 and read as :func:`lowering.maps.scan_outputs.read_stack_in_readers`
+reads a Loop's stack (a Transpose for a stack along another axis)::
 
     y = SequenceAt(ys, i)         ->  y = Gather<axis = 0>(out, i')
     c = SequenceLength(ys)        ->  c = Gather(Shape(out), 0)
@@ -215,11 +216,12 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
         dims.insert(axis, None)
         typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
         rank = len(shape)
-        if all(concat_kind(user, index, rank, shape) for user, index in output.uses()):
+        kinds = [concat_kind(user, index, rank, shape) for user, index in output.uses()]
+        if all(kind is not None and kind[1] == axis for kind in kinds):
             for user, _ in list(output.uses()):
                 new_nodes += read_stack(user, stack, shape)
             continue
-        # Read by SequenceAt or SequenceLength too (scan_axes with stack_reads).
+        # Stacked along 0 for readers of other kinds or axes (scan_axes with stack_reads).
         count_nodes = count_of(stack, None)
         count = count_nodes[-1].outputs[0]
         constants = read_stack_in_readers(output, stack, type_, shape, count, plan.opset)
