@@ -15,6 +15,7 @@ import pytest
 
 import lowering
 from tests.helpers import all_nodes, assert_same, op_types, run
+from tests.matrix_models import synthetic_cases
 from tests.runtime_runners import run_openvino, run_tract
 
 openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
@@ -115,26 +116,12 @@ def test_split_map_concat_at_opset_11_runs_in_openvino_and_tract(name, tmp_path)
 
 def test_insert_chain_around_an_unrolled_map_runs_in_openvino_and_tract(tmp_path):
     """paddle2onnx's array_to_tensor after unrolling: inserts fold into one Concat."""
-    source = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
-    g (float[2] a, float[2] b) => (float[2,2] y) {
-      s = SequenceConstruct(a, b)
-      m = SequenceMap <body = body (float[2] e) => (float[2] c) { c = Neg(e) }> (s)
-      i0 = Constant <value = int64 {0}> ()
-      i1 = Constant <value = int64 {1}> ()
-      m0 = SequenceAt(m, i0)
-      m1 = SequenceAt(m, i1)
-      empty = SequenceEmpty <dtype = 1> ()
-      one = SequenceInsert(empty, m1)
-      front = Constant <value = int64 {0}> ()
-      two = SequenceInsert(one, m0, front)
-      y = ConcatFromSequence <axis = 0, new_axis = 1> (two)
-    }""")
-    result = lowering.lower(source)
+    case = synthetic_cases()["SequenceEmpty insert chain around a map (paddle2onnx)"]
+    result = lowering.lower(case.model)
     assert not [op for op in op_types(result) if "Sequence" in op]
     path = tmp_path / "lowered.onnx"
     onnx.save(result, path)
-    inputs = [np.array([1, 2], np.float32), np.array([3, 4], np.float32)]
-    expected = [-np.stack(inputs)]
-    assert_same(run(result, dict(zip("ab", inputs))), expected)
-    assert_same(run_openvino(path, inputs), expected)
-    assert_same(run_tract(path, inputs), expected)
+    names = [i.name for i in result.graph.input]
+    assert_same(run(result, dict(zip(names, case.inputs))), case.expected)
+    assert_same(run_openvino(path, case.inputs), case.expected)
+    assert_same(run_tract(path, case.inputs), case.expected)
