@@ -208,6 +208,7 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
     graph = model.graph
     overridable = [(v, v.const_value) for v in graph.inputs if v.name in graph.initializers]
     declared = [(v.type, _copy_shape(v.shape)) for v in graph.outputs]
+    _forget_symbolic_dims_in_bodies(model)
     for value, _ in overridable:
         value.const_value = None  # the optimizer folds any value with a const_value
     try:
@@ -318,6 +319,37 @@ def _unshare_empty_sequences(graph: ir.Graph) -> bool:
             use.node.replace_input_with(use.idx, readers)
         added = True
     return added
+
+
+def _forget_symbolic_dims_in_bodies(model: ir.Model) -> None:
+    """Make every named dim in a subgraph or function unknown, before the optimizer runs.
+
+    A dim named ``R`` in a function, or in a branch or loop body, means one
+    size per call or per run of it. Unrolling copies bodies, and the
+    optimizer inlines functions, with their shapes as they are, so copies
+    over elements of different sizes then share ``R``; the optimizer's shape
+    inference spreads ``R`` to the values each copy reads, and onnxruntime
+    reuses one buffer for tensors of different shapes ("Shape mismatch
+    attempting to re-use buffer")::
+
+        o: int64[R,2] in each copy  ->  e_1, e_2: int64[R,2]   (e_1, e_2: [2,2], [3,2])
+
+    The main graph's own values keep their names: they hold for the model.
+    """
+    graphs = [g for f in model.functions.values() for g in (f.graph, *f.graph.subgraphs())]
+    graphs += list(model.graph.subgraphs())
+    for graph in graphs:
+        for value in (*graph.inputs, *graph.outputs):
+            _forget_symbolic_dims(value)
+        for node in graph:
+            for value in node.outputs:
+                _forget_symbolic_dims(value)
+
+
+def _forget_symbolic_dims(value: ir.Value) -> None:
+    shape = value.shape
+    if shape is not None and any(isinstance(d, ir.SymbolicDim) and d.value for d in shape):
+        value.shape = ir.Shape([None if isinstance(d, ir.SymbolicDim) else d for d in shape])
 
 
 # Ops whose trailing optional inputs must still be spelled out ("") up to
