@@ -184,12 +184,7 @@ def read_stack_in_readers(
             typed(nodes[-1].outputs[0], (type_, element_shape))
             _become(user, nodes)
         elif kind == "length":
-            shape = fresh(ir.node("Shape", [stack]))
-            typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
-            zero = constant_node(np.array(0, np.int64), "zero")
-            length = fresh(ir.node("Gather", [shape.outputs[0], zero.outputs[0]]))
-            typed(fresh(length.outputs[0], "length"), SCALAR_INT64)
-            _become(user, [shape, zero, length])
+            _become(user, count_of(stack, None))
         elif kind == "concat":
             constants += read_stack(user, stack, element_shape)
         elif kind == "transpose":
