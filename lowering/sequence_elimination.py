@@ -72,12 +72,12 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         lengths = SequenceLengths()
-        opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
         for located in find_nodes(model, lambda n: n.domain in ("", "ai.onnx")):
             node = located.node
             rewrite = _RULES.get(node.op_type)
             done = rewrite is not None and rewrite(node, located.scope.owner, lengths)
             if not done and node.op_type == "SequenceAt":
+                opset = located.scope.opset(model) or 1
                 done = _split_element(node, located.scope.owner, opset)
             modified = done or modified
         return ir.passes.PassResult(model, modified=_remove_dead(model) or modified)
@@ -227,15 +227,9 @@ def _split_element(node: ir.Node, owner, opset: int) -> bool:
     else:
         del dims[axis]
     dtype = tensor.dtype
-    if split is None:
-        nodes = read_slice(tensor, start, axis, keepdims, dtype, opset)
-    elif unsupported("Slice", dtype, opset) is None:
-        bounds = [np.array([v], np.int64) for v in (start, start + sizes[index], axis)]
-        constants = [constant_node(v) for v in bounds]
-        slice_inputs = [tensor, *(c.outputs[0] for c in constants)]
-        nodes = [*constants, fresh(ir.node("Slice", slice_inputs))]
-    else:
+    if sizes[index] != 1 and unsupported("Slice", dtype, opset) is not None:
         return False
+    nodes = read_slice(tensor, start, axis, keepdims, dtype, opset, size=sizes[index])
     nodes[-1].outputs[0].type = tensor.type
     nodes[-1].outputs[0].shape = ir.Shape(dims)
     owner.insert_before(node, nodes)

@@ -11,6 +11,9 @@ numpy; where the bounds are not static the sequence ops stay.
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx.parser
+import onnx_ir as ir
 import pytest
 
 import lowering
@@ -86,15 +89,90 @@ def test_split_read_is_kept_where_its_bounds_are_not_static(name):
 
 
 def test_golden_chunk_read():
-    source = _model("int64 {2}", "axis = 1", -1, (2, 1, 3))
+    source = _model("int64 {2}", "axis = 1", 0, (2, 2, 3))
     expected = f"""{H}
-        g (float[2,5,3] x, float[2] w) => (float[2,1,3] y, float[2] z) {{
-          start = Constant <value = int64[1] {{4}}> ()
-          end = Constant <value = int64[1] {{5}}> ()
+        g (float[2,5,3] x, float[2] w) => (float[2,2,3] y, float[2] z) {{
+          start = Constant <value = int64[1] {{0}}> ()
           axis = Constant <value = int64[1] {{1}}> ()
+          end = Constant <value = int64[1] {{2}}> ()
           element = Slice (x, start, end, axis)
           y = Identity (element)
           n = Neg (w)
           z = Identity (n)
         }}"""
     assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
+
+
+def test_golden_chunk_of_one_read():
+    """A chunk of one entry (the last, shorter one) is one Gather."""
+    source = _model("int64 {2}", "axis = 1", -1, (2, 1, 3))
+    expected = f"""{H}
+        g (float[2,5,3] x, float[2] w) => (float[2,1,3] y, float[2] z) {{
+          at = Constant <value = int64[1] {{4}}> ()
+          element = Gather <axis = 1> (x, at)
+          y = Identity (element)
+          n = Neg (w)
+          z = Identity (n)
+        }}"""
+    assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
+
+
+def _alone(opset: int, elem: str, split: str, attributes: str, index: int, y_shape) -> str:
+    """A split read and nothing else, at ``opset``: the pass on its own, no map around it."""
+    inputs = "(x)" if not split else "(x, split)"
+    split_node = f"split = Constant <value = {split}> ()" if split else ""
+    return f"""<ir_version: 8, opset_import: ["" : {opset}]>
+        g ({elem}[2,5,3] x) => ({elem}[{",".join(map(str, y_shape))}] y) {{
+          {split_node}
+          parts = SplitToSequence <{attributes}> {inputs}
+          i = Constant <value = int64 {{{index}}}> ()
+          y = SequenceAt (parts, i)
+        }}"""
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13, 17])
+@pytest.mark.parametrize("elem", ["float", "string"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_pass_alone_reads_splits_at_every_opset(name, elem, opset):
+    """Strings are sliced, not gathered, and Squeeze spells its axes as its opset wants them."""
+    split, attributes, index, element = CASES[name]
+    x = X if elem == "float" else X.astype(np.int64).astype(str).astype(object)
+    expected = element if elem == "float" else element.astype(np.int64).astype(str).astype(object)
+    model = ir.from_proto(
+        onnx.parser.parse_model(_alone(opset, elem, split, attributes, index, element.shape))
+    )
+    lowering.EliminateSequencesPass()(model)
+    proto = ir.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    assert not [node.op_type for node in proto.graph.node if "Sequence" in node.op_type]
+    (y,) = run(proto, {"x": x})
+    assert y.shape == expected.shape
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_a_function_reads_splits_at_the_opset_it_imports():
+    """A function importing opset 12 gets Squeeze-12's attribute axes.
+
+    Function inputs carry no types in ONNX; typing it (as specializing a
+    function for its caller does) lets the read be static.
+    """
+    source = """<ir_version: 8, opset_import: ["" : 12, "local" : 1]>
+        g (string[2,5,3] x) => (string[2,3] y) { y = local.pick (x) }
+        <domain: "local", opset_import: ["" : 12]>
+        pick (x) => (y) {
+          parts = SplitToSequence <axis = 1, keepdims = 0> (x)
+          i = Constant <value = int64 {3}> ()
+          y = SequenceAt (parts, i)
+        }"""
+    model = ir.from_proto(onnx.parser.parse_model(source))
+    (function,) = model.functions.values()
+    function.inputs[0].type = ir.TensorType(ir.DataType.STRING)
+    function.inputs[0].shape = ir.Shape([2, 5, 3])
+    lowering.EliminateSequencesPass()(model)
+    proto = ir.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    squeezes = [n for n in proto.functions[0].node if n.op_type == "Squeeze"]
+    assert len(squeezes) == 1 and len(squeezes[0].input) == 1
+    x = X.astype(np.int64).astype(str).astype(object)
+    (y,) = run(proto, {"x": x})
+    np.testing.assert_array_equal(y, x[:, 3])

@@ -346,19 +346,25 @@ def read_slice(
     keepdims: bool,
     dtype: ir.DataType | None,
     opset: int,
+    size: int = 1,
 ) -> list[ir.Node]:
     """Nodes reading slice ``index`` (an int64 scalar, or a constant) of ``tensor``.
 
-    With ``keepdims`` the slice keeps ``axis`` (size 1). ``Gather`` does it
-    in one op where onnxruntime's Gather is right for the element type;
-    elsewhere (strings) ``Slice``, then ``Squeeze`` unless ``keepdims``::
+    With ``keepdims`` the slice keeps ``axis``: ``size`` entries from a
+    constant ``index`` (one otherwise). ``Gather`` reads one entry in one op
+    where onnxruntime's Gather is right for the element type; elsewhere
+    (strings), and for longer slices, ``Slice``, then ``Squeeze`` unless
+    ``keepdims``::
 
-        Gather<axis>(X, [i])    keepdims     Slice(X, [i], [i] + 1, [axis])
+        Gather<axis>(X, [i])    keepdims     Slice(X, [i], [i] + size, [axis])
         Gather<axis>(X, i)      otherwise    Squeeze(.., [axis])
 
-    The last node's output is the slice. Without ``dtype``, the tensor's
-    own element type says whether Gather is right for it.
+    Squeeze takes its axes as an input from opset 13 and as an attribute
+    before it. The last node's output is the slice. Without ``dtype``, the
+    tensor's own element type says whether Gather is right for it.
     """
+    if size != 1 and not (keepdims and isinstance(index, int)):
+        raise ValueError("a slice longer than one entry needs keepdims and a constant index")
     if dtype is None or dtype == ir.DataType.UNDEFINED:
         dtype = tensor.dtype
     nodes: list[ir.Node] = []
@@ -373,7 +379,7 @@ def read_slice(
         nodes.extend([shape, reshape])
         return reshape.outputs[0]
 
-    if unsupported("Gather", dtype, opset) is None:
+    if size == 1 and unsupported("Gather", dtype, opset) is None:
         if keepdims:
             where = as_vector()
         elif isinstance(index, int):
@@ -386,7 +392,7 @@ def read_slice(
     start = as_vector()
     axes = constant_node(np.array([axis], np.int64), "axis")
     if isinstance(index, int):
-        end_node = constant_node(np.array([index + 1], np.int64))
+        end_node = constant_node(np.array([index + size], np.int64))
     else:
         one = constant_node(np.array([1], np.int64), "one")
         nodes.append(one)
@@ -395,7 +401,11 @@ def read_slice(
     sliced = fresh(ir.node("Slice", [tensor, start, end_node.outputs[0], axes.outputs[0]]))
     nodes += [axes, end_node, sliced]
     if not keepdims:
-        nodes.append(fresh(ir.node("Squeeze", [sliced.outputs[0], axes.outputs[0]])))
+        if opset >= 13:
+            squeeze = ir.node("Squeeze", [sliced.outputs[0], axes.outputs[0]])
+        else:
+            squeeze = ir.node("Squeeze", [sliced.outputs[0]], {"axes": [axis]})
+        nodes.append(fresh(squeeze))
     return nodes
 
 
