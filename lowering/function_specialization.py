@@ -66,6 +66,11 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
         self.specialized: dict[str, list[str]] = {}
         self.rewrites: list[Rewrite] = []
 
+    @staticmethod
+    def would_change(model: ir.Model) -> bool:
+        """Whether the pass would change ``model``: a map takes its body from a graph attribute."""
+        return bool(_needed_attributes(model))
+
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.specialized = {}
         needs = _needed_attributes(model)

@@ -112,27 +112,21 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.rewrites = []
-        # Maps whose body is a function's graph attribute get a copy of the function each.
+        # Maps whose body is a function's graph attribute get a copy of the
+        # function each. That changes the model before its maps can be
+        # planned, so they are planned on a copy first: a map refused there
+        # leaves the model as it was.
         specialize = SpecializeFunctionsPass()
+        if specialize.would_change(model):
+            trial = ir.serde.deserialize_model(ir.serde.serialize_model(model))
+            SpecializeFunctionsPass()(trial)
+            self._plan(trial)
         specialized = specialize(model).modified
-        found = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
-        if not found:
+        planned = self._plan(model)
+        if planned is None:
             self.rewrites = specialize.rewrites
             return ir.passes.PassResult(model, modified=specialized)
-        # The functions holding maps, at any depth of their subgraphs.
-        functions = list(
-            dict.fromkeys(loc.scope.function for loc in found if loc.scope.function is not None)
-        )
-        if all(declares_enough(loc.node) for loc in found):
-            plans = [plan_map(loc, None, _opset(model, loc)) for loc in found]
-        else:  # ask ONNX shape inference, which costs a pass over the whole model
-            oracle = TypeOracle(model, functions)
-            plans = [
-                plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc))
-                for loc in found
-            ]
-        lengths = SequenceLengths()
-        choices = [self._choose(plan, lengths) for plan in plans]
+        plans, functions, lengths, choices = planned
         originals = [
             ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
         ]
@@ -192,6 +186,35 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             for index, plan in enumerate(plans)
         ]
         return ir.passes.PassResult(model, modified=True)
+
+    def _plan(
+        self, model: ir.Model
+    ) -> tuple[list[MapPlan], list[ir.Function], SequenceLengths, list[tuple[str, str]]] | None:
+        """Plan every map and choose its strategy, changing nothing; None if there are none.
+
+        Returns the plans (outer maps first), the functions that hold maps,
+        the memoized sequence lengths and each plan's (strategy, reason).
+
+        Raises:
+            LoweringError: A map is malformed, or the target runtime runs no form of it.
+        """
+        found = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
+        if not found:
+            return None
+        # The functions holding maps, at any depth of their subgraphs.
+        functions = list(
+            dict.fromkeys(loc.scope.function for loc in found if loc.scope.function is not None)
+        )
+        if all(declares_enough(loc.node) for loc in found):
+            plans = [plan_map(loc, None, _opset(model, loc)) for loc in found]
+        else:  # ask ONNX shape inference, which costs a pass over the whole model
+            oracle = TypeOracle(model, functions)
+            plans = [
+                plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc))
+                for loc in found
+            ]
+        lengths = SequenceLengths()
+        return plans, functions, lengths, [self._choose(plan, lengths) for plan in plans]
 
     def _choose(self, plan: MapPlan, lengths: SequenceLengths) -> tuple[str, str]:
         """The first strategy that fits ``plan`` and that both onnxruntime and

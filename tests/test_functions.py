@@ -14,6 +14,7 @@ import pytest
 
 import lowering
 from lowering.function_specialization import SpecializeFunctionsPass
+from lowering.sequence_map import LowerSequenceMapPass
 from tests.golden import canonical_text
 from tests.helpers import all_nodes, assert_same, lowered, parse, run
 
@@ -439,3 +440,24 @@ def test_scan_bodies_in_functions_declare_their_output_shapes(result, reader, ca
     inner = [combine([element_oracle(e, a) for e in feeds["x"]]) for a in (feeds["p"], feeds["q"])]
     expected = outer_oracle(np.stack(inner), feeds)
     assert_same(run(lowered(model, **options), feeds), [expected])
+
+
+@pytest.mark.parametrize("runtime", ["tinygrad", "generic"])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_refused_map_in_a_specialized_function_leaves_the_model_as_it_was(depth, runtime):
+    """The pass alone (as in an exporter's pipeline) is atomic around specialization.
+
+    A ragged map of dynamic length has no form for a runtime without loops; it is
+    found only once the function holding it is specialized, which must not
+    leave the copies behind when the map is then refused.
+    """
+    ragged = "body (e) => (d) { d = NonZero(e) }"  # elements of data-dependent shapes
+    model = ir.serde.deserialize_model(apply_model([SQUARE, ragged], depth))
+    before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
+    with pytest.raises(lowering.LoweringError, match=f"--runtime {runtime}: "):
+        LowerSequenceMapPass(runtime=runtime)(model)
+    after = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
+    assert after == before
+    # With a runtime that runs it, it is all lowered.
+    lowering.lower_in_place(model)
+    assert "SequenceMap" not in {n.op_type for n in all_nodes(ir.serde.serialize_model(model))}
