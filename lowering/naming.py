@@ -45,6 +45,7 @@ the model's inputs and outputs keep their names.
 from __future__ import annotations
 
 import collections
+import functools
 import weakref
 
 import onnx_ir as ir
@@ -211,6 +212,7 @@ def _stem_of(value: ir.Value) -> str:
     return _snake(producer.op_type) if producer is not None else "v"
 
 
+@functools.cache
 def _snake(op_type: str) -> str:
     out = []
     for i, ch in enumerate(op_type):

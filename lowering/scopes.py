@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
 
+from lowering.nodes import new_node
+
 GraphLike = ir.Graph | ir.Function
 
 
@@ -56,16 +58,19 @@ def iter_scopes(model: ir.Model) -> Iterator[Scope]:
         yield from _walk(function, f"function {ident!r}", function)
 
 
+_GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+
+
 def _walk(owner: GraphLike, description: str, function: ir.Function | None) -> Iterator[Scope]:
     yield Scope(owner, description, function)
     for node in owner:
         for attr in node.attributes.values():
-            if not isinstance(attr, ir.Attr) or attr.is_ref():
+            if attr.type not in _GRAPH_TYPES or not isinstance(attr, ir.Attr) or attr.is_ref():
                 continue
             where = f"{node.op_type} {node.name or '<unnamed>'!r} in {description}"
             if attr.type == ir.AttributeType.GRAPH:
                 yield from _walk(attr.as_graph(), f"{attr.name} of {where}", function)
-            elif attr.type == ir.AttributeType.GRAPHS:
+            else:
                 for i, graph in enumerate(attr.as_graphs()):
                     yield from _walk(graph, f"{attr.name}[{i}] of {where}", function)
 
@@ -117,7 +122,7 @@ def link_outer_outputs(model: ir.Model) -> list[ir.Node]:
                     continue
                 found = next((s[value.name] for s in reversed(chain) if value.name in s), None)
                 if found is not None and found is not value:
-                    identity = ir.node("Identity", [found], outputs=[value])
+                    identity = new_node("Identity", [found], outputs=[value])
                     owner.append(identity)
                     added.append(identity)
         inner = [*chain, own]

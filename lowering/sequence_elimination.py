@@ -48,6 +48,7 @@ import onnx_ir as ir
 from lowering.constants import constant_array, constant_node, remove_if_dead_constant
 from lowering.maps.plan import read_slice
 from lowering.naming import fresh
+from lowering.nodes import new_node
 from lowering.ort_kernels import unsupported
 from lowering.scopes import find_nodes, iter_scopes
 from lowering.sequence_length import SequenceLengths
@@ -274,7 +275,7 @@ def _concat_from_sequence(node: ir.Node, owner, lengths) -> bool:
     parts = tensors
     if new_axis:
         axes = constant_node(np.array([axis], np.int64))
-        unsqueezes = [fresh(ir.node("Unsqueeze", [t, axes.outputs[0]])) for t in tensors]
+        unsqueezes = [fresh(new_node("Unsqueeze", [t, axes.outputs[0]])) for t in tensors]
         owner.insert_before(node, [axes, *unsqueezes])
         parts = [u.outputs[0] for u in unsqueezes]
     node.op_type = "Concat"

@@ -52,6 +52,7 @@ import onnx_ir as ir
 from lowering.constants import constant_array, constant_node
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, adopt_name, fresh
+from lowering.nodes import new_node
 from lowering.rewrites import Rewrite
 from lowering.scopes import GraphLike, Located, find_nodes, is_onnx_op
 from lowering.sequence_length import SequenceLengths
@@ -220,7 +221,7 @@ class _Position:
             return self._use(nodes) if nodes else None
         constant = _constant_node(p)
         length = _sequence_length(self.sequence)
-        shifted = fresh(ir.node("Add", [constant.outputs[0], length.outputs[0]]))
+        shifted = fresh(new_node("Add", [constant.outputs[0], length.outputs[0]]))
         _scalar_int64(shifted.outputs[0], "position")
         return self._use([constant, length, shifted])
 
@@ -237,13 +238,13 @@ class _Position:
         nodes: list[ir.Node] = []
         p = self.position
         if self.dtype != _INT64:
-            cast = fresh(ir.node("Cast", [p], {"to": _INT64}))
+            cast = fresh(new_node("Cast", [p], {"to": _INT64}))
             p = fresh(cast.outputs[0], "position")
             p.dtype, p.shape = _INT64, self.shape
             nodes.append(cast)
         if self.shape is None or self.shape.rank() != 0:
             scalar_shape = constant_node(np.array([], np.int64), "scalar_shape")
-            reshape = fresh(ir.node("Reshape", [p, scalar_shape.outputs[0]]))
+            reshape = fresh(new_node("Reshape", [p, scalar_shape.outputs[0]]))
             p = _scalar_int64(reshape.outputs[0], "position")
             nodes += [scalar_shape, reshape]
         if self._can_guard():
@@ -274,18 +275,18 @@ class _Position:
         node, owner = self.located.node, self.located.scope.owner
         length = _sequence_length(self.sequence)
         n = length.outputs[0]
-        equal = fresh(ir.node("Equal", [p, n]))
+        equal = fresh(new_node("Equal", [p, n]))
         is_end = fresh(equal.outputs[0], "is_end")
         is_end.dtype, is_end.shape = ir.DataType.BOOL, ir.Shape([])
         inner: list[ir.Node] = []
         if not _known_non_negative(p, self.sequence):
             inner = _wrap_negative(p, n)
             p = inner[-1].outputs[0]
-        append = fresh(ir.node("SequenceInsert", [self.sequence, node.inputs[1]]))
+        append = fresh(new_node("SequenceInsert", [self.sequence, node.inputs[1]]))
         appended = self._sequence_typed(fresh(append.outputs[0], "appended"))
         output = node.outputs[0]
         guard = fresh(
-            ir.node(
+            new_node(
                 "If",
                 [is_end],
                 {
@@ -420,12 +421,12 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
 def _wrap_negative(p: ir.Value, length: ir.Value) -> list[ir.Node]:
     """``Where(p < 0, p + length, p)``; the last node's output is the result."""
     zero = _constant_node(0, "zero")
-    negative = fresh(ir.node("Less", [p, zero.outputs[0]]))
+    negative = fresh(new_node("Less", [p, zero.outputs[0]]))
     is_negative = fresh(negative.outputs[0], "is_negative")
     is_negative.dtype, is_negative.shape = ir.DataType.BOOL, ir.Shape([])
-    shifted = fresh(ir.node("Add", [p, length]))
+    shifted = fresh(new_node("Add", [p, length]))
     _scalar_int64(shifted.outputs[0], "shifted")
-    where = fresh(ir.node("Where", [is_negative, shifted.outputs[0], p]))
+    where = fresh(new_node("Where", [is_negative, shifted.outputs[0], p]))
     _scalar_int64(where.outputs[0], "position")
     return [zero, negative, shifted, where]
 
@@ -465,7 +466,7 @@ def _constant_node(value: int, stem: str = "position") -> ir.Node:
 
 
 def _sequence_length(sequence: ir.Value) -> ir.Node:
-    node = fresh(ir.node("SequenceLength", [sequence]))
+    node = fresh(new_node("SequenceLength", [sequence]))
     _scalar_int64(node.outputs[0], "length")
     return node
 

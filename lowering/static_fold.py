@@ -54,6 +54,7 @@ import onnx_ir as ir
 
 from lowering.constants import constant_array
 from lowering.naming import fresh
+from lowering.nodes import new_node
 from lowering.scopes import GraphLike, is_onnx_op
 from lowering.static_values import INTEGER_TYPES
 
@@ -309,7 +310,7 @@ def _inline_if(
     # Planned: from here on the graph changes.
     constants = []
     for initializer in list(branch.initializers.values()):
-        constant = fresh(ir.node("Constant", [], {"value": initializer.const_value}))
+        constant = fresh(new_node("Constant", [], {"value": initializer.const_value}))
         constant.outputs[0].type, constant.outputs[0].shape = initializer.type, initializer.shape
         constants.append(constant)
     results = list(branch.outputs)

@@ -18,6 +18,7 @@ import onnx_ir as ir
 from lowering.constants import constant_node
 from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
+from lowering.nodes import new_node
 from lowering.ort_kernels import unsupported
 from lowering.scopes import GraphLike, Located, is_onnx_op
 from lowering.sequence_length import SequenceLengths
@@ -333,7 +334,7 @@ def _read_element(
     """Nodes reading element ``iteration``; the last one's output is the element."""
     source = split_source(sequence)
     if source is None:
-        return [fresh(ir.node("SequenceAt", [sequence, iteration]))]
+        return [fresh(new_node("SequenceAt", [sequence, iteration]))]
     tensor, axis, keepdims = source
     dtype = element[0].dtype if element is not None else None
     return read_slice(tensor, iteration, axis, keepdims, dtype, opset)
@@ -374,7 +375,7 @@ def read_slice(
             nodes.append(constant_node(np.array([index], np.int64)))
             return nodes[-1].outputs[0]
         shape = constant_node(np.array([1], np.int64), "one_element")
-        reshape = fresh(ir.node("Reshape", [index, shape.outputs[0]]))
+        reshape = fresh(new_node("Reshape", [index, shape.outputs[0]]))
         typed(fresh(reshape.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
         nodes.extend([shape, reshape])
         return reshape.outputs[0]
@@ -387,7 +388,7 @@ def read_slice(
             where = nodes[-1].outputs[0]
         else:
             where = index
-        nodes.append(fresh(ir.node("Gather", [tensor, where], {"axis": axis})))
+        nodes.append(fresh(new_node("Gather", [tensor, where], {"axis": axis})))
         return nodes
     start = as_vector()
     axes = constant_node(np.array([axis], np.int64), "axis")
@@ -396,15 +397,15 @@ def read_slice(
     else:
         one = constant_node(np.array([1], np.int64), "one")
         nodes.append(one)
-        end_node = fresh(ir.node("Add", [start, one.outputs[0]]))
+        end_node = fresh(new_node("Add", [start, one.outputs[0]]))
         typed(fresh(end_node.outputs[0], "end"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
-    sliced = fresh(ir.node("Slice", [tensor, start, end_node.outputs[0], axes.outputs[0]]))
+    sliced = fresh(new_node("Slice", [tensor, start, end_node.outputs[0], axes.outputs[0]]))
     nodes += [axes, end_node, sliced]
     if not keepdims:
         if opset >= 13:
-            squeeze = ir.node("Squeeze", [sliced.outputs[0], axes.outputs[0]])
+            squeeze = new_node("Squeeze", [sliced.outputs[0], axes.outputs[0]])
         else:
-            squeeze = ir.node("Squeeze", [sliced.outputs[0]], {"axes": [axis]})
+            squeeze = new_node("Squeeze", [sliced.outputs[0]], {"axes": [axis]})
         nodes.append(fresh(squeeze))
     return nodes
 
@@ -418,13 +419,13 @@ def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
     first = plan.inputs[0]
     source = split_source(first)
     if source is None:
-        nodes = [fresh(ir.node("SequenceLength", [first]))]
+        nodes = [fresh(new_node("SequenceLength", [first]))]
     else:  # the size of the split axis
         tensor, axis, _ = source
-        shape = fresh(ir.node("Shape", [tensor]))
+        shape = fresh(new_node("Shape", [tensor]))
         typed(fresh(shape.outputs[0], "shape"), (ir.TensorType(ir.DataType.INT64), None))
         where = constant_node(np.array(axis, np.int64), "axis")
-        nodes = [shape, where, fresh(ir.node("Gather", [shape.outputs[0], where.outputs[0]]))]
+        nodes = [shape, where, fresh(new_node("Gather", [shape.outputs[0], where.outputs[0]]))]
     trip_count = typed(fresh(nodes[-1].outputs[0], "trip_count"), SCALAR_INT64)
     # A tensor of its own: onnxscript's optimizer lifts Constants to initializers, and
     # serializing those names their tensors, so a tensor shared across models is not read-only.
@@ -442,7 +443,7 @@ def body_signature(plan: MapPlan) -> tuple[ir.Value, ir.Value]:
 
 def keep_going(cond: ir.Value) -> ir.Node:
     """``Identity(cond)``: the body's condition output, never stopping early."""
-    node = fresh(ir.node("Identity", [cond]))
+    node = fresh(new_node("Identity", [cond]))
     typed(fresh(node.outputs[0], "cond_out"), SCALAR_BOOL)
     return node
 
@@ -450,7 +451,7 @@ def keep_going(cond: ir.Value) -> ir.Node:
 def make_loop(plan: MapPlan, inputs: list[ir.Value | None], num_outputs: int) -> ir.Node:
     """The Loop that takes the map's place, its name, doc string and metadata."""
     node = plan.node
-    return ir.node(
+    return new_node(
         "Loop",
         inputs,
         {"body": plan.body},

@@ -57,6 +57,7 @@ from lowering.maps.plan import (
 )
 from lowering.maps.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 from lowering.naming import fresh
+from lowering.nodes import new_node
 from lowering.ort_kernels import first_unsupported, unsupported
 from lowering.scopes import is_onnx_op
 from lowering.sequence_elimination import become_identity
@@ -115,7 +116,7 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     for result, t in zip(results, plan.result_types, strict=True):
         if result.graph is not body or result in scanned:
             # A scan output must be a value of this body, and each one distinct.
-            copy = fresh(ir.node("Identity", [result]))
+            copy = fresh(new_node("Identity", [result]))
             body.append(copy)
             result = typed(copy.outputs[0], t)
         scanned.append(result)
@@ -132,7 +133,7 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
         typed(fresh(stack, "stack"), (type_, stack_shape))
         new_nodes += read_stack_in_readers(output, stack, type_, shape, trip_count, plan.opset)
         if output.uses() or output.is_graph_output():
-            split = fresh(ir.node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
+            split = fresh(new_node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
             new_nodes.append(split)
             sequences.append(split.outputs[0])
         else:
@@ -203,10 +204,10 @@ def count_of(stack: ir.Value, static: int | None) -> list[ir.Node]:
     ``static`` where known); the count is the last node's output."""
     if isinstance(static, int):
         return [constant_node(np.array(static, np.int64), "count")]
-    shape = fresh(ir.node("Shape", [stack]))
+    shape = fresh(new_node("Shape", [stack]))
     typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
     zero = constant_node(np.array(0, np.int64), "zero")
-    count = fresh(ir.node("Gather", [shape.outputs[0], zero.outputs[0]]))
+    count = fresh(new_node("Gather", [shape.outputs[0], zero.outputs[0]]))
     typed(fresh(count.outputs[0], "count"), (ir.TensorType(ir.DataType.INT64), ir.Shape([])))
     return [shape, zero, count]
 
@@ -254,27 +255,27 @@ def _element_at(
         if index >= 0 or unsupported("Gather", dtype, opset) is None:
             return read_slice(stack, index, 0, False, dtype, opset)
         negative = constant_node(np.array(index, np.int64), "index")
-        shifted = fresh(ir.node("Add", [negative.outputs[0], count]))
+        shifted = fresh(new_node("Add", [negative.outputs[0], count]))
         typed(fresh(shifted.outputs[0], "index"), SCALAR_INT64)
         nodes += [negative, shifted]
         return nodes + read_slice(stack, shifted.outputs[0], 0, False, dtype, opset)
     p = position
     if p.dtype != ir.DataType.INT64:
-        cast = fresh(ir.node("Cast", [p], {"to": ir.DataType.INT64.value}))
+        cast = fresh(new_node("Cast", [p], {"to": ir.DataType.INT64.value}))
         p = typed(fresh(cast.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), p.shape))
         nodes.append(cast)
     if p.shape is None or p.shape.rank() != 0:
         scalar = constant_node(np.array([], np.int64), "scalar_shape")
-        reshape = fresh(ir.node("Reshape", [p, scalar.outputs[0]]))
+        reshape = fresh(new_node("Reshape", [p, scalar.outputs[0]]))
         p = typed(fresh(reshape.outputs[0], "index"), SCALAR_INT64)
         nodes += [scalar, reshape]
     # Its sign is known only at run time.
     zero = constant_node(np.array(0, np.int64), "zero")
-    negative = fresh(ir.node("Less", [p, zero.outputs[0]]))
+    negative = fresh(new_node("Less", [p, zero.outputs[0]]))
     typed(fresh(negative.outputs[0], "is_negative"), SCALAR_BOOL)
-    shifted = fresh(ir.node("Add", [p, count]))
+    shifted = fresh(new_node("Add", [p, count]))
     typed(fresh(shifted.outputs[0], "index"), SCALAR_INT64)
-    where = fresh(ir.node("Where", [negative.outputs[0], shifted.outputs[0], p]))
+    where = fresh(new_node("Where", [negative.outputs[0], shifted.outputs[0], p]))
     typed(fresh(where.outputs[0], "index"), SCALAR_INT64)
     nodes += [zero, negative, shifted, where]
     return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)

@@ -42,6 +42,7 @@ from lowering.maps.plan import (
     typed,
 )
 from lowering.naming import fresh
+from lowering.nodes import new_node
 
 
 def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
@@ -53,7 +54,7 @@ def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     body.inputs.extend(accumulators)
     appends = []
     for acc, result, t in zip(accumulators, results, plan.output_types, strict=True):
-        append = fresh(ir.node("SequenceInsert", [acc, result]))
+        append = fresh(new_node("SequenceInsert", [acc, result]))
         typed(fresh(append.outputs[0], "acc_next"), t)
         appends.append(append)
     stop = keep_going(cond)
@@ -63,7 +64,7 @@ def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     header, trip_count, always = loop_header(plan)
     empties = []
     for t in plan.result_types:
-        empty = fresh(ir.node("SequenceEmpty", [], {"dtype": t[0].dtype.value}))
+        empty = fresh(new_node("SequenceEmpty", [], {"dtype": t[0].dtype.value}))
         typed(fresh(empty.outputs[0], "empty"), (ir.SequenceType(t[0]), None))
         empties.append(empty)
     loop = make_loop(

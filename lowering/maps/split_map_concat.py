@@ -74,6 +74,7 @@ from lowering.maps.scan_outputs import (
     stack_read_kind,
 )
 from lowering.naming import adopt_name, fresh
+from lowering.nodes import new_node
 
 
 def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
@@ -146,7 +147,7 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
         if keepdims:
             where = constant_node(np.array([axis], np.int64))
             prologue.append(where)
-            unsqueeze = fresh(ir.node("Unsqueeze", [sliced, where.outputs[0]]))
+            unsqueeze = fresh(new_node("Unsqueeze", [sliced, where.outputs[0]]))
             prologue.append(unsqueeze)
             current = typed(unsqueeze.outputs[0], element)
             adopt_name(current, inner.name)
@@ -175,14 +176,14 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
     results = [state_inputs[states.index(r)] if r in states else r for r in results]
     state_outputs = []
     for state, state_type in zip(state_inputs, state_types, strict=True):
-        keep = fresh(ir.node("Identity", [state]))
+        keep = fresh(new_node("Identity", [state]))
         typed(keep.outputs[0], state_type)
         body.append(keep)
         state_outputs.append(keep.outputs[0])
     scanned = []
     for result, t in zip(results, plan.result_types, strict=True):
         if result.graph is not body or result in scanned or result.is_graph_input():
-            copy = fresh(ir.node("Identity", [result]))
+            copy = fresh(new_node("Identity", [result]))
             body.append(copy)
             result = typed(copy.outputs[0], t)
         declare_result(result, body, t)
@@ -191,7 +192,7 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
     body.inputs.extend([*state_inputs, *element_inputs])
     body.outputs.extend([*state_outputs, *scanned])
 
-    scan = ir.node(
+    scan = new_node(
         "Scan",
         [*states, *scan_inputs],
         {

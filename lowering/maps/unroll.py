@@ -35,6 +35,7 @@ import onnx_ir as ir
 from lowering.constants import constant_array, constant_node
 from lowering.maps.plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
 from lowering.naming import fresh
+from lowering.nodes import new_node
 from lowering.scopes import is_onnx_op
 from lowering.static_fold import fold_static, release
 
@@ -48,7 +49,7 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
     new_nodes: list[ir.Node] = []
     shared_constants: dict[ir.Value, ir.Value] = {}
     for initializer in body.initializers.values():
-        constant = fresh(ir.node("Constant", [], {"value": initializer.const_value}))
+        constant = fresh(new_node("Constant", [], {"value": initializer.const_value}))
         output = constant.outputs[0]
         output.type, output.shape = initializer.type, initializer.shape  # whole, even if unknown
         shared_constants[initializer] = output
@@ -94,9 +95,9 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
     sequences = []
     for values, (type_, _) in zip(results, plan.result_types, strict=True):
         if length:
-            construct = fresh(ir.node("SequenceConstruct", values))
+            construct = fresh(new_node("SequenceConstruct", values))
         else:
-            construct = fresh(ir.node("SequenceEmpty", [], {"dtype": type_.dtype.value}))
+            construct = fresh(new_node("SequenceEmpty", [], {"dtype": type_.dtype.value}))
         new_nodes.append(construct)
         sequences.append(construct.outputs[0])
     replacer.replace(plan, new_nodes, sequences)
@@ -147,7 +148,7 @@ def _elements(
         # One Split makes all of the sequence's elements, even where the
         # trip count (the first input's length) uses fewer of them.
         split = fresh(
-            ir.node(
+            new_node(
                 "Split",
                 [producer.inputs[0], _constant(np.array(sizes, np.int64), new_nodes)],
                 {"axis": producer.attributes.get_int("axis", 0)},
@@ -158,7 +159,7 @@ def _elements(
         return list(split.outputs[:length])
     values = []
     for i in range(length):
-        at = fresh(ir.node("SequenceAt", [sequence, _constant(np.array(i, np.int64), new_nodes)]))
+        at = fresh(new_node("SequenceAt", [sequence, _constant(np.array(i, np.int64), new_nodes)]))
         new_nodes.append(at)
         values.append(at.outputs[0])
     return values

@@ -75,6 +75,7 @@ from lowering.maps.plan import MapPlan, Replacer, same_length_inputs, split_sour
 from lowering.maps.scan_outputs import concat_kind, count_of, read_stack, read_stack_in_readers
 from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.naming import fresh
+from lowering.nodes import attribute, new_node
 from lowering.scopes import is_onnx_op
 
 Dims = tuple  # of int | None: an element shape with a known rank
@@ -270,12 +271,12 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
             if kind == ("stack", kind[1]) and kind[1] != 0 and rank is not None:
                 b = kind[1]
                 perm = [*range(1, b + 1), 0, *range(b + 1, rank + 1)]
-                transpose = fresh(ir.node("Transpose", [stack], {"perm": perm}))
+                transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
                 new_nodes.append(transpose)
                 along = transpose.outputs[0]
             new_nodes += read_stack(user, along, shape)
         if output.uses() or output.is_graph_output():
-            split = fresh(ir.node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
+            split = fresh(new_node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
             new_nodes.append(split)
             sequences.append(split.outputs[0])
         else:
@@ -303,7 +304,7 @@ def _merge_along(user: ir.Node, index: int, stack: ir.Value, shape) -> list[ir.N
     if k == 0 or not all(isinstance(d, int) and d > 0 for i, d in enumerate(dims) if i != k):
         return []
     perm = [*range(1, k + 1), 0, *range(k + 1, rank + 1)]
-    transpose = fresh(ir.node("Transpose", [stack], {"perm": perm}))
+    transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
     target = constant_node(np.array([*dims[:k], -1, *dims[k + 1 :]], np.int64), "merged_shape")
     user.attributes.clear()
     user.op_type = "Reshape"
@@ -531,8 +532,7 @@ class _Vectorizer:
     # -- building blocks ----------------------------------------------------
 
     def op(self, op_type, inputs, attributes=None, num_outputs=1):
-        # ir.Node with typed attributes: ir.node's conversion costs ~1 ms a node.
-        attrs = [_attribute(name, value) for name, value in (attributes or {}).items()]
+        attrs = [attribute(name, value) for name, value in (attributes or {}).items()]
         node = fresh(ir.Node("", op_type, inputs, attrs, num_outputs=num_outputs))
         dtype = self.dtype_of(inputs[0]) if inputs else None
         if op_type not in ("Constant",):
@@ -671,20 +671,6 @@ class _Vectorizer:
     def only_first_batched(self, args: list[_Info | None], what: str = "its data") -> None:
         if args[0] is None or not args[0].batched or any(a and a.batched for a in args[1:]):
             raise self.decline(f"only {what} may differ from element to element")
-
-
-def _attribute(name: str, value) -> ir.Attr:
-    if isinstance(value, ir.Attr):
-        return value
-    if isinstance(value, bool | int | np.integer):
-        return ir.AttrInt64(name, int(value))
-    if isinstance(value, float):
-        return ir.AttrFloat32(name, value)
-    if isinstance(value, str):
-        return ir.AttrString(name, value)
-    if isinstance(value, list | tuple):
-        return ir.AttrInt64s(name, [int(v) for v in value])
-    return ir.AttrTensor(name, value)  # a tensor (Constant's or ConstantOfShape's value)
 
 
 def _detach(node: ir.Node) -> None:
