@@ -588,6 +588,11 @@ def _dtype_name(type_: ir.TypeProtocol) -> str:
     return type_.dtype.name if isinstance(type_, ir.TensorType) else str(type_)
 
 
+def tensor_dtype(type_: ir.TypeProtocol | None) -> ir.DataType | None:
+    """The element type of a tensor type; None for sequences, optionals and no type."""
+    return type_.dtype if isinstance(type_, ir.TensorType) else None
+
+
 def dtype_known(type_: ir.TypeProtocol) -> bool:
     while isinstance(type_, (ir.SequenceType, ir.OptionalType)):
         type_ = type_.elem_type

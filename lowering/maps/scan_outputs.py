@@ -53,6 +53,7 @@ from lowering.maps.plan import (
     make_loop,
     open_body,
     read_slice,
+    tensor_dtype,
     typed,
 )
 from lowering.maps.uniform_shapes import UniformShapes, static_shapes, uniform_elements
@@ -174,7 +175,7 @@ def read_stack_in_readers(
     go right before it, in its own graph.
     """
     rank = None if element_shape is None else len(element_shape)
-    dtype = type_.dtype if isinstance(type_, ir.TensorType) else None
+    dtype = tensor_dtype(type_)
     constants: list[ir.Node] = []
     for user, index in list(output.uses()):
         kind = stack_read_kind(user, index, element_shape, dtype, opset)

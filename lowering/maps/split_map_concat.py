@@ -64,6 +64,7 @@ from lowering.maps.plan import (
     rebind_inputs,
     same_length_inputs,
     split_source,
+    tensor_dtype,
     typed,
 )
 from lowering.maps.scan_outputs import (
@@ -104,17 +105,13 @@ def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
         if None not in kinds and len(wanted) == 1:
             axes.append(wanted.pop())
         elif stack_reads and all(
-            stack_read_kind(user, index, shape, _dtype(type_), plan.opset) is not None
+            stack_read_kind(user, index, shape, tensor_dtype(type_), plan.opset) is not None
             for user, index in output.uses()
         ):
             axes.append(0)
         else:
             return None
     return axes
-
-
-def _dtype(type_: ir.TypeProtocol) -> ir.DataType | None:
-    return type_.dtype if isinstance(type_, ir.TensorType) else None
 
 
 def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir.Node]:

@@ -71,7 +71,14 @@ import onnx
 import onnx_ir as ir
 
 from lowering.constants import constant_array, constant_node
-from lowering.maps.plan import MapPlan, Replacer, same_length_inputs, split_source, typed
+from lowering.maps.plan import (
+    MapPlan,
+    Replacer,
+    same_length_inputs,
+    split_source,
+    tensor_dtype,
+    typed,
+)
 from lowering.maps.scan_outputs import concat_kind, count_of, read_stack, read_stack_in_readers
 from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.naming import fresh
@@ -225,7 +232,7 @@ def emitted_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
         raise ValueError("emitted_ops() is only for a map found vectorizable")
     ops = list(rewrite.emitted)
     for (type_, _), output in zip(plan.result_types, plan.node.outputs, strict=True):
-        dtype = type_.dtype if isinstance(type_, ir.TensorType) else None
+        dtype = tensor_dtype(type_)
         ops += [(op, dtype) for op in ("SplitToSequence", "Reshape", "Transpose", "Identity")]
     return list(dict.fromkeys(ops))
 
