@@ -524,3 +524,38 @@ def test_adapter_matches_the_original_in_onnxruntime(example):
     feeds = _feeds(original, dict(example.feeds))
     reference = _parse(example.oracle) if example.oracle else original
     assert_same(run(converted, feeds), run(reference, feeds))
+
+
+# Squeeze's input type -> its output type, and the axes Squeeze-11 gets (None: no attribute)
+SQUEEZE_ALL = {
+    "float[1,3,1]": ("float[3]", [0, 2]),
+    "float[1]": ("float", [0]),
+    "float[1,1,1]": ("float", [0, 1, 2]),
+    "float[2,3]": ("float[2,3]", None),  # nothing to squeeze
+    "float[1,N,1]": ("float[N]", None),  # N may be 1 too: only the runtime knows
+    "float": ("float", None),  # a scalar
+}
+
+
+@pytest.mark.parametrize("x_type", list(SQUEEZE_ALL))
+def test_a_squeeze_of_every_unit_dim_spells_its_axes_where_they_are_static(x_type, tmp_path):
+    """Squeeze-13 without axes, down to 11: tract refuses Squeeze-11 without the attribute."""
+    y_type, expected = SQUEEZE_ALL[x_type]
+    model = ir.serde.deserialize_model(
+        parse(_model(13, f"({x_type} x) => ({y_type} y)", "y = Squeeze (x)"))
+    )
+    TargetOpsetPass(11)(model)
+    converted = ir.serde.serialize_model(model)
+    onnx.checker.check_model(converted, full_check=True)
+    (node,) = converted.graph.node
+    axes = [list(a.ints) for a in node.attribute if a.name == "axes"]
+    assert axes == ([expected] if expected is not None else [])
+    dims = [3 if d == "N" else int(d) for d in x_type[6:-1].split(",")] if "[" in x_type else []
+    x = np.arange(int(np.prod(dims)), dtype=np.float32).reshape(dims)
+    assert_same(run(converted, {"x": x}), [np.squeeze(x)])
+    if expected is not None:
+        pytest.importorskip("tract")
+        from tests.runtime_runners import run_tract
+
+        onnx.save(converted, tmp_path / "squeeze.onnx")
+        assert_same(run_tract(tmp_path / "squeeze.onnx", [x]), [np.squeeze(x)])

@@ -8,6 +8,12 @@ Going down needs the input to be a constant no caller can override; going
 up makes the attribute a Constant. ``noop_with_empty_axes`` (in the newer
 versions only) matters only when there are no axes: with 1 it makes the op
 an Identity, which is what the older version gets.
+
+A Squeeze without axes removes every dim of size 1, at any version; going
+down, where its input's shape is static the axes are written out all the
+same, since some readers of Squeeze-11 (tract) insist on the attribute::
+
+    Squeeze-13(x: float[1,3,1])  -->  Squeeze-11 <axes=[0, 2]> (x)
 """
 
 from __future__ import annotations
@@ -47,9 +53,20 @@ def to_attribute(rw, node: ir.Node) -> None:
         rw.remove(node)
         return
     node.attributes.pop("noop_with_empty_axes", None)
+    if values is None and node.op_type == "Squeeze":
+        values = _ones(node.inputs[0])
     if values is not None:
         node.attributes[name] = ir.AttrInt64s(name, [int(v) for v in values.reshape(-1)])
     node.resize_inputs(1)
+
+
+def _ones(x: ir.Value | None) -> np.ndarray | None:
+    """The axes of size 1 of a static shape; None where the shape is not static or has none."""
+    dims = None if x is None or x.shape is None else list(x.shape)
+    if dims is None or not all(isinstance(d, int) for d in dims):
+        return None
+    ones = [axis for axis, d in enumerate(dims) if d == 1]
+    return np.array(ones, np.int64) if ones else None
 
 
 @up(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13)
