@@ -870,3 +870,29 @@ def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
     for op in ("SequenceInsert", "ConcatFromSequence", "Slice", "MatMul", "Mul", "SplitToSequence"):
         assert (op, int32) in ops, op
     assert ("Gemm", int32) not in ops
+
+
+def test_no_vectorization_outlives_the_call():
+    """What checking a map's vectorization builds lives on its plan, not in a module cache:
+    maps checked on a trial copy (functions specialized first), and maps found
+    vectorizable that another strategy lowers, leave nothing behind."""
+    import gc
+
+    from lowering.maps.vectorize import _Vectorizer
+    from tests.test_functions import ADD_C, SQUARE, apply_model
+
+    trial = ir.serde.deserialize_model(apply_model([SQUARE, ADD_C], 2))
+    lowering.lower_in_place(trial)
+    unrolled = ir.serde.deserialize_model(
+        parse("""<ir_version: 8, opset_import: ["" : 17]>
+        g (float[4] x) => (float[3,4] z) {
+          y = Neg (x)
+          rows = SequenceConstruct (x, y, x)
+          m = SequenceMap <body = body (float[4] r) => (float[4] c) { c = Relu(r) }> (rows)
+          z = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }""")
+    )
+    # vectorizable, but its elements would be stacked: three are unrolled instead
+    assert [r.strategy for r in lowering.lower_in_place(unrolled)] == ["unroll"]
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, _Vectorizer)]

@@ -39,6 +39,9 @@ class MapPlan:
     result_types: list[TypeAndShape]  # of each body output (a tensor)
     output_types: list[TypeAndShape]  # of each node output (a sequence)
     opset: int = 17  # of the default domain where the map sits
+    # What a strategy built while checking that it fits, for its rewrite to
+    # reuse; it lives as long as the plan does.
+    memo: dict[str, object] = dataclasses.field(default_factory=dict)
 
     @property
     def node(self) -> ir.Node:

@@ -63,8 +63,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import weakref
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import onnx
@@ -88,10 +88,7 @@ from lowering.scopes import is_onnx_op
 Dims = tuple  # of int | None: an element shape with a known rank
 _INT64_MAX = np.iinfo(np.int64).max
 logger = logging.getLogger(__name__)
-
-
-# Maps found vectorizable, with their detached rewrite, until they are rewritten.
-_checked: weakref.WeakKeyDictionary[ir.Node, _Vectorizer] = weakref.WeakKeyDictionary()
+_MEMO = "vectorized"  # a map's detached rewrite, from vectorize_reason to lower_by_vectorizing
 
 
 class _Decline(Exception):
@@ -207,7 +204,7 @@ def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
         return False, False, f"a batching rule failed ({error!r})"
     finally:
         rewrite.detach()
-    _checked[plan.node] = rewrite  # the rewrite reattaches it rather than build it again
+    plan.memo[_MEMO] = rewrite  # the rewrite reattaches it rather than build it again
     if rewrite.stack_free:
         how = (
             "its input is a split tensor"
@@ -227,7 +224,7 @@ def emitted_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
     Only for a map :func:`vectorize_reason` found vectorizable; then the
     result is the output's: its SplitToSequence, Reshape or Transpose.
     """
-    rewrite = _checked.get(plan.node)
+    rewrite = cast("_Vectorizer | None", plan.memo.get(_MEMO))
     if rewrite is None:
         raise ValueError("emitted_ops() is only for a map found vectorizable")
     ops = list(rewrite.emitted)
@@ -242,7 +239,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
 
     The map must have been found vectorizable by :func:`vectorize_reason`.
     """
-    rewrite = _checked.pop(plan.node, None)
+    rewrite = cast("_Vectorizer | None", plan.memo.pop(_MEMO, None))
     if rewrite is not None and rewrite.opset == opset:
         rewrite.reattach()
         results = rewrite.results
