@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal, overload
 
 import onnx
@@ -17,6 +16,7 @@ from lowering.runtimes import RUNTIMES
 from lowering.scopes import is_onnx_op, iter_scopes
 from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
+from lowering.snapshot import snapshot
 from lowering.target_opset import MIN_OPSET, TargetOpsetPass
 
 #: How each map is lowered: see :func:`lower`.
@@ -52,10 +52,10 @@ def lower_in_place(
     checks before it changes anything, but a later pass can only find its
     problem after an earlier one ran, so the whole pipeline runs as one
     transaction: the model is kept serialized (weights by reference, not
-    copied) and put back on failure; see :func:`_snapshot`.
+    copied) and put back on failure; see :func:`lowering.snapshot.snapshot`.
     """
     _check_options(strategy, max_unroll, runtime, target_opset)
-    restore = _snapshot(model)
+    restore = snapshot(model)
     try:
         return _lower(
             model,
@@ -70,47 +70,6 @@ def lower_in_place(
     except BaseException:
         restore()
         raise
-
-
-def _snapshot(model: ir.Model) -> Callable[[], None]:
-    """Keep ``model``'s contents; the returned function puts them back into ``model``.
-
-    The model is kept serialized, which is several times cheaper than an
-    onnx_ir clone (the pipeline's cost matters at 10,000 maps) and works for
-    graphs whose nodes are out of order, which onnx_ir cannot clone. The
-    weights are not copied: while serializing, each initializer holds an
-    empty placeholder, and a restore hands back the very tensor objects::
-
-        model --(initializers -> placeholders)--> proto + {graph i: {name: tensor}}
-        restore: deserialize(proto), re-attach the tensors, adopt into ``model``
-    """
-    graphs = list(model.graphs())
-    kept: list[dict[str, ir.TensorProtocol]] = []
-    try:
-        for graph in graphs:
-            tensors: dict[str, ir.TensorProtocol] = {}
-            kept.append(tensors)
-            for name, value in graph.initializers.items():
-                tensor = value.const_value
-                if tensor is not None:
-                    tensors[name] = tensor
-                    value.const_value = ir.ExternalTensor(
-                        "", 0, 0, tensor.dtype, shape=ir.Shape(tensor.shape.numpy()), name=name
-                    )
-        proto = ir.serde.serialize_model(model)
-    finally:
-        for graph, tensors in zip(graphs, kept):
-            for name, tensor in tensors.items():
-                graph.initializers[name].const_value = tensor
-
-    def restore() -> None:
-        restored = ir.serde.deserialize_model(proto)
-        for graph, tensors in zip(restored.graphs(), kept, strict=True):
-            for name, tensor in tensors.items():
-                graph.initializers[name].const_value = tensor
-        _adopt(model, restored)
-
-    return restore
 
 
 def _check_options(strategy: str, max_unroll: int, runtime: str, target_opset: int | None) -> None:
@@ -128,21 +87,6 @@ def _check_options(strategy: str, max_unroll: int, runtime: str, target_opset: i
                 f"target_opset must be from {MIN_OPSET} to {highest} (the installed onnx's "
                 f"newest), not {target_opset!r}"
             )
-
-
-def _adopt(model: ir.Model, snapshot: ir.Model) -> None:
-    """Put ``snapshot``'s contents back into ``model`` (the same object the caller holds)."""
-    model.graph = snapshot.graph
-    model.functions.clear()
-    model.functions.update(snapshot.functions)
-    model.ir_version = snapshot.ir_version
-    model.producer_name = snapshot.producer_name
-    model.producer_version = snapshot.producer_version
-    model.domain = snapshot.domain
-    model.model_version = snapshot.model_version
-    model.doc_string = snapshot.doc_string
-    model.metadata_props.clear()
-    model.metadata_props.update(snapshot.metadata_props)
 
 
 def _lower(

@@ -43,7 +43,7 @@ import onnx_ir as ir
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, fresh
 from lowering.rewrites import Rewrite
-from lowering.scopes import GraphLike, is_onnx_op, iter_scopes
+from lowering.scopes import GraphLike, describe_function, is_onnx_op, iter_scopes
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,20 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
         super().__init__()
         self.specialized: dict[str, list[str]] = {}
         self.rewrites: list[Rewrite] = []
+        # How messages name each copy, and the function it copies.
+        self._origins: dict[str, str] = {}
+
+    def unspecialized(self, error: LoweringError) -> LoweringError:
+        """``error``, found in a copy this pass made, told of the function it copies.
+
+        For a caller that undoes the specialization (the copy is gone, the
+        original is what the user wrote).
+        """
+        scope = error.scope
+        for copy, original in self._origins.items():
+            if scope is not None and copy in scope:
+                scope = scope.replace(copy, f"{original} (as specialized for one of its calls)")
+        return LoweringError(error.reason, node=error.node, scope=scope)
 
     @staticmethod
     def would_change(model: ir.Model) -> bool:
@@ -73,12 +87,13 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.specialized = {}
+        self._origins = {}
         needs = _needed_attributes(model)
         if not needs:
             self.rewrites = []
             return ir.passes.PassResult(model, modified=False)
         _check(model, needs)
-        specializer = _Specializer(model, needs, self.specialized)
+        specializer = _Specializer(model, needs, self.specialized, self._origins)
         maps = [
             (function, node)
             for function in needs
@@ -88,7 +103,7 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
         specializer.run()
         self.rewrites = [
             Rewrite(
-                scope=f"function {':'.join(filter(None, (function.domain, function.name)))!r}",
+                scope=describe_function(function),
                 node_name=node.name or "",
                 op_type="SequenceMap",
                 original=None,
@@ -202,10 +217,13 @@ def _check_argument(node, name, callee, root, needs, description) -> None:
 class _Specializer:
     """Points every call of a needing function at a copy made for its graphs."""
 
-    def __init__(self, model: ir.Model, needs: dict[ir.Function, list[str]], report) -> None:
+    def __init__(
+        self, model: ir.Model, needs: dict[ir.Function, list[str]], report, origins
+    ) -> None:
         self.model = model
         self.needs = needs
         self.report = report
+        self.origins = origins
         self.copies: dict[_Key, ir.Function] = {}
         self.copied: set[ir.Function] = set()  # the originals that have a copy
         # For each copy, the caller's attributes its graphs read: the copy's
@@ -257,6 +275,7 @@ class _Specializer:
             made = self.copies[key] = self._copy(callee, graphs, root)
             self.copied.add(callee)
             self.report.setdefault(callee.name, []).append(made.name)
+            self.origins[describe_function(made)] = describe_function(callee)
         copy = self.copies[key]
         captured = list(dict.fromkeys(v for graph in graphs.values() for v in _captured(graph)))
         node.op_type = copy.name

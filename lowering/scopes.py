@@ -54,8 +54,13 @@ def iter_scopes(model: ir.Model) -> Iterator[Scope]:
     """Yield the main graph, all subgraphs and all functions, parents first."""
     yield from _walk(model.graph, f"main graph {model.graph.name or '<unnamed>'!r}", None)
     for function in model.functions.values():
-        ident = ":".join(part for part in (function.domain, function.name) if part)
-        yield from _walk(function, f"function {ident!r}", function)
+        yield from _walk(function, describe_function(function), function)
+
+
+def describe_function(function: ir.Function) -> str:
+    """How messages name a model-local function: ``function 'domain:name'``."""
+    ident = ":".join(part for part in (function.domain, function.name) if part)
+    return f"function {ident!r}"
 
 
 _GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)

@@ -52,6 +52,7 @@ from lowering.runtimes import DEFAULT_RUNTIME, LOOP_OPS, RUNTIMES, SEQUENCE_OPS,
 from lowering.scopes import Located, find_nodes, is_onnx_op, link_outer_outputs
 from lowering.sequence_elimination import EliminateSequencesPass, fold_insert_chains
 from lowering.sequence_length import SequenceLengths
+from lowering.snapshot import snapshot
 from lowering.type_inference import TypeOracle
 
 logger = logging.getLogger(__name__)
@@ -114,19 +115,35 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         self.rewrites = []
         # Maps whose body is a function's graph attribute get a copy of the
         # function each. That changes the model before its maps can be
-        # planned, so they are planned on a copy first: a map refused there
-        # leaves the model as it was.
+        # planned, so the model is kept (weights by reference) to put back
+        # if a map is then refused.
         specialize = SpecializeFunctionsPass()
-        if specialize.would_change(model):
-            trial = ir.serde.deserialize_model(ir.serde.serialize_model(model))
-            SpecializeFunctionsPass()(trial)
-            self._plan(trial)
+        restore = snapshot(model) if specialize.would_change(model) else None
         specialized = specialize(model).modified
-        planned = self._plan(model)
-        if planned is None:
-            self.rewrites = specialize.rewrites
-            return ir.passes.PassResult(model, modified=specialized)
-        plans, functions, lengths, choices = planned
+        try:
+            planned = self._plan(model)
+            if planned is None:
+                self.rewrites = specialize.rewrites
+                return ir.passes.PassResult(model, modified=specialized)
+            self.rewrites = specialize.rewrites + self._rewrite(model, *planned)
+        except BaseException as error:
+            if restore is None:
+                raise
+            restore()
+            if isinstance(error, LoweringError):
+                raise specialize.unspecialized(error) from None
+            raise
+        return ir.passes.PassResult(model, modified=True)
+
+    def _rewrite(
+        self,
+        model: ir.Model,
+        plans: list[MapPlan],
+        functions: list[ir.Function],
+        lengths: SequenceLengths,
+        choices: list[tuple[str, str]],
+    ) -> list[Rewrite]:
+        """Rewrite the planned maps, innermost first; returns what was rewritten."""
         originals = [
             ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
         ]
@@ -172,7 +189,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         # What unrolling builds with SequenceConstruct is mostly read back
         # with SequenceAt: let those reads take the tensors directly.
         EliminateSequencesPass()(model)
-        self.rewrites = specialize.rewrites + [
+        return [
             Rewrite(
                 scope=plan.located.scope.description,
                 node_name=plan.node.name or "",
@@ -185,7 +202,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             )
             for index, plan in enumerate(plans)
         ]
-        return ir.passes.PassResult(model, modified=True)
 
     def _plan(
         self, model: ir.Model

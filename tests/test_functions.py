@@ -454,10 +454,51 @@ def test_a_refused_map_in_a_specialized_function_leaves_the_model_as_it_was(dept
     ragged = "body (e) => (d) { d = NonZero(e) }"  # elements of data-dependent shapes
     model = ir.serde.deserialize_model(apply_model([SQUARE, ragged], depth))
     before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
-    with pytest.raises(lowering.LoweringError, match=f"--runtime {runtime}: "):
+    with pytest.raises(lowering.LoweringError, match=f"--runtime {runtime}: ") as refusal:
         LowerSequenceMapPass(runtime=runtime)(model)
+    # The copy it was found in is gone again: the message names what the user wrote.
+    assert "function 'local:wrap0' (as specialized for one of its calls)" in str(refusal.value)
     after = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
     assert after == before
     # With a runtime that runs it, it is all lowered.
     lowering.lower_in_place(model)
     assert "SequenceMap" not in {n.op_type for n in all_nodes(ir.serde.serialize_model(model))}
+
+
+def test_specializing_keeps_external_weights_where_they_are(tmp_path, monkeypatch):
+    """The model kept to undo a specialization holds the very weights, not copies:
+    external data is still read from the model's own folder, whatever the
+    working directory, when the pass plans, lowers or refuses."""
+    positive = "body (e) => (d) { z = Constant <value = float {0}> () p = Greater (e, z) d = Compress (e, p) }"
+    model = ir.serde.deserialize_model(
+        parse(f"""{HEADER}
+        g (seq(float[2]) x, float[6,2] w) => (seq(float[K]) y, float[6,2] z) {{
+          y = local.wrap0 <fn = {positive}> (x)
+          parts = SplitToSequence <axis = 0> (w, sp)
+          m = SequenceMap <body = body (float[M,2] e) => (float[M,2] d) {{ d = Relu (e) }}> (parts)
+          z = ConcatFromSequence <axis = 0> (m)
+        }}
+        {FUNCTION} wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}""")
+    )
+    # The split sizes, read while planning, are only in the external data file.
+    sp = ir.Value(name="sp", const_value=ir.Tensor(np.array([2, 1, 3], np.int64), name="sp"))
+    model.graph.initializers["sp"] = sp
+    folder = tmp_path / "model"
+    folder.mkdir()
+    ir.save(model, folder / "m.onnx", external_data="m.data", size_threshold_bytes=0)
+    monkeypatch.chdir(tmp_path)  # not where m.data is
+    # tinygrad refuses the ragged map in the function; onnxruntime gets it all lowered.
+    for runtime, refused in (("tinygrad", True), ("onnxruntime", False)):
+        loaded = ir.load(folder / "m.onnx")
+        assert isinstance(loaded.graph.initializers["sp"].const_value, ir.ExternalTensor)
+        before = ir.serde.serialize_model(loaded).SerializeToString(deterministic=True)
+        lower_pass = LowerSequenceMapPass(runtime=runtime)
+        if refused:
+            with pytest.raises(lowering.LoweringError, match="--runtime tinygrad: "):
+                lower_pass(loaded)
+            after = ir.serde.serialize_model(loaded).SerializeToString(deterministic=True)
+            assert after == before
+        else:
+            lower_pass(loaded)
+            strategies = [r.strategy for r in lower_pass.rewrites if r.op_type == "SequenceMap"]
+            assert strategies == ["unroll", "loop"]

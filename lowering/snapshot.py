@@ -1,0 +1,70 @@
+"""Keep a model to put back if a rewrite fails half way.
+
+Each pass checks a model before it changes it, but some checks can only be
+made after a change: a later pass in :func:`lowering.lower`'s pipeline, or
+maps that only specializing a function reveals
+(:class:`lowering.sequence_map.LowerSequenceMapPass`). Those run as a
+transaction, with a snapshot to restore the model from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+
+def snapshot(model: ir.Model) -> Callable[[], None]:
+    """Keep ``model``'s contents; the returned function puts them back into ``model``.
+
+    The model is kept serialized, which is several times cheaper than an
+    onnx_ir clone (the pipeline's cost matters at 10,000 maps) and works for
+    graphs whose nodes are out of order, which onnx_ir cannot clone. The
+    weights are not copied: while serializing, each initializer holds an
+    empty placeholder, and a restore hands back the very tensor objects::
+
+        model --(initializers -> placeholders)--> proto + {graph i: {name: tensor}}
+        restore: deserialize(proto), re-attach the tensors, adopt into ``model``
+    """
+    graphs = list(model.graphs())
+    kept: list[dict[str, ir.TensorProtocol]] = []
+    try:
+        for graph in graphs:
+            tensors: dict[str, ir.TensorProtocol] = {}
+            kept.append(tensors)
+            for name, value in graph.initializers.items():
+                tensor = value.const_value
+                if tensor is not None:
+                    tensors[name] = tensor
+                    value.const_value = ir.ExternalTensor(
+                        "", 0, 0, tensor.dtype, shape=ir.Shape(tensor.shape.numpy()), name=name
+                    )
+        proto = ir.serde.serialize_model(model)
+    finally:
+        for graph, tensors in zip(graphs, kept):
+            for name, tensor in tensors.items():
+                graph.initializers[name].const_value = tensor
+
+    def restore() -> None:
+        restored = ir.serde.deserialize_model(proto)
+        for graph, tensors in zip(restored.graphs(), kept, strict=True):
+            for name, tensor in tensors.items():
+                graph.initializers[name].const_value = tensor
+        _adopt(model, restored)
+
+    return restore
+
+
+def _adopt(model: ir.Model, snapshot: ir.Model) -> None:
+    """Put ``snapshot``'s contents back into ``model`` (the same object the caller holds)."""
+    model.graph = snapshot.graph
+    model.functions.clear()
+    model.functions.update(snapshot.functions)
+    model.ir_version = snapshot.ir_version
+    model.producer_name = snapshot.producer_name
+    model.producer_version = snapshot.producer_version
+    model.domain = snapshot.domain
+    model.model_version = snapshot.model_version
+    model.doc_string = snapshot.doc_string
+    model.metadata_props.clear()
+    model.metadata_props.update(snapshot.metadata_props)
