@@ -45,7 +45,8 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array, constant_node, remove_if_dead_constant
+from lowering.axes import axes_form
+from lowering.constants import constant_array, remove_if_dead_constant
 from lowering.maps.plan import read_slice
 from lowering.naming import fresh
 from lowering.nodes import new_node
@@ -76,9 +77,11 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
         for located in find_nodes(model, lambda n: n.domain in ("", "ai.onnx")):
             node = located.node
             rewrite = _RULES.get(node.op_type)
-            done = rewrite is not None and rewrite(node, located.scope.owner, lengths)
+            if rewrite is None:
+                continue
+            opset = located.scope.opset(model) or 1
+            done = rewrite(node, located.scope.owner, lengths, opset)
             if not done and node.op_type == "SequenceAt":
-                opset = located.scope.opset(model) or 1
                 done = _split_element(node, located.scope.owner, opset)
             modified = done or modified
         return ir.passes.PassResult(model, modified=_remove_dead(model) or modified)
@@ -110,7 +113,8 @@ def fold_insert_chains(model: ir.Model) -> bool:
     modified = False
     for located in find_nodes(model, lambda n: n.op_type == "SequenceInsert"):
         if located.node.domain in ("", "ai.onnx"):
-            modified = _sequence_insert(located.node, located.scope.owner, None) or modified
+            opset = located.scope.opset(model) or 1
+            modified = _sequence_insert(located.node, located.scope.owner, None, opset) or modified
     return modified
 
 
@@ -133,7 +137,7 @@ def _only_reader_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
     return None
 
 
-def _sequence_insert(node: ir.Node, owner, lengths) -> bool:
+def _sequence_insert(node: ir.Node, owner, lengths, opset: int) -> bool:
     sequence = node.inputs[0]
     before = _only_reader_elements(sequence)
     tensor = node.inputs[1] if len(node.inputs) > 1 else None
@@ -170,7 +174,7 @@ def _sequence_insert(node: ir.Node, owner, lengths) -> bool:
     return True
 
 
-def _sequence_at(node: ir.Node, owner, lengths) -> bool:
+def _sequence_at(node: ir.Node, owner, lengths, opset: int) -> bool:
     tensors = _construct_inputs(node.inputs[0])
     position = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
     if tensors is None or position is None or position.size != 1:
@@ -253,7 +257,7 @@ def _split_sizes(split: ir.Value | None, size: int) -> list[int] | None:
     return None
 
 
-def _sequence_length(node: ir.Node, owner, lengths: SequenceLengths) -> bool:
+def _sequence_length(node: ir.Node, owner, lengths: SequenceLengths, opset: int) -> bool:
     length = lengths(node.inputs[0])
     if length is None:
         return False
@@ -266,7 +270,7 @@ def _sequence_length(node: ir.Node, owner, lengths: SequenceLengths) -> bool:
     return True
 
 
-def _concat_from_sequence(node: ir.Node, owner, lengths) -> bool:
+def _concat_from_sequence(node: ir.Node, owner, lengths, opset: int) -> bool:
     tensors = _construct_inputs(node.inputs[0])
     if not tensors:
         return False  # unknown, or empty: ConcatFromSequence of nothing is an error
@@ -274,9 +278,11 @@ def _concat_from_sequence(node: ir.Node, owner, lengths) -> bool:
     new_axis = node.attributes.get_int("new_axis", 0)
     parts = tensors
     if new_axis:
-        axes = constant_node(np.array([axis], np.int64))
-        unsqueezes = [fresh(new_node("Unsqueeze", [t, axes.outputs[0]])) for t in tensors]
-        owner.insert_before(node, [axes, *unsqueezes])
+        form = axes_form("Unsqueeze", [axis], opset)
+        unsqueezes = [
+            fresh(new_node("Unsqueeze", [t, *form.inputs], form.attributes)) for t in tensors
+        ]
+        owner.insert_before(node, [*form.nodes, *unsqueezes])
         parts = [u.outputs[0] for u in unsqueezes]
     node.op_type = "Concat"
     node.attributes.clear()

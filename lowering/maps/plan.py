@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from lowering.axes import axes_as_input, with_axes
 from lowering.constants import constant_node
 from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
@@ -405,11 +406,10 @@ def read_slice(
     sliced = fresh(new_node("Slice", [tensor, start, end_node.outputs[0], axes.outputs[0]]))
     nodes += [axes, end_node, sliced]
     if not keepdims:
-        if opset >= 13:
-            squeeze = new_node("Squeeze", [sliced.outputs[0], axes.outputs[0]])
+        if axes_as_input("Squeeze", opset):  # Slice's axes serve it too
+            nodes.append(fresh(new_node("Squeeze", [sliced.outputs[0], axes.outputs[0]])))
         else:
-            squeeze = new_node("Squeeze", [sliced.outputs[0]], {"axes": [axis]})
-        nodes.append(fresh(squeeze))
+            nodes += with_axes("Squeeze", sliced.outputs[0], [axis], opset)
     return nodes
 
 

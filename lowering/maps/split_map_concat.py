@@ -51,10 +51,9 @@ reads a Loop's stack (a Transpose for a stack along another axis)::
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_node
+from lowering.axes import with_axes
 from lowering.maps.plan import (
     MapPlan,
     Replacer,
@@ -142,11 +141,8 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
             typed(sliced, (element[0], shape))
         element_inputs.append(sliced)
         if keepdims:
-            where = constant_node(np.array([axis], np.int64))
-            prologue.append(where)
-            unsqueeze = fresh(new_node("Unsqueeze", [sliced, where.outputs[0]]))
-            prologue.append(unsqueeze)
-            current = typed(unsqueeze.outputs[0], element)
+            prologue += with_axes("Unsqueeze", sliced, [axis], plan.opset)
+            current = typed(prologue[-1].outputs[0], element)
             adopt_name(current, inner.name)
         else:
             current = sliced

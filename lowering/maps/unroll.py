@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.axes import with_axes
 from lowering.constants import constant_array, constant_node
 from lowering.maps.plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
 from lowering.naming import fresh
@@ -147,16 +148,12 @@ def _elements(
         assert producer is not None, "the sizes are its split's"
         # One Split makes all of the sequence's elements, even where the
         # trip count (the first input's length) uses fewer of them.
-        split = fresh(
-            new_node(
-                "Split",
-                [producer.inputs[0], _constant(np.array(sizes, np.int64), new_nodes)],
-                {"axis": producer.attributes.get_int("axis", 0)},
-                num_outputs=len(sizes),
-            )
-        )
-        new_nodes.append(split)
-        return list(split.outputs[:length])
+        whole = producer.inputs[0]
+        assert whole is not None, "SplitToSequence has its input"
+        axis = producer.attributes.get_int("axis", 0)
+        split = with_axes("Split", whole, sizes, opset, {"axis": axis}, num_outputs=len(sizes))
+        new_nodes += split
+        return list(split[-1].outputs[:length])
     values = []
     for i in range(length):
         at = fresh(new_node("SequenceAt", [sequence, _constant(np.array(i, np.int64), new_nodes)]))

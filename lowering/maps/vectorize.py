@@ -70,6 +70,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from lowering.axes import axes_as_input
 from lowering.constants import constant_array, constant_node
 from lowering.maps.plan import (
     MapPlan,
@@ -618,7 +619,7 @@ class _Vectorizer:
         return self._axes_op("Squeeze", value, axes)
 
     def _axes_op(self, op_type: str, value: ir.Value, axes: list[int]) -> ir.Value:
-        if self.opset >= 13:
+        if axes_as_input(op_type, self.opset):
             out = self.op(op_type, [value, self.const(axes)])
         else:
             out = self.op(op_type, [value], {"axes": list(axes)})
@@ -916,7 +917,7 @@ def _gemm(v, node, args):
 
 
 def _axes_as_input(v: _Vectorizer, op_type: str) -> bool:
-    return v.opset >= (13 if op_type in ("ReduceSum", "Squeeze", "Unsqueeze", "Split") else 18)
+    return axes_as_input(op_type, v.opset)
 
 
 @_rule(*sorted(REDUCE_OPS))
