@@ -11,7 +11,9 @@ an Identity, which is what the older version gets.
 
 A Squeeze without axes removes every dim of size 1, at any version; going
 down, where its input's shape is static the axes are written out all the
-same, since some readers of Squeeze-11 (tract) insist on the attribute::
+same, since some readers of Squeeze-11 (tract) insist on the attribute.
+Like the lowering's own folding, this takes the declared shape at its word:
+a model whose run-time shape contradicts it is not one ONNX describes::
 
     Squeeze-13(x: float[1,3,1])  -->  Squeeze-11 <axes=[0, 2]> (x)
 """
