@@ -47,6 +47,8 @@ def attribute(name: str, value) -> ir.Attr:
     if isinstance(value, np.floating):
         return ir.AttrFloat32(name, float(value))
     if isinstance(value, ir.Attr):
+        if value.name != name:
+            raise ValueError(f"Attribute name {value.name!r} does not match provided name {name!r}")
         return value
     if isinstance(value, ir.Tensor | ir.StringTensor):
         return ir.AttrTensor(name, value)

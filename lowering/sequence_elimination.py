@@ -232,8 +232,10 @@ def _split_element(node: ir.Node, owner, opset: int) -> bool:
     else:
         del dims[axis]
     dtype = tensor.dtype
-    if sizes[index] != 1 and unsupported("Slice", dtype, opset) is not None:
-        return False
+    if unsupported("Slice", dtype, opset) is not None and (
+        sizes[index] != 1 or unsupported("Gather", dtype, opset) is not None
+    ):
+        return False  # read_slice reads one entry with Gather where it can, else with Slice
     nodes = read_slice(tensor, start, axis, keepdims, dtype, opset, size=sizes[index])
     nodes[-1].outputs[0].type = tensor.type
     nodes[-1].outputs[0].shape = ir.Shape(dims)

@@ -62,3 +62,10 @@ def test_a_node_is_the_node_ir_node_makes():
         for i, output in enumerate(node.outputs):
             output.name = f"y{i}"
     assert ir.serde.serialize_node(ours) == ir.serde.serialize_node(theirs)
+
+
+def test_an_attribute_under_another_name_is_refused_as_ir_node_refuses_it():
+    with pytest.raises(ValueError, match="does not match"):
+        attribute("b", ir.AttrInt64("a", 1))
+    with pytest.raises(ValueError, match="does not match"):
+        ir.convenience.convert_attribute("b", ir.AttrInt64("a", 1))

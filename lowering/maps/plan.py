@@ -368,6 +368,8 @@ def read_slice(
     before it. The last node's output is the slice. Without ``dtype``, the
     tensor's own element type says whether Gather is right for it.
     """
+    if isinstance(index, np.integer):
+        index = int(index)
     if size != 1 and not (keepdims and isinstance(index, int)):
         raise ValueError("a slice longer than one entry needs keepdims and a constant index")
     if dtype is None or dtype == ir.DataType.UNDEFINED:
@@ -397,7 +399,10 @@ def read_slice(
     start = as_vector()
     axes = constant_node(np.array([axis], np.int64), "axis")
     if isinstance(index, int):
-        end_node = constant_node(np.array([index + size], np.int64))
+        end = index + size
+        if index < 0 and end == 0:  # the last entries, counted from the end: up to the end
+            end = np.iinfo(np.int64).max
+        end_node = constant_node(np.array([end], np.int64))
     else:
         one = constant_node(np.array([1], np.int64), "one")
         nodes.append(one)
