@@ -197,9 +197,56 @@ def _callers_first(model: ir.Model, functions: Sequence[ir.Function]) -> list[ir
 
 
 def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+    declared = set(_dim_params(proto.graph))
     inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
     _drop_partial_types(inferred.graph)
+    _forget_invented_dims(inferred.graph, declared)
     return inferred
+
+
+def _forget_invented_dims(graph: onnx.GraphProto, declared: set[str]) -> None:
+    """Make the dims ONNX inference named itself (``unk__0``, ...) unknown again.
+
+    Inference names an unknown dim once and hands the name on, also through a
+    sequence's one element type to every element read from it: two elements
+    at different positions, which may differ in size, come out claiming the
+    same dim. Copied into the lowered model, that claim lets onnxruntime
+    reuse one's buffer for the other ("Shape mismatch attempting to re-use
+    buffer"). An unknown dim claims nothing; the names the model declares
+    itself are its own to keep.
+    """
+    for tensor_type in _tensor_types_in(graph):
+        for dim in tensor_type.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param not in declared:
+                dim.ClearField("dim_param")
+
+
+def _dim_params(graph: onnx.GraphProto):
+    for tensor_type in _tensor_types_in(graph):
+        yield from (dim.dim_param for dim in tensor_type.shape.dim if dim.dim_param)
+
+
+def _tensor_types_in(graph: onnx.GraphProto):
+    """The tensor types declared in ``graph`` and the graphs nested in it,
+    also as the elements of sequences and optionals."""
+    for type_proto in _types_in(graph):
+        while type_proto.WhichOneof("value") in ("sequence_type", "optional_type"):
+            type_proto = getattr(type_proto, type_proto.WhichOneof("value")).elem_type
+        if type_proto.WhichOneof("value") == "tensor_type":
+            yield type_proto.tensor_type
+
+
+def _types_in(graph: onnx.GraphProto):
+    """Every declared type of ``graph`` and of the graphs nested in it."""
+    for value_info in (*graph.input, *graph.output, *graph.value_info):
+        if value_info.HasField("type"):
+            yield value_info.type
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _types_in(attr.g)
+            for subgraph in attr.graphs:
+                yield from _types_in(subgraph)
 
 
 def _drop_partial_types(graph: onnx.GraphProto) -> None:
