@@ -131,3 +131,24 @@ def test_regression_names_inside_graphs_nested_in_unrolled_copies():
 
     steps = [UNARY[0]("a0", "v0"), _terminal("nested", "a0", "v2", "u0")]
     check(_assemble(2, 1, "construct", 2, [1, 2], steps, ["v0", "v2"]))
+
+
+def test_float_outputs_from_float16_inputs_are_compared_as_float16():
+    """Seed 20261208: onnxruntime ran ``Cast<to=float>(Add(a, b))`` on float16
+    in float32, on the original and every lowered form alike; numpy rounded
+    to float16. A float16 step apart, not a wrong lowering."""
+    import numpy as np
+    import pytest
+
+    from tests.fuzz_check import assert_equal, from_float16
+
+    ours = np.array([2.9541015625, -0.6532020568847656], np.float32)
+    oracle = np.array([2.953125, -0.6533203125], np.float32)
+    feeds = {"x": np.zeros(2, np.float16), "s": [np.zeros(1, np.float32)]}
+    assert from_float16(feeds)
+    assert not from_float16({"x": np.zeros(2, np.float32), "s": [np.zeros(1, np.int64)]})
+    assert_equal([ours], [oracle], float16=True)
+    with pytest.raises(AssertionError):
+        assert_equal([ours], [oracle])
+    with pytest.raises(AssertionError):  # still a real difference
+        assert_equal([ours], [oracle + 0.1], float16=True)
