@@ -55,16 +55,16 @@ def snapshot(model: ir.Model) -> Callable[[], None]:
     return restore
 
 
-def _adopt(model: ir.Model, snapshot: ir.Model) -> None:
-    """Put ``snapshot``'s contents back into ``model`` (the same object the caller holds)."""
-    model.graph = snapshot.graph
+def _adopt(model: ir.Model, kept: ir.Model) -> None:
+    """Put ``kept``'s contents back into ``model`` (the same object the caller holds)."""
+    model.graph = kept.graph
     model.functions.clear()
-    model.functions.update(snapshot.functions)
-    model.ir_version = snapshot.ir_version
-    model.producer_name = snapshot.producer_name
-    model.producer_version = snapshot.producer_version
-    model.domain = snapshot.domain
-    model.model_version = snapshot.model_version
-    model.doc_string = snapshot.doc_string
+    model.functions.update(kept.functions)
+    model.ir_version = kept.ir_version
+    model.producer_name = kept.producer_name
+    model.producer_version = kept.producer_version
+    model.domain = kept.domain
+    model.model_version = kept.model_version
+    model.doc_string = kept.doc_string
     model.metadata_props.clear()
-    model.metadata_props.update(snapshot.metadata_props)
+    model.metadata_props.update(kept.metadata_props)
