@@ -209,7 +209,14 @@ def assert_equal(actual, expected, path: str = "output", float16: bool = False) 
 
 def check_original(example) -> None:
     """onnxruntime on the original, where it runs, agrees with the oracle
-    (a check of the generator and its oracle, not of the lowering)."""
+    (a check of the generator and its oracle, not of the lowering).
+
+    Not where onnxruntime is known to misread the original: see
+    :func:`onnxruntime_confuses_nested_names`. The lowered forms of such an
+    example are still compared with the oracle.
+    """
+    if onnxruntime_confuses_nested_names(example.model):
+        return
     try:
         actual = session(example.model).run(None, example.feeds)
     except Exception:  # noqa: BLE001 -- onnxruntime cannot run some valid SequenceMap models
@@ -218,3 +225,37 @@ def check_original(example) -> None:
         assert_equal(actual, example.expected, float16=from_float16(example.feeds))
     except AssertionError as error:
         raise FuzzFailure("oracle disagrees with onnxruntime on the original", {}, str(error))
+
+
+def onnxruntime_confuses_nested_names(model: onnx.ModelProto) -> bool:
+    """Whether a SequenceMap sits directly in a SequenceMap body and its body
+    declares a name an enclosing map body also declares.
+
+    onnxruntime (1.32) runs SequenceMap by inlining its schema function, and
+    the inlined copies of nested maps share one prefix
+    (``_inlfunc_SequenceMap_``): the inner body's ``x`` (an input that
+    shadows the outer body's ``x``, which ONNX allows) is read as the outer
+    ``x``. So the original gives a wrong answer where it runs at all (seed
+    20261207); the lowered forms hold no SequenceMap and are not affected.
+    A SequenceMap under an If in the body is inlined correctly.
+    """
+
+    def declared(graph: onnx.GraphProto) -> set[str]:
+        names = {value.name for value in graph.input}
+        names.update(out for node in graph.node for out in node.output if out)
+        return names
+
+    def confused(graph: onnx.GraphProto, enclosing: frozenset[str]) -> bool:
+        for node in graph.node:
+            for attribute in node.attribute:
+                for body in [attribute.g] if attribute.HasField("g") else attribute.graphs:
+                    if node.op_type == "SequenceMap" and node.domain in ("", "ai.onnx"):
+                        names = declared(body)
+                        if names & enclosing or confused(body, enclosing | names):
+                            return True
+                    elif confused(body, frozenset()):
+                        return True
+        return False
+
+    graphs = [model.graph, *(onnx.GraphProto(node=f.node) for f in model.functions)]
+    return any(confused(graph, frozenset()) for graph in graphs)

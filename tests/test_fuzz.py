@@ -152,3 +152,59 @@ def test_float_outputs_from_float16_inputs_are_compared_as_float16():
         assert_equal([ours], [oracle])
     with pytest.raises(AssertionError):  # still a real difference
         assert_equal([ours], [oracle + 0.1], float16=True)
+
+
+NESTED_MAPS = """<ir_version: 9, opset_import: ["" : 20]>
+g (seq(int8[?]) s, seq(int8[?]) t, bool c) => (seq(int8[?]) out) {
+  out = SequenceMap (s, s) <body: graph = outer (int8[?] a, int8[?] x) => (int8[?] cat) {
+    INNER
+    cat = ConcatFromSequence <axis: int = 0> (inner)
+  }>
+}"""
+DIRECT = (
+    "inner = SequenceMap (t, t) <body: graph = b (int8[?] i, int8[?] NAME) => (int8[?] NAME) {}>"
+)
+UNDER_IF = (
+    "inner = If (c) <then_branch: graph = th () => (seq(int8[?]) q) {"
+    " q = SequenceMap (t, t) <body: graph = b (int8[?] i, int8[?] x) => (int8[?] x) {}> },"
+    " else_branch: graph = el () => (seq(int8[?]) r) { r = Identity (t) }>"
+)
+
+
+def test_nested_maps_sharing_a_name_are_not_judged_by_onnxruntime_on_the_original():
+    """Seed 20261207: onnxruntime inlines nested SequenceMaps with one prefix,
+    so the inner body's ``x`` (shadowing the outer body's input ``x``) is read
+    as the outer one: the original gives a wrong answer. The fuzz check does
+    not hold that against the oracle; the lowered model is right."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pytest
+
+    import lowering
+    from tests.fuzz_check import onnxruntime_confuses_nested_names
+
+    s = [np.array([1, 2], np.int8), np.array([3, 4], np.int8)]
+    t = [np.array([7], np.int8), np.array([8], np.int8), np.array([9], np.int8)]
+    feeds = {"s": s, "t": t, "c": np.array(True)}
+    oracle = [[np.concatenate([x for _, x in zip(t, t)]) for _ in zip(s, s)]]
+
+    shadowing = parse(NESTED_MAPS.replace("INNER", DIRECT.replace("NAME", "x")))
+    onnx.checker.check_model(shadowing, full_check=True)
+    assert onnxruntime_confuses_nested_names(shadowing)
+    with pytest.raises(AssertionError):  # fails once onnxruntime is fixed
+        assert_same(run(shadowing, feeds), oracle)
+    assert_same(run(lowering.lower(shadowing), feeds), oracle)
+    check_original(SimpleNamespace(model=shadowing, feeds=feeds, expected=oracle))
+
+    under_if = parse(NESTED_MAPS.replace("INNER", UNDER_IF))
+    assert not onnxruntime_confuses_nested_names(under_if)
+    assert_same(run(under_if, feeds), oracle)  # inlined correctly: still judged
+    check_original(SimpleNamespace(model=under_if, feeds=feeds, expected=oracle))
+    with pytest.raises(FuzzFailure, match="oracle disagrees"):
+        wrong = [[element + 1 for element in oracle[0]]]
+        check_original(SimpleNamespace(model=under_if, feeds=feeds, expected=wrong))
+
+    distinct = parse(NESTED_MAPS.replace("INNER", DIRECT.replace("NAME", "z")))
+    assert not onnxruntime_confuses_nested_names(distinct)
+    assert_same(run(lowering.lower(distinct), feeds), oracle)
