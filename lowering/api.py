@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator
 from typing import Literal, overload
 
 import onnx
 import onnx_ir as ir
 
+from lowering.collector import collector_paused
 from lowering.constant_form import ConstantValueFormPass
 from lowering.errors import LoweringError
 from lowering.maps.unroll import DEFAULT_MAX_UNROLL
@@ -320,7 +318,9 @@ def _restore_required_inputs(model: ir.Model) -> None:
 def _run(pass_: ir.passes.PassBase, model: ir.Model) -> None:
     """Run one pass, raising what it raises rather than onnx_ir's wrapper."""
     try:
-        with _no_cyclic_gc():
+        # Paused for our passes only (lowering.collector): onnxscript's
+        # optimizer (``optimize``) runs with the collector as the caller left it.
+        with collector_paused():
             pass_(model)
     except ir.passes.PassError as error:
         cause = error.__cause__
@@ -329,27 +329,6 @@ def _run(pass_: ir.passes.PassBase, model: ir.Model) -> None:
         if isinstance(cause, LoweringError):
             raise cause from None
         raise
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while one of our passes runs.
-
-    The passes build many IR objects that live on (new nodes, values,
-    attributes), and every collection walks the young survivors again: at
-    10,000 maps that was a third of the pass's time. What the passes drop is
-    small (the replaced nodes; weights are shared, not copied), and reference
-    counting still frees what is not in a cycle; the collector, if it was
-    on, runs again afterwards. onnxscript's optimizer (``optimize``), which
-    folds weights, runs with the collector as the caller left it.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @overload

@@ -330,3 +330,38 @@ def test_the_garbage_collector_is_left_as_it_was_found(enabled, kind):
     finally:
         (gc.enable if was else gc.disable)()
     assert seen == [False]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("refused", [False, True])
+def test_the_opset_pass_alone_leaves_the_garbage_collector_as_it_was_found(enabled, refused):
+    """The pass pauses it on its own too (a SequenceMap cannot go to 13)."""
+    import gc
+
+    body = (
+        f"{SIGNATURE} {{\n{GOOD}\n}}"
+        if refused
+        else "g (float[2] a) => (float[2] y) { y = Neg(a) }"
+    )
+    model = ir.serde.deserialize_model(parse(f"{H}\n{body}"))
+    seen: list[bool] = []
+    original = TargetOpsetPass._call
+
+    def call(self, ir_model):
+        seen.append(gc.isenabled())
+        return original(self, ir_model)
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(TargetOpsetPass, "_call", call)
+            if refused:
+                with pytest.raises(lowering.LoweringError, match="cannot declare opset 13"):
+                    TargetOpsetPass(13)(model)
+            else:
+                TargetOpsetPass(13)(model)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
-import gc
 import logging
 
 import onnx_ir as ir
 
+from lowering.collector import collector_paused
 from lowering.errors import LoweringError
 from lowering.opset import schemas
 from lowering.opset.plan import Plan, plan_node, remove_dead_chain
@@ -48,7 +47,7 @@ class TargetOpsetPass(ir.passes.InPlacePass):
         self.expanded: collections.Counter[str] = collections.Counter()
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        with _model_out_of_the_collectors_way():
+        with collector_paused():
             return self._call(model)
 
     def _call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -86,24 +85,6 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             done = ", ".join(f"{label} x{n}" for label, n in sorted(self.adapted.items()))
             lines.append(f"adapted: {done}")
         return lines
-
-
-@contextlib.contextmanager
-def _model_out_of_the_collectors_way():
-    """Keep Python's cycle collector from rescanning the whole model.
-
-    The pass makes many objects that live until it ends (every plan keeps
-    its sandbox), and each full collection would walk all of them and every
-    node of the model again: that made the pass superlinear. Collection is
-    paused for the pass and resumed after it, as it was.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def blocked_message(target: int, blockers: list) -> str:
