@@ -8,6 +8,10 @@ the opset conversion superlinear. What the passes drop is small (replaced
 nodes; weights are shared, not copied) and reference counting still frees
 what is not in a cycle, so the collector is paused for the pass and resumed
 after it, as it was.
+
+The switch is process-wide: while a pass runs, other threads' cyclic
+garbage waits too, and two lowerings in threads at once may resume it while
+the other still runs (which only costs that one its speed-up).
 """
 
 from __future__ import annotations
