@@ -7,9 +7,12 @@ the model's serialization must come out exactly as it went in.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib.resources
 import inspect
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import onnx
@@ -299,55 +302,14 @@ def test_initializers_at_any_depth_come_back_as_the_same_tensors(tmp_path):
     np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-@pytest.mark.parametrize("kind", [None, "first_input_is_a_tensor", "target_opset_blocked"])
-def test_the_garbage_collector_is_left_as_it_was_found(enabled, kind):
-    """The passes pause Python's cyclic collector (it took a third of their
-    time at 10,000 maps); after a lowering or a refusal it is as it was, and
-    it is paused only while our passes run."""
-    import gc
-
-    model = _model(kind) if kind else parse(f"{H}\n{SIGNATURE} {{\n{GOOD}\n}}")
-    options = BROKEN[kind][2] if kind else {"target_opset": 13}
+@contextlib.contextmanager
+def _collector_watched(enabled: bool, cls: type, method: str) -> Iterator[list[bool]]:
+    """Set the collector on or off, and record whether it is on each time
+    ``cls.method`` runs; afterwards it must be as it was set (then restored)."""
     seen: list[bool] = []
-    original_call = LowerSequenceMapPass.call
+    original = getattr(cls, method)
 
-    def call(self, ir_model):
-        seen.append(gc.isenabled())
-        return original_call(self, ir_model)
-
-    was = gc.isenabled()
-    (gc.enable if enabled else gc.disable)()
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(LowerSequenceMapPass, "call", call)
-            if kind:
-                with pytest.raises(lowering.LoweringError):
-                    lowering.lower(model, **options)
-            else:
-                lowering.lower(model, **options)
-        assert gc.isenabled() is enabled
-    finally:
-        (gc.enable if was else gc.disable)()
-    assert seen == [False]
-
-
-@pytest.mark.parametrize("enabled", [True, False])
-@pytest.mark.parametrize("refused", [False, True])
-def test_the_opset_pass_alone_leaves_the_garbage_collector_as_it_was_found(enabled, refused):
-    """The pass pauses it on its own too (a SequenceMap cannot go to 13)."""
-    import gc
-
-    body = (
-        f"{SIGNATURE} {{\n{GOOD}\n}}"
-        if refused
-        else "g (float[2] a) => (float[2] y) { y = Neg(a) }"
-    )
-    model = ir.serde.deserialize_model(parse(f"{H}\n{body}"))
-    seen: list[bool] = []
-    original = TargetOpsetPass._call
-
-    def call(self, ir_model):
+    def watched(self, ir_model):
         seen.append(gc.isenabled())
         return original(self, ir_model)
 
@@ -355,13 +317,44 @@ def test_the_opset_pass_alone_leaves_the_garbage_collector_as_it_was_found(enabl
     (gc.enable if enabled else gc.disable)()
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(TargetOpsetPass, "_call", call)
-            if refused:
-                with pytest.raises(lowering.LoweringError, match="cannot declare opset 13"):
-                    TargetOpsetPass(13)(model)
-            else:
-                TargetOpsetPass(13)(model)
+            patch.setattr(cls, method, watched)
+            yield seen
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("kind", [None, "first_input_is_a_tensor", "target_opset_blocked"])
+def test_the_garbage_collector_is_left_as_it_was_found(enabled, kind):
+    """The passes pause Python's cyclic collector (it took a third of their
+    time at 10,000 maps); after a lowering or a refusal it is as it was, and
+    it is paused only while our passes run."""
+    model = _model(kind) if kind else parse(f"{H}\n{SIGNATURE} {{\n{GOOD}\n}}")
+    options = BROKEN[kind][2] if kind else {"target_opset": 13}
+    with _collector_watched(enabled, LowerSequenceMapPass, "call") as seen:
+        if kind:
+            with pytest.raises(lowering.LoweringError):
+                lowering.lower(model, **options)
+        else:
+            lowering.lower(model, **options)
+    assert seen == [False]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("refused", [False, True])
+def test_the_opset_pass_alone_leaves_the_garbage_collector_as_it_was_found(enabled, refused):
+    """The pass pauses it on its own too (a SequenceMap cannot go to 13)."""
+    body = (
+        f"{SIGNATURE} {{\n{GOOD}\n}}"
+        if refused
+        else "g (float[2] a) => (float[2] y) { y = Neg(a) }"
+    )
+    model = ir.serde.deserialize_model(parse(f"{H}\n{body}"))
+    with _collector_watched(enabled, TargetOpsetPass, "_call") as seen:
+        if refused:
+            with pytest.raises(lowering.LoweringError, match="cannot declare opset 13"):
+                TargetOpsetPass(13)(model)
+        else:
+            TargetOpsetPass(13)(model)
     assert seen == [False]
