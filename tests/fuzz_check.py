@@ -22,7 +22,7 @@ import onnxruntime as ort
 
 import lowering
 from lowering.runtimes import LOOP_OPS, RUNTIMES
-from tests.helpers import op_types
+from tests.helpers import all_graphs, all_nodes, op_types
 
 STRATEGIES = [{}, {"strategy": "loop"}, {"max_unroll": 0}]
 
@@ -285,22 +285,10 @@ def unshadowed(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _all_names(model: onnx.ModelProto) -> set[str]:
-    names: set[str] = set()
-
-    def graph_names(graph: onnx.GraphProto) -> None:
+    names = {n for node in all_nodes(model) for n in (*node.input, *node.output)}
+    for graph in all_graphs(model, in_functions=True):
         names.update(v.name for v in [*graph.input, *graph.output, *graph.value_info])
         names.update(t.name for t in graph.initializer)
-        node_names(graph.node)
-
-    def node_names(nodes) -> None:
-        for node in nodes:
-            names.update([*node.input, *node.output])
-            for attribute in node.attribute:
-                for graph in [attribute.g] if attribute.HasField("g") else attribute.graphs:
-                    graph_names(graph)
-
-    graph_names(model.graph)
     for function in model.functions:
         names.update([*function.input, *function.output])
-        node_names(function.node)
     return names

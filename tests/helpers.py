@@ -62,19 +62,33 @@ def lowered(model: onnx.ModelProto, **options) -> onnx.ModelProto:
     return result
 
 
+def all_graphs(model: onnx.ModelProto, in_functions: bool = False) -> Iterator[onnx.GraphProto]:
+    """The main graph and every graph nested in it, at any depth; with
+    ``in_functions``, the graphs nested in function bodies too."""
+
+    def nested(nodes):
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    yield from walk(attr.g)
+                for sub in attr.graphs:
+                    yield from walk(sub)
+
+    def walk(graph):
+        yield graph
+        yield from nested(graph.node)
+
+    yield from walk(model.graph)
+    if in_functions:
+        for function in model.functions:
+            yield from nested(function.node)
+
+
 def all_types(model: onnx.ModelProto) -> Iterator[onnx.TypeProto]:
-    def graph_types(graph):
+    for graph in all_graphs(model):
         for vi in (*graph.input, *graph.output, *graph.value_info):
             if vi.HasField("type"):
                 yield vi.type
-        for node in graph.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    yield from graph_types(attr.g)
-                for sub in attr.graphs:
-                    yield from graph_types(sub)
-
-    yield from graph_types(model.graph)
 
 
 def assert_no_dtype_zero(type_proto: onnx.TypeProto) -> None:
