@@ -37,6 +37,22 @@ each value that:
 - hides, by its name, an outer value that some node below it reads: the one
   that hides is renamed.
 
+A function sees no name but its own, yet runtimes inline it into the
+graphs that call it, and there a name that it defines meets the caller's:
+onnxruntime names the float16 Casts it inserts after their inputs, and two
+Casts named after ``acc_1`` (a main-graph input, and an element a Loop body
+inside a function read into a value of the same name) shared one buffer.
+So a function is resolved as if nested in the main graph, at every depth::
+
+    g (acc_1) { y = local.f1(acc_1) }           g (acc_1) { y = local.f1(acc_1) }
+    f1 (s) => (y) {                             f1 (s) => (y) {
+      y = Loop <body {                     ->     y = Loop <body {
+            acc_1 = Gather(s, i) ... }>                 acc_1_1 = Gather(s, i) ... }>
+    }                                           }
+
+Its formal parameters (inputs and outputs) keep their names: inlining
+replaces them by the caller's names, so they never meet.
+
 Only colliding values are renamed, so every other name stays as the user
 wrote it. Values of the main graph are never renamed (they come first), so
 the model's inputs and outputs keep their names.
@@ -133,28 +149,40 @@ class _Resolver:
         self.renamed = 0
 
     def run(self, model: ir.Model) -> int:
-        self._visit(model.graph, [])
+        main_graph: dict[str, ir.Value] = {}
+        self._visit(model.graph, [], main_graph)
+        # A function sees none of the main graph's names, but runtimes inline
+        # it into the main graph, so it is resolved as if nested in every
+        # scope there.
         for function in model.functions.values():
-            self._visit(function, [])
+            self._visit(function, [main_graph], None)
         return self.renamed
 
     def _rename(self, value: ir.Value) -> None:
         value.name = self._new_name(value)
         self.renamed += 1
 
-    def _visit(self, owner: ir.Graph | ir.Function, outer: list[dict[str, ir.Value]]) -> None:
+    def _visit(
+        self,
+        owner: ir.Graph | ir.Function,
+        outer: list[dict[str, ir.Value]],
+        collect: dict[str, ir.Value] | None,
+    ) -> None:
+        """Resolve ``owner`` and its subgraphs; add what they define to ``collect``."""
         own: dict[str, ir.Value] = {}
-        for value in owner.inputs:
-            # ONNX lets a subgraph input hide an outer name, but runtimes
-            # trip on it (onnxruntime's function inliner renames the hidden
-            # name inside the subgraph too), so it is renamed like the rest.
-            if own.get(_name(value), value) is not value or _lookup(outer, value.name) is not None:
-                self._rename(value)
-            own[_name(value)] = value
-        defined = [*owner.initializers.values()] if isinstance(owner, ir.Graph) else []
+        # ONNX lets a subgraph input hide an outer name, but runtimes trip on
+        # it (onnxruntime's function inliner renames the hidden name inside
+        # the subgraph too), so it is renamed like the rest. A function's
+        # inputs and outputs are formal parameters: inlining replaces them by
+        # the caller's names, so they never meet the caller's names.
+        formal = set(owner.inputs) | set(owner.outputs) if isinstance(owner, ir.Function) else ()
+        defined = [*owner.inputs]
+        defined += [*owner.initializers.values()] if isinstance(owner, ir.Graph) else []
         defined += [output for node in owner for output in node.outputs]
         for value in defined:
-            if own.get(_name(value), value) is not value or _lookup(outer, value.name) is not None:
+            if own.get(_name(value), value) is not value or (
+                value not in formal and _lookup(outer, value.name) is not None
+            ):
                 self._rename(value)
             own[_name(value)] = value
         chain = [*outer, own]
@@ -166,12 +194,14 @@ class _Resolver:
                 if not isinstance(attr, ir.Attr) or attr.is_ref():
                     continue
                 if attr.type == ir.AttributeType.GRAPH:
-                    self._visit(attr.as_graph(), chain)
+                    self._visit(attr.as_graph(), chain, collect)
                 elif attr.type == ir.AttributeType.GRAPHS:
                     for graph in attr.as_graphs():
-                        self._visit(graph, chain)
+                        self._visit(graph, chain, collect)
         for value in owner.outputs:
             self._resolve(value, chain)
+        if collect is not None:
+            collect.update(own)
 
     def _resolve(self, value: ir.Value, chain: list[dict[str, ir.Value]]) -> None:
         """Make ``value``'s name find ``value`` from the innermost scope of ``chain``."""

@@ -4,8 +4,9 @@ Each example (:func:`tests.fuzz_models.structured_models`) must itself pass
 ``onnx.checker.check_model(full_check=True)`` (:func:`check_valid`). It is
 lowered with every strategy ("auto", "loop", and auto with ``max_unroll=0``)
 and, where the example asks, with ``target_opset``. Each output must pass
-``onnx.checker.check_model(full_check=True)``, hold no SequenceMap, run in
-onnxruntime and equal the numpy/Python oracle. Any exception from the
+``onnx.checker.check_model(full_check=True)``, hold no SequenceMap, define
+no name in a function that the main graph defines too, run in onnxruntime
+and equal the numpy/Python oracle. Any exception from the
 lowering is a failure, except a ``target_opset`` that the model genuinely
 cannot declare. A :class:`FuzzFailure` carries a ``signature``: the stage,
 the options and the message with names and numbers taken out, so that
@@ -22,7 +23,12 @@ import onnxruntime as ort
 
 import lowering
 from lowering.runtimes import LOOP_OPS, RUNTIMES
-from tests.helpers import all_graphs, all_nodes, op_types
+from tests.helpers import (
+    all_graphs,
+    all_nodes,
+    names_functions_share_with_the_main_graph,
+    op_types,
+)
 
 STRATEGIES = [{}, {"strategy": "loop"}, {"max_unroll": 0}]
 
@@ -98,6 +104,9 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
         onnx.checker.check_model(result, full_check=True)
     except Exception as error:
         raise FuzzFailure("invalid output", options, str(error)) from error
+    shared = names_functions_share_with_the_main_graph(result)
+    if shared:
+        raise FuzzFailure("function name in the main graph", options, f"{sorted(shared)}")
     try:
         actual = session(result).run(None, example.feeds)
     except Exception as error:

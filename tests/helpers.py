@@ -59,29 +59,48 @@ def lowered(model: onnx.ModelProto, **options) -> onnx.ModelProto:
         if node.op_type == "SequenceEmpty":
             dtype = [a.i for a in node.attribute if a.name == "dtype"]
             assert dtype and dtype[0] != 0, "SequenceEmpty without a real dtype"
+    assert names_functions_share_with_the_main_graph(result) == set()
     return result
+
+
+def names_functions_share_with_the_main_graph(model: onnx.ModelProto) -> set[str]:
+    """Names that a function defines (not its formal parameters) and the
+    main graph defines too, at any depth: lowering leaves none, since
+    runtimes inline functions into the main graph (onnxruntime's float16
+    Casts are named after their input and trip on such a pair)."""
+
+    def defined(nodes) -> set[str]:
+        graphs = list(graphs_in(nodes))
+        names = {v.name for g in graphs for v in (*g.input, *g.initializer)}
+        return names | {
+            n for g in [nodes, *(g.node for g in graphs)] for node in g for n in node.output
+        }
+
+    graph = model.graph
+    main = defined(graph.node) | {v.name for v in (*graph.input, *graph.initializer)}
+    shared = set()
+    for function in model.functions:
+        shared |= (defined(function.node) - {*function.input, *function.output}) & main
+    return shared - {""}
 
 
 def all_graphs(model: onnx.ModelProto, in_functions: bool = False) -> Iterator[onnx.GraphProto]:
     """The main graph and every graph nested in it, at any depth; with
     ``in_functions``, the graphs nested in function bodies too."""
-
-    def nested(nodes):
-        for node in nodes:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    yield from walk(attr.g)
-                for sub in attr.graphs:
-                    yield from walk(sub)
-
-    def walk(graph):
-        yield graph
-        yield from nested(graph.node)
-
-    yield from walk(model.graph)
+    yield model.graph
+    yield from graphs_in(model.graph.node)
     if in_functions:
         for function in model.functions:
-            yield from nested(function.node)
+            yield from graphs_in(function.node)
+
+
+def graphs_in(nodes) -> Iterator[onnx.GraphProto]:
+    """Every graph nested in the attributes of ``nodes``, at any depth."""
+    for node in nodes:
+        for attr in node.attribute:
+            for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                yield graph
+                yield from graphs_in(graph.node)
 
 
 def all_types(model: onnx.ModelProto) -> Iterator[onnx.TypeProto]:

@@ -8,7 +8,6 @@ import numpy as np
 import onnx
 import pytest
 
-import lowering
 from tests.helpers import assert_same, lowered, parse, run
 from tests.test_optimize import FUZZ, _fuzz_feeds
 
@@ -90,17 +89,81 @@ def test_existing_names_are_kept():
     assert set(original) <= set(after)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 10): onnxruntime names the float16 Casts it inserts after their input, "
-    "and a Loop body in an inlined function keeps a map body input's name (acc_1) that the "
-    "main graph's input also has",
-)
 def test_float16_elements_read_in_a_function_share_no_name_with_the_main_graph():
-    """Found by the long run (seed 20261213, f59f232). The loop and
-    no-unrolling forms run; renaming the Loop body's ``acc_1`` inside ``f1``
-    by hand makes the auto form run too."""
+    """Found by the long run (seed 20261213, f59f232): a Loop body in
+    function ``f1`` read the element into ``acc_1``, the name of a main-graph
+    input that ``f1`` is called with. onnxruntime inlines the functions, names
+    the float16 Casts it inserts after their inputs, and stopped with "Shape
+    mismatch attempting to re-use buffer" in ``InsertedPrecisionFreeCast_acc_1``.
+    The loop and no-unrolling forms ran; now every form does."""
     model = onnx.load(FUZZ / "float16_casts_in_inlined_functions.onnx")
     feeds = _fuzz_feeds("float16_casts_in_inlined_functions")
-    expected = run(lowering.lower(model, strategy="loop"), feeds)
-    assert_same(run(lowering.lower(model), feeds), expected)
+    expected = run(lowered(model, strategy="loop"), feeds)
+    assert_same(run(lowered(model), feeds), expected)
+    assert_same(run(lowered(model, max_unroll=0), feeds), expected)
+
+
+# A main-graph value named ``e`` passed to ``f``, whose map body input is
+# also ``e``: the graph's text (``T`` is the element type) and e's value.
+MAIN_GRAPH_E = {
+    "graph input": ("y = local.f (s, e)", lambda feeds: feeds["e"]),
+    "initializer": ("y = local.f (s, e)", lambda feeds: np.array([1, 2])),
+    "node output": ("e = Neg (w)\n y = local.f (s, e)", lambda feeds: -feeds["w"]),
+    "node output in an If branch": (
+        """c = Constant <value = bool {1}> ()
+        y = If (c) <then_branch = t () => (seq(T[2]) y1) { e = Neg (w)
+                                                           y1 = local.f (s, e) },
+                    else_branch = u () => (seq(T[2]) y2) { y2 = Identity (s) }>""",
+        lambda feeds: -feeds["w"],
+    ),
+    "Loop body input": (
+        """k = Constant <value = int64 {1}> ()
+        w_out, y = Loop (k, , w, s) <body = l (int64 i, bool c, T[2] e, seq(T[2]) a)
+                                               => (bool c_out, T[2] e_out, seq(T[2]) y1) {
+            c_out = Identity (c)
+            e_out = Identity (e)
+            y1 = local.f (a, e)
+        }>""",
+        lambda feeds: feeds["w"],
+    ),
+}
+
+
+@pytest.mark.parametrize("strategy", [{}, {"strategy": "loop"}, {"max_unroll": 0}])
+@pytest.mark.parametrize("dtype", ["float16", "float", "int64"])
+@pytest.mark.parametrize("kind", MAIN_GRAPH_E)
+def test_names_a_function_defines_are_not_main_graph_names(kind, dtype, strategy):
+    """The map in ``f`` reads each element into a value named like its body
+    input ``e``; the main graph defines an ``e`` of its own, in each way a
+    graph can define a name. Runtimes inline ``f`` into the main graph, so
+    the element is renamed (:func:`lowered` checks that no name a function
+    defines is a main-graph name); ``f``'s formal parameters keep theirs,
+    since inlining replaces them by the caller's names."""
+    graph, e_value = MAIN_GRAPH_E[kind]
+    inputs = "seq(T[2]) s, T[2] w" + (", T[2] e" if kind == "graph input" else "")
+    # The parser reads float16 data as raw bits.
+    one_two = "15360, 16384" if dtype == "float16" else "1, 2"
+    initializers = f"<T[2] e = {{{one_two}}}>" if kind == "initializer" else ""
+    text = f"""<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+    g ({inputs}) => (seq(T[2]) y) {initializers} {{
+        {graph}
+    }}
+    <domain: "local", opset_import: ["" : 17]>
+    f (s, v) => (y) {{
+        y = SequenceMap <body = b (T[2] e) => (T[2] o) {{ o = Mul (e, v) }}> (s)
+    }}"""
+    model = parse(text.replace("T[", f"{dtype}["))
+    onnx.checker.check_model(model, full_check=True)
+    result = lowered(model, **strategy)
+    [function] = result.functions
+    assert [*function.input, *function.output] == ["s", "v", "y"]
+    np_type = {"float16": np.float16, "float": np.float32, "int64": np.int64}[dtype]
+    for n in [0, 1, 3]:
+        feeds = {
+            "s": [np.arange(2).astype(np_type) + k for k in range(n)],
+            "w": np.array([3, -4], np_type),
+        }
+        if kind == "graph input":
+            feeds["e"] = np.array([5, 6], np_type)
+        e = e_value(feeds).astype(np_type)
+        assert_same(run(result, feeds)[-1], [x * e for x in feeds["s"]])
