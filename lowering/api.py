@@ -108,9 +108,12 @@ def _lower(
     passes: list[ir.passes.PassBase] = [sequence_maps]
     if normalize_inserts:
         passes.append(inserts)
-    passes.append(FreshNamesPass())
     # PassManager wraps what a pass raises; users want the LoweringError.
     _run(ir.passes.PassManager(passes), model)
+    if sequence_maps.rewrites or inserts.rewrites:
+        # Only a rewritten model is renamed: one with nothing to lower is
+        # left exactly as it came, names included.
+        _run(FreshNamesPass(), model)
     if optimize and (sequence_maps.rewrites or inserts.rewrites):
         # Folding what unrolling made static (Shape of a known tensor, an If
         # on a constant) is what OpenVINO and tract need; it rewrites the
@@ -122,7 +125,9 @@ def _lower(
     converted: list[Rewrite] = []
     if target_opset is not None:
         opset = TargetOpsetPass(target_opset)
-        _run(ir.passes.PassManager([opset, FreshNamesPass()]), model)
+        _run(opset, model)
+        if opset.expanded or opset.adapted:  # relabelling alone makes no new values
+            _run(FreshNamesPass(), model)
         converted = [
             Rewrite("the model", "", "TargetOpset", None, [], how, f"{op} x{count}")
             for how, done in (("expanded", opset.expanded), ("adapted", opset.adapted))

@@ -38,11 +38,14 @@ each value that:
   that hides is renamed.
 
 A function sees no name but its own, yet runtimes inline it into the
-graphs that call it, and there a name that it defines meets the caller's:
-onnxruntime names the float16 Casts it inserts after their inputs, and two
-Casts named after ``acc_1`` (a main-graph input, and an element a Loop body
-inside a function read into a value of the same name) shared one buffer.
-So a function is resolved as if nested in the main graph, at every depth::
+graphs that call it. onnxruntime (1.32) stopped on a float16 model in which
+a main-graph input ``acc_1`` was passed into a function whose Loop body
+defined an ``acc_1`` of its own ("Shape mismatch attempting to re-use
+buffer" in a Cast it inserts for float16); renaming either ``acc_1`` made it
+run. The cause lies in onnxruntime's inlining and memory planning, past
+what we can see, so the rule covers the whole pattern: no name a function
+defines, at any depth, repeats a name the main graph defines. A function
+is resolved as if nested in the main graph::
 
     g (acc_1) { y = local.f1(acc_1) }           g (acc_1) { y = local.f1(acc_1) }
     f1 (s) => (y) {                             f1 (s) => (y) {
@@ -55,7 +58,8 @@ replaces them by the caller's names, so they never meet.
 
 Only colliding values are renamed, so every other name stays as the user
 wrote it. Values of the main graph are never renamed (they come first), so
-the model's inputs and outputs keep their names.
+the model's inputs and outputs keep their names. A model that no pass
+rewrote is not renamed at all (:func:`lowering.api.lower_in_place`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,19 @@ import collections
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 
-from tests.helpers import assert_same, lowered, parse, run
+import lowering
+from lowering.naming import FreshNamesPass
+from tests.helpers import (
+    all_graphs,
+    assert_same,
+    lowered,
+    names_functions_share_with_the_main_graph,
+    parse,
+    run,
+)
 from tests.test_optimize import FUZZ, _fuzz_feeds
 
 # Names a lowering is tempted to use, the ones this project generates, and
@@ -167,3 +177,139 @@ def test_names_a_function_defines_are_not_main_graph_names(kind, dtype, strategy
             feeds["e"] = np.array([5, 6], np_type)
         e = e_value(feeds).astype(np_type)
         assert_same(run(result, feeds)[-1], [x * e for x in feeds["s"]])
+
+
+# How the main graph defines ``n`` and hands it to ``f``.
+MAIN_DEFINES_N = {
+    "graph input": ("float[2] n", "", "y = local.f (n)"),
+    "initializer": ("", "<float[2] n = {1.0, 2.0}>", "y = local.f (n)"),
+    "node output": ("", "", "n = Neg (w)\n y = local.f (n)"),
+    "node output in an If branch": (
+        "",
+        "",
+        """cm = Constant <value = bool {1}> ()
+        y = If (cm) <then_branch = t () => (float[2] y1) { n = Neg (w)
+                                                          y1 = local.f (n) },
+                    else_branch = u () => (float[2] y2) { y2 = Identity (w) }>""",
+    ),
+    "Loop body input": (
+        "",
+        "",
+        """km = Constant <value = int64 {1}> ()
+        y = Loop (km, , w) <body = l (int64 im, bool cm, float[2] n) => (bool cm_out, float[2] y1) {
+            cm_out = Identity (cm)
+            y1 = local.f (n)
+        }>""",
+    ),
+}
+
+# How ``f`` (or ``g``, which ``f`` calls) defines an ``n`` of its own.
+LOOP = """k = Constant <value = int64 {1}> ()
+        r = Loop (k, , a) <body = b (int64 i, bool c, float[2] x) => (bool c_out, float[2] x_out)
+                                    INITIALIZERS {
+            c_out = Identity (c)
+            BODY
+        }>"""
+FUNCTION_DEFINES_N = {
+    "node output": "n = Neg (a)\n r = Neg (n)",
+    "Loop body node output": LOOP.replace("BODY", "n = Neg (x)\n x_out = Identity (n)"),
+    "Loop body input": LOOP.replace("float[2] x)", "float[2] n)").replace(
+        "BODY", "x_out = Neg (n)"
+    ),
+    "Loop body initializer": LOOP.replace("INITIALIZERS", "<float[2] n = {1.0, 1.0}>").replace(
+        "BODY", "x_out = Sub (x, n)"
+    ),
+    "If branch in a Loop body": LOOP.replace(
+        "BODY",
+        """t = Constant <value = bool {1}> ()
+            x_out = If (t) <then_branch = tb () => (float[2] z) { n = Neg (x)
+                                                                  z = Identity (n) },
+                            else_branch = eb () => (float[2] z2) { z2 = Identity (x) }>""",
+    ),
+    "a function f calls": "r = local.g (a)",
+}
+
+
+@pytest.mark.parametrize("in_function", FUNCTION_DEFINES_N)
+@pytest.mark.parametrize("in_main", MAIN_DEFINES_N)
+def test_no_name_a_function_defines_repeats_a_main_graph_name(in_main, in_function):
+    """The naming pass alone, over every way the main graph and a function can
+    define the same name: the function's ``n`` is renamed, the main graph's
+    names and the function's formal parameters stay, and onnxruntime
+    computes what it computed before."""
+    extra_input, initializers, graph = MAIN_DEFINES_N[in_main]
+    body = FUNCTION_DEFINES_N[in_function].replace("INITIALIZERS", "")
+    inner = "g (a) => (r) { n = Neg (a)\n r = Neg (n) }"
+    text = f"""<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+    g ({", ".join(filter(None, ["float[2] w", extra_input]))}) => (float[2] y) {initializers} {{
+        {graph}
+    }}
+    <domain: "local", opset_import: ["" : 17, "local" : 1]>
+    f (a) => (r) {{ {body} }}
+    <domain: "local", opset_import: ["" : 17]>
+    {inner}"""
+    model = parse(text)
+    onnx.checker.check_model(model, full_check=True)
+    assert names_functions_share_with_the_main_graph(model) == {"n"}
+    feeds = {"w": np.array([3, -4], np.float32)}
+    if extra_input:
+        feeds["n"] = np.array([5, 6], np.float32)
+    expected = run(model, feeds)
+
+    ir_model = ir.serde.deserialize_model(model)
+    assert FreshNamesPass()(ir_model).modified
+    result = ir.serde.serialize_model(ir_model)
+
+    onnx.checker.check_model(result, full_check=True)
+    assert names_functions_share_with_the_main_graph(result) == set()
+    assert _main_graph_names(result) == _main_graph_names(model)
+    assert [(f.name, [*f.input], [*f.output]) for f in result.functions] == [
+        ("f", ["a"], ["r"]),
+        ("g", ["a"], ["r"]),
+    ]
+    assert_same(run(result, feeds), expected)
+
+
+def _main_graph_names(model: onnx.ModelProto) -> set[str]:
+    return {
+        name
+        for graph in all_graphs(model)
+        for name in (
+            *(v.name for v in (*graph.input, *graph.initializer)),
+            *(n for node in graph.node for n in node.output),
+        )
+    }
+
+
+NOTHING_TO_LOWER = """<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+g (float[2] n) => (float[2] y) { y = local.f (n) }
+<domain: "local", opset_import: ["" : 17]>
+f (a) => (r) { n = Neg (a)
+               r = Neg (n) }"""
+
+
+@pytest.mark.parametrize("target_opset", [None, 18])
+def test_a_model_with_nothing_to_lower_keeps_its_names(target_opset):
+    """Nothing rewritten (at most the opset relabelled): nothing renamed,
+    on the onnx_ir path too, where the model is not copied byte for byte."""
+    model = ir.serde.deserialize_model(parse(NOTHING_TO_LOWER))
+    lowering.lower_in_place(model, target_opset=target_opset)
+    [function] = model.functions.values()
+    assert [v.name for node in function for v in node.outputs] == ["n", "r"]
+
+
+def test_a_lowered_model_renames_what_its_functions_share_with_the_main_graph():
+    """The same function, in a model that has a map to lower."""
+    text = (
+        NOTHING_TO_LOWER.replace("(float[2] y)", "(float[2] y, seq(float[2]) z)")
+        .replace(
+            "{ y = local.f (n) }",
+            "{ y = local.f (n)\n z = SequenceMap <body = b (float[2] e) => (float[2] o) "
+            "{ o = Neg (e) }> (s) }",
+        )
+        .replace("(float[2] n)", "(float[2] n, seq(float[2]) s)")
+    )
+    model = ir.serde.deserialize_model(parse(text))
+    lowering.lower_in_place(model)
+    [function] = model.functions.values()
+    assert [v.name for node in function for v in node.outputs] == ["n_1", "r"]
