@@ -102,10 +102,10 @@ def test_existing_names_are_kept():
 def test_float16_elements_read_in_a_function_share_no_name_with_the_main_graph():
     """Found by the long run (seed 20261213, f59f232): a Loop body in
     function ``f1`` read the element into ``acc_1``, the name of a main-graph
-    input that ``f1`` is called with. onnxruntime inlines the functions, names
-    the float16 Casts it inserts after their inputs, and stopped with "Shape
-    mismatch attempting to re-use buffer" in ``InsertedPrecisionFreeCast_acc_1``.
-    The loop and no-unrolling forms ran; now every form does."""
+    input that ``f1`` is called with, and onnxruntime stopped with "Shape
+    mismatch attempting to re-use buffer" in a float16 Cast it inserts
+    (``InsertedPrecisionFreeCast_acc_1``); renaming either ``acc_1`` made it
+    run. The loop and no-unrolling forms ran; now every form does."""
     model = onnx.load(FUZZ / "float16_casts_in_inlined_functions.onnx")
     feeds = _fuzz_feeds("float16_casts_in_inlined_functions")
     expected = run(lowered(model, strategy="loop"), feeds)
