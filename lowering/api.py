@@ -110,16 +110,16 @@ def _lower(
         passes.append(inserts)
     # PassManager wraps what a pass raises; users want the LoweringError.
     _run(ir.passes.PassManager(passes), model)
-    if sequence_maps.rewrites or inserts.rewrites:
-        # Only a rewritten model is renamed: one with nothing to lower is
-        # left exactly as it came, names included.
+    # A model with nothing to lower is left exactly as it came, names included.
+    rewritten = bool(sequence_maps.rewrites or inserts.rewrites)
+    if rewritten:
         _run(FreshNamesPass(), model)
-    if optimize and (sequence_maps.rewrites or inserts.rewrites):
+    if optimize and rewritten:
         # Folding what unrolling made static (Shape of a known tensor, an If
         # on a constant) is what OpenVINO and tract need; it rewrites the
         # whole model, so it is asked for, not done by default.
         optimize_keeping_overridables(model)
-    if sequence_maps.rewrites or inserts.rewrites:
+    if rewritten:
         # TVM reads a Constant only in its ``value`` form (lowering.constant_form).
         _run(ConstantValueFormPass(), model)
     converted: list[Rewrite] = []
