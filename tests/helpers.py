@@ -70,23 +70,27 @@ def names_functions_share_with_the_main_graph(model: onnx.ModelProto) -> set[str
     """Names that a function defines and the main graph defines too, at any
     depth. A function's formal inputs and outputs do not count: inlining
     replaces them by the caller's names."""
-
-    def nested(nodes) -> set[str]:
-        graphs = list(graphs_in(nodes))
-        names = {v.name for g in graphs for v in (*g.input, *g.initializer)}
-        return names | {name for g in graphs for node in g.node for name in node.output}
-
-    def outputs(nodes) -> set[str]:
-        return {name for node in nodes for name in node.output}
-
-    graph = model.graph
-    main = {v.name for v in (*graph.input, *graph.initializer)}
-    main |= outputs(graph.node) | nested(graph.node)
+    main = main_graph_names(model)
     shared = set()
     for function in model.functions:
-        own = outputs(function.node) - {*function.input, *function.output}
-        shared |= (own | nested(function.node)) & main
+        own = {name for node in function.node for name in node.output}
+        own -= {*function.input, *function.output}
+        shared |= (own | names_defined(graphs_in(function.node))) & main
     return shared - {""}
+
+
+def main_graph_names(model: onnx.ModelProto) -> set[str]:
+    """Every name the main graph defines, at any depth."""
+    return names_defined(all_graphs(model))
+
+
+def names_defined(graphs) -> set[str]:
+    """The names ``graphs`` define: their inputs, initializers and node outputs."""
+    names: set[str] = set()
+    for graph in graphs:
+        names.update(value.name for value in (*graph.input, *graph.initializer))
+        names.update(name for node in graph.node for name in node.output)
+    return names
 
 
 def all_graphs(model: onnx.ModelProto, in_functions: bool = False) -> Iterator[onnx.GraphProto]:

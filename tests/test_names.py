@@ -12,9 +12,9 @@ import pytest
 import lowering
 from lowering.naming import FreshNamesPass
 from tests.helpers import (
-    all_graphs,
     assert_same,
     lowered,
+    main_graph_names,
     names_functions_share_with_the_main_graph,
     parse,
     run,
@@ -262,23 +262,12 @@ def test_no_name_a_function_defines_repeats_a_main_graph_name(in_main, in_functi
 
     onnx.checker.check_model(result, full_check=True)
     assert names_functions_share_with_the_main_graph(result) == set()
-    assert _main_graph_names(result) == _main_graph_names(model)
+    assert main_graph_names(result) == main_graph_names(model)
     assert [(f.name, [*f.input], [*f.output]) for f in result.functions] == [
         ("f", ["a"], ["r"]),
         ("g", ["a"], ["r"]),
     ]
     assert_same(run(result, feeds), expected)
-
-
-def _main_graph_names(model: onnx.ModelProto) -> set[str]:
-    return {
-        name
-        for graph in all_graphs(model)
-        for name in (
-            *(v.name for v in (*graph.input, *graph.initializer)),
-            *(n for node in graph.node for n in node.output),
-        )
-    }
 
 
 NOTHING_TO_LOWER = """<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
