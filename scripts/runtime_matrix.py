@@ -18,9 +18,12 @@ A cell is a check mark when the runtime runs the form and its outputs
 match, "wrong result" when they differ, and otherwise the runtime's own
 error, shortened (or the lowering's, when the form could not be made).
 Each runtime runs in child processes (``tests.runtime_runners.run_many``),
-so a crash is a cell, not the end of the table. After the table, the script
-lists every cell of the default form that fails, which issue 14 requires to
-be none but a body that cannot be batched, where its loop form can't run.
+so a crash is a cell, not the end of the table, and as those runners set it
+up: in float32 on one thread, not at the runtime's defaults, which depend on
+the CPU (OpenVINO's infers in bfloat16 where the CPU has AVX512-BF16 or
+AMX). After the table, the script lists every cell of the default form that
+fails, which issue 14 requires to be none but a body that cannot be
+batched, where its loop form can't run.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 Each model uses one construct (Loop, Scan, If, a sequence op, ...) and
 takes and returns tensors only; a sequence op is fed by SplitToSequence or
 SequenceConstruct, and read by SequenceAt or ConcatFromSequence. Each runs
-in every runtime of ``tests/runtime_runners.py``, in a child process, against an
+in every runtime of ``tests/runtime_runners.py``, in a child process, set up
+as those runners set it up (float32, one thread, whatever the CPU), against an
 expectation computed in plain numpy. A cell says "runs" when the outputs
 match, "wrong result" when it runs and they don't, and otherwise the
 runtime's own error, shortened. This is what ``--runtime NAME`` is based

@@ -11,6 +11,12 @@ converter segfaults on some graphs), so :func:`run_isolated` runs a runner in
 a child process (:func:`run_many`: ``python -m tests.runtime_runners RUNTIME
 JOB...``), and turns a crash into an error. :func:`short_error` shortens a runtime's error
 to the part that says what went wrong, for a table cell.
+
+No runner leaves its results to a runtime's defaults for precision or
+threads, which depend on the machine: OpenVINO's CPU plugin, left to
+itself, infers in bfloat16 on a CPU with AVX512-BF16 or AMX, off from
+numpy by about 1e-2 (:func:`compile_openvino`). Each runtime that has a
+setting for them runs in float32 on one thread (:data:`THREADS`).
 """
 
 from __future__ import annotations
@@ -31,12 +37,43 @@ import onnx
 Runner = Callable[[pathlib.Path, Sequence[np.ndarray]], list[np.ndarray]]
 
 
-def run_onnxruntime(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+#: The threads each runtime that has a setting for it computes on: one, so that
+#: no result depends on how many cores the machine has or how work is split among them.
+THREADS = 1
+
+
+def onnxruntime_session(path: pathlib.Path):
+    """An onnxruntime CPU session for ``path``, on :data:`THREADS` threads.
+
+    The settings that change results are stated, not left to onnxruntime's
+    defaults: no flushing of denormals to zero, no GELU approximation, no
+    bfloat16 GEMM (arm64). The graph optimizations stay at their default,
+    ORT_ENABLE_ALL, stated too: its fusions replace ops by kernels that
+    compute the same function (the one that approximates, GELU's, is off).
+    """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = THREADS
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    for key in _ONNXRUNTIME_OFF:
+        options.add_session_config_entry(key, "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+#: onnxruntime's session config keys that trade accuracy for speed, set to "0".
+_ONNXRUNTIME_OFF = (
+    "session.set_denormal_as_zero",
+    "optimization.enable_gelu_approximation",
+    "mlas.enable_gemm_fastmath_arm64_bfloat16",
+)
+
+
+def run_onnxruntime(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    session = onnxruntime_session(path)
     names = [i.name for i in session.get_inputs()]
     return [np.asarray(v) for v in session.run(None, dict(zip(names, inputs)))]
 
@@ -48,10 +85,40 @@ def run_onnx_reference(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list
     return [np.asarray(v) for v in evaluator.run(None, dict(zip(evaluator.input_names, inputs)))]
 
 
-def run_openvino(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+def openvino_config() -> dict:
+    """The CPU plugin's settings that change results, pinned for :func:`compile_openvino`.
+
+    Left to its defaults the plugin infers in bfloat16 wherever the CPU has
+    AVX512-BF16 or AMX (INFERENCE_PRECISION_HINT reads bf16 there), may
+    trade accuracy for speed elsewhere too (EXECUTION_MODE_HINT PERFORMANCE;
+    ACCURACY also turns dynamic quantization off), and runs on every core.
+    """
+    import openvino
+    from openvino import properties
+    from openvino.properties import hint as hints
+    from openvino.properties import intel_cpu
+
+    return {
+        hints.inference_precision: openvino.Type.f32,
+        hints.execution_mode: hints.ExecutionMode.ACCURACY,
+        properties.inference_num_threads: THREADS,
+        intel_cpu.denormals_optimization: False,
+    }
+
+
+def compile_openvino(path: pathlib.Path):
+    """``path`` compiled by OpenVINO for its CPU plugin, in float32 on :data:`THREADS` threads.
+
+    The runners, and so the scripts that use them, compile through here, so
+    that none gets the plugin's defaults (:func:`openvino_config`).
+    """
     import openvino
 
-    compiled = openvino.Core().compile_model(str(path), "CPU")
+    return openvino.Core().compile_model(str(path), "CPU", openvino_config())
+
+
+def run_openvino(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    compiled = compile_openvino(path)
     results = compiled(list(inputs))
     return [np.asarray(results[output]) for output in compiled.outputs]
 
@@ -63,7 +130,9 @@ def run_tract(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarr
     names the symbol ("Undetermined symbol in expression: N"): tract's
     Python API does not bind it from the inputs. Told concrete input shapes,
     tract instead fails to unify them with symbols in the model's
-    value_info, so the runner tells it only on that error.
+    value_info, so the runner tells it only on that error. tract has no
+    precision or thread setting to pin: it computes float32 as float32 unless
+    a model is transformed to float16, and on the calling thread.
     """
     import tract
 
@@ -105,7 +174,12 @@ def _tract_array(tract, tensor) -> np.ndarray:
 
 
 def run_tvm(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """TVM Relax: the ONNX frontend, built for llvm and run on the CPU by Relax's VM."""
+    """TVM Relax: the ONNX frontend, built for llvm and run on the CPU by Relax's VM.
+
+    Nothing left to a default that depends on the CPU: the target is plain
+    ``llvm`` (no ``-mcpu``, no fast-math), and Relax's default CPU pipeline
+    schedules no parallel loop, so no thread count enters.
+    """
     import tvm
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
@@ -141,20 +215,32 @@ def run_tinygrad(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.nd
 
     On its CPU device, which compiles with clang; where there is no clang
     (a CI machine with only pip), on its PYTHON device, which interprets
-    the same kernels: slow, but the same results.
+    the same kernels: slow, but the same results. Whatever the environment
+    says, in float32 (DEFAULT_FLOAT, no FLOAT16), with kernels chosen
+    without timing them (no BEAM search), split over :data:`THREADS`
+    threads on the CPU device.
     """
     from tinygrad.helpers import Context
-    from tinygrad.nn.onnx import OnnxRunner
 
     device = os.environ.get("DEV") or ("CPU" if shutil.which("clang") else "PYTHON")
-    with Context(DEV=device):
+    pinned = {"DEFAULT_FLOAT": "float32", "FLOAT16": 0, "BEAM": 0, "NUM_CPU_THREADS": THREADS}
+    with Context(DEV=device, **pinned):
+        # Imported here: tinygrad.nn.onnx makes tensors as it is imported, on the
+        # default device, and without clang there is none unless DEV names one.
+        from tinygrad.nn.onnx import OnnxRunner
+
         runner = OnnxRunner(path)
         results = runner(dict(zip(runner.graph_inputs, inputs)))
-        return [_tinygrad_array(value) for value in results.values()]
+        return [_tinygrad_array(value, device) for value in results.values()]
 
 
-def _tinygrad_array(value) -> np.ndarray:
+def _tinygrad_array(value, device: str) -> np.ndarray:
+    """As numpy; a tensor on no device (a constant, such as a 0-d input passed
+    through) is put on ``device`` first: tinygrad reads one out through its
+    CPU device, which needs clang."""
     if hasattr(value, "numpy"):
+        if value.device is None:
+            value = value.clone(device)
         return value.numpy()
     if isinstance(value, list):
         raise TypeError(f"tinygrad returned a sequence of {len(value)} tensors")
@@ -165,7 +251,9 @@ def run_mnn(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray
     """MNN: its converter called directly, then MNN's Python module API.
 
     Not the ``mnnconvert`` console script: that wrapper pip-installs a
-    telemetry package at run time, which can break protobuf.
+    telemetry package at run time, which can break protobuf. The CPU
+    backend's settings are stated, not left to MNN's defaults: precision
+    high (the default is normal), on :data:`THREADS` threads.
     """
     import _tools  # MNN's converter, shipped in the MNN wheel
     from MNN import expr, nn
@@ -177,7 +265,17 @@ def run_mnn(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray
     args = ["mnnconvert", "-f", "ONNX", "--modelFile", str(path), "--MNNModel", str(converted)]
     if not _tools.mnnconvert([*args, "--bizCode", "lowering"]) or not converted.exists():
         raise RuntimeError("MNN converter: conversion failed")
-    module = nn.load_module_from_file(str(converted), input_names, output_names)
+    runtime = nn.create_runtime_manager(
+        ({"backend": "CPU", "precision": "high", "numThread": THREADS},)
+    )
+    module = nn.load_module_from_file(
+        str(converted),
+        input_names,
+        output_names,
+        runtime_manager=runtime,
+        precision_mode=expr.PrecisionMode.High,
+        thread_num=THREADS,
+    )
     if module is None:
         raise RuntimeError("MNN: could not load the converted model")
     feeds = [_mnn_const(expr, np.asarray(x)) for x in inputs]
