@@ -19,6 +19,7 @@ from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
 from lowering.snapshot import snapshot
 from lowering.target_opset import MIN_OPSET, TargetOpsetPass
+from lowering.walk import graphs_within
 
 #: How each map is lowered: see :func:`lower`.
 Strategy = Literal["auto", "loop"]
@@ -286,8 +287,8 @@ def _forget_symbolic_dims_in_bodies(model: ir.Model) -> None:
 
     The main graph's own values keep their names: they hold for the model.
     """
-    graphs = [g for f in model.functions.values() for g in (f.graph, *f.graph.subgraphs())]
-    graphs += list(model.graph.subgraphs())
+    graphs = [g for f in model.functions.values() for g in graphs_within(f)]
+    graphs += list(graphs_within(model.graph))[1:]
     for graph in graphs:
         for value in (*graph.inputs, *graph.outputs):
             _forget_symbolic_dims(value)

@@ -29,6 +29,7 @@ from lowering.rewrites import Rewrite
 from lowering.runtimes import DEFAULT_RUNTIME, RUNTIMES
 from lowering.sequence_map import STRATEGIES
 from lowering.target_opset import MIN_OPSET, lowest_opset
+from lowering.walk import model_nodes
 
 PROG = "onnx-lower"
 
@@ -392,11 +393,9 @@ def _op_table(before: collections.Counter[str], after: collections.Counter[str])
 
 def _op_counts(model: ir.Model) -> collections.Counter[str]:
     counts: collections.Counter[str] = collections.Counter()
-    scopes: list[ir.Graph | ir.Function] = [model.graph, *model.functions.values()]
-    for scope in scopes:
-        for node in ir.traversal.RecursiveGraphIterator(scope):
-            domain = "" if node.domain in ("", "ai.onnx") else f"{node.domain}."
-            counts[domain + node.op_type] += 1
+    for node in model_nodes(model):
+        domain = "" if node.domain in ("", "ai.onnx") else f"{node.domain}."
+        counts[domain + node.op_type] += 1
     return counts
 
 

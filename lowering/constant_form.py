@@ -39,6 +39,7 @@ import onnx_ir as ir
 from lowering.constants import remove_if_dead_constant
 from lowering.scopes import is_onnx_op
 from lowering.static_fold import fold_node
+from lowering.walk import model_nodes
 
 # Attribute -> (numpy type, whether it holds a list).
 _SHORTHANDS = {
@@ -57,10 +58,8 @@ class ConstantValueFormPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
-        graphs = [model.graph, *(f.graph for f in model.functions.values())]
-        for graph in graphs:
-            for node in list(ir.traversal.RecursiveGraphIterator(graph)):
-                modified |= _rewrite(node) or _fold_cast_like(node)
+        for node in list(model_nodes(model)):
+            modified |= _rewrite(node) or _fold_cast_like(node)
         return ir.passes.PassResult(model, modified=modified)
 
 

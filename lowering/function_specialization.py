@@ -43,7 +43,8 @@ import onnx_ir as ir
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, fresh
 from lowering.rewrites import Rewrite
-from lowering.scopes import GraphLike, describe_function, is_onnx_op, iter_scopes
+from lowering.scopes import describe_function, is_onnx_op, iter_scopes
+from lowering.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)
 
@@ -253,14 +254,8 @@ class _Specializer:
                 copy = self._rewire(node, callee, root)
                 if copy is not None:
                     made.append(copy)
-            for attr in node.attributes.values():
-                if attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.GRAPH:
-                    made += self._rewire_calls(attr.as_graph(), root)
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    for sub in attr.as_graphs():
-                        made += self._rewire_calls(sub, root)
+            for sub in subgraphs(node):
+                made += self._rewire_calls(sub, root)
         return made
 
     def _rewire(self, node: ir.Node, callee: ir.Function, root: GraphLike) -> ir.Function | None:
@@ -368,30 +363,6 @@ class _Specializer:
             name = f"{callee.name}_{k}"
             if (callee.domain, name, callee.overload) not in self.model.functions:
                 return name
-
-
-def graphs_within(owner: GraphLike) -> Iterator[GraphLike]:
-    """``owner`` and every graph nested in it, parents first.
-
-    (onnx_ir's ``subgraphs()`` and RecursiveGraphIterator stop with an error
-    at a graph-typed reference attribute, which has no graph.)
-    """
-    yield owner
-    for node in owner:
-        for attr in node.attributes.values():
-            if attr.is_ref():
-                continue
-            if attr.type == ir.AttributeType.GRAPH:
-                yield from graphs_within(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for graph in attr.as_graphs():
-                    yield from graphs_within(graph)
-
-
-def nodes_within(owner: GraphLike) -> Iterator[ir.Node]:
-    """Every node of ``owner`` and of the graphs nested in it."""
-    for graph in graphs_within(owner):
-        yield from graph
 
 
 def _bytes_of(graph: ir.Graph) -> bytes:

@@ -40,6 +40,8 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
+from lowering.walk import model_graphs
+
 STREAM = "-"
 _TWO_GB = 2**31
 
@@ -144,8 +146,8 @@ def read(path: str) -> tuple[ir.Model, Source]:
         model = ir.serde.deserialize_model(proto)
     except Exception as error:  # onnx_ir raises many kinds on malformed protos
         raise ModelFileError(f"malformed ONNX model ({_first_line(error)})") from error
-    for graph in model.graphs():
-        ir.external_data.set_base_dir(graph, source.folder)
+    for tensor in _external_tensors(model):
+        tensor.base_dir = source.folder
     _check_external_data(model, source.folder)
     return model, source
 
@@ -167,22 +169,24 @@ def checker_problem(source: Source) -> str | None:
 
 
 def _external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
-    """Every tensor of the model stored as external data: initializers and attributes."""
-    for graph in model.graphs():
-        for value in graph.initializers.values():
-            if isinstance(value.const_value, ir.ExternalTensor):
-                yield value.const_value
-    nodes = [node for graph in model.graphs() for node in graph]
-    nodes += [node for function in model.functions.values() for node in function.all_nodes()]
-    for node in nodes:
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.TENSOR:
-                tensors = [attr.value]
-            elif attr.type == ir.AttributeType.TENSORS:
-                tensors = list(attr.value)
-            else:
-                continue
-            yield from (t for t in tensors if isinstance(t, ir.ExternalTensor))
+    """Every tensor of the model stored as external data: initializers and attributes,
+    in every graph and function at any depth."""
+    for graph in model_graphs(model):
+        if isinstance(graph, ir.Graph):
+            for value in graph.initializers.values():
+                if isinstance(value.const_value, ir.ExternalTensor):
+                    yield value.const_value
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.is_ref():
+                    continue
+                if attr.type == ir.AttributeType.TENSOR:
+                    tensors = [attr.value]
+                elif attr.type == ir.AttributeType.TENSORS:
+                    tensors = list(attr.value)
+                else:
+                    continue
+                yield from (t for t in tensors if isinstance(t, ir.ExternalTensor))
 
 
 def external_files(model: ir.Model) -> dict[str, str]:

@@ -71,6 +71,7 @@ import weakref
 import onnx_ir as ir
 
 from lowering.scopes import iter_scopes
+from lowering.walk import subgraphs
 
 # Items made by rewrites and not yet named, with the stem for their names.
 _fresh: weakref.WeakKeyDictionary[ir.Value | ir.Node, str] = weakref.WeakKeyDictionary()
@@ -194,14 +195,8 @@ class _Resolver:
             for used in node.inputs:
                 if used is not None:
                     self._resolve(used, chain)
-            for attr in node.attributes.values():
-                if not isinstance(attr, ir.Attr) or attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.GRAPH:
-                    self._visit(attr.as_graph(), chain, collect)
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    for graph in attr.as_graphs():
-                        self._visit(graph, chain, collect)
+            for graph in subgraphs(node):
+                self._visit(graph, chain, collect)
         for value in owner.outputs:
             self._resolve(value, chain)
         if collect is not None:

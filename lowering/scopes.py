@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterator
 import onnx_ir as ir
 
 from lowering.nodes import new_node
-
-GraphLike = ir.Graph | ir.Function
+from lowering.walk import GraphLike, named_subgraphs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,21 +62,12 @@ def describe_function(function: ir.Function) -> str:
     return f"function {ident!r}"
 
 
-_GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-
-
 def _walk(owner: GraphLike, description: str, function: ir.Function | None) -> Iterator[Scope]:
     yield Scope(owner, description, function)
     for node in owner:
-        for attr in node.attributes.values():
-            if attr.type not in _GRAPH_TYPES or not isinstance(attr, ir.Attr) or attr.is_ref():
-                continue
-            where = f"{node.op_type} {node.name or '<unnamed>'!r} in {description}"
-            if attr.type == ir.AttributeType.GRAPH:
-                yield from _walk(attr.as_graph(), f"{attr.name} of {where}", function)
-            else:
-                for i, graph in enumerate(attr.as_graphs()):
-                    yield from _walk(graph, f"{attr.name}[{i}] of {where}", function)
+        where = f"{node.op_type} {node.name or '<unnamed>'!r} in {description}"
+        for label, graph in named_subgraphs(node):
+            yield from _walk(graph, f"{label} of {where}", function)
 
 
 def find_nodes(model: ir.Model, predicate: Callable[[ir.Node], bool]) -> list[Located]:
@@ -132,15 +122,9 @@ def link_outer_outputs(model: ir.Model) -> list[ir.Node]:
                     added.append(identity)
         inner = [*chain, own]
         for node in owner:
-            for attr in node.attributes.values():
-                if not isinstance(attr, ir.Attr) or attr.is_ref():
-                    continue
-                nested = in_map or (attr.name == "body" and is_onnx_op(node, "SequenceMap"))
-                if attr.type == ir.AttributeType.GRAPH:
-                    visit(attr.as_graph(), inner, nested)
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    for graph in attr.as_graphs():
-                        visit(graph, inner, nested)
+            for label, graph in named_subgraphs(node):
+                nested = in_map or (label == "body" and is_onnx_op(node, "SequenceMap"))
+                visit(graph, inner, nested)
 
     visit(model.graph, [], False)
     for function in model.functions.values():

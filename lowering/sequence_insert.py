@@ -58,6 +58,7 @@ from lowering.scopes import GraphLike, Located, find_nodes, is_onnx_op
 from lowering.sequence_length import SequenceLengths
 from lowering.static_values import remove_if_dead, static_array
 from lowering.type_inference import TypeOracle
+from lowering.walk import named_subgraphs
 
 logger = logging.getLogger(__name__)
 
@@ -448,17 +449,9 @@ class _Scopes:
     def _visit(self, owner: GraphLike, opset: int | None) -> None:
         self.opset[owner] = opset
         for node in owner:
-            for attr in node.attributes.values():
-                if attr.is_ref():
-                    continue
-                graphs = []
-                if attr.type == ir.AttributeType.GRAPH:
-                    graphs = [attr.as_graph()]
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    graphs = list(attr.as_graphs())
-                for graph in graphs:
-                    self.parent[graph] = (node, attr.name)
-                    self._visit(graph, opset)
+            for label, graph in named_subgraphs(node):
+                self.parent[graph] = (node, label)
+                self._visit(graph, opset)
 
 
 def _constant_node(value: int, stem: str = "position") -> ir.Node:

@@ -54,6 +54,7 @@ from lowering.sequence_elimination import EliminateSequencesPass, fold_insert_ch
 from lowering.sequence_length import SequenceLengths
 from lowering.snapshot import snapshot
 from lowering.type_inference import TypeOracle
+from lowering.walk import nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)
 
@@ -348,7 +349,7 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
     """The loop and sequence ops in ``graph`` and the graphs nested in it."""
     return {
         node.op_type
-        for node in ir.traversal.RecursiveGraphIterator(graph)
+        for node in nodes_within(graph)
         if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type)
     }
 
@@ -363,9 +364,8 @@ def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[str]:
             continue
         if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type):
             added.add(node.op_type)
-        for attribute in node.attributes.values():
-            if attribute.type == ir.AttributeType.GRAPH:
-                added |= _portability_ops(attribute.as_graph())
+        for graph in subgraphs(node):
+            added |= _portability_ops(graph)
     return rejecting(added - had)
 
 

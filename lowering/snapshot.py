@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
+from lowering.walk import graphs_within
+
 
 def snapshot(model: ir.Model) -> Callable[[], None]:
     """Keep ``model``'s contents; the returned function puts them back into ``model``.
@@ -26,7 +28,7 @@ def snapshot(model: ir.Model) -> Callable[[], None]:
         model --(initializers -> placeholders)--> proto + {graph i: {name: tensor}}
         restore: deserialize(proto), re-attach the tensors, adopt into ``model``
     """
-    graphs = list(model.graphs())
+    graphs = list(graphs_within(model.graph))
     kept: list[dict[str, ir.TensorProtocol]] = []
     try:
         for graph in graphs:
@@ -47,7 +49,7 @@ def snapshot(model: ir.Model) -> Callable[[], None]:
 
     def restore() -> None:
         restored = ir.serde.deserialize_model(proto)
-        for graph, tensors in zip(restored.graphs(), kept, strict=True):
+        for graph, tensors in zip(graphs_within(restored.graph), kept, strict=True):
             for name, tensor in tensors.items():
                 graph.initializers[name].const_value = tensor
         _adopt(model, restored)

@@ -57,6 +57,7 @@ from lowering.naming import fresh
 from lowering.nodes import new_node
 from lowering.scopes import GraphLike, is_onnx_op
 from lowering.static_values import INTEGER_TYPES
+from lowering.walk import nodes_within, subgraphs
 
 # Larger results stay computed at run time: a fold must not make the model grow.
 MAX_FOLDED_ELEMENTS = 1024
@@ -117,7 +118,7 @@ def release(graph: ir.Graph) -> set[ir.Value]:
     still counts as a reader of the outer values its nodes read, which
     would keep them from ever looking dead. Returns those outer values.
     """
-    nodes = list(ir.traversal.RecursiveGraphIterator(graph))
+    nodes = list(nodes_within(graph))
     inside = {graph, *(node.graph for node in nodes)}
     released: set[ir.Value] = set()
     for node in nodes:
@@ -125,18 +126,6 @@ def release(graph: ir.Graph) -> set[ir.Value]:
         for index in range(len(node.inputs)):
             node.replace_input_with(index, None)
     return released
-
-
-def _subgraphs(node: ir.Node) -> list[ir.Graph]:
-    """The graphs in ``node``'s own attributes."""
-    found: list[ir.Graph] = []
-    for attr in node.attributes.values():
-        if isinstance(attr, ir.Attr) and not attr.is_ref():
-            if attr.type == ir.AttributeType.GRAPH:
-                found.append(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                found += attr.as_graphs()
-    return found
 
 
 def fold_node(node: ir.Node) -> bool:
@@ -409,7 +398,7 @@ def _remove_dead(
             continue
         for index in range(len(node.inputs)):
             node.replace_input_with(index, None)
-        for graph in _subgraphs(node):
+        for graph in subgraphs(node):
             outside |= release(graph)
         dead.append(node)
     if dead:

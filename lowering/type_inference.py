@@ -36,8 +36,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
-from lowering.function_specialization import graphs_within, nodes_within
-from lowering.scopes import GraphLike
+from lowering.walk import GraphLike, graphs_within, nodes_within
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +143,7 @@ class TypeOracle:
 
     def _typed_scopes(self, model: ir.Model) -> list[GraphLike]:
         """The main graph, its subgraphs, and the functions inferred so far."""
-        scopes: list[GraphLike] = list(model.graphs())
+        scopes: list[GraphLike] = list(graphs_within(model.graph))
         for function in model.functions.values():
             if function in self._twin_of:
                 scopes += graphs_within(function)

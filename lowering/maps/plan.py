@@ -23,6 +23,7 @@ from lowering.nodes import new_node
 from lowering.ort_kernels import unsupported
 from lowering.scopes import GraphLike, Located, is_onnx_op
 from lowering.sequence_length import SequenceLengths
+from lowering.walk import graphs_within
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
@@ -524,7 +525,7 @@ class Replacer:
         branches too), must be gone before the copy, or each copy would
         carry one more SequenceMap that no later step removes.
         """
-        self._finish({graph, *graph.subgraphs()})
+        self._finish(set(graphs_within(graph)))
 
     def finish(self) -> None:
         """Remove the replaced maps, and splits whose elements are now read directly."""

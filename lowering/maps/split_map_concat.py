@@ -75,6 +75,7 @@ from lowering.maps.scan_outputs import (
 )
 from lowering.naming import adopt_name, fresh
 from lowering.nodes import new_node
+from lowering.walk import graphs_within
 
 
 def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
@@ -226,7 +227,7 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
 
 def _outer_values(body: ir.Graph) -> list[ir.Value]:
     """Values the body, or a graph nested in it, reads from an enclosing scope."""
-    inside = {body, *body.subgraphs()}
+    inside = set(graphs_within(body))
     found: dict[ir.Value, None] = {}
     for graph in inside:
         for node in graph:
@@ -248,7 +249,7 @@ def _is_shaped_tensor(value: ir.Value) -> bool:
 
 
 def _replace_uses_inside(outer: ir.Value, state: ir.Value, body: ir.Graph) -> None:
-    inside = {body, *body.subgraphs()}
+    inside = set(graphs_within(body))
     for user, index in list(outer.uses()):
         if user.graph in inside:
             user.replace_input_with(index, state)

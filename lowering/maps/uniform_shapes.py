@@ -29,6 +29,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from lowering.constants import constant_array
+from lowering.walk import has_subgraphs
 
 # Ops whose axes moved from an attribute to an optional input (opset 13 or 18).
 REDUCE_OPS = frozenset(
@@ -239,11 +240,7 @@ class UniformShapes:
 
     def _visit(self, node: ir.Node) -> None:
         outputs = node.outputs
-        if node.domain not in ("", "ai.onnx") or any(
-            isinstance(attr, ir.Attr)
-            and attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-            for attr in node.attributes.values()
-        ):
+        if node.domain not in ("", "ai.onnx") or has_subgraphs(node):
             return
         op = node.op_type
         inputs = node.inputs

@@ -39,6 +39,7 @@ from lowering.naming import fresh
 from lowering.nodes import new_node
 from lowering.scopes import is_onnx_op
 from lowering.static_fold import fold_static, release
+from lowering.walk import graphs_within, nodes_within
 
 DEFAULT_MAX_UNROLL = 16
 
@@ -76,11 +77,11 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
         copy.outputs.clear()
         # Each copy gets its own names, built from the body's, down to the
         # graphs nested in it.
-        for copied_node in ir.traversal.RecursiveGraphIterator(copy):
+        for copied_node in nodes_within(copy):
             fresh(copied_node, copied_node.name or None)
             for output in copied_node.outputs:
                 fresh(output, output.name or None)
-        for nested in copy.subgraphs():
+        for nested in list(graphs_within(copy))[1:]:
             for value in nested.inputs:
                 fresh(value, value.name or None)
         copy_nodes = list(copy)

@@ -31,6 +31,7 @@ from lowering.naming import adopt_name, fresh
 from lowering.opset import expand, schemas
 from lowering.opset.fold import FOLDED_OPS, fold
 from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
+from lowering.walk import has_subgraphs
 
 
 @dataclasses.dataclass
@@ -343,7 +344,7 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         version = destination
     else:
         return Plan(node)
-    if any(attr.type in _GRAPH_TYPES for attr in node.attributes.values()):
+    if has_subgraphs(node):
         # Nodes with subgraphs (If, Loop, Scan) only ever gained types.
         return blocked(version, stuck or f"{op}-{version} has no relabel to opset {target}")
     sandbox = Sandbox(node, since, twin())
@@ -353,9 +354,6 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         needs, reason = blocker
         return blocked(needs, reason)
     return plan
-
-
-_GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
 def _convert(sandbox: Sandbox, target: int, plan: Plan) -> tuple[int, str] | None:

@@ -1,0 +1,78 @@
+"""The one way the package walks graphs: safe with graph-reference attributes.
+
+A model-local function may hold ``body = @attr``: a graph-typed attribute
+that refers to the caller's attribute and holds no graph until the call is
+specialized. onnx_ir's ``RecursiveGraphIterator``, ``Graph.subgraphs()`` and
+``Function.all_nodes()`` stop with an error at one, so nothing in the package
+walks with them; every walk goes through :func:`subgraphs`::
+
+    node.attributes   then_branch=<graph>   body=@attr   to=1
+                            |                  |           |
+    subgraphs(node)   [("then_branch", g)]  (skipped: a reference holds no graph;
+                                             not a graph attribute)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import overload
+
+import onnx_ir as ir
+
+GraphLike = ir.Graph | ir.Function
+
+_GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+
+
+def named_subgraphs(node: ir.Node) -> Iterator[tuple[str, ir.Graph]]:
+    """The graphs held in ``node``'s own attributes, each with its attribute's
+    name (``"branches[1]"`` for an element of a GRAPHS attribute)."""
+    for attr in node.attributes.values():
+        if attr.type not in _GRAPH_TYPES or not isinstance(attr, ir.Attr) or attr.is_ref():
+            continue
+        if attr.type == ir.AttributeType.GRAPH:
+            yield attr.name, attr.as_graph()
+        else:
+            for i, graph in enumerate(attr.as_graphs()):
+                yield f"{attr.name}[{i}]", graph
+
+
+def subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """The graphs held in ``node``'s own attributes (not those nested in them)."""
+    return [graph for _, graph in named_subgraphs(node)]
+
+
+def has_subgraphs(node: ir.Node) -> bool:
+    """True when ``node`` holds a graph, or refers to one it will be given."""
+    return any(attr.type in _GRAPH_TYPES for attr in node.attributes.values())
+
+
+@overload
+def graphs_within(owner: ir.Graph) -> Iterator[ir.Graph]: ...
+@overload
+def graphs_within(owner: GraphLike) -> Iterator[GraphLike]: ...
+def graphs_within(owner: GraphLike) -> Iterator[GraphLike]:
+    """``owner`` and every graph nested in it, at any depth, parents first."""
+    yield owner
+    for node in owner:
+        for graph in subgraphs(node):
+            yield from graphs_within(graph)
+
+
+def nodes_within(owner: GraphLike) -> Iterator[ir.Node]:
+    """Every node of ``owner`` and of the graphs nested in it, graph by graph."""
+    for graph in graphs_within(owner):
+        yield from graph
+
+
+def model_graphs(model: ir.Model) -> Iterator[GraphLike]:
+    """The main graph, each model-local function, and every graph nested in them."""
+    yield from graphs_within(model.graph)
+    for function in model.functions.values():
+        yield from graphs_within(function)
+
+
+def model_nodes(model: ir.Model) -> Iterator[ir.Node]:
+    """Every node of the model, in the main graph, its functions and all subgraphs."""
+    for graph in model_graphs(model):
+        yield from graph
