@@ -85,6 +85,7 @@ from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.naming import fresh
 from lowering.nodes import attribute, new_node
 from lowering.scopes import is_onnx_op
+from lowering.shapes import slice_length
 
 Dims = tuple  # of int | None: an element shape with a known rank
 _INT64_MAX = np.iinfo(np.int64).max
@@ -619,6 +620,8 @@ class _Vectorizer:
         return self._axes_op("Squeeze", value, axes)
 
     def _axes_op(self, op_type: str, value: ir.Value, axes: list[int]) -> ir.Value:
+        if not axes:  # an empty axes list means "every unit dim" to a Squeeze: never emit one
+            return self.op("Identity", [value])
         if axes_as_input(op_type, self.opset):
             out = self.op(op_type, [value, self.const(axes)])
         else:
@@ -1053,16 +1056,16 @@ def _slice(v, node, args):
             steps.value if steps else None,
         ],
     )
-    shape = list(x.shape)
-    values = [constant_array(a.value) if a is not None else None for a in (starts, ends, steps)]
+    shape: list[int | None] = list(x.shape)
+    bounds = [constant_array(a.value) if a is not None else None for a in (starts, ends)]
+    step_values = constant_array(steps.value) if steps is not None else np.ones(len(axes_list))
     for j, axis in enumerate(axes_list):
         dim = shape[axis]
-        if dim is None or values[0] is None or values[1] is None:
+        if dim is None or bounds[0] is None or bounds[1] is None or step_values is None:
             shape[axis] = None
             continue
-        step = int(values[2].reshape(-1)[j]) if values[2] is not None else 1
-        start, end = int(values[0].reshape(-1)[j]), int(values[1].reshape(-1)[j])
-        shape[axis] = len(range(dim)[slice(start, end, step)])
+        start, end = int(bounds[0].reshape(-1)[j]), int(bounds[1].reshape(-1)[j])
+        shape[axis] = slice_length(dim, start, end, int(step_values.reshape(-1)[j]))
     return [_Info(out, tuple(shape), True)]
 
 
@@ -1145,23 +1148,35 @@ def _reshape(v: _Vectorizer, node: ir.Node, args: list[_Info | None]) -> list[_I
         total = _prod(dims) if dims is not None else None
         if known and total is not None:
             resolved[j] = total // known
+    data = x.value
     if all(isinstance(d, int) and d > 0 for d in resolved):
         shape = v.const([-1, *resolved])
     elif -1 not in wanted:
         shape = v.const([0, *wanted])
     else:  # the -1, computed: the element's size over its other dims
-        shape = _computed_target(v, x, wanted, dims)
-    out = v.op("Reshape", [x.value, shape])
+        data, shape = _computed_target(v, x, wanted, dims)
+    out = v.op("Reshape", [data, shape])
     return [_Info(out, tuple(d if d != -1 else None for d in resolved), True)]
 
 
-def _computed_target(v: _Vectorizer, x: _Info, wanted: list[int], dims) -> ir.Value:
-    """``[0, *wanted]`` with its -1 replaced by the element's size over the other
-    dims (copied ones read from the stack's shape, a 0 taken as 1 so that no
-    division by zero can happen: such a reshape fails for any element anyway).
+def _computed_target(
+    v: _Vectorizer, x: _Info, wanted: list[int], dims
+) -> tuple[ir.Value, ir.Value]:
+    """``(data, target)`` for a Reshape of the stack whose element target has a -1
+    at ``j``: the -1 is computed as the element's size over its other dims.
 
-    The target is built with Mul and Add, not Concat: onnxruntime's Reshape
-    fusion turns a Concat it cannot resolve back into a -1, which an empty batch
+    Reshape reads a 0 as "copy the input's dim", so a computed 0 (an empty
+    element) must meet a 0 in the input: the stack is first flattened per
+    element and given unit dims up to ``j``, so that its dim ``j + 1`` is the
+    element's size, which is 0 exactly when the computed dim is::
+
+        stack [n, *d]  --Flatten<1>-->  [n, s]  --Unsqueeze 1..j-->  [n, 1, .., 1, s]
+        target [0, t_0, .., t_j-1, s / P, t_j+1, ..]   (copies read from the stack's shape)
+
+    Every other dim of the target is explicit. One of them is 0 only where the
+    element's own Reshape fails (P = 0 leaves the -1 undefined). The target is
+    built with Gather, Mul and Add, not Concat: onnxruntime's Reshape fusion
+    turns a Concat it cannot resolve back into a -1, which an empty batch
     cannot resolve.
     """
     j = wanted.index(-1)
@@ -1172,23 +1187,36 @@ def _computed_target(v: _Vectorizer, x: _Info, wanted: list[int], dims) -> ir.Va
         {"keepdims": 1},
     )
     static, copied = 1, []
+    base = [0]  # the batch dim, copied
     for i, d in enumerate(wanted):
         if i == j:
-            continue
-        if d != 0:
+            base.append(0)
+        elif d != 0:
             static *= d
+            base.append(d)
         elif dims is not None and i < len(dims) and dims[i] is not None:
             static *= dims[i]
+            base.append(dims[i])
         else:
-            copied.append(i + 1)
+            copied.append(i)
+            base.append(0)
     others = v.const([static])
+    target = v.const(base)
     if copied:
-        copies = v.op("Gather", [stack_shape, v.const(copied)], {"axis": 0})
-        others = v.op("Mul", [others, v.op("ReduceProd", [copies], {"keepdims": 1})])
+        gathered = v.op("Gather", [stack_shape, v.const([i + 1 for i in copied])], {"axis": 0})
+        others = v.op("Mul", [others, v.op("ReduceProd", [gathered], {"keepdims": 1})])
+        # each copied dim, read from the stack's shape, in its place
+        index = [i + 1 if i in copied else 0 for i in range(-1, len(wanted))]
+        mask = [1 if i in copied else 0 for i in range(-1, len(wanted))]
+        placed = v.op("Gather", [stack_shape, v.const(index)], {"axis": 0})
+        target = v.op("Add", [target, v.op("Mul", [placed, v.const(mask)])])
     missing = v.op("Div", [size, v.op("Max", [others, v.const([1])])])
-    base = [0, *(0 if d == -1 else d for d in wanted)]
     where = [1 if i == j + 1 else 0 for i in range(len(base))]
-    return v.op("Add", [v.const(base), v.op("Mul", [missing, v.const(where)])])
+    target = v.op("Add", [target, v.op("Mul", [missing, v.const(where)])])
+    data = v.op("Flatten", [x.value], {"axis": 1})
+    if j > 0:
+        data = v.unsqueeze(data, list(range(1, j + 1)))
+    return data, target
 
 
 @_rule("Squeeze")
@@ -1201,7 +1229,7 @@ def _squeeze(v, node, args):
         axes = None if array is None else [int(a) for a in array.reshape(-1)]
     else:
         axes = node.attributes.get_ints("axes", None)
-    if axes is None:
+    if not axes:  # none, or an empty list: runtimes read both as "every unit dim"
         if None in x.shape:
             raise v.decline("it has no axes and the element shape is not static")
         axes = [i for i, d in enumerate(x.shape) if d == 1]
@@ -1218,6 +1246,8 @@ def _unsqueeze(v, node, args):
         axes = [int(a) for a in v.constant(args[1], "axes").reshape(-1)]
     else:
         axes = list(node.attributes.get_ints("axes", []))
+    if not axes:
+        raise v.decline("its axes are empty")
     rank = v.rank(x) + len(axes)
     axes = sorted({v.axis(a, rank) for a in axes})
     out = v.unsqueeze(x.value, [a + 1 for a in axes])
