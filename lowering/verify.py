@@ -64,6 +64,8 @@ import ml_dtypes
 import numpy as np
 import onnx
 
+from lowering.sessions import open_session
+
 RTOL = 1e-4
 ATOL = 1e-5
 _WORDS = np.array(["", "a", "onnx", "Loop", "sequence", "ünï", "x y"], dtype=object)
@@ -508,13 +510,9 @@ def _load(model: ModelLike, label: str) -> onnx.ModelProto:
 
 
 def _session(model: ModelLike, label: str):
-    import onnxruntime as ort  # imported only when a comparison runs
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else os.fspath(model)
     try:
-        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        return open_session(source, log_severity=4)
     except Exception as error:
         raise CannotCompare(f"onnxruntime cannot load {label}: {_one_line(error)}") from error
 

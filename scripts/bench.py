@@ -41,6 +41,7 @@ from onnx import TensorProto, helper
 
 import lowering
 from lowering import sequence_map
+from lowering.sessions import open_session
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
@@ -93,13 +94,7 @@ g (float[N,16] x, float[16] w) => (float[N,16] y) {
 
 
 def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    return open_session(model.SerializeToString())
 
 
 def _medians_ms(sessions: list[ort.InferenceSession], feeds: dict, repeats: int) -> list[float]:

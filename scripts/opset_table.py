@@ -19,6 +19,7 @@ import onnx
 import onnxruntime as ort
 
 import lowering
+from lowering.sessions import open_session
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "torch"
@@ -44,11 +45,7 @@ def cell(path: pathlib.Path, target: int, check_results: bool = True) -> str:
     if check_results:
         data = np.load(path.with_suffix(".npz"))
         feeds = {i.name: data[f"input_{k}"] for k, i in enumerate(result.graph.input)}
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        session = ort.InferenceSession(
-            result.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        session = open_session(result.SerializeToString())
         for k, got in enumerate(session.run(None, feeds)):
             if not np.allclose(got, data[f"output_{k}"], rtol=1e-4, atol=1e-5):
                 return f"output {k} differs from torch"

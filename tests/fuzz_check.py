@@ -23,6 +23,7 @@ import onnxruntime as ort
 
 import lowering
 from lowering.runtimes import LOOP_OPS, RUNTIMES
+from lowering.sessions import open_session
 from tests.helpers import (
     all_graphs,
     all_nodes,
@@ -166,11 +167,8 @@ def check_positions(result: onnx.ModelProto, feeds: dict, options: dict) -> None
 
 
 def session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.log_severity_level = 4  # failures are reported, not logged
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    # failures are reported, not logged
+    return open_session(model.SerializeToString(), log_severity=4)
 
 
 def from_float16(feeds: dict) -> bool:

@@ -1399,11 +1399,11 @@ class Gen:
             opset_imports=[onnx.helper.make_opsetid("", self.opset)],
         )
         single.ir_version = IR_VERSION[self.opset]
-        import onnxruntime
+        from lowering.sessions import open_session
 
-        value = onnxruntime.InferenceSession(
-            single.SerializeToString(), providers=["CPUExecutionProvider"]
-        ).run(None, {name: self.feeds[name] for name in inputs})[0]
+        value = open_session(single.SerializeToString()).run(
+            None, {name: self.feeds[name] for name in inputs}
+        )[0]
         self.node(b, op, inputs, [out], lambda *_: (value,), **attrs)
         return [out]
 

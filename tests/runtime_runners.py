@@ -34,42 +34,21 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 
+from lowering.sessions import THREADS as SESSION_THREADS
+from lowering.sessions import open_session
+
 Runner = Callable[[pathlib.Path, Sequence[np.ndarray]], list[np.ndarray]]
 
 
 #: The threads each runtime that has a setting for it computes on: one, so that
 #: no result depends on how many cores the machine has or how work is split among them.
-THREADS = 1
+THREADS = SESSION_THREADS
 
 
 def onnxruntime_session(path: pathlib.Path):
-    """An onnxruntime CPU session for ``path``, on :data:`THREADS` threads.
-
-    The settings that change results are stated, not left to onnxruntime's
-    defaults: no flushing of denormals to zero, no GELU approximation, no
-    bfloat16 GEMM (arm64). The graph optimizations stay at their default,
-    ORT_ENABLE_ALL, stated too: its fusions replace ops by kernels that
-    compute the same function (the one that approximates, GELU's, is off).
-    """
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = THREADS
-    options.inter_op_num_threads = THREADS
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    for key in _ONNXRUNTIME_OFF:
-        options.add_session_config_entry(key, "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-#: onnxruntime's session config keys that trade accuracy for speed, set to "0".
-_ONNXRUNTIME_OFF = (
-    "session.set_denormal_as_zero",
-    "optimization.enable_gelu_approximation",
-    "mlas.enable_gemm_fastmath_arm64_bfloat16",
-)
+    """An onnxruntime CPU session for ``path``, pinned as every session of the
+    project is (:mod:`lowering.sessions`)."""
+    return open_session(path)
 
 
 def run_onnxruntime(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -22,6 +22,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from lowering.sessions import open_session
 from tests.helpers import parse
 from tests.test_differential import CASES
 
@@ -118,9 +119,7 @@ def test_onnx_expands_torchs_untyped_map_with_dtype_0():
 def test_onnxruntime_runs_torchs_untyped_maps():
     data = ROOT / "tests" / "data" / "torch"
     for name in ("atleast_1d", "atleast_2d", "atleast_3d"):
-        session = ort.InferenceSession(
-            str(data / f"{name}.onnx"), providers=["CPUExecutionProvider"]
-        )
+        session = open_session(data / f"{name}.onnx")
         expected = np.load(data / f"{name}.npz")
         feeds = {i.name: expected[f"input_{k}"] for k, i in enumerate(session.get_inputs())}
         for k, output in enumerate(session.run(None, feeds)):

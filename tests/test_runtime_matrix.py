@@ -50,7 +50,14 @@ def test_default_output_runs_and_matches_numpy(runtime, name, tmp_path: pathlib.
     case = CASES[name]
     path = tmp_path / "lowered.onnx"
     onnx.save(lowering.lower(case.model), path)
-    outputs = RUNNERS[runtime](path, case.inputs)
+    try:
+        outputs = RUNNERS[runtime](path, case.inputs)
+    except FileNotFoundError as error:
+        # tinygrad 0.14 reads some constants through its CPU device, which
+        # compiles with clang; .ci/run installs it, a plain machine may lack it.
+        if runtime == "tinygrad" and error.filename == "clang":
+            pytest.skip("tinygrad needs clang for this model; apt-get install clang")
+        raise
     assert matches(outputs, case.expected), [o.shape for o in outputs]
 
 

@@ -18,7 +18,6 @@ import re
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto
 from onnx import helper as oh
@@ -26,23 +25,16 @@ from onnx import helper as oh
 import lowering
 from lowering.maps.vectorize import _RULES
 from lowering.shapes import slice_length
-from tests.helpers import assert_same, parse
+from tests.helpers import assert_same, parse, session
 
 I64_MAX, I64_MIN = 2**63 - 1, -(2**63)
 
 
-def _quiet_session(model: onnx.ModelProto) -> ort.InferenceSession:
+def _quiet_session(model: onnx.ModelProto):
     """onnxruntime without its optimizer, which folds Shape from ONNX's shape
     inference (a Slice ending at INT64_MAX with a negative step: inferred
-    [0, 3], computed [4, 3]), on one thread."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3  # declared shapes that are wrong on purpose
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    [0, 3], computed [4, 3])."""
+    return session(model, optimize=False)
 
 
 BOUNDS = [I64_MIN, -(2**40), -20, -5, -4, -3, -1, 0, 1, 3, 4, 5, 20, 2**40, I64_MAX - 1, I64_MAX]
