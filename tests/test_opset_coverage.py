@@ -6,6 +6,8 @@ the allowlist, with its reason, and mechanically the same signature apart from
 types), an adapter (registered, with an onnxruntime test in
 tests/test_opset_adapters.py), or a block (then, going down, ONNX's function
 body may expand the node; tests/test_opset_expansions.py runs those).
+Every relabel and adapter is also run on all of its outputs in
+tests/test_opset_all_outputs.py.
 """
 
 from __future__ import annotations

@@ -78,6 +78,9 @@ class Sandbox:
 
     def __init__(self, node: ir.Node, version: int, typed: ir.Node | None) -> None:
         self.real: dict[ir.Value, ir.Value] = {}
+        # Whether the model reads each of the node's outputs (a node or a graph
+        # output does): in the sandbox every output is a graph output.
+        self.read = [bool(v.uses()) or v.is_graph_output() for v in node.outputs]
         placeholders: dict[ir.Value, ir.Value] = {}
         inputs: list[ir.Value | None] = []
         for index, value in enumerate(node.inputs):
@@ -252,6 +255,15 @@ class Rewriter:
         output.dtype = ir.DataType.from_numpy(np.asarray(array).dtype)
         output.shape = ir.Shape(np.asarray(array).shape)
         return output
+
+    def is_read(self, value: ir.Value) -> bool:
+        """Whether anything reads ``value``: a sandbox node, or the model for the node's outputs."""
+        if value.uses():
+            return True
+        for index, output in enumerate(self.sandbox.graph.outputs):
+            if output is value:
+                return self.sandbox.read[index]
+        return False
 
     def rank(self, value: ir.Value | None) -> int | None:
         return None if value is None or value.shape is None else len(value.shape)
@@ -440,6 +452,9 @@ def _run_adapter(
 ) -> list[ir.Node] | str | tuple[int, str]:
     """Run one adapter: the nodes to convert next, why it declined, or (0, why it failed)."""
     rewriter = Rewriter(sandbox, node, destination, target)
+    unanswered = _outputs_unanswered(rewriter, node, adapter)
+    if unanswered:
+        return f"{adapter.label}: {unanswered}"
     checkpoint = list(sandbox.graph)
     try:
         adapter.function(rewriter, node)
@@ -460,3 +475,17 @@ def _run_adapter(
         again.append(node)
     plan.adapted.append(adapter.label)
     return again
+
+
+def _outputs_unanswered(rw: Rewriter, node: ir.Node, adapter: Adapter) -> str | None:
+    """Why ``adapter`` cannot convert ``node``: it reads an output the adapter does not answer for."""
+    if adapter.outputs is None:
+        return None
+    found = schemas.schema(node.op_type, node.version or 0)
+    formals = [f.name for f in found.outputs] if found is not None else []
+    for index in range(adapter.outputs, len(node.outputs)):
+        if rw.is_read(node.outputs[index]):
+            name = formals[min(index, len(formals) - 1)] if formals else str(index)
+            first = "output" if adapter.outputs == 1 else f"{adapter.outputs} outputs"
+            return f"its {name} output is read, and the adapter converts its first {first} only"
+    return None

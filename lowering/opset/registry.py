@@ -14,6 +14,14 @@ Each adapter's docstring says what it does; its first line is
 :attr:`Adapter.summary`, the module docstring says why it is sound. An
 adapter is called as ``function(rw, node)`` with a
 :class:`lowering.opset.plan.Rewriter`.
+
+An adapter answers for its node's first output only, unless it is
+registered with ``outputs=ALL`` (it then carries over, or declines for,
+every output: Dropout's mask, BatchNormalization's running statistics, an
+RNN's states). Where a node reads an output its adapter does not answer for,
+the planner declines before the adapter runs::
+
+    @down("Dropout", 10, 12, outputs=ALL)    # the mask too
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ class Adapter:
     new: int
     direction: str  # "down": new -> old; "up": old -> new
     function: Callable
+    # How many leading outputs the adapter answers for; None: all of them.
+    outputs: int | None = 1
 
     @property
     def summary(self) -> str:
@@ -47,8 +57,11 @@ class Adapter:
 
 ADAPTERS: dict[tuple[str, int, int, str], Adapter] = {}
 
+#: ``outputs=ALL``: the adapter answers for every output of its node.
+ALL = None
 
-def _register(direction: str, ops: str | Iterable[str], old: int, new: int):
+
+def _register(direction: str, ops: str | Iterable[str], old: int, new: int, outputs: int | None):
     names = [ops] if isinstance(ops, str) else list(ops)
 
     def decorate(function: Callable) -> Callable:
@@ -56,20 +69,20 @@ def _register(direction: str, ops: str | Iterable[str], old: int, new: int):
             key = (op, old, new, direction)
             if key in ADAPTERS:
                 raise ValueError(f"two adapters for {key}")
-            ADAPTERS[key] = Adapter(op, old, new, direction, function)
+            ADAPTERS[key] = Adapter(op, old, new, direction, function, outputs)
         return function
 
     return decorate
 
 
-def down(ops: str | Iterable[str], old: int, new: int):
+def down(ops: str | Iterable[str], old: int, new: int, *, outputs: int | None = 1):
     """Register an adapter taking ``op``-``new`` nodes down to ``op``-``old``."""
-    return _register("down", ops, old, new)
+    return _register("down", ops, old, new, outputs)
 
 
-def up(ops: str | Iterable[str], old: int, new: int):
+def up(ops: str | Iterable[str], old: int, new: int, *, outputs: int | None = 1):
     """Register an adapter taking ``op``-``old`` nodes up to ``op``-``new``."""
-    return _register("up", ops, old, new)
+    return _register("up", ops, old, new, outputs)
 
 
 # Hand-written expansions, for ops that ONNX defines without a function body;

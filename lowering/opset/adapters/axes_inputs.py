@@ -7,7 +7,11 @@ Squeeze, Unsqueeze, Split and ReduceSum at 13, the other Reduce ops at 18::
 Going down needs the input to be a constant no caller can override; going
 up makes the attribute a Constant. ``noop_with_empty_axes`` (in the newer
 versions only) matters only when there are no axes: with 1 it makes the op
-an Identity, which is what the older version gets.
+an Identity, which is what the older version gets; except that ReduceL1,
+ReduceL2, ReduceLogSum, ReduceLogSumExp and ReduceSumSquare still apply their
+elementwise part (``ReduceSumSquare(x)`` is ``x * x``, in onnxruntime and
+ONNX's reference alike), so these decline and ONNX's function body, a
+ReduceSum of that part, is expanded instead.
 
 A Squeeze without axes removes every dim of size 1, at any version; going
 down, where its input's shape is static the axes are written out all the
@@ -24,16 +28,25 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.maps.uniform_shapes import REDUCE_OPS
-from lowering.opset.registry import Decline, down, up
+from lowering.opset.registry import ALL, Decline, down, up
 
 _REDUCE_18 = sorted(op for op in REDUCE_OPS if op != "ReduceSum")
+# Reduce ops that are an elementwise op and a sum: without axes and with
+# noop_with_empty_axes=1 they apply the elementwise part alone.
+_ELEMENTWISE_PART = {
+    "ReduceL1": "Abs",
+    "ReduceL2": "Sqrt(x * x)",
+    "ReduceLogSum": "Log",
+    "ReduceLogSumExp": "Log(Exp(x))",
+    "ReduceSumSquare": "x * x",
+}
 
 
 def _name(node: ir.Node) -> str:
     return "split" if node.op_type == "Split" else "axes"
 
 
-@down(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13)
+@down(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13, outputs=ALL)
 @down(_REDUCE_18, 13, 18)
 def to_attribute(rw, node: ir.Node) -> None:
     """Constant axes input -> attribute."""
@@ -49,7 +62,12 @@ def to_attribute(rw, node: ir.Node) -> None:
         if not reduce:
             raise Decline(f"its {name} input is empty")
         values = None
-    if reduce and values is None and node.attributes.get_int("noop_with_empty_axes", 0) != 0:
+    noop = reduce and values is None and node.attributes.get_int("noop_with_empty_axes", 0) != 0
+    if noop and node.op_type in _ELEMENTWISE_PART:
+        # Not an Identity: onnxruntime and ONNX's reference return Abs(x),
+        # Log(x), x * x...; ONNX's function body says so with older ops.
+        raise Decline(f"noop_with_empty_axes=1 still applies its {_ELEMENTWISE_PART[node.op_type]}")
+    if noop:
         identity = rw.op("Identity", [node.inputs[0]])
         rw.reroute(node.outputs[0], identity.outputs[0])
         rw.remove(node)
@@ -71,7 +89,7 @@ def _ones(x: ir.Value | None) -> np.ndarray | None:
     return np.array(ones, np.int64) if ones else None
 
 
-@up(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13)
+@up(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13, outputs=ALL)
 @up(_REDUCE_18, 13, 18)
 def to_input(rw, node: ir.Node) -> None:
     """Axes attribute -> constant input."""

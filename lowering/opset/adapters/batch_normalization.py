@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.opset.registry import Decline, down, up
+from lowering.opset.registry import ALL, Decline, down, up
 
 
-@down("BatchNormalization", 9, 14)
+@down("BatchNormalization", 9, 14, outputs=ALL)
 def inference_only(rw, node: ir.Node) -> None:
     """Inference BatchNormalization: drop training_mode=0."""
     if node.attributes.get_int("training_mode", 0):
@@ -27,18 +27,18 @@ def inference_only(rw, node: ir.Node) -> None:
     node.attributes.pop("training_mode", None)
 
 
-@up("BatchNormalization", 9, 14)
+@up("BatchNormalization", 9, 14, outputs=ALL)
 def inference_up(rw, node: ir.Node) -> None:
     """BatchNormalization-9 in inference mode (only Y) is 14 with training_mode 0."""
     if len(node.outputs) > 1:
         raise Decline("its training outputs have no equivalent at opset 14")
 
 
-@down("BatchNormalization", 14, 15)
+@down("BatchNormalization", 14, 15, outputs=ALL)
 def one_type(rw, node: ir.Node) -> None:
     """Keep: every input has X's type (checked against BatchNormalization-14)."""
 
 
-@up("BatchNormalization", 14, 15)
+@up("BatchNormalization", 14, 15, outputs=ALL)
 def more_types(rw, node: ir.Node) -> None:
     """BatchNormalization-15 takes every type combination 14 does."""

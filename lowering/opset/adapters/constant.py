@@ -31,14 +31,18 @@ def value_tensor(rw, node: ir.Node) -> None:
     if attr.is_ref():
         raise Decline(f"its {name} refers to a function attribute")
     value = attr.value
-    if name.endswith("string"):
-        array = np.array(value.encode() if isinstance(value, str) else value, dtype=np.object_)
-    elif name.endswith("strings"):
-        array = np.array([v.encode() if isinstance(v, str) else v for v in value], np.object_)
+    tensor: ir.TensorProtocol
+    if name.startswith("value_string"):
+        # A string tensor is an ir.StringTensor: ir.tensor of an object array
+        # makes a Tensor that cannot be serialized.
+        strings = [value] if name == "value_string" else list(value)
+        data = [v.encode() if isinstance(v, str) else v for v in strings]
+        shape = ir.Shape([] if name == "value_string" else [len(data)])
+        tensor = ir.StringTensor(data, shape=shape)
     else:
-        array = np.array(value, _KINDS[name])
+        tensor = ir.tensor(np.array(value, _KINDS[name]))
     del node.attributes[name]
-    node.attributes["value"] = ir.AttrTensor("value", ir.tensor(array))
+    node.attributes["value"] = ir.AttrTensor("value", tensor)
 
 
 @up("Constant", 11, 12)

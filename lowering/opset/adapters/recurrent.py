@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.opset.registry import down, up
+from lowering.opset.registry import ALL, down, up
 
 _OPS = ["LSTM", "GRU", "RNN"]
 _STATE_INPUTS = {"LSTM": (5, 6), "GRU": (5,), "RNN": (5,)}
 
 
-@down(_OPS, 7, 14)
+@down(_OPS, 7, 14, outputs=ALL)
 def sequence_first(rw, node: ir.Node) -> None:
     """layout: drop 0; 1 -> Transposes around the op."""
     attr = node.attributes.pop("layout", None)
@@ -35,6 +35,6 @@ def sequence_first(rw, node: ir.Node) -> None:
             rw.wrap_output(output, "Transpose", {"perm": perm})
 
 
-@up(_OPS, 7, 14)
+@up(_OPS, 7, 14, outputs=ALL)
 def layout_default(rw, node: ir.Node) -> None:
     """The 14 op without layout is the 7 op."""

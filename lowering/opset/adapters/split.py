@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.opset.registry import Decline, down, up
+from lowering.opset.registry import ALL, Decline, down, up
 
 
-@down("Split", 13, 18)
+@down("Split", 13, 18, outputs=ALL)
 def sizes_from_shape(rw, node: ir.Node) -> None:
     """num_outputs -> split sizes."""
     attr = node.attributes.pop("num_outputs", None)
@@ -55,7 +55,7 @@ def sizes_from_shape(rw, node: ir.Node) -> None:
     node.replace_input_with(1, sizes)
 
 
-@up("Split", 13, 18)
+@up("Split", 13, 18, outputs=ALL)
 def count_outputs(rw, node: ir.Node) -> None:
     """Equal parts: num_outputs = the number of outputs."""
     if len(node.inputs) < 2 or node.inputs[1] is None:
