@@ -108,8 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--verify",
         action="store_true",
-        help="after writing OUT, run IN and OUT in onnxruntime on the same inputs and "
-        "compare every output (exit 1 on a mismatch, 3 if they cannot be compared)",
+        help="after writing OUT, run IN in onnxruntime and OUT in --runtime's runtime "
+        "(onnxruntime for none or generic) on the same inputs and compare every output "
+        "(exit 1 on a mismatch, 3 if they cannot be compared)",
     )
     from lowering import verify  # the comparison's options; onnxruntime loads only to run
 
@@ -128,8 +129,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
+    from lowering import verify
+
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(verify.joined_values(sys.argv[1:] if argv is None else argv))
     _check_usage(parser, args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
@@ -194,6 +197,12 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     """Everything that is wrong with the command line itself: exit 2 with the usage line."""
     if args.max_unroll < 0:
         parser.error("--max-unroll must be at least 0")
+    if args.verify:
+        from lowering import verify
+
+        problem = verify.missing_runtime(verify.verify_runtime(args.runtime))
+        if problem is not None:
+            parser.error(problem)
     if args.target_opset is not None:
         highest = onnx.defs.onnx_opset_version()
         if not MIN_OPSET <= args.target_opset <= highest:

@@ -54,6 +54,7 @@ import dataclasses
 import itertools
 import math
 import os
+import pathlib
 import re
 import sys
 import tempfile
@@ -68,6 +69,7 @@ from lowering.sessions import open_session
 
 RTOL = 1e-4
 ATOL = 1e-5
+ULPS = 8
 _WORDS = np.array(["", "a", "onnx", "Loop", "sequence", "ünï", "x y"], dtype=object)
 _ODD_WORDS = np.array(["", " ", "\t\n", "ünï 名前", "a" * 64, "0", "-1"], dtype=object)
 
@@ -89,45 +91,131 @@ class InputsError(ValueError):
     """Inputs the user gave (a file, a range, a feed dict) that cannot be used."""
 
 
+# Tolerances.
+
+#: Floating types narrower than float32, and their mantissa bits.
+NARROW_FLOATS: dict[str, int] = {
+    "float16": 10,
+    "bfloat16": 7,
+    "float8_e4m3fn": 3,
+    "float8_e4m3fnuz": 3,
+    "float8_e5m2": 2,
+    "float8_e5m2fnuz": 2,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """How close two float values must be, by element type.
+
+    float32, float64 and complex values: ``|a - b| <= atol + rtol * |b|``.
+    float16, bfloat16 and float8 values, where one unit in the last place
+    (ulp) is 1e-3 or more relative: ``|a - b| <= ulps * ulp(max(|b|, 1))``,
+    so a right rewrite that rounds a partial result to the narrow type
+    passes (below 1, a sum's rounding is that of its larger terms), and one
+    that is off by more than a few roundings does not.
+    """
+
+    rtol: float = RTOL
+    atol: float = ATOL
+    ulps: int = ULPS
+
+    def describe(self, dtype: np.dtype) -> str:
+        if dtype.name not in NARROW_FLOATS:
+            return f"rtol {self.rtol:g}, atol {self.atol:g}"
+        return f"{self.ulps} ulp ({dtype.name})"
+
+    def allowed(self, dtype: np.dtype, b: np.ndarray) -> np.ndarray:
+        """The largest difference each element of ``b`` (float64) may have."""
+        bits = NARROW_FLOATS.get(dtype.name)
+        if bits is None:
+            return self.atol + self.rtol * np.abs(b)
+        return self.ulps * 2.0 ** (np.floor(np.log2(np.maximum(np.abs(b), 1.0))) - bits)
+
+
 # The schedule.
 
-DIM_MODES = {"random": "dims 1..4", "ones": "dims 1", "large": "dims 5..7"}
+DIM_MODES = {
+    "random": "dims 1..4",
+    "ones": "dims 1",
+    "large": "dims 5..7",
+    "zero": "dims 0",
+    "primes": "prime dims",  # 2, 3, 5, 7, 11, 13
+    "eights": "dims 8k",  # 8, 16, 24, 32: heads, tiles, vector widths
+}
+PRIMES = (2, 3, 5, 7, 11, 13)
+EIGHTS = (8, 16, 24, 32)
 VALUE_MODES = {
     "normal": "normal values",  # standard normal times 2; ints -9..9
     "zeros": "mostly zeros",  # 0.0 and -0.0, some +-1 and 0.5; ints 0, +-1
-    "large": "large values",  # float32 1e3..1e6 (float16 1e3..2e4), one sign; ints 100..999
+    # float32 1e3..1e6 (float16 1e3..2e4), one sign; ints that are data: beyond
+    # int16 and near the type's limits (counts and sizes: 100..999)
+    "large": "large values",
     "special": "NaN and +-inf",  # among normal values; ints min, max, 0, +-1
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One synthesized run: the sequence length, how dims and values are drawn."""
+    """One synthesized run: the sequence length, how dims and values are drawn,
+    and the variations of what is fed:
+
+    - ``override``: graph inputs that are also initializers get other values
+      (a rewrite must never fold them into constants);
+    - ``absent``: optional inputs are fed as absent (present otherwise);
+    - ``independent``: sequence inputs that no map ties together get lengths
+      of their own (the first keeps ``length``).
+    """
 
     length: int
     dims: str = "random"
     values: str = "normal"
+    override: bool = False
+    absent: bool = False
+    independent: bool = False
 
     def describe(self) -> str:
-        return f"length {self.length}, {DIM_MODES[self.dims]}, {VALUE_MODES[self.values]}"
+        text = f"length {self.length}, {DIM_MODES[self.dims]}, {VALUE_MODES[self.values]}"
+        extras = [
+            what
+            for flag, what in (
+                (self.override, "initializers overridden"),
+                (self.absent, "optional inputs absent"),
+                (self.independent, "untied sequences of their own lengths"),
+            )
+            if flag
+        ]
+        return ", ".join([text, *extras])
 
 
 # Each entry is there for an edge a rewrite can get wrong: the empty and the
-# single-element sequence, lengths past 4 and past 8 (a rewrite that unrolls
-# or special-cases short sequences), dims of 1 (broadcasting, squeezes) and
-# of 5 and more (anything tuned on tiny shapes), zeros and signed zeros,
-# large values (clipping, overflow in a narrower type) and NaN/inf.
+# single-element sequence, lengths past 4 and past 8, 6 and 7, a prime above
+# 10, and lengths past every limit of the tool (--max-unroll's default 16:
+# 17, 33) for a rewrite that unrolls, caps or special-cases lengths; dims of
+# 0 (empty elements), 1 (broadcasting, squeezes), 5 and more, primes, and
+# multiples of 8 and 16 (a body defined only there, such as attention
+# heads); zeros and signed zeros, large values (clipping, overflow in a
+# narrower type, an int64 body computed in int32) and NaN/inf; initializers
+# fed other values, optional inputs absent, and independent sequences of
+# different lengths.
 DEFAULT_SCHEDULE: tuple[RunSpec, ...] = (
     RunSpec(3),
     RunSpec(0),
     RunSpec(1, "ones"),
-    RunSpec(2, "random", "zeros"),
-    RunSpec(5, "large"),
-    RunSpec(4, "ones", "large"),
+    RunSpec(2, "random", "zeros", override=True),
+    RunSpec(5, "large", absent=True),
+    RunSpec(4, "ones", "large", independent=True),
     RunSpec(8, "random", "special"),
-    RunSpec(2, "large", "large"),
+    RunSpec(2, "large", "large", override=True, absent=True),
     RunSpec(9, "ones", "zeros"),
-    RunSpec(1, "large", "special"),
+    RunSpec(1, "large", "special", independent=True),
+    RunSpec(6, "zero"),
+    RunSpec(7, "primes", "large", override=True),
+    RunSpec(17, "eights"),
+    RunSpec(13, "primes", "special", absent=True, independent=True),
+    RunSpec(33, "ones", "large"),
+    RunSpec(3, "eights", "large", independent=True),
+    RunSpec(2, "zero", "special", override=True),
 )
 
 
@@ -171,23 +259,35 @@ def parse_val_range(text: str) -> tuple[str | None, ValueRange]:
 
 @dataclasses.dataclass(frozen=True)
 class _Port:
-    """A graph input or output: name, whether a sequence, element dtype, dims."""
+    """A graph input or output: name, whether a sequence, element dtype, dims.
+
+    ``optional``: of an ``optional(...)`` type (fed present or absent).
+    ``default``: an input that is also an initializer holds this value
+    unless fed. ``count``: an integer input whose value reaches a trip
+    count, a size or a shape (Loop, Range, Tile, Reshape, ...): its values
+    stay small.
+    """
 
     name: str
     sequence: bool
     dtype: int
     dims: tuple[int | str | None, ...] | None
+    optional: bool = False
+    default: np.ndarray | None = dataclasses.field(default=None, compare=False)
+    count: bool = False
 
     def kind(self) -> str:
         dtype = onnx.helper.tensor_dtype_to_string(self.dtype).split(".")[-1].lower()
-        return f"seq(tensor({dtype}))" if self.sequence else f"tensor({dtype})"
+        kind = f"seq(tensor({dtype}))" if self.sequence else f"tensor({dtype})"
+        return f"optional({kind})" if self.optional else kind
 
     def declared(self) -> str:
         """In ONNX text syntax: ``float[N,3]``, ``seq(int64[?])``, ``float`` for unknown shape."""
         dtype = onnx.helper.tensor_dtype_to_string(self.dtype).split(".")[-1].lower()
         if self.dims is not None:
             dtype += "[" + ",".join("?" if d is None else str(d) for d in self.dims) + "]"
-        return f"seq({dtype})" if self.sequence else dtype
+        declared = f"seq({dtype})" if self.sequence else dtype
+        return f"optional({declared})" if self.optional else declared
 
 
 @dataclasses.dataclass
@@ -201,6 +301,7 @@ class Row:
     max_rel: float = 0.0
     problem: str | None = None
     failures: int = 0
+    tolerance: str = ""  # the float tolerance its values were held to ("" if none)
 
     @property
     def verdict(self) -> str:
@@ -270,9 +371,17 @@ class Report:
         if self.show_schedule:
             lines += [record.line() for record in self.records]
         if self.rows and (self.runs or self.status == MISMATCH):
-            header = ("output", "kind", "elements", "max abs", "max rel", "verdict")
+            header = ("output", "kind", "elements", "max abs", "max rel", "tolerance", "verdict")
             cells = [header] + [
-                (r.name, r.kind, str(r.elements), f"{r.max_abs:.3g}", f"{r.max_rel:.3g}", r.verdict)
+                (
+                    r.name,
+                    r.kind,
+                    str(r.elements),
+                    f"{r.max_abs:.3g}",
+                    f"{r.max_rel:.3g}",
+                    r.tolerance or "exact",
+                    r.verdict,
+                )
                 for r in self.rows
             ]
             widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
@@ -334,11 +443,13 @@ def compare(
     seed: int = 0,
     rtol: float = RTOL,
     atol: float = ATOL,
+    ulps: int = ULPS,
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str | None, ValueRange] | None = None,
     save_inputs: str | os.PathLike | None = None,
     save_failing: bool = False,
     show_schedule: bool = False,
+    runtime: str = "onnxruntime",
 ) -> Report:
     """Run ``a`` (the reference) and ``b`` in onnxruntime on the same inputs; compare.
 
@@ -347,15 +458,21 @@ def compare(
     synthesized by the schedule (all of it when None) from ``a``'s input
     types. ``save_inputs`` writes every run's inputs there; ``save_failing``
     writes the first failing run's inputs to a fresh temporary file.
+    ``runtime`` (one of :data:`RUNTIMES`) runs ``b`` there instead, each
+    run in a child process (a runtime may crash); ``a`` always runs in
+    onnxruntime. Inputs that are also initializers then keep their defaults.
     """
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
     if inputs is not None and runs is not None:
         raise ValueError("give inputs or runs, not both")
     if runs is not None and runs < 1:
         raise ValueError("runs must be at least 1")
+    tolerance = Tolerance(rtol, atol, ulps)
     report = Report([], 0, show_schedule=show_schedule)
     try:
         proto_a = _load(a, "A")
-        inputs_a, outputs_a = _ports(proto_a.graph, "input"), _ports(proto_a.graph, "output")
+        inputs_a, outputs_a = _ports(proto_a, "input"), _ports(proto_a, "output")
     except CannotCompare as error:
         report.reason = str(error)
         return report
@@ -363,13 +480,17 @@ def compare(
     outputs_b: list[_Port] = []
     try:
         proto_b = _load(b, "B")
-        inputs_b, outputs_b = _ports(proto_b.graph, "input"), _ports(proto_b.graph, "output")
+        inputs_b, outputs_b = _ports(proto_b, "input"), _ports(proto_b, "output")
         broken_b = _input_difference(inputs_a, inputs_b)
     except CannotCompare as error:
         broken_b, inputs_b, outputs_b = str(error), inputs_a, outputs_a
     report.rows = _signature_rows(outputs_a, outputs_b)
+    if runtime != "onnxruntime":  # other runtimes take no values for initializers
+        inputs_a = [p for p in inputs_a if p.default is None]
+        inputs_b = [p for p in inputs_b if p.default is None]
     try:
-        feed_sets = _feed_sets(inputs_a, inputs, runs, seed, dims, val_ranges, report.notes)
+        groups = sequence_groups(proto_a)
+        feed_sets = _feed_sets(inputs_a, inputs, runs, seed, dims, val_ranges, report.notes, groups)
         if save_inputs is not None:  # before running: a run that crashes still left them
             _save_all(report, feed_sets, os.fspath(save_inputs))
     except InputsError as error:
@@ -381,20 +502,27 @@ def compare(
         report.reason = str(error)
         return report
     session_b = None
-    if broken_b is None:
+    elsewhere: dict[int, tuple[list | None, str | None]] = {}
+    if broken_b is None and runtime != "onnxruntime":
+        elsewhere = _run_elsewhere(runtime, b, inputs_b, feed_sets)
+    elif broken_b is None:
         try:
             session_b = _session(b, "B")
         except CannotCompare as error:
             broken_b = str(error)
     failing: Feeds | None = None
     declared_notes: dict[str, str] = {}
+    substantial: list[int] = []  # the compared runs whose inputs are not all empty
     for label, text, feeds in feed_sets:
         record = RunRecord(label, text)
         report.records.append(record)
         results_a, error_a = _try_run(session_a, feeds, "A")
-        results_b, error_b = (
-            (None, broken_b) if session_b is None else _try_run(session_b, feeds, "B")
-        )
+        if label in elsewhere:
+            results_b, error_b = elsewhere[label]
+        elif session_b is not None:
+            results_b, error_b = _try_run(session_b, feeds, "B")
+        else:
+            results_b, error_b = None, broken_b
         if error_a:
             if error_b:
                 record.outcome, record.note = "not compared", f"both fail: {error_a}; {error_b}"
@@ -402,13 +530,15 @@ def compare(
                 record.outcome, record.note = "skipped", f"{error_a}, but B runs (not counted)"
             continue
         report.runs += 1
+        if not _empty_inputs(inputs_a, feeds):
+            substantial.append(label)
         before = sum(row.failures for row in report.rows)
         if error_b or results_a is None or results_b is None:
             for row in report.rows:
                 row.fail(f"run {label}: {error_b}, where A runs")
         else:
             for row, result_a, result_b in zip(report.rows, results_a, results_b, strict=False):
-                _compare_value(row, result_a, result_b, rtol, atol, f"run {label}: {row.name}")
+                _compare_value(row, result_a, result_b, tolerance, f"run {label}: {row.name}")
             problems_a = _declaration_problems(inputs_a, outputs_a, feeds, results_a)
             problems_b = _declaration_problems(inputs_b, outputs_b, feeds, results_b)
             _blame_declarations(report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
@@ -427,10 +557,35 @@ def compare(
         report.reason = (
             "A fails on every input set; no run could be compared" if feed_sets else "no input sets"
         )
+    elif not substantial:
+        compared = [r.label for r in report.records if r.outcome != "skipped"]
+        report.reason = (
+            f"only runs with empty inputs (an empty sequence or a zero-sized tensor) could be "
+            f"compared (run{'s' if len(compared) != 1 else ''} "
+            f"{', '.join(map(str, compared))}); A fails on every other; give --inputs or --dim "
+            "with sizes A accepts"
+        )
     from_file = isinstance(inputs, (str, os.PathLike))  # replaying it needs no copy
     if failing is not None and save_failing and save_inputs is None and not from_file:
         _save_failing(report, failing)
     return report
+
+
+def _empty_inputs(ports: Sequence[_Port], feeds: Feeds) -> bool:
+    """Whether every input of a run is empty where it could hold something: an
+    empty sequence, or an array (or element) with no values where its declared
+    shape allows some. A model that is only compared on such runs is not
+    shown to compute anything."""
+    arrays: list[Any] = []
+    for port in ports:
+        value = feeds.get(port.name)
+        if value is None:
+            continue  # absent, or left to its default
+        if port.sequence and not value:
+            return True
+        if port.dims is None or not all(isinstance(d, int) for d in port.dims):
+            arrays += value if port.sequence else [value]
+    return any(np.asarray(array).size == 0 for array in arrays)
 
 
 def _blame_declarations(rows, label, outputs_a, outputs_b, problems_a, problems_b) -> None:
@@ -445,7 +600,9 @@ def _blame_declarations(rows, label, outputs_a, outputs_b, problems_a, problems_
             rows[index].fail(f"run {label}: {outputs_b[index].name}: B declares {problem}")
 
 
-def _feed_sets(ports, inputs, runs, seed, dims, val_ranges, notes) -> list[tuple[int, str, Feeds]]:
+def _feed_sets(
+    ports, inputs, runs, seed, dims, val_ranges, notes, groups=None
+) -> list[tuple[int, str, Feeds]]:
     """(label, description, feeds) for every run."""
     if inputs is not None and (dims or val_ranges):
         raise InputsError("--dim and --val-range shape synthesized inputs; not given with --inputs")
@@ -467,7 +624,7 @@ def _feed_sets(ports, inputs, runs, seed, dims, val_ranges, notes) -> list[tuple
     sets = []
     for run, spec in enumerate(schedule(runs)):
         feeds, bound = _synthesize(
-            ports, spec, np.random.default_rng(seed + run), dict(dims or {}), ranges
+            ports, spec, np.random.default_rng(seed + run), dict(dims or {}), ranges, groups
         )
         sizes = ", ".join(f"{name}={size}" for name, size in sorted(bound.items()))
         sets.append((run, spec.describe() + (f"; {sizes}" if sizes else ""), feeds))
@@ -517,6 +674,66 @@ def _session(model: ModelLike, label: str):
         raise CannotCompare(f"onnxruntime cannot load {label}: {_one_line(error)}") from error
 
 
+#: ``--runtime`` for verification: where B may run, its runner
+#: (:data:`lowering.runners.RUNNERS`), the module it needs and the package to
+#: install for it.
+RUNTIMES: dict[str, tuple[str, str, str] | None] = {
+    "onnxruntime": None,
+    "openvino": ("OpenVINO", "openvino", "openvino"),
+    "tract": ("tract", "tract", "tract"),
+    "onnx-reference": ("onnx.reference", "onnx", "onnx"),
+    "tvm": ("TVM", "tvm", "apache-tvm"),
+    "tinygrad": ("tinygrad", "tinygrad", "tinygrad"),
+    "mnn": ("MNN", "MNN", "MNN"),
+}
+
+
+def missing_runtime(runtime: str) -> str | None:
+    """What to install for ``runtime``, if it is not installed."""
+    import importlib.util
+
+    entry = RUNTIMES.get(runtime)
+    if entry is None:
+        return None
+    _, module, package = entry
+    if importlib.util.find_spec(module) is None:
+        return f"--runtime {runtime} needs {package}: pip install {package}"
+    return None
+
+
+def _run_elsewhere(
+    runtime: str, b: ModelLike, ports: Sequence[_Port], feed_sets
+) -> dict[int, tuple[list | None, str | None]]:
+    """B's outputs (or why it failed) on every run, in ``runtime``'s own child process."""
+    from lowering.runners import run_many
+
+    entry = RUNTIMES[runtime]
+    assert entry is not None, "onnxruntime runs in this process"
+    name = entry[0]
+    jobs: list = []
+    labels: list[int] = []
+    outcomes: dict[int, tuple[list | None, str | None]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "b.onnx")
+        if isinstance(b, onnx.ModelProto):
+            onnx.save(b, path)
+        else:
+            path = os.fspath(b)
+        for label, _, feeds in feed_sets:
+            values = [feeds.get(p.name) for p in ports if p.name in feeds]
+            if any(v is None or isinstance(v, list) for v in values):
+                outcomes[label] = (None, f"{name} takes no sequence or absent input")
+                continue
+            jobs.append((pathlib.Path(path), values))
+            labels.append(label)
+        for label, result in zip(labels, run_many(name, jobs), strict=True):
+            if isinstance(result, Exception):
+                outcomes[label] = (None, f"{name} cannot run B: {_one_line(result)}")
+            else:
+                outcomes[label] = (list(result), None)
+    return outcomes
+
+
 def _try_run(session, feeds: Feeds, label: str):
     """The outputs, or None and why onnxruntime could not run ``label``."""
     import onnxruntime as ort
@@ -558,23 +775,43 @@ def _one_line(error: BaseException) -> str:
     return " ".join(text.split())
 
 
-def _ports(graph: onnx.GraphProto, which: str) -> list[_Port]:
-    initializers = {init.name for init in graph.initializer}
+def _ports(model: onnx.ModelProto, which: str) -> list[_Port]:
+    """The graph's inputs or outputs. An input that is also an initializer is a
+    port with its default (fed other values in some runs); one whose data is
+    external, or not a tensor, keeps its default."""
+    graph = model.graph
+    initializers = {init.name: init for init in graph.initializer}
+    counts = size_inputs(model) if which == "input" else set()
     ports = []
     for info in getattr(graph, which):
+        port = _port(info)
+        if which == "input":
+            port = dataclasses.replace(port, count=port.name in counts)
         if which == "input" and info.name in initializers:
-            continue  # an overridable initializer keeps its default
-        ports.append(_port(info))
+            initializer = initializers[info.name]
+            if initializer.data_location == onnx.TensorProto.EXTERNAL or port.sequence:
+                continue
+            try:
+                default = onnx.numpy_helper.to_array(initializer)
+            except Exception:  # noqa: BLE001, S112 -- a dtype numpy cannot hold: its default holds
+                continue
+            port = dataclasses.replace(port, dims=tuple(default.shape), default=default)
+        ports.append(port)
     return ports
 
 
 def _port(info: onnx.ValueInfoProto) -> _Port:
     type_proto = info.type
+    optional = type_proto.WhichOneof("value") == "optional_type"
+    if optional:
+        type_proto = type_proto.optional_type.elem_type
     sequence = type_proto.WhichOneof("value") == "sequence_type"
     if sequence:
         type_proto = type_proto.sequence_type.elem_type
     if type_proto.WhichOneof("value") != "tensor_type":
-        raise CannotCompare(f"{info.name!r} is not a tensor or a sequence of tensors")
+        raise CannotCompare(
+            f"{info.name!r} is not a tensor, a sequence of tensors or an optional one"
+        )
     tensor = type_proto.tensor_type
     dims = None
     if tensor.HasField("shape"):
@@ -582,7 +819,107 @@ def _port(info: onnx.ValueInfoProto) -> _Port:
             d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
             for d in tensor.shape.dim
         )
-    return _Port(info.name, sequence, tensor.elem_type, dims)
+    return _Port(info.name, sequence, tensor.elem_type, dims, optional)
+
+
+# The inputs of these ops (by position) are trip counts, sizes, shapes, axes
+# or indices: an input whose value reaches one is fed small values, which
+# every op takes; one that reaches none is data, fed values near its type's
+# limits too.
+SIZE_POSITIONS: dict[str, tuple[int, ...]] = {
+    "Loop": (0,),
+    "Range": (0, 1, 2),
+    "Tile": (1,),
+    "Reshape": (1,),
+    "ConstantOfShape": (0,),
+    "Expand": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
+    "OneHot": (1,),
+    "TopK": (1,),
+    "Pad": (1, 3),
+    "Slice": (3,),
+    "Split": (1,),
+    "SplitToSequence": (1,),
+    "SequenceAt": (1,),
+    "SequenceInsert": (2,),
+    "SequenceErase": (1,),
+    "Gather": (1,),
+    "GatherElements": (1,),
+    "GatherND": (1,),
+    "ScatterElements": (1,),
+    "ScatterND": (1,),
+    "Scatter": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "CumSum": (1,),
+    "CenterCropPad": (1, 2),
+    "Col2Im": (1, 2),
+    "MaxUnpool": (1, 2),
+    "NonMaxSuppression": (2,),
+    "RoiAlign": (2,),
+    "DFT": (1, 2),
+    "STFT": (1, 2, 3),
+    "ReverseSequence": (1,),
+    **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                           "ReduceSumSquare")},
+}  # fmt: skip
+
+
+def size_inputs(model: onnx.ModelProto) -> set[str]:
+    """The graph inputs whose values reach a :data:`SIZE_POSITIONS` input of
+    some node, through any ops, subgraphs and model-local functions.
+
+    Names are followed as written, ignoring shadowing: a name that might
+    reach one counts, which only keeps more values small.
+    """
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    formals: dict[tuple[str, str], onnx.FunctionProto] = {
+        (f.domain, f.name): f for f in model.functions
+    }
+
+    def index(nodes) -> None:
+        for node in nodes:
+            for name in node.input:
+                readers.setdefault(name, []).append(node)
+            for attr in node.attribute:
+                for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    index(graph.node)
+                    # a subgraph's inputs are fed from its node's inputs
+                    for formal in graph.input:
+                        for name in node.input:
+                            readers.setdefault(name, []).append(_pass_on(formal.name))
+
+    index(model.graph.node)
+    for function in model.functions:
+        index(function.node)
+    found = set()
+    for info in model.graph.input:
+        seen, todo = set(), [info.name]
+        while todo and info.name not in found:
+            name = todo.pop()
+            if name in seen or not name:
+                continue
+            seen.add(name)
+            for node in readers.get(name, []):
+                if any(
+                    node.input[i] == name
+                    for i in SIZE_POSITIONS.get(node.op_type, ())
+                    if i < len(node.input)
+                ):
+                    found.add(info.name)
+                    break
+                todo += node.output
+                callee = formals.get((node.domain, node.op_type))
+                if callee is not None:
+                    todo += [f for f, actual in zip(callee.input, node.input) if actual == name]
+    return found
+
+
+def _pass_on(name: str) -> onnx.NodeProto:
+    """A stand-in reader that hands a value on to ``name`` (a subgraph input)."""
+    return onnx.NodeProto(op_type="", output=[name])
 
 
 def _input_difference(a: list[_Port], b: list[_Port]) -> str | None:
@@ -614,7 +951,11 @@ def _signature_rows(a: list[_Port], b: list[_Port]) -> list[Row]:
     return rows
 
 
-def _compare_value(row: Row, a, b, rtol: float, atol: float, where: str) -> None:
+def _compare_value(row: Row, a, b, tolerance: Tolerance, where: str) -> None:
+    if a is None or b is None:  # an optional output
+        if (a is None) != (b is None):
+            row.fail(f"{where}: absent in {'A' if a is None else 'B'} only")
+        return
     if isinstance(a, list) or isinstance(b, list):
         if not (isinstance(a, list) and isinstance(b, list)):
             row.fail(f"{where}: a sequence in one model, a tensor in the other")
@@ -623,7 +964,7 @@ def _compare_value(row: Row, a, b, rtol: float, atol: float, where: str) -> None
             row.fail(f"{where}: {len(a)} elements in A, {len(b)} in B")
             return
         for i, (element_a, element_b) in enumerate(zip(a, b, strict=True)):
-            _compare_value(row, element_a, element_b, rtol, atol, f"{where}[{i}]")
+            _compare_value(row, element_a, element_b, tolerance, f"{where}[{i}]")
         return
     a, b = np.asarray(a), np.asarray(b)
     row.elements += 1
@@ -634,6 +975,8 @@ def _compare_value(row: Row, a, b, rtol: float, atol: float, where: str) -> None
         row.fail(f"{where}: shape {list(a.shape)} in A, {list(b.shape)} in B")
         return
     if a.dtype.kind in "fc" or a.dtype.type in _ML_DTYPES:
+        row.tolerance = row.tolerance or tolerance.describe(a.dtype)
+        dtype = a.dtype
         wide = np.complex128 if a.dtype.kind == "c" else np.float64
         a, b = a.astype(wide), b.astype(wide)
         nan_a, nan_b = np.isnan(a), np.isnan(b)
@@ -652,8 +995,11 @@ def _compare_value(row: Row, a, b, rtol: float, atol: float, where: str) -> None
             row.fail(f"{where}: NaN in {int(np.sum(nan_a != nan_b))} place(s) of only one model")
         elif np.any(bad_inf):
             row.fail(f"{where}: {int(np.sum(bad_inf))} infinite value(s) differ")
-        elif not np.all(diff <= atol + rtol * np.abs(np.where(finite, b, 0))):
-            row.fail(f"{where}: values differ (max abs {float(diff.max()):.3g})")
+        elif not np.all(diff <= tolerance.allowed(dtype, np.where(finite, b, 0))):
+            row.fail(
+                f"{where}: values differ by more than {tolerance.describe(dtype)} "
+                f"(max abs {float(diff.max()):.3g})"
+            )
     elif not np.array_equal(a, b):
         differing = int(np.sum(a != b))
         if a.dtype.kind in "iub" and a.size:
@@ -692,6 +1038,8 @@ def _declaration_problems(
 
 
 def _declaration_problem(port: _Port, value, bound: dict[str, int]) -> str | None:
+    if value is None:
+        return None if port.optional else "nothing (an absent optional)"
     if port.sequence != isinstance(value, list):
         return "a sequence" if isinstance(value, list) else "a tensor"
     elements = value if port.sequence else [value]
@@ -755,6 +1103,7 @@ def _synthesize(
     rng: np.random.Generator,
     fixed: dict[str, int],
     ranges: Mapping[str | None, ValueRange] | None = None,
+    groups: Mapping[str, int] | None = None,
 ) -> tuple[Feeds, dict[str, int]]:
     """One run's feeds, and the size each shared symbolic dim took.
 
@@ -762,21 +1111,36 @@ def _synthesize(
     a symbolic dim only sequence elements use takes a new size for each
     element index, shared by the sequences, so elements differ in shape while
     paired elements still fit together (SequenceMap needs that). Every
-    sequence input has the run's length.
+    sequence input has the run's length, except with ``spec.independent``:
+    then sequences of another group (``groups``, from :func:`sequence_groups`:
+    sequences no map ties together) are longer by their group's number.
+    An input that is also an initializer is left out (its default holds)
+    unless ``spec.override``; an optional input is absent with ``spec.absent``.
     """
     ranges = ranges or {}
+    groups = groups or {}
     tensor_dims = {d for p in ports if not p.sequence for d in (p.dims or ()) if isinstance(d, str)}
     shared = dict(fixed)
     for name in sorted(tensor_dims - set(shared)):
         shared[name] = _size(spec.dims, rng)
-    per_element = [dict(shared) for _ in range(spec.length)]
+
+    def length(port: _Port) -> int:
+        return spec.length + (groups.get(port.name, 0) if spec.independent else 0)
+
+    longest = max([spec.length, *(length(p) for p in ports if p.sequence)])
+    per_element = [dict(shared) for _ in range(longest)]
     feeds: Feeds = {}
     for port in ports:
+        if port.default is not None and (port.count or not spec.override):
+            continue
+        if port.optional and spec.absent:
+            feeds[port.name] = None
+            continue
         value_range = ranges.get(port.name, ranges.get(None)) if _numeric(port.dtype) else None
         if port.sequence:
             feeds[port.name] = [
                 _array(port, _shape(port.dims, per_element[i], spec.dims, rng), spec.values, value_range, rng)
-                for i in range(spec.length)
+                for i in range(length(port))
             ]  # fmt: skip
         else:
             shape = _shape(port.dims, shared, spec.dims, rng)
@@ -784,11 +1148,57 @@ def _synthesize(
     return feeds, {name: shared[name] for name in sorted(tensor_dims | set(fixed))}
 
 
+def sequence_groups(model: onnx.ModelProto) -> dict[str, int]:
+    """The sequence inputs, numbered by group: sequences read by one map, at any
+    depth (or derived from such: a map's output has its first input's length),
+    share a group and must have one length; the others may differ."""
+    inputs = [
+        info.name
+        for info in model.graph.input
+        if info.type.WhichOneof("value") in ("sequence_type", "optional_type")
+    ]
+    root: dict[str, str] = {name: name for name in inputs}
+
+    def find(name: str) -> str:
+        while root[name] != name:
+            name = root[name]
+        return name
+
+    source: dict[str, str] = {name: name for name in inputs}  # value -> the input it follows
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if node.op_type == "SequenceMap":
+                tied = [source[n] for n in node.input if n in source]
+                for other in tied[1:]:
+                    root[find(other)] = find(tied[0])
+                if node.input and node.input[0] in source:
+                    for output in node.output:
+                        source[output] = source[node.input[0]]
+            elif node.op_type == "Identity" and node.input and node.input[0] in source:
+                source[node.output[0]] = source[node.input[0]]
+            for attr in node.attribute:
+                for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    visit(graph.node)
+
+    visit(model.graph.node)
+    for function in model.functions:
+        visit(function.node)
+    numbers: dict[str, int] = {}
+    return {name: numbers.setdefault(find(name), len(numbers)) for name in inputs}
+
+
 def _size(mode: str, rng: np.random.Generator) -> int:
     if mode == "ones":
         return 1
+    if mode == "zero":
+        return 0
     if mode == "large":
         return int(rng.integers(5, 8))
+    if mode == "primes":
+        return int(rng.choice(PRIMES))
+    if mode == "eights":
+        return int(rng.choice(EIGHTS))
     return int(rng.integers(1, 5))
 
 
@@ -834,7 +1244,7 @@ def _contents(port: _Port, shape, values: str, value_range: ValueRange | None, r
         complex_values.imag = _floats(real, shape, values, rng)
         return complex_values
     if dtype.kind in "iu" or dtype.type in _SMALL_INTS:
-        return _ints(dtype, shape, values, rng)
+        return _ints(dtype, shape, values, rng, count=port.count)
     return _floats(dtype, shape, values, rng)
 
 
@@ -845,19 +1255,28 @@ _SMALL_INTS = {
 }
 
 
-def _ints(dtype: np.dtype, shape, values: str, rng) -> np.ndarray:
+def _ints(dtype: np.dtype, shape, values: str, rng, count: bool = False) -> np.ndarray:
+    """``count``: the values reach a trip count, a size or a shape (:func:`size_inputs`),
+    and stay within +-1000; data goes beyond int16 and to the type's limits."""
     info = ml_dtypes.iinfo(dtype) if dtype.type in _SMALL_INTS else np.iinfo(dtype)
     low, high = int(info.min), int(info.max)
+    if count and dtype.itemsize > 2:  # no 2**63 trips or allocations
+        low, high = max(low, -1000), min(high, 1000)
     if values == "zeros":
         picked = rng.choice([0, 0, 0, 1, -1] if low < 0 else [0, 0, 1], size=shape)
+    elif values == "large" and not count and high > 2**15:
+        # beyond int16 (an int64 or int32 body computed in a narrower type),
+        # and near the type's own limits
+        sign = -1 if low < 0 and rng.random() < 0.5 else 1
+        beyond = rng.integers(2**15, min(high, 2**40), size=shape, endpoint=True).astype(object)
+        near = high - rng.integers(0, 1000, size=shape).astype(object)
+        picked = sign * np.where(rng.random(shape) < 0.5, beyond, near)
     elif values == "large":
         sign = -1 if low < 0 and rng.random() < 0.5 else 1
         smallest = max(1, min(high // 4, 100))
         picked = sign * rng.integers(smallest, max(smallest + 1, min(high // 2, 1000)), size=shape)
     elif values == "special":
-        if dtype.itemsize > 2:  # an int input is often a count or a size: no 2**63 loops
-            low, high = max(low, -1000), min(high, 1000)
-        extremes = [low, high, 0, 1] + ([-1] if low < 0 else [])
+        extremes = [low, high, 0, 1] + ([-1, low + 1] if low < 0 else [high - 1])
         picked = rng.choice(np.array(extremes, dtype=object), size=shape)
     else:
         picked = rng.integers(max(low, -9), min(high, 9) + 1, size=shape, dtype=np.int64)
@@ -933,7 +1352,10 @@ def _unflatten(arrays: dict[str, np.ndarray], ports: dict[str, _Port], where: st
     elements: dict[str, dict[int, np.ndarray]] = {}
     for key, array in arrays.items():
         match = re.fullmatch(r"(.*)\[(\d*)\]", key)
-        if match and match.group(1) in ports and ports[match.group(1)].sequence:
+        absent = re.fullmatch(r"(.*)\(\)", key)
+        if absent and absent.group(1) in ports and ports[absent.group(1)].optional:
+            feeds[absent.group(1)] = None
+        elif match and match.group(1) in ports and ports[match.group(1)].sequence:
             found = elements.setdefault(match.group(1), {})
             if match.group(2):
                 found[int(match.group(2))] = array
@@ -945,7 +1367,7 @@ def _unflatten(arrays: dict[str, np.ndarray], ports: dict[str, _Port], where: st
         if sorted(found) != list(range(len(found))):
             raise InputsError(f"{where}: the elements of {name!r} are not numbered 0..n-1")
         feeds[name] = [found[i] for i in range(len(found))]
-    missing = [name for name in ports if name not in feeds]
+    missing = [name for name, port in ports.items() if name not in feeds and port.default is None]
     if missing:
         raise InputsError(f"{where} has no value for input(s) {', '.join(missing)}")
     return feeds
@@ -959,7 +1381,9 @@ def write_inputs(stream, runs: Sequence[tuple[int, Feeds]]) -> None:
         arrays[RUNS_KEY] = np.array([label for label, _ in runs], dtype=np.int64)
     for label, feeds in runs:
         for name, value in feeds.items():
-            if isinstance(value, list):
+            if value is None:  # an absent optional
+                arrays[f"{prefix(label)}{name}()"] = np.zeros(0, np.float32)
+            elif isinstance(value, list):
                 if not value:
                     arrays[f"{prefix(label)}{name}[]"] = np.zeros(0, np.float32)
                 for i, element in enumerate(value):
@@ -978,7 +1402,7 @@ def _storable(array) -> np.ndarray:
 def _conform_feeds(ports: Sequence[_Port], feeds: Feeds, where: str, notes: list[str]) -> Feeds:
     """Each array in its port's declared dtype, or InputsError saying why not."""
     by_name = {p.name: p for p in ports}
-    missing = [name for name in by_name if name not in feeds]
+    missing = [name for name, p in by_name.items() if name not in feeds and p.default is None]
     if missing:
         raise InputsError(f"{where}: no value for input(s) {', '.join(missing)}")
     extra = [name for name in feeds if name not in by_name]
@@ -987,6 +1411,11 @@ def _conform_feeds(ports: Sequence[_Port], feeds: Feeds, where: str, notes: list
     conformed: Feeds = {}
     for name, value in feeds.items():
         port = by_name[name]
+        if value is None:
+            if not port.optional:
+                raise InputsError(f"{where}: {name!r} is a {port.kind()}; it cannot be absent")
+            conformed[name] = None
+            continue
         if port.sequence != isinstance(value, (list, tuple)):
             expected = "a list of arrays" if port.sequence else "an array"
             raise InputsError(f"{where}: {name!r} is a {port.kind()}; give {expected}")
@@ -1096,8 +1525,19 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         f"(default: all {len(DEFAULT_SCHEDULE)}; -v prints it)",
     )
     group.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
-    group.add_argument("--rtol", type=_tolerance, default=RTOL, help=f"default {RTOL}")
-    group.add_argument("--atol", type=_tolerance, default=ATOL, help=f"default {ATOL}")
+    group.add_argument(
+        "--rtol", type=_tolerance, default=RTOL, help=f"float32/float64 (default {RTOL})"
+    )
+    group.add_argument(
+        "--atol", type=_tolerance, default=ATOL, help=f"float32/float64 (default {ATOL})"
+    )
+    group.add_argument(
+        "--ulps",
+        type=_positive,
+        default=ULPS,
+        metavar="K",
+        help=f"float16, bfloat16, float8: K units in the last place (default {ULPS})",
+    )
     group.add_argument(
         "--dim",
         type=_dim,
@@ -1130,34 +1570,73 @@ def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "rtol": args.rtol,
         "atol": args.atol,
+        "ulps": args.ulps,
         "dims": dict(args.dim),
         "val_ranges": dict(args.val_range),
         "save_inputs": args.save_inputs,
         "save_failing": True,
         "show_schedule": bool(getattr(args, "verbose", False)),
+        "runtime": verify_runtime(getattr(args, "runtime", None)),
     }
 
 
+def verify_runtime(runtime: str | None) -> str:
+    """Where ``--runtime`` runs B: that runtime, or onnxruntime for none and "generic"."""
+    return runtime if runtime in RUNTIMES else "onnxruntime"
+
+
+def joined_values(argv: Sequence[str]) -> list[str]:
+    """``--val-range -1,1`` as ``--val-range=-1,1``: argparse takes a value that
+    starts with '-' (and is no plain negative number) for an option."""
+    joined: list[str] = []
+    pending = False
+    for token in argv:
+        if pending and token.startswith("-"):
+            joined[-1] += f"={token}"
+        else:
+            joined.append(token)
+        pending = token == "--val-range"
+    return joined
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``onnx-verify``: prints as ``onnx-lower --verify`` does, everything on
+    stderr: the table (not with -q on a match), then the verdict."""
+    from lowering import __version__
+
     parser = argparse.ArgumentParser(
         prog="onnx-verify",
-        description="Run two models in onnxruntime on the same inputs and compare every "
-        "output (also: python -m lowering.verify). Exit 0 match, 1 mismatch or B broken "
-        "where A runs, 2 usage or unusable inputs, 3 A itself cannot run.",
+        description="Run two models on the same inputs and compare every output "
+        "(also: python -m lowering.verify). Exit 0 match, 1 mismatch or B broken "
+        "where A runs, 2 usage or unusable inputs, 3 could not compare (A itself cannot "
+        "run, or only on empty inputs).",
     )
-    parser.add_argument("a", metavar="A.onnx", help="the reference")
+    parser.add_argument("a", metavar="A.onnx", help="the reference, run in onnxruntime")
     parser.add_argument("b", metavar="B.onnx", help="the model to check, e.g. a lowering")
     parser.add_argument(
-        "-v", "--verbose", action="store_true", help="print the schedule: every run and its fate"
+        "--runtime",
+        choices=list(RUNTIMES),
+        default="onnxruntime",
+        help="run B in this runtime (default onnxruntime); A runs in onnxruntime",
     )
     add_options(parser)
-    args = parser.parse_args(argv)
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument(
+        "-v", "--verbose", action="store_true", help="print the schedule: every run and its fate"
+    )
+    noise.add_argument("-q", "--quiet", action="store_true", help="print nothing on a match")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    args = parser.parse_args(joined_values(sys.argv[1:] if argv is None else argv))
+    problem = missing_runtime(args.runtime)
+    if problem is not None:
+        parser.error(problem)
     report = compare(args.a, args.b, **compare_kwargs(args))
     if report.status == BAD_INPUTS:
         print(f"{parser.prog}: error: {report.input_error}", file=sys.stderr)
         return report.exit_code
-    print(report.table())
-    print(summary(report, args.a, args.b), file=sys.stderr)
+    if not args.quiet or report.status != MATCH:
+        print(report.table(), file=sys.stderr)
+        print(summary(report, args.a, args.b), file=sys.stderr)
     return report.exit_code
 
 

@@ -555,7 +555,7 @@ def test_a_squeeze_of_every_unit_dim_spells_its_axes_where_they_are_static(x_typ
     assert_same(run(converted, {"x": x}), [np.squeeze(x)])
     if expected is not None:
         pytest.importorskip("tract")
-        from tests.runtime_runners import run_tract
+        from lowering.runners import run_tract
 
         onnx.save(converted, tmp_path / "squeeze.onnx")
         assert_same(run_tract(tmp_path / "squeeze.onnx", [x]), [np.squeeze(x)])

@@ -21,7 +21,7 @@ import pytest
 
 import lowering
 from tests.matrix_models import matches, synthetic_cases, torch_cases
-from tests.runtime_runners import RUNNERS
+from lowering.runners import RUNNERS
 
 CASES = {**torch_cases(), **synthetic_cases()}
 MODULES = {"OpenVINO": "openvino", "tract": "tract", "tinygrad": "tinygrad"}

@@ -22,7 +22,7 @@ import lowering
 from lowering.api import RuntimeName
 from lowering.runtimes import RUNTIMES, rejecting
 from tests.helpers import all_nodes, assert_same, run
-from tests.runtime_runners import compile_openvino
+from lowering.runners import compile_openvino
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.golden import canonical_text
 from tests.helpers import assert_same, lowered, op_types, parse, run
-from tests.runtime_runners import compile_openvino
+from lowering.runners import compile_openvino
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 

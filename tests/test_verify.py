@@ -41,7 +41,7 @@ def _verify(a: onnx.ModelProto, b: onnx.ModelProto, tmp_path, *args: str) -> tup
 def test_every_differential_case_verifies(name, tmp_path, capsys):
     original = parse(CASES[name].text)
     code = _verify(original, lowering.lower(original), tmp_path)
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     if name in ORT_CANNOT_RUN:
         assert code == 3
         assert "could not compare" in out and "onnxruntime cannot load A" in out
@@ -82,7 +82,7 @@ def _mutated_add_to_sub(model: onnx.ModelProto) -> onnx.ModelProto:
 def test_add_changed_to_sub_in_a_body_is_caught(tmp_path, capsys):
     original = parse(ADDS)
     assert _verify(original, _mutated_add_to_sub(lowering.lower(original)), tmp_path) == 1
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     assert "'y'" in err and "values differ" in out
 
 
@@ -93,7 +93,7 @@ def test_dropped_element_is_caught(tmp_path, capsys):
     loop.output[0] = "y_all"
     broken.graph.node.append(onnx.helper.make_node("SequenceErase", ["y_all"], ["y"]))
     assert _verify(original, broken, tmp_path, "--runs", "1") == 1
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     assert "'y'" in err and "3 elements in A, 2 in B" in out
 
 
@@ -116,7 +116,7 @@ def test_changed_output_dtype_is_caught(tmp_path, capsys):
     )
     broken.graph.output[1].type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
     assert _verify(original, broken, tmp_path, "--runs", "1") == 1
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     assert "'total'" in err and "tensor(float) in A but tensor(double) in B" in out
 
 
@@ -129,22 +129,24 @@ def test_swapped_output_order_is_caught(tmp_path, capsys):
     broken.graph.output[1].CopyFrom(second)
     broken.graph.output[2].CopyFrom(first)
     assert _verify(original, broken, tmp_path) == 1
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     assert "'total'" in err and "'count'" in err
     assert "output 1 is 'total' in A but 'count' in B" in out
 
 
 def test_runtime_dtype_difference_is_caught():
     row = verify.Row("y", "tensor(float)")
-    verify._compare_value(row, np.zeros(2, np.float32), np.zeros(2, np.float64), 0, 0, "y")
+    verify._compare_value(
+        row, np.zeros(2, np.float32), np.zeros(2, np.float64), verify.Tolerance(0, 0), "y"
+    )
     assert row.problem == "y: dtype float32 in A, float64 in B"
 
 
 def test_values_within_tolerance_match_and_outside_do_not():
     close, far = verify.Row("y", "t"), verify.Row("y", "t")
     a = np.array([1.0, np.nan, np.inf], np.float32)
-    verify._compare_value(close, a, a + np.float32(1e-7), 1e-4, 1e-5, "y")
-    verify._compare_value(far, a, a + np.float32(1e-2), 1e-4, 1e-5, "y")
+    verify._compare_value(close, a, a + np.float32(1e-7), verify.Tolerance(), "y")
+    verify._compare_value(far, a, a + np.float32(1e-2), verify.Tolerance(), "y")
     assert close.problem is None
     assert far.problem is not None and far.max_abs == pytest.approx(1e-2, rel=1e-3)
 
@@ -152,9 +154,11 @@ def test_values_within_tolerance_match_and_outside_do_not():
 def test_strings_and_bools_compare_exactly():
     row = verify.Row("y", "t")
     words = np.array(["a", "b"], dtype=object)
-    verify._compare_value(row, words, words.copy(), 1, 1, "y")
+    verify._compare_value(row, words, words.copy(), verify.Tolerance(1, 1), "y")
     assert row.problem is None
-    verify._compare_value(row, words, np.array(["a", "c"], dtype=object), 1, 1, "y")
+    verify._compare_value(
+        row, words, np.array(["a", "c"], dtype=object), verify.Tolerance(1, 1), "y"
+    )
     assert row.problem == "y: 1 of 2 values differ"
 
 
@@ -211,7 +215,8 @@ def test_every_dtype_onnxruntime_takes_round_trips(dtype, tmp_path, capsys):
       j = Identity(k)
     }}""")
     assert _verify(model, model, tmp_path) == 0, capsys.readouterr()
-    assert "(10 runs)" in capsys.readouterr().out  # scalars too: every run compared
+    # scalars too: every run compared
+    assert f"({len(verify.DEFAULT_SCHEDULE)} runs)" in capsys.readouterr().err
 
 
 def test_sequences_pair_up_and_shapes_vary_between_elements():
@@ -254,7 +259,7 @@ def test_dim_and_runs_and_seed_options(tmp_path, capsys):
         )
         == 0
     )
-    assert "(5 runs)" in capsys.readouterr().out
+    assert "(5 runs)" in capsys.readouterr().err
     with pytest.raises(SystemExit) as bad:
         verify.main([str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx"), "--dim", "N"])
     assert bad.value.code == 2
@@ -270,14 +275,16 @@ def test_inputs_from_npz_with_sequences(tmp_path, capsys):
     assert (
         _verify(model, lowering.lower(model), tmp_path, "--inputs", str(tmp_path / "in.npz")) == 0
     )
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "(1 run)" in out and "  2  " in out  # two elements compared
+    # Empty sequences alone show nothing: not "matches", but "could not compare".
     empty = {"s0[]": np.zeros(0), "s1[]": np.zeros(0), "t": arrays["t"], "u": arrays["u"]}
     np.savez(tmp_path / "empty.npz", **empty)
     assert (
         _verify(model, lowering.lower(model), tmp_path, "--inputs", str(tmp_path / "empty.npz"))
-        == 0
+        == 3
     )
+    assert "only runs with empty inputs" in capsys.readouterr().err
     np.savez(tmp_path / "partial.npz", t=arrays["t"])
     assert _verify(model, model, tmp_path, "--inputs", str(tmp_path / "partial.npz")) == 2
     assert "no value for input(s) s0, s1, u" in capsys.readouterr().err
@@ -456,7 +463,7 @@ def _original_for(name: str) -> onnx.ModelProto:
 @pytest.mark.parametrize("name", list(MUTANTS))
 def test_every_mutant_is_caught_with_the_default_options(name, tmp_path, capsys):
     code = _verify(_original_for(name), MUTANTS[name](), tmp_path)
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     assert code == 1, out
     assert "MISMATCH" in out and "does not match" in err
 
@@ -533,7 +540,7 @@ def test_no_false_alarm(name, tmp_path, capsys, _temporary_folder):
     text, rewrite = FALSE_ALARMS[name]
     original = parse(text)
     code = _verify(original, rewrite(original), tmp_path)
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     assert code == 0, out
     assert "matches" in err and "MISMATCH" not in out
     assert list(_temporary_folder.iterdir()) == []  # nothing saved when nothing fails
@@ -542,8 +549,9 @@ def test_no_false_alarm(name, tmp_path, capsys, _temporary_folder):
 def test_a_run_the_original_fails_is_skipped_with_a_note(tmp_path, capsys):
     original = parse(MAP_THEN_CONCAT)
     assert _verify(original, lowering.lower(original), tmp_path) == 0
-    out = capsys.readouterr().out
-    assert "(9 of 10 runs compared)" in out
+    out = capsys.readouterr().err
+    total = len(verify.DEFAULT_SCHEDULE)
+    assert f"({total - 1} of {total} runs compared)" in out
     assert "run 1 (length 0" in out and "skipped: onnxruntime cannot run A" in out
     assert "ConcatFromSequence" in out and "but B runs (not counted)" in out
 
@@ -551,7 +559,7 @@ def test_a_run_the_original_fails_is_skipped_with_a_note(tmp_path, capsys):
 def test_a_declaration_wrong_in_both_is_a_note(tmp_path, capsys):
     original = parse(WRONG_IN_BOTH)
     assert _verify(original, lowering.lower(original), tmp_path) == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "note: A's own output 'z' breaks its declaration" in out
     assert "float[N] but produced a tensor of shape" in out
 
@@ -559,7 +567,7 @@ def test_a_declaration_wrong_in_both_is_a_note(tmp_path, capsys):
 def test_nan_in_both_really_has_nans():
     original = parse(NAN_IN_BOTH)
     report = verify.compare(original, lowering.lower(original), save_failing=False)
-    assert report.status == verify.MATCH and report.runs == 10
+    assert report.status == verify.MATCH and report.runs == len(verify.DEFAULT_SCHEDULE)
 
 
 # Exit codes: a mismatch always wins; 3 only when the original cannot run.
@@ -571,7 +579,7 @@ def test_a_mismatch_is_not_masked_by_a_run_the_original_fails(tmp_path, capsys):
     body = next(n for n in broken.graph.node if n.op_type == "Loop").attribute[0].g
     next(n for n in body.node if n.op_type == "Neg").op_type = "Identity"
     assert _verify(original, broken, tmp_path) == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     # The empty run fails in both (ConcatFromSequence of nothing): not compared.
     assert "MISMATCH" in out and "not compared: both fail: onnxruntime cannot run A" in out
 
@@ -582,7 +590,7 @@ def test_a_lowered_model_onnxruntime_cannot_load_is_a_mismatch(tmp_path, capsys)
     length = next(n for n in broken.graph.node if n.op_type == "SequenceLength")
     length.input[0] = "y"  # the Loop's own output: a cycle
     assert _verify(original, broken, tmp_path) == 1
-    out, err = capsys.readouterr()
+    out = err = capsys.readouterr().err
     assert "onnxruntime cannot load B" in out
     assert "where A runs" in out and "does not match" in err
 
@@ -605,7 +613,7 @@ def test_a_lowered_model_that_fails_where_the_original_runs_is_a_mismatch(tmp_pa
     del broken.graph.node[:]
     broken.graph.node.extend([*first, *nodes])
     assert _verify(original, broken, tmp_path, "--runs", "2") == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "run 1: onnxruntime cannot run B" in out and "where A runs" in out
 
 
@@ -615,7 +623,7 @@ def test_exit_3_only_when_the_original_runs_on_no_input(tmp_path, capsys):
     code = _verify(
         original, lowering.lower(original), tmp_path, "--inputs", str(tmp_path / "empty.npz")
     )
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert code == 3
     assert "A fails on every input set" in out and "skipped: onnxruntime cannot run A" in out
 
@@ -624,17 +632,17 @@ def test_an_unreadable_lowered_model_is_a_mismatch(tmp_path, capsys):
     onnx.save(parse(MAP), tmp_path / "a.onnx")
     (tmp_path / "b.onnx").write_bytes(b"not a model")
     assert verify.main([str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")]) == 1
-    assert "cannot read B" in capsys.readouterr().out
+    assert "cannot read B" in capsys.readouterr().err
 
 
 def test_an_unreadable_original_exits_3(tmp_path, capsys):
     (tmp_path / "a.onnx").write_bytes(b"not a model")
     onnx.save(parse(MAP), tmp_path / "b.onnx")
     assert verify.main([str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")]) == 3
-    assert "cannot read A" in capsys.readouterr().out
+    assert "cannot read A" in capsys.readouterr().err
 
 
 def test_different_inputs_are_a_mismatch(tmp_path, capsys):
     other = parse(MAP.replace(" t)", " u)").replace("float[N] t", "float[N] u"))
     assert _verify(parse(MAP), other, tmp_path) == 1
-    assert "the models take different inputs" in capsys.readouterr().out
+    assert "the models take different inputs" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""Run one ONNX model in one real runtime: the runners of the runtime matrix.
+"""Run one ONNX model in one real runtime: the runners of ``--verify --runtime``
+and of the runtime matrix (scripts/runtime_matrix.py).
 
 Each runner takes a model file and the graph's inputs in order and returns
 the graph's outputs in order as numpy arrays, or raises the runtime's own
@@ -8,7 +9,7 @@ only when called.
 
 Some runtimes crash the process on models they cannot handle (MNN's
 converter segfaults on some graphs), so :func:`run_isolated` runs a runner in
-a child process (:func:`run_many`: ``python -m tests.runtime_runners RUNTIME
+a child process (:func:`run_many`: ``python -m lowering.runners RUNTIME
 JOB...``), and turns a crash into an error. :func:`short_error` shortens a runtime's error
 to the part that says what went wrong, for a table cell.
 
@@ -348,7 +349,7 @@ def run_many(
         }
         while len(results) < len(folders):
             pending = folders[len(results) :]
-            command = [sys.executable, "-m", "tests.runtime_runners", runtime]
+            command = [sys.executable, "-m", "lowering.runners", runtime]
             try:
                 subprocess.run(
                     [*command, *map(str, pending)],
