@@ -42,8 +42,8 @@ import onnx
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import lowering
-from tests.matrix_models import Case, matches, synthetic_cases, torch_cases
 from lowering.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
+from tests.matrix_models import Case, matches, synthetic_cases, torch_cases
 
 #: Column -> the name ``lowering.lower(model, runtime=...)`` takes for it.
 RUNTIME_OPTION = {

@@ -14,9 +14,9 @@ import onnx
 import pytest
 
 import lowering
+from lowering.runners import run_openvino, run_tract
 from tests.helpers import all_nodes, assert_same, op_types, run
 from tests.matrix_models import synthetic_cases
-from lowering.runners import run_openvino, run_tract
 
 openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
 tract = pytest.importorskip("tract", reason="tract is not installable here")

@@ -20,8 +20,8 @@ import onnx
 import pytest
 
 import lowering
-from tests.matrix_models import matches, synthetic_cases, torch_cases
 from lowering.runners import RUNNERS
+from tests.matrix_models import matches, synthetic_cases, torch_cases
 
 CASES = {**torch_cases(), **synthetic_cases()}
 MODULES = {"OpenVINO": "openvino", "tract": "tract", "tinygrad": "tinygrad"}

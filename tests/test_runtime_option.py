@@ -20,9 +20,9 @@ import pytest
 
 import lowering
 from lowering.api import RuntimeName
+from lowering.runners import compile_openvino
 from lowering.runtimes import RUNTIMES, rejecting
 from tests.helpers import all_nodes, assert_same, run
-from lowering.runners import compile_openvino
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 

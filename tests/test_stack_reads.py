@@ -15,9 +15,9 @@ import numpy as np
 import onnx
 import pytest
 
+from lowering.runners import compile_openvino
 from tests.golden import canonical_text
 from tests.helpers import assert_same, lowered, op_types, parse, run
-from lowering.runners import compile_openvino
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 
