@@ -37,10 +37,11 @@ it inlines into them. It folds a closed list of ops, on proven facts only:
 A constant is an initializer that is not also a graph input (a caller can
 override those), a ``Constant`` node, or what this fold made. A copy's
 values lose their declared shapes when unrolled (elements may differ), so
-each copy node left unfolded gets the shapes that ONNX's own per-node shape
-inference proves from its inputs, which lets ``Shape``/``Size`` further
-down fold too. onnxscript's whole-model optimizer stays behind
-``--optimize``.
+each copy node left unfolded gets the types and shapes that
+:mod:`lowering.node_inference` proves from its inputs (ONNX's per-node
+inference, shapes only for the ops where it agrees with onnxruntime), which
+lets ``Shape``/``Size`` further down fold too. onnxscript's whole-model
+optimizer stays behind ``--optimize``.
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ import collections
 from collections.abc import Callable
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from lowering.constants import constant_array
 from lowering.naming import fresh
+from lowering.node_inference import infer_outputs, operand
 from lowering.nodes import new_node
 from lowering.scopes import GraphLike, is_onnx_op
 from lowering.static_values import INTEGER_TYPES
@@ -333,59 +334,17 @@ def _inline_if(
 
 
 def _infer_shapes(node: ir.Node, opset: int) -> None:
-    """Give ``node``'s unshaped outputs the shapes ONNX's shape inference proves."""
+    """Give ``node``'s untyped, unshaped outputs what :mod:`lowering.node_inference` proves."""
     if node.domain not in ("", "ai.onnx") or all(v.shape is not None for v in node.outputs):
         return
-    if any(
-        isinstance(a, ir.Attr) and (a.is_ref() or a.type in _GRAPH_ATTRIBUTES)
-        for a in node.attributes.values()
-    ):
+    if any(v is not None and v.type is None for v in node.inputs):
         return
-    input_types: dict[str, onnx.TypeProto] = {}
-    input_data: dict[str, onnx.TensorProto] = {}
-    names = []
-    for index, value in enumerate(node.inputs):
-        if value is None:
-            names.append("")
-            continue
-        if value.type is None:
-            return
-        name = f"input_{index}"
-        names.append(name)
-        type_proto = ir.serde.serialize_type(value.type)
-        if value.shape is not None:
-            ir.serde.serialize_shape_into(type_proto, value.shape)
-        input_types[name] = type_proto
-        array = _small_constant(value)
-        if array is not None and array.dtype != object:
-            input_data[name] = onnx.numpy_helper.from_array(array, name)
-    proto = ir.serde.serialize_node(node)
-    del proto.input[:]
-    proto.input.extend(names)
-    del proto.output[:]
-    proto.output.extend(f"output_{k}" for k in range(len(node.outputs)))
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, "")
-        inferred = onnx.shape_inference.infer_node_outputs(schema, proto, input_types, input_data)
-    except (
-        onnx.defs.SchemaError,
-        onnx.shape_inference.InferenceError,
-        onnx.checker.ValidationError,  # inputs whose types the schema refuses
-        ValueError,
-        TypeError,
-    ):
-        return  # nothing proven: the shapes stay unknown
-    for k, output in enumerate(node.outputs):
-        proven = inferred.get(f"output_{k}")
-        if proven is None or proven.WhichOneof("value") != "tensor_type":
-            continue
-        if output.type is None:
-            output.type = ir.serde.deserialize_type_proto_for_type(proven)
-        if output.shape is None and proven.tensor_type.HasField("shape"):
-            output.shape = ir.serde.deserialize_type_proto_for_shape(proven)
-
-
-_GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+    operands = [operand(v, _small_constant(v)) for v in node.inputs]
+    for output, proven in zip(node.outputs, infer_outputs(node, operands, opset), strict=True):
+        if output.type is None and proven.dtype is not None:
+            output.type = ir.TensorType(proven.dtype)
+        if output.shape is None and proven.shape is not None:
+            output.shape = ir.Shape(proven.shape)
 
 
 def _remove_dead(

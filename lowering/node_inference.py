@@ -1,0 +1,231 @@
+"""What ONNX's per-node inference proves about a node's outputs, and what it only claims.
+
+``onnx.shape_inference.infer_node_outputs`` gives the types and shapes of
+one node's outputs from its inputs' types, shapes and constant values. Its
+dtypes follow from the op's type constraints: they are sound. Its shapes
+are a second implementation of each op, and for some ops (ONNX 1.23) they
+are not the runtime's. MaxPool with ``ceil_mode = 1`` and an end pad::
+
+    x: float[1,1,4], kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1
+
+    index        0   1   2   3 | 4 (pad)
+    window 0    [0   1]        |
+    window 1            [2   3]|
+    window 2                   |[4   5]   starts in the end pad
+
+    ONNX:         ceil((4 + 1 - 2) / 2) + 1 = 3  ->  float[1,1,3]
+    onnxruntime:  window 2 dropped, as the spec says  ->  float[1,1,2]
+
+A fold of ``Shape(MaxPool(x))`` on ONNX's answer is a wrong constant. So a
+shape is taken only from the ops in TRUSTED_SHAPE_OPS, each checked against
+onnxruntime on edge attributes and inputs (tests/test_trusted_shapes.py),
+and not in the cases of them _doubted() names. Every other output gets its
+dtype and no shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+Dim = int | str | None  # a known size, a symbolic dim, or unknown
+
+
+class Operand(NamedTuple):
+    """What is known of one input: its dtype, shape and value (each None if not known).
+
+    ``shape`` is None when the rank is unknown; in it, a str is a symbolic
+    dim (equal to every other dim of that name), None an unknown dim.
+    ``type`` is for inputs that are not tensors (sequences, optionals): their
+    type, used in place of ``dtype`` and ``shape``.
+    """
+
+    dtype: ir.DataType | None
+    shape: Sequence[Dim] | None
+    value: np.ndarray | None = None
+    type: ir.TypeProtocol | None = None
+
+
+class Inferred(NamedTuple):
+    """What is proven of one output (None where nothing is)."""
+
+    dtype: ir.DataType | None
+    shape: tuple[Dim, ...] | None
+
+    @property
+    def dims(self) -> tuple[int | None, ...] | None:
+        """The shape with symbolic dims as unknown (None)."""
+        if self.shape is None:
+            return None
+        return tuple(d if isinstance(d, int) else None for d in self.shape)
+
+
+# Ops whose inferred shapes match onnxruntime's on the edge cases of
+# tests/test_trusted_shapes.py at opsets 11 to 21, save the cases _doubted()
+# names. Left out for ONNX's shapes seen to differ from onnxruntime's:
+# MaxPool, AveragePool, LpPool (ceil_mode = 1, above), ConvTranspose
+# (auto_pad SAME with output_padding: one too many), Resize (scales: the
+# floor of a float product, 5 x 1.4 -> 6 to ONNX, 7 to onnxruntime), Einsum
+# (batch dims of size 1 do not broadcast), NonZero (of a scalar: [0, ?] to
+# ONNX, [1, 1] to onnxruntime). Left out as not checked: every other op,
+# Conv among them.
+_ELEMENTWISE = [
+    # unary, output shaped like the input
+    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot", "Ceil", "Celu",
+    "Cos", "Cosh", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
+    "Identity", "IsInf", "IsNaN", "LeakyRelu", "Log", "Mish", "Neg", "Not", "Reciprocal",
+    "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus",
+    "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Cast", "CastLike", "Clip",
+    "Softmax", "LogSoftmax", "Hardmax", "CumSum", "Trilu", "LpNormalization", "LRN",
+    # multidirectional broadcasting
+    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
+    "BitwiseXor", "And", "Or", "Xor", "Equal", "Less", "LessOrEqual", "Greater",
+    "GreaterOrEqual", "Max", "Min", "Mean", "Sum", "Where", "PRelu",
+]  # fmt: skip
+_REDUCTIONS = [
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+    "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare", "ArgMax", "ArgMin",
+]  # fmt: skip
+_SHAPING = [
+    "Shape", "Size", "Concat", "Gather", "GatherElements", "Slice", "Reshape", "Squeeze",
+    "Unsqueeze", "Transpose", "Expand", "ConstantOfShape", "Range", "Constant", "Flatten",
+    "Tile", "Split", "TopK", "OneHot", "Pad", "DepthToSpace", "SpaceToDepth",
+]  # fmt: skip
+_OTHERS = [
+    "MatMul", "Gemm", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+    "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "Dropout",
+]  # fmt: skip
+TRUSTED_SHAPE_OPS: frozenset[str] = frozenset(_ELEMENTWISE + _REDUCTIONS + _SHAPING + _OTHERS)
+
+_GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+
+
+def operand(value: ir.Value | None, constant: np.ndarray | None = None) -> Operand | None:
+    """What ``value``'s type and shape tell, with ``constant`` its value if known
+    (None: the input is absent)."""
+    if value is None:
+        return None
+    if value.type is not None and not isinstance(value.type, ir.TensorType):
+        return Operand(None, None, None, value.type)
+    dtype = value.dtype if value.type is not None else None
+    shape = None
+    if value.shape is not None:
+        shape = [d if isinstance(d, int) else d.value for d in value.shape]
+    return Operand(dtype, shape, constant)
+
+
+def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int) -> list[Inferred]:
+    """Per output of ``node``, its dtype and, for TRUSTED_SHAPE_OPS, its shape.
+
+    ``operands[k]`` is what is known of input k (None: the input is absent).
+    The node is read for its op type and attributes only; ``opset`` is the
+    default domain's version. Nothing proven is (None, None).
+    """
+    unknown = [Inferred(None, None)] * len(node.outputs)
+    if node.domain not in ("", "ai.onnx"):
+        return unknown
+    if any(
+        not isinstance(a, ir.Attr) or a.is_ref() or a.type in _GRAPH_ATTRIBUTES
+        for a in node.attributes.values()
+    ):
+        return unknown
+    types: dict[str, onnx.TypeProto] = {}
+    data: dict[str, onnx.TensorProto] = {}
+    names: list[str] = []
+    symbols: set[str] = set()
+    for k, known in enumerate(operands):
+        if known is None:
+            names.append("")
+            continue
+        name = f"input_{k}"
+        names.append(name)
+        if known.type is not None:
+            types[name] = ir.serde.serialize_type(known.type)
+            continue
+        if known.dtype is None:
+            continue
+        shape = None if known.shape is None else list(known.shape)
+        types[name] = onnx.helper.make_tensor_type_proto(known.dtype.value, shape)
+        symbols.update(d for d in shape or () if isinstance(d, str))
+        if known.value is not None and known.value.dtype != object:
+            data[name] = onnx.numpy_helper.from_array(known.value, name)
+    proto = onnx.NodeProto(
+        op_type=node.op_type,
+        input=names,
+        output=[f"output_{k}" for k in range(len(node.outputs))],
+    )
+    try:
+        proto.attribute.extend(ir.serde.serialize_attribute(a) for a in node.attributes.values())
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+        inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
+    except Exception:  # noqa: BLE001 -- a schema error, inputs the schema refuses: nothing proven
+        return unknown
+    trusted = node.op_type in TRUSTED_SHAPE_OPS and not _doubted(node, operands)
+    return [
+        _output(inferred.get(f"output_{k}"), trusted, symbols) for k in range(len(node.outputs))
+    ]
+
+
+def _output(type_proto: onnx.TypeProto | None, trusted: bool, symbols: set[str]) -> Inferred:
+    if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
+        return Inferred(None, None)
+    tensor = type_proto.tensor_type
+    try:
+        dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
+    except ValueError:  # a type onnx_ir does not know
+        dtype = None
+    if not trusted or not tensor.HasField("shape"):
+        return Inferred(dtype, None)
+    dims = tuple(_dim(d, symbols) for d in tensor.shape.dim)
+    if any(isinstance(d, int) and d < 0 for d in dims):
+        return Inferred(dtype, None)  # an invalid node (onnxruntime refuses it)
+    return Inferred(dtype, dims)
+
+
+def _dim(dim: onnx.TensorShapeProto.Dimension, symbols: set[str]) -> Dim:
+    if dim.HasField("dim_value"):
+        return dim.dim_value
+    if dim.HasField("dim_param") and dim.dim_param in symbols:
+        return dim.dim_param  # a name of the inputs: the same size
+    return None
+
+
+def _doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
+    """The cases of trusted ops where ONNX's shapes and onnxruntime's still differ."""
+    values = [None if o is None else o.value for o in operands]
+    if node.op_type == "Range":
+        # ONNX counts ceil((limit - start) / delta) in double after subtracting
+        # in the element type; onnxruntime counts floats in their own type:
+        # Range(-0.17, -10.17, -1.0) is 10 elements to ONNX, 11 to onnxruntime.
+        if len(values) != 3 or any(v is None or v.size != 1 for v in values):
+            return False  # no constant bounds: ONNX claims the rank only
+        start, limit = values[0], values[1]
+        assert start is not None and limit is not None  # (for mypy)
+        if not np.issubdtype(start.dtype, np.integer):
+            return True
+        span = int(limit.reshape(())) - int(start.reshape(()))
+        info = np.iinfo(start.dtype)
+        return not (info.min <= span <= info.max and abs(span) < 2**31)
+    if node.op_type == "Slice":
+        # onnxruntime reads an end of the type's maximum with a negative step
+        # as "to the first element"; the spec clamps it to the last (empty).
+        ends = values[2] if len(values) > 2 else None
+        steps = values[4] if len(values) > 4 else None
+        if ends is None or steps is None:
+            return False  # all steps 1, or steps unknown: ONNX claims no sliced dim
+        if not np.issubdtype(ends.dtype, np.integer) or ends.size != steps.size:
+            return True
+        top = np.iinfo(ends.dtype).max
+        return bool(np.any((ends.reshape(-1) == top) & (steps.reshape(-1) < 0)))
+    if node.op_type == "Squeeze":
+        # Empty axes: ONNX squeezes nothing, onnxruntime every dim of size 1.
+        axes = node.attributes.get("axes")
+        if axes is not None and len(axes.as_ints()) == 0:
+            return True
+        given = values[1] if len(values) > 1 else None
+        return given is not None and given.size == 0
+    return False
