@@ -152,7 +152,10 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
                         hide the tensor          optimize          put the tensor back
 
     Subgraphs cannot have graph inputs that are initializers, so only the
-    main graph needs it.
+    main graph needs it. The optimizer's own ONNX shape inference is off: it
+    would fold Shape from shapes ONNX gets wrong (MaxPool with ceil_mode:
+    inferred [1,1,3], computed [1,1,2]); it folds from the shapes the passes
+    proved (:mod:`lowering.node_inference`).
     """
     import onnxscript.optimizer  # heavy to import; only when asked for
 
@@ -163,7 +166,7 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
     for value, _ in overridable:
         value.const_value = None  # the optimizer folds any value with a const_value
     try:
-        onnxscript.optimizer.optimize(model)
+        onnxscript.optimizer.optimize(model, onnx_shape_inference=False)
     finally:
         for value, tensor in overridable:
             value.const_value = tensor

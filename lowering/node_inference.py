@@ -19,7 +19,7 @@ are not the runtime's. MaxPool with ``ceil_mode = 1`` and an end pad::
 A fold of ``Shape(MaxPool(x))`` on ONNX's answer is a wrong constant. So a
 shape is taken only from the ops in TRUSTED_SHAPE_OPS, each checked against
 onnxruntime on edge attributes and inputs (tests/test_trusted_shapes.py),
-and not in the cases of them _doubted() names. Every other output gets its
+and not in the cases of them doubted() names. Every other output gets its
 dtype and no shape.
 """
 
@@ -65,7 +65,7 @@ class Inferred(NamedTuple):
 
 
 # Ops whose inferred shapes match onnxruntime's on the edge cases of
-# tests/test_trusted_shapes.py at opsets 11 to 21, save the cases _doubted()
+# tests/test_trusted_shapes.py at opsets 11 to 21, save the cases doubted()
 # names. Left out for ONNX's shapes seen to differ from onnxruntime's:
 # MaxPool, AveragePool, LpPool (ceil_mode = 1, above), ConvTranspose
 # (auto_pad SAME with output_padding: one too many), Resize (scales: the
@@ -100,6 +100,11 @@ _OTHERS = [
     "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "Dropout",
 ]  # fmt: skip
 TRUSTED_SHAPE_OPS: frozenset[str] = frozenset(_ELEMENTWISE + _REDUCTIONS + _SHAPING + _OTHERS)
+
+#: Ops whose ONNX-inferred shapes were seen to differ from onnxruntime's (above).
+SHAPES_SEEN_WRONG: frozenset[str] = frozenset(
+    ["MaxPool", "AveragePool", "LpPool", "ConvTranspose", "Resize", "Einsum", "NonZero"]
+)
 
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
@@ -164,7 +169,7 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
         inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
     except Exception:  # noqa: BLE001 -- a schema error, inputs the schema refuses: nothing proven
         return unknown
-    trusted = node.op_type in TRUSTED_SHAPE_OPS and not _doubted(node, operands)
+    trusted = node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands)
     return [
         _output(inferred.get(f"output_{k}"), trusted, symbols) for k in range(len(node.outputs))
     ]
@@ -194,7 +199,32 @@ def _dim(dim: onnx.TensorShapeProto.Dimension, symbols: set[str]) -> Dim:
     return None
 
 
-def _doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
+def seen_wrong(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
+    """Whether ONNX's inferred shapes of ``node`` may be wrong: an op of
+    :data:`SHAPES_SEEN_WRONG` (save an Einsum whose every letter has one known
+    size in all operands: only a size-1 dim that broadcasts is misread), or a
+    :func:`doubted` case of a trusted op."""
+    if node.op_type == "Einsum":
+        return not _einsum_sizes_agree(node, operands)
+    return node.op_type in SHAPES_SEEN_WRONG or doubted(node, operands)
+
+
+def _einsum_sizes_agree(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
+    equation = node.attributes.get_string("equation", "").replace(" ", "")
+    terms = equation.partition("->")[0].split(",")
+    if "..." in equation or len(terms) != len(operands):
+        return False
+    sizes: dict[str, int] = {}
+    for term, known in zip(terms, operands, strict=True):
+        if known is None or known.shape is None or len(known.shape) != len(term):
+            return False
+        for letter, size in zip(term, known.shape, strict=True):
+            if not isinstance(size, int) or sizes.setdefault(letter, size) != size:
+                return False
+    return True
+
+
+def doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     """The cases of trusted ops where ONNX's shapes and onnxruntime's still differ."""
     values = [None if o is None else o.value for o in operands]
     if node.op_type == "Range":

@@ -25,6 +25,15 @@ function that calls them, directly or not, are inferred callers first::
 
 Call sites that disagree leave the function untyped (the lowering then asks
 for declared types).
+
+Inferred shapes are not all proven (:mod:`lowering.node_inference`): the
+shape of every output of an op whose inference was seen to differ from
+onnxruntime's (MaxPool with ``ceil_mode``, ...), or of a doubted case of a
+trusted op, and of everything computed from it, is dropped from the copy
+(its dtype stays)::
+
+    m = MaxPool<ceil_mode = 1>(e)    inferred [1,1,3], computed [1,1,2]   ->  shape dropped
+    r = Relu(m)                      inferred from m's                    ->  shape dropped
 """
 
 from __future__ import annotations
@@ -36,7 +45,9 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
-from lowering.walk import GraphLike, graphs_within, nodes_within
+from lowering.constants import constant_array
+from lowering.node_inference import operand, seen_wrong
+from lowering.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +114,9 @@ class TypeOracle:
         except Exception as error:  # noqa: BLE001 -- ONNX raises many kinds; best effort
             logger.warning("Shape inference failed for function %r: %s", function.name, error)
             return
-        self._pair(function, ir.serde.deserialize_model(inferred).graph)
+        graph = ir.serde.deserialize_model(inferred).graph
+        forget_unproven_shapes(graph)
+        self._pair(function, graph)
 
     def _call_site_types(
         self, model: ir.Model, function: ir.Function
@@ -284,4 +297,28 @@ def _infer_model(model: ir.Model) -> ir.Model | None:
     except Exception as error:  # noqa: BLE001 -- ONNX raises many kinds; best effort
         logger.warning("Shape inference failed, using declared types only: %s", error)
         return None
-    return ir.serde.deserialize_model(inferred)
+    twin = ir.serde.deserialize_model(inferred)
+    forget_unproven_shapes(twin.graph)
+    return twin
+
+
+def forget_unproven_shapes(graph: ir.Graph, tainted: set[ir.Value] | None = None) -> set[ir.Value]:
+    """Drop, in an inferred copy, the shapes ONNX inference got from an op whose
+    shapes it may get wrong (:func:`lowering.node_inference.seen_wrong`), and
+    every shape computed from one, through subgraphs too. Returns the values
+    whose shapes were dropped."""
+    tainted = set() if tainted is None else tainted
+    for node in graph:
+        wrong = any(v is not None and v in tainted for v in node.inputs)
+        for sub in subgraphs(node):
+            if wrong:
+                tainted.update(sub.inputs)
+            forget_unproven_shapes(sub, tainted)
+            wrong = wrong or any(v in tainted for v in sub.outputs)
+        if node.domain in ("", "ai.onnx") and not wrong:
+            wrong = seen_wrong(node, [operand(v, constant_array(v)) for v in node.inputs])
+        if wrong:
+            tainted.update(node.outputs)
+    for value in tainted:
+        value.shape = None
+    return tainted

@@ -167,7 +167,8 @@ def main() -> None:
     print(
         f"{platform.machine()}, Python {platform.python_version()}, "
         + ", ".join(found[r] for r in runtimes)
-        + f", lowering {lowering.__version__}\n"
+        + f", lowering {lowering.__version__}; every runtime in float32 on one thread "
+        "(lowering/runners.py), so no cell depends on the CPU\n"
     )
     print(markdown(table, runtimes))
     failures = default_failures(table, cases)

@@ -863,20 +863,7 @@ def _oracle(a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
     return results
 
 
-@pytest.mark.parametrize(
-    "optimize",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="lowering.api runs onnxscript's optimizer with its own ONNX shape "
-                "inference (onnx_shape_inference=True), which folds Shape(MaxPool) to [1, 1, 3]",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("optimize", [False, True])
 def test_shape_of_a_ceil_mode_max_pool_is_not_folded_wrong(optimize):
     model = parse(MAXPOOL_MAP)
     rng = np.random.default_rng(0)

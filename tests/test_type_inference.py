@@ -50,3 +50,54 @@ def test_elements_read_at_different_positions_do_not_share_an_invented_dim(strat
     result = lowering.lower(model, strategy=strategy, max_unroll=0)
     onnx.checker.check_model(result, full_check=True)
     assert_same(run(result, feeds), expected)
+
+
+# MaxPool with ceil_mode and an end pad: ONNX infers [1,1,3], onnxruntime computes [1,1,2].
+CEIL_POOL = """<ir_version: 8, opset_import: ["" : 18]>
+g (seq(float[1,1,4]) x) => (seq(float[1,1,4]) y, seq(float[1,1,4]) z) {
+  y = SequenceMap <body = body (float[1,1,4] e) => (c) {
+    m = MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1> (e)
+    r = Relu(m)
+    s = Shape(r)
+    k = Constant <value = int64[3] {1, 1, 4}> ()
+    u = Neg(e)
+    c = Expand(u, k)
+  }> (x)
+  z = SequenceMap <body = other (float[1,1,4] e2) => (c2) { c2 = Abs(e2) }> (x)
+}"""
+
+
+def test_shapes_from_an_op_onnx_infers_wrong_are_dropped_with_all_computed_from_them():
+    model = ir.serde.deserialize_model(parse(CEIL_POOL))
+    oracle = TypeOracle(model)
+    mapped = model.graph.node(0)
+    twin = oracle.twin(mapped, model.graph)
+    assert twin is not None
+    body = twin.attributes["body"].as_graph()
+    shapes = {node.op_type: node.outputs[0].shape for node in body}
+    assert shapes["MaxPool"] is None and shapes["Relu"] is None and shapes["Shape"] is None
+    assert shapes["Neg"] == ir.Shape([1, 1, 4])  # not computed from the pool: kept
+    assert list(shapes["Expand"]) == [1, 1, 4]
+    # ONNX's inference itself still claims the wrong shape: the mechanism is what drops it.
+    inferred = onnx.shape_inference.infer_shapes(parse(CEIL_POOL))
+    claimed = {
+        vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        for vi in inferred.graph.node[0].attribute[0].g.value_info
+    }
+    assert claimed["m"] == [1, 1, 3]
+
+
+@pytest.mark.parametrize(
+    ("shapes", "wrong"),
+    [
+        (([4, 2, 3], [4, 3, 5]), False),  # every letter one size: ONNX is right
+        (([1, 2, 3], [4, 3, 5]), True),  # b of size 1 broadcasts: ONNX infers [1, 2, 5]
+        (([None, 2, 3], [4, 3, 5]), True),  # unknown: not proven
+    ],
+)
+def test_an_einsum_is_only_trusted_where_its_letters_agree(shapes, wrong):
+    from lowering.node_inference import Operand, seen_wrong
+
+    node = ir.Node("", "Einsum", [], [ir.AttrString("equation", "bij,bjk->bik")])
+    operands = [Operand(ir.DataType.FLOAT, shape) for shape in shapes]
+    assert seen_wrong(node, operands) is wrong

@@ -67,7 +67,6 @@ from collections.abc import Callable
 from typing import cast
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from lowering.axes import axes_as_input
@@ -83,6 +82,7 @@ from lowering.maps.plan import (
 from lowering.maps.scan_outputs import concat_kind, count_of, read_stack, read_stack_in_readers
 from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.naming import fresh
+from lowering.node_inference import Operand, infer_outputs
 from lowering.nodes import attribute, new_node
 from lowering.scopes import is_onnx_op
 from lowering.shapes import slice_length
@@ -687,41 +687,15 @@ def _detach(node: ir.Node) -> None:
 
 
 def _infer_outputs(node: ir.Node, args, opset: int) -> list[tuple[ir.DataType | None, Dims | None]]:
-    """Dtypes and shapes of an invariant node's outputs, from ONNX's inference of the
-    node alone (a ConstantOfShape's shape is its input's value, for example)."""
-    unknown: list[tuple[ir.DataType | None, Dims | None]] = [(None, None)] * len(node.outputs)
-    proto = onnx.NodeProto(
-        op_type=node.op_type,
-        input=["" if a is None else f"i{k}" for k, a in enumerate(args)],
-        output=[f"o{k}" for k in range(len(node.outputs))],
-    )
-    types, data = {}, {}
-    for k, info in enumerate(args):
-        if info is None or info.dtype is None or info.shape is None:
-            continue
-        types[f"i{k}"] = onnx.helper.make_tensor_type_proto(info.dtype.value, list(info.shape))
-        array = constant_array(info.value)
-        if array is not None:
-            data[f"i{k}"] = onnx.numpy_helper.from_array(array, f"i{k}")
-    try:
-        proto.attribute.extend(ir.serde.serialize_attribute(a) for a in node.attributes.values())
-        schema = onnx.defs.get_schema(node.op_type, opset, "")
-        outputs = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
-    except Exception:  # noqa: BLE001 -- inference is a best effort here
-        return unknown
-    found: list[tuple[ir.DataType | None, Dims | None]] = []
-    for k in range(len(node.outputs)):
-        type_proto = outputs.get(f"o{k}")
-        if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
-            found.append((None, None))
-            continue
-        tensor = type_proto.tensor_type
-        dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
-        dims = None
-        if tensor.HasField("shape"):
-            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
-        found.append((dtype, dims))
-    return found
+    """Dtypes and proven shapes of an invariant node's outputs (a ConstantOfShape's
+    shape is its input's value, for example): :mod:`lowering.node_inference`."""
+    operands = [
+        None
+        if a is None
+        else Operand(a.dtype, a.shape, None if a.batched else constant_array(a.value))
+        for a in args
+    ]
+    return [(o.dtype, o.dims) for o in infer_outputs(node, operands, opset)]
 
 
 def _dims(shape) -> Dims | None:
