@@ -458,12 +458,12 @@ def compare(
     synthesized by the schedule (all of it when None) from ``a``'s input
     types. ``save_inputs`` writes every run's inputs there; ``save_failing``
     writes the first failing run's inputs to a fresh temporary file.
-    ``runtime`` (one of :data:`RUNTIMES`) runs ``b`` there instead, each
+    ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
     """
-    if runtime not in RUNTIMES:
-        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
+    if runtime not in VERIFY_RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(VERIFY_RUNTIMES)}, not {runtime!r}")
     if inputs is not None and runs is not None:
         raise ValueError("give inputs or runs, not both")
     if runs is not None and runs < 1:
@@ -677,7 +677,7 @@ def _session(model: ModelLike, label: str):
 #: ``--runtime`` for verification: where B may run, its runner
 #: (:data:`lowering.runners.RUNNERS`), the module it needs and the package to
 #: install for it.
-RUNTIMES: dict[str, tuple[str, str, str] | None] = {
+VERIFY_RUNTIMES: dict[str, tuple[str, str, str] | None] = {
     "onnxruntime": None,
     "openvino": ("OpenVINO", "openvino", "openvino"),
     "tract": ("tract", "tract", "tract"),
@@ -692,7 +692,7 @@ def missing_runtime(runtime: str) -> str | None:
     """What to install for ``runtime``, if it is not installed."""
     import importlib.util
 
-    entry = RUNTIMES.get(runtime)
+    entry = VERIFY_RUNTIMES.get(runtime)
     if entry is None:
         return None
     _, module, package = entry
@@ -707,7 +707,7 @@ def _run_elsewhere(
     """B's outputs (or why it failed) on every run, in ``runtime``'s own child process."""
     from lowering.runners import run_many
 
-    entry = RUNTIMES[runtime]
+    entry = VERIFY_RUNTIMES[runtime]
     assert entry is not None, "onnxruntime runs in this process"
     name = entry[0]
     jobs: list = []
@@ -1582,7 +1582,7 @@ def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def verify_runtime(runtime: str | None) -> str:
     """Where ``--runtime`` runs B: that runtime, or onnxruntime for none and "generic"."""
-    return runtime if runtime in RUNTIMES else "onnxruntime"
+    return runtime if runtime in VERIFY_RUNTIMES else "onnxruntime"
 
 
 def joined_values(argv: Sequence[str]) -> list[str]:
@@ -1615,7 +1615,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("b", metavar="B.onnx", help="the model to check, e.g. a lowering")
     parser.add_argument(
         "--runtime",
-        choices=list(RUNTIMES),
+        choices=list(VERIFY_RUNTIMES),
         default="onnxruntime",
         help="run B in this runtime (default onnxruntime); A runs in onnxruntime",
     )
