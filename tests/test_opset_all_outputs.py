@@ -32,6 +32,7 @@ import onnxruntime as ort
 import pytest
 
 import lowering
+from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.opset import schemas
 from lowering.opset.allowlist import RELABEL
 from lowering.opset.registry import ADAPTERS
@@ -1009,22 +1010,7 @@ def _arg(e: Entry) -> list[Case]:
     return cases
 
 
-_REDUCE = (
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceSum",
-    "ReduceSumSquare",
-)
-
-
-# ReduceX-18 is a function of ReduceSum-18 (and elementwise ops) for these.
-_REDUCE_WITH_BODIES = {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
+_REDUCE = sorted(REDUCE_OPS)
 
 
 @builds(*_REDUCE)

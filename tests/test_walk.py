@@ -19,7 +19,7 @@ import pytest
 
 from lowering import walk
 from lowering.cli import main
-from tests.helpers import assert_same, op_types, parse, run
+from tests.helpers import all_nodes, assert_same, op_types, parse, run
 
 HEADER = '<ir_version: 8, opset_import: ["" : 18, "local" : 1]>'
 FUNCTION = '<domain: "local", opset_import: ["" : 18, "local" : 1]>'
@@ -75,28 +75,12 @@ def _feeds(n: int) -> dict:
 def test_the_walker_reaches_every_node_past_a_reference(where):
     model = ir.serde.deserialize_model(model_with_reference(where))
     nodes = list(walk.model_nodes(model))
-    expected = sum(1 for _ in _proto_nodes(model_with_reference(where)))
+    expected = sum(1 for _ in all_nodes(model_with_reference(where)))
     assert len(nodes) == expected
     assert "SequenceMap" in {node.op_type for node in nodes}
     # Every graph nested in a function is reached, and none is reached twice.
     graphs = list(walk.model_graphs(model))
     assert len(graphs) == len(set(map(id, graphs)))
-
-
-def _proto_nodes(model: onnx.ModelProto):
-    def visit(nodes):
-        for node in nodes:
-            yield node
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH and not attr.ref_attr_name:
-                    yield from visit(attr.g.node)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    for graph in attr.graphs:
-                        yield from visit(graph.node)
-
-    yield from visit(model.graph.node)
-    for function in model.functions:
-        yield from visit(function.node)
 
 
 # Every path through the command line: read, summary, write, verbose summary,
