@@ -1012,6 +1012,9 @@ def _arg(e: Entry) -> list[Case]:
 
 _REDUCE = sorted(REDUCE_OPS)
 
+# ReduceX-18 is a function of ReduceSum-18 (and elementwise ops) for these.
+_REDUCE_WITH_BODIES = {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
+
 
 @builds(*_REDUCE)
 def _reduce(e: Entry) -> list[Case]:
