@@ -1,10 +1,16 @@
-"""The README is true: its commands run and print what it shows, its claims hold.
+"""The README and docs/ are true: their commands run and print what they show.
 
-Every ```console block is a transcript: ``$ `` lines are commands, the lines
-after one are its output (stdout and stderr), compared exactly except for
-the elapsed time. They run in a temporary folder holding a copy of
-``examples/``. ``pip`` lines are setup, not run. Every ```python block runs
-too, beside a ``model.onnx``.
+Every ```console block of README.md and of docs/*.md is a transcript:
+``$ `` lines are commands, the lines after one are its output (stdout and
+stderr), compared exactly except for the elapsed time. Each command runs
+in a fresh temporary folder holding a copy of ``examples/`` and a
+``model.onnx``. ``pip`` lines are setup, not run. Every ```python block runs
+too, in such a folder, except a block right after the line
+``<!-- not run by tests/test_readme.py: REASON -->`` (the torch.onnx recipe,
+which needs torch): that one is only compiled, and reported as skipped
+with its REASON. Plain ``` blocks (example output, usage lines) are not run.
+Relative links between the README, docs/ and the CHANGELOG must resolve,
+anchors included. The claims of the README's "Why" are checked below.
 """
 
 from __future__ import annotations
@@ -27,31 +33,57 @@ from tests.helpers import parse
 from tests.test_differential import CASES
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 TIME = re.compile(r"\(in \d+\.\d\d s\)")
+NOT_RUN = re.compile(r"^<!-- not run by tests/test_readme\.py: (.+) -->$")
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```$", README, flags=re.DOTALL | re.MULTILINE)
+def _name(path: pathlib.Path) -> str:
+    return path.relative_to(ROOT).as_posix()
 
 
-def _transcripts() -> list[tuple[str, str]]:
-    """(command, expected output) for every command in every console block."""
-    pairs: list[tuple[str, list[str]]] = []
-    for block in _blocks("console"):
+def _blocks(path: pathlib.Path, language: str) -> list[tuple[str, str | None]]:
+    """(code, why it is not run or None) for every block of ``language`` in ``path``."""
+    text = path.read_text()
+    blocks = []
+    for match in re.finditer(rf"^```{language}\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE):
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        skip = NOT_RUN.match(before)
+        blocks.append((match.group(1), skip.group(1) if skip else None))
+    return blocks
+
+
+def _transcripts(path: pathlib.Path) -> list[tuple[str, str, str]]:
+    """(id, command, expected output) for every command in every console block of ``path``."""
+    found = []
+    for number, (block, _) in enumerate(_blocks(path, "console"), start=1):
+        pairs: list[tuple[str, list[str]]] = []
         for line in block.splitlines():
             if line.startswith("$ "):
                 pairs.append((line[2:], []))
             else:
                 pairs[-1][1].append(line)
-    return [(command, "\n".join(out)) for command, out in pairs]
+        found += [
+            (f"{_name(path)}:console{number}:{command}", command, "\n".join(out))
+            for command, out in pairs
+            if not command.startswith("pip ")
+        ]
+    return found
 
 
-TRANSCRIPTS = [(c, out) for c, out in _transcripts() if not c.startswith("pip ")]
+TRANSCRIPTS = [t for path in DOCS for t in _transcripts(path)]
+PYTHON_BLOCKS = [
+    (f"{_name(path)}:python{number}", code, skip)
+    for path in DOCS
+    for number, (code, skip) in enumerate(_blocks(path, "python"), start=1)
+]
 
 
-def test_the_readme_has_transcripts():
-    assert len(TRANSCRIPTS) >= 2 and len(_blocks("python")) >= 2
+def test_the_readme_and_docs_have_examples():
+    assert _transcripts(README) and any(skip is None for _, skip in _blocks(README, "python"))
+    assert len(TRANSCRIPTS) >= 3 and len(PYTHON_BLOCKS) >= 5
+    assert len(DOCS) > 1
 
 
 @pytest.fixture
@@ -67,10 +99,14 @@ def _environment() -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("command, expected", TRANSCRIPTS, ids=[c for c, _ in TRANSCRIPTS])
+@pytest.mark.parametrize(
+    "command, expected", [t[1:] for t in TRANSCRIPTS], ids=[t[0] for t in TRANSCRIPTS]
+)
 def test_console_transcript(folder, command, expected):
     argv = shlex.split(command)
-    assert argv[:3] == ["python", "-m", "lowering"], f"unknown command in the README: {command}"
+    assert argv[:2] == ["python", "-m"] and argv[2] in ("lowering", "lowering.verify"), (
+        f"unknown command in the docs: {command}"
+    )
     result = subprocess.run(
         [sys.executable, *argv[1:]],
         cwd=folder,
@@ -84,8 +120,13 @@ def test_console_transcript(folder, command, expected):
     assert TIME.sub("(in T)", printed) == TIME.sub("(in T)", expected)
 
 
-@pytest.mark.parametrize("code", _blocks("python"))
-def test_python_block(folder, code):
+@pytest.mark.parametrize(
+    "code, skip", [b[1:] for b in PYTHON_BLOCKS], ids=[b[0] for b in PYTHON_BLOCKS]
+)
+def test_python_block(folder, code, skip):
+    compile(code, "<block>", "exec")
+    if skip is not None:
+        pytest.skip(f"not run: {skip}")
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=folder,
@@ -95,6 +136,46 @@ def test_python_block(folder, code):
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+# --- links ---------------------------------------------------------------------------------
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```$", flags=re.DOTALL | re.MULTILINE)
+
+
+def _anchors(path: pathlib.Path) -> set[str]:
+    """GitHub's anchors for the headings of ``path`` (a repeated slug gets -1, -2, ...)."""
+    anchors: set[str] = set()
+    for line in FENCE.sub("", path.read_text()).splitlines():
+        if heading := re.match(r"^#{1,6} (.+)$", line):
+            text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.group(1)).strip().lower()
+            slug = re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+            candidate, n = slug, 0
+            while candidate in anchors:
+                n += 1
+                candidate = f"{slug}-{n}"
+            anchors.add(candidate)
+    return anchors
+
+
+@pytest.mark.parametrize("path", [*DOCS, ROOT / "CHANGELOG.md"], ids=_name)
+def test_relative_links_resolve(path):
+    text = FENCE.sub("", path.read_text())
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z]+:", target):
+            continue  # a web address
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        assert linked.exists(), f"{_name(path)}: {target}: no such file"
+        if anchor:
+            assert anchor in _anchors(linked), f"{_name(path)}: {target}: no such heading"
+
+
+def test_every_doc_is_linked_from_the_readme():
+    text = README.read_text()
+    for path in DOCS[1:]:
+        assert f"]({_name(path)}" in text, f"the README does not link {_name(path)}"
 
 
 # --- the "Why" section --------------------------------------------------------------------
