@@ -12,9 +12,10 @@ from lowering.constant_form import ConstantValueFormPass
 from lowering.errors import LoweringError
 from lowering.maps.unroll import DEFAULT_MAX_UNROLL
 from lowering.naming import FreshNamesPass, fresh
+from lowering.op_facts import is_onnx_domain, is_onnx_op
 from lowering.rewrites import Rewrite
 from lowering.runtimes import RUNTIMES
-from lowering.scopes import is_onnx_op, iter_scopes
+from lowering.scopes import iter_scopes
 from lowering.sequence_insert import NormalizeSequenceInsertPass
 from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
 from lowering.snapshot import snapshot
@@ -320,7 +321,7 @@ def _restore_required_inputs(model: ir.Model) -> None:
     for scope in iter_scopes(model):
         for node in scope.owner:
             slots = _REQUIRED_INPUT_SLOTS.get(node.op_type)
-            if slots and node.domain in ("", "ai.onnx") and len(node.inputs) < slots:
+            if slots and is_onnx_domain(node.domain) and len(node.inputs) < slots:
                 node.resize_inputs(slots)
 
 

@@ -19,19 +19,14 @@ import onnx_ir as ir
 from lowering.constants import constant_node
 from lowering.naming import fresh
 from lowering.nodes import new_node
-
-# The opset from which each op takes its axes (Split: its sizes) as an input.
-_INPUT_SINCE = {"Squeeze": 13, "Unsqueeze": 13, "Split": 13, "ReduceSum": 13}
-_REDUCE_INPUT_SINCE = 18
+from lowering.op_facts import AXES_INPUT_SINCE
 
 
 def axes_as_input(op_type: str, opset: int) -> bool:
     """Whether ``op_type`` at ``opset`` takes its axes as an input."""
-    since = _INPUT_SINCE.get(op_type)
+    since = AXES_INPUT_SINCE.get(op_type)
     if since is None:
-        if not op_type.startswith("Reduce"):
-            raise ValueError(f"{op_type} takes no axes that moved to an input")
-        since = _REDUCE_INPUT_SINCE
+        raise ValueError(f"{op_type} takes no axes that moved to an input")
     return opset >= since
 
 

@@ -25,6 +25,7 @@ from lowering import model_io
 from lowering.api import lower_in_place
 from lowering.errors import LoweringError
 from lowering.maps.unroll import DEFAULT_MAX_UNROLL
+from lowering.op_facts import is_onnx_domain
 from lowering.rewrites import Rewrite
 from lowering.runtimes import DEFAULT_RUNTIME, RUNTIMES
 from lowering.sequence_map import STRATEGIES
@@ -403,7 +404,7 @@ def _op_table(before: collections.Counter[str], after: collections.Counter[str])
 def _op_counts(model: ir.Model) -> collections.Counter[str]:
     counts: collections.Counter[str] = collections.Counter()
     for node in model_nodes(model):
-        domain = "" if node.domain in ("", "ai.onnx") else f"{node.domain}."
+        domain = "" if is_onnx_domain(node.domain) else f"{node.domain}."
         counts[domain + node.op_type] += 1
     return counts
 

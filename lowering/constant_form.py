@@ -37,7 +37,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import remove_if_dead_constant
-from lowering.scopes import is_onnx_op
+from lowering.op_facts import is_onnx_op
 from lowering.static_fold import fold_node
 from lowering.walk import model_nodes
 

@@ -13,7 +13,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.naming import fresh
-from lowering.scopes import is_onnx_op
+from lowering.op_facts import is_onnx_op
 
 _LIST_ATTRIBUTES = {"value_ints": np.int64, "value_floats": np.float32}
 _SCALAR_ATTRIBUTES = {"value_int": np.int64, "value_float": np.float32}

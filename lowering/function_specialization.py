@@ -42,8 +42,9 @@ import onnx_ir as ir
 
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, fresh
+from lowering.op_facts import is_onnx_op
 from lowering.rewrites import Rewrite
-from lowering.scopes import describe_function, is_onnx_op, iter_scopes
+from lowering.scopes import describe_function, iter_scopes
 from lowering.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)

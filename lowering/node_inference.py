@@ -32,6 +32,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from lowering.op_facts import is_onnx_domain
+
 Dim = int | str | None  # a known size, a symbolic dim, or unknown
 
 
@@ -131,7 +133,7 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
     default domain's version. Nothing proven is (None, None).
     """
     unknown = [Inferred(None, None)] * len(node.outputs)
-    if node.domain not in ("", "ai.onnx"):
+    if not is_onnx_domain(node.domain):
         return unknown
     if any(
         not isinstance(a, ir.Attr) or a.is_ref() or a.type in _GRAPH_ATTRIBUTES

@@ -20,17 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-#: The ops a lowered map may use that some runtime lacks.
-LOOP_OPS = ("Loop", "Scan")
-SEQUENCE_OPS = (
-    "SequenceEmpty",
-    "SequenceConstruct",
-    "SequenceInsert",
-    "SequenceAt",
-    "SequenceLength",
-    "SplitToSequence",
-    "ConcatFromSequence",
-)
+from lowering.op_facts import LOOP_OPS, SEQUENCE_OPS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import onnx_ir as ir
 
 from lowering.nodes import new_node
+from lowering.op_facts import is_onnx_domain, is_onnx_op
 from lowering.walk import GraphLike, named_subgraphs
 
 
@@ -36,7 +37,7 @@ class Scope:
     def opset(self, model: ir.Model, domain: str = "") -> int | None:
         """The version of ``domain`` this scope imports ("" also as "ai.onnx")."""
         imports = self.function.opset_imports if self.function else model.opset_imports
-        if domain in ("", "ai.onnx"):
+        if is_onnx_domain(domain):
             return imports.get("", imports.get("ai.onnx"))
         return imports.get(domain)
 
@@ -78,11 +79,6 @@ def find_nodes(model: ir.Model, predicate: Callable[[ir.Node], bool]) -> list[Lo
         for node in scope.owner
         if predicate(node)
     ]
-
-
-def is_onnx_op(node: ir.Node, op_type: str) -> bool:
-    """True for a default-domain op, which may be spelled "" or "ai.onnx"."""
-    return node.op_type == op_type and node.domain in ("", "ai.onnx")
 
 
 def link_outer_outputs(model: ir.Model) -> list[ir.Node]:

@@ -50,22 +50,10 @@ from lowering.constants import constant_array, remove_if_dead_constant
 from lowering.maps.plan import read_slice
 from lowering.naming import fresh
 from lowering.nodes import new_node
+from lowering.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.ort_kernels import unsupported
 from lowering.scopes import find_nodes, iter_scopes
 from lowering.sequence_length import SequenceLengths
-
-_SEQUENCE_OPS = frozenset(
-    [
-        "SequenceConstruct",
-        "SequenceEmpty",
-        "SequenceInsert",
-        "SequenceErase",
-        "SequenceAt",
-        "SequenceLength",
-        "SplitToSequence",
-        "ConcatFromSequence",
-    ]
-)
 
 
 class EliminateSequencesPass(ir.passes.InPlacePass):
@@ -74,7 +62,7 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         lengths = SequenceLengths()
-        for located in find_nodes(model, lambda n: n.domain in ("", "ai.onnx")):
+        for located in find_nodes(model, lambda n: is_onnx_domain(n.domain)):
             node = located.node
             rewrite = _RULES.get(node.op_type)
             if rewrite is None:
@@ -92,7 +80,7 @@ def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
     if (
         producer is None
         or producer.op_type != "SequenceConstruct"
-        or producer.domain not in ("", "ai.onnx")
+        or not is_onnx_domain(producer.domain)
     ):
         return None
     return _present(producer.inputs)
@@ -112,7 +100,7 @@ def fold_insert_chains(model: ir.Model) -> bool:
     """
     modified = False
     for located in find_nodes(model, lambda n: n.op_type == "SequenceInsert"):
-        if located.node.domain in ("", "ai.onnx"):
+        if is_onnx_domain(located.node.domain):
             opset = located.scope.opset(model) or 1
             modified = _sequence_insert(located.node, located.scope.owner, None, opset) or modified
     return modified
@@ -125,7 +113,7 @@ def _only_reader_elements(sequence: ir.Value | None) -> list[ir.Value] | None:
     producer = sequence.producer()
     if (
         producer is None
-        or producer.domain not in ("", "ai.onnx")
+        or not is_onnx_domain(producer.domain)
         or len(sequence.uses()) != 1
         or sequence.is_graph_output()
     ):
@@ -199,7 +187,7 @@ def _split_element(node: ir.Node, owner, opset: int) -> bool:
     if (
         producer is None
         or producer.op_type != "SplitToSequence"
-        or producer.domain not in ("", "ai.onnx")
+        or not is_onnx_domain(producer.domain)
         or position is None
         or position.size != 1
         or position.dtype.kind not in "iu"
@@ -331,8 +319,8 @@ def _remove_dead(model: ir.Model) -> bool:
             (scope.owner, node)
             for scope in iter_scopes(model)
             for node in scope.owner
-            if node.domain in ("", "ai.onnx")
-            and node.op_type in _SEQUENCE_OPS
+            if is_onnx_domain(node.domain)
+            and node.op_type in SEQUENCE_OPS
             and not any(v.uses() or v.is_graph_output() for v in node.outputs)
         ]
         if not dead:

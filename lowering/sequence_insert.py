@@ -53,8 +53,9 @@ from lowering.constants import constant_array, constant_node
 from lowering.errors import LoweringError
 from lowering.naming import FreshNamesPass, adopt_name, fresh
 from lowering.nodes import new_node
+from lowering.op_facts import is_onnx_domain, is_onnx_op
 from lowering.rewrites import Rewrite
-from lowering.scopes import GraphLike, Located, find_nodes, is_onnx_op
+from lowering.scopes import GraphLike, Located, find_nodes
 from lowering.sequence_length import SequenceLengths
 from lowering.static_values import remove_if_dead, static_array
 from lowering.type_inference import TypeOracle
@@ -386,7 +387,7 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
     if constant is not None:
         return bool((constant >= 0).all())
     node = value.producer()
-    if node is None or node.domain not in ("", "ai.onnx"):
+    if node is None or not is_onnx_domain(node.domain):
         return False
     if node.op_type in ("SequenceLength", "Shape", "Size"):
         return True

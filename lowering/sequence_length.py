@@ -42,7 +42,7 @@ import math
 
 import onnx_ir as ir
 
-from lowering.scopes import is_onnx_op
+from lowering.op_facts import is_onnx_domain, is_onnx_op
 from lowering.static_values import static_array
 
 
@@ -65,7 +65,7 @@ class SequenceLengths:
 
     def _compute(self, value: ir.Value) -> int | None:
         node = value.producer()
-        if node is None or node.domain not in ("", "ai.onnx"):
+        if node is None or not is_onnx_domain(node.domain):
             return None
         op = node.op_type
         if op == "SequenceEmpty":

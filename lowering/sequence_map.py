@@ -46,10 +46,11 @@ from lowering.maps.sequence_loop import lower_to_sequence_loop
 from lowering.maps.split_map_concat import lower_to_scan, scan_axes
 from lowering.maps.unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
 from lowering.maps.vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
+from lowering.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.ort_kernels import first_unsupported
 from lowering.rewrites import Rewrite
-from lowering.runtimes import DEFAULT_RUNTIME, LOOP_OPS, RUNTIMES, SEQUENCE_OPS, rejecting
-from lowering.scopes import Located, find_nodes, is_onnx_op, link_outer_outputs
+from lowering.runtimes import DEFAULT_RUNTIME, RUNTIMES, rejecting
+from lowering.scopes import Located, find_nodes, link_outer_outputs
 from lowering.sequence_elimination import EliminateSequencesPass, fold_insert_chains
 from lowering.sequence_length import SequenceLengths
 from lowering.snapshot import snapshot

@@ -56,7 +56,8 @@ from lowering.constants import constant_array
 from lowering.naming import fresh
 from lowering.node_inference import infer_outputs, operand
 from lowering.nodes import new_node
-from lowering.scopes import GraphLike, is_onnx_op
+from lowering.op_facts import is_onnx_domain, is_onnx_op
+from lowering.scopes import GraphLike
 from lowering.static_values import INTEGER_TYPES
 from lowering.walk import nodes_within, subgraphs
 
@@ -102,7 +103,7 @@ def fold_static(
                 mine.update(inlined)
                 pending.extendleft(reversed(inlined))
                 continue
-        elif node.domain in ("", "ai.onnx") and fold_node(node):
+        elif is_onnx_domain(node.domain) and fold_node(node):
             kept.append(node)
             continue
         _infer_shapes(node, opset)
@@ -335,7 +336,7 @@ def _inline_if(
 
 def _infer_shapes(node: ir.Node, opset: int) -> None:
     """Give ``node``'s untyped, unshaped outputs what :mod:`lowering.node_inference` proves."""
-    if node.domain not in ("", "ai.onnx") or all(v.shape is not None for v in node.outputs):
+    if not is_onnx_domain(node.domain) or all(v.shape is not None for v in node.outputs):
         return
     if any(v is not None and v.type is None for v in node.inputs):
         return

@@ -27,7 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array
-from lowering.scopes import is_onnx_op
+from lowering.op_facts import is_onnx_domain, is_onnx_op
 
 INTEGER_TYPES = frozenset(
     [
@@ -49,7 +49,7 @@ def static_array(value: ir.Value | None) -> np.ndarray | None:
     if constant is not None or value is None:
         return constant
     node = value.producer()
-    if node is None or node.domain not in ("", "ai.onnx"):
+    if node is None or not is_onnx_domain(node.domain):
         return None
     rule = _RULES.get(node.op_type)
     if rule is None or not node.inputs or node.inputs[0] is None:

@@ -47,6 +47,7 @@ from onnx_ir.passes.common import _c_api_utils
 
 from lowering.constants import constant_array
 from lowering.node_inference import operand, seen_wrong
+from lowering.op_facts import is_onnx_domain
 from lowering.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)
@@ -315,7 +316,7 @@ def forget_unproven_shapes(graph: ir.Graph, tainted: set[ir.Value] | None = None
                 tainted.update(sub.inputs)
             forget_unproven_shapes(sub, tainted)
             wrong = wrong or any(v in tainted for v in sub.outputs)
-        if node.domain in ("", "ai.onnx") and not wrong:
+        if is_onnx_domain(node.domain) and not wrong:
             wrong = seen_wrong(node, [operand(v, constant_array(v)) for v in node.inputs])
         if wrong:
             tainted.update(node.outputs)

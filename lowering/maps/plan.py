@@ -20,8 +20,9 @@ from lowering.constants import constant_node
 from lowering.errors import LoweringError
 from lowering.naming import adopt_name, fresh
 from lowering.nodes import new_node
+from lowering.op_facts import is_onnx_op
 from lowering.ort_kernels import unsupported
-from lowering.scopes import GraphLike, Located, is_onnx_op
+from lowering.scopes import GraphLike, Located
 from lowering.sequence_length import SequenceLengths
 from lowering.walk import graphs_within
 

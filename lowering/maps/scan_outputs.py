@@ -59,8 +59,8 @@ from lowering.maps.plan import (
 from lowering.maps.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 from lowering.naming import fresh
 from lowering.nodes import new_node
+from lowering.op_facts import is_onnx_op
 from lowering.ort_kernels import first_unsupported, unsupported
-from lowering.scopes import is_onnx_op
 from lowering.sequence_elimination import become_identity
 
 

@@ -29,141 +29,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from lowering.constants import constant_array
+from lowering.op_facts import REDUCE_OPS, SHAPE_FROM_SHAPES_OPS, is_onnx_domain
 from lowering.walk import has_subgraphs
-
-# Ops whose axes moved from an attribute to an optional input (opset 13 or 18).
-REDUCE_OPS = frozenset(
-    [
-        "ReduceL1",
-        "ReduceL2",
-        "ReduceLogSum",
-        "ReduceLogSumExp",
-        "ReduceMax",
-        "ReduceMean",
-        "ReduceMin",
-        "ReduceProd",
-        "ReduceSum",
-        "ReduceSumSquare",
-    ]
-)
-
-# Ops whose output shapes follow from their inputs' shapes and attributes.
-_SHAPE_FROM_SHAPES = frozenset(
-    [
-        "Abs",
-        "Acos",
-        "Acosh",
-        "Add",
-        "And",
-        "ArgMax",
-        "ArgMin",
-        "Asin",
-        "Asinh",
-        "Atan",
-        "Atanh",
-        "AveragePool",
-        "BatchNormalization",
-        "BitShift",
-        "BitwiseAnd",
-        "BitwiseNot",
-        "BitwiseOr",
-        "BitwiseXor",
-        "Cast",
-        "CastLike",
-        "Ceil",
-        "Celu",
-        "Clip",
-        "Concat",
-        "Constant",
-        "Conv",
-        "ConvTranspose",
-        "Cos",
-        "Cosh",
-        "CumSum",
-        "DepthToSpace",
-        "Det",
-        "Div",
-        "Dropout",
-        "Einsum",
-        "Elu",
-        "Equal",
-        "Erf",
-        "Exp",
-        "Flatten",
-        "Floor",
-        "Gather",
-        "GatherElements",
-        "GatherND",
-        "Gelu",
-        "Gemm",
-        "GlobalAveragePool",
-        "GlobalLpPool",
-        "GlobalMaxPool",
-        "Greater",
-        "GreaterOrEqual",
-        "GridSample",
-        "GroupNormalization",
-        "HardSigmoid",
-        "HardSwish",
-        "Hardmax",
-        "Identity",
-        "InstanceNormalization",
-        "IsInf",
-        "IsNaN",
-        "LayerNormalization",
-        "LeakyRelu",
-        "Less",
-        "LessOrEqual",
-        "Log",
-        "LogSoftmax",
-        "LpNormalization",
-        "LpPool",
-        "MatMul",
-        "MatMulInteger",
-        "Max",
-        "MaxPool",
-        "Mean",
-        "Min",
-        "Mish",
-        "Mod",
-        "Mul",
-        "Neg",
-        "Not",
-        "Or",
-        "PRelu",
-        "Pow",
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "Reciprocal",
-        "Relu",
-        "Round",
-        "RMSNormalization",
-        "ScatterElements",
-        "ScatterND",
-        "Selu",
-        "Shape",
-        "Shrink",
-        "Sigmoid",
-        "Sign",
-        "Sin",
-        "Sinh",
-        "Size",
-        "Softmax",
-        "Softplus",
-        "Softsign",
-        "SpaceToDepth",
-        "Sqrt",
-        "Sub",
-        "Sum",
-        "Tan",
-        "Tanh",
-        "ThresholdedRelu",
-        "Transpose",
-        "Trilu",
-        "Where",
-        "Xor",
-    ]
-)
 
 # Ops whose output shapes also depend on the values of these operands.
 _SHAPE_OPERANDS = {
@@ -209,7 +76,7 @@ def uniform_elements(sequence: ir.Value, element_shape: ir.Shape | None) -> bool
     return (
         producer is not None
         and producer.op_type == "SplitToSequence"
-        and producer.domain in ("", "ai.onnx")
+        and is_onnx_domain(producer.domain)
         and (len(producer.inputs) < 2 or producer.inputs[1] is None)
     )
 
@@ -240,7 +107,7 @@ class UniformShapes:
 
     def _visit(self, node: ir.Node) -> None:
         outputs = node.outputs
-        if node.domain not in ("", "ai.onnx") or has_subgraphs(node):
+        if not is_onnx_domain(node.domain) or has_subgraphs(node):
             return
         op = node.op_type
         inputs = node.inputs
@@ -253,7 +120,7 @@ class UniformShapes:
             self._uniform.update(outputs)
             return
         shape_operands = _SHAPE_OPERANDS.get(op)
-        if op in _SHAPE_FROM_SHAPES:
+        if op in SHAPE_FROM_SHAPES_OPS:
             shape_operands = ()
         if shape_operands is None:
             return

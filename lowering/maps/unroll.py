@@ -37,7 +37,7 @@ from lowering.constants import constant_array, constant_node
 from lowering.maps.plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
 from lowering.naming import fresh
 from lowering.nodes import new_node
-from lowering.scopes import is_onnx_op
+from lowering.op_facts import is_onnx_op
 from lowering.static_fold import fold_static, release
 from lowering.walk import graphs_within, nodes_within
 

@@ -80,11 +80,10 @@ from lowering.maps.plan import (
     typed,
 )
 from lowering.maps.scan_outputs import concat_kind, count_of, read_stack, read_stack_in_readers
-from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.naming import fresh
 from lowering.node_inference import Operand, infer_outputs
 from lowering.nodes import attribute, new_node
-from lowering.scopes import is_onnx_op
+from lowering.op_facts import REDUCE_OPS, SAME_DTYPE_OPS, is_onnx_domain, is_onnx_op
 from lowering.shapes import slice_length
 
 Dims = tuple  # of int | None: an element shape with a known rank
@@ -105,87 +104,6 @@ class _Info:
     shape: Dims | None  # of one element (None: rank unknown)
     batched: bool
     dtype: ir.DataType | None = None
-
-
-# Ops whose (first) output has the element type of their first input: an
-# untyped body value made by one of them has the type its input has.
-_SAME_TYPE_AS_FIRST_INPUT = (
-    frozenset(
-        [
-            "Abs",
-            "Acos",
-            "Acosh",
-            "Add",
-            "Asin",
-            "Asinh",
-            "Atan",
-            "Atanh",
-            "Ceil",
-            "Clip",
-            "Concat",
-            "Cos",
-            "Cosh",
-            "CumSum",
-            "Div",
-            "Dropout",
-            "Elu",
-            "Erf",
-            "Exp",
-            "Expand",
-            "Flatten",
-            "Floor",
-            "Gather",
-            "GatherElements",
-            "Gemm",
-            "HardSigmoid",
-            "HardSwish",
-            "Hardmax",
-            "Identity",
-            "LayerNormalization",
-            "LeakyRelu",
-            "Log",
-            "LogSoftmax",
-            "LpNormalization",
-            "MatMul",
-            "Max",
-            "Mean",
-            "Min",
-            "Mish",
-            "Mod",
-            "Mul",
-            "Neg",
-            "Pad",
-            "Pow",
-            "PRelu",
-            "Reciprocal",
-            "Relu",
-            "Reshape",
-            "Round",
-            "Selu",
-            "Sigmoid",
-            "Sign",
-            "Sin",
-            "Sinh",
-            "Slice",
-            "Softmax",
-            "Softplus",
-            "Softsign",
-            "Split",
-            "Sqrt",
-            "Squeeze",
-            "Sub",
-            "Sum",
-            "Tan",
-            "Tanh",
-            "Tile",
-            "TopK",
-            "Transpose",
-            "Trilu",
-            "Unsqueeze",
-        ]
-    )
-    | REDUCE_OPS
-)
 
 
 def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
@@ -487,7 +405,7 @@ class _Vectorizer:
         return stack, shape
 
     def _visit(self, node: ir.Node) -> None:
-        if node.domain not in ("", "ai.onnx"):
+        if not is_onnx_domain(node.domain):
             raise self.decline(f"an op of domain {node.domain!r} has no batching rule")
         for attr in node.attributes.values():
             if not isinstance(attr, ir.Attr) or attr.is_ref():
@@ -582,7 +500,7 @@ class _Vectorizer:
         for new, old in zip(outs if isinstance(outs, list) else [outs], node.outputs, strict=False):
             if old.type is not None and old.dtype not in (None, ir.DataType.UNDEFINED):
                 self._dtypes[new] = old.dtype
-            elif node.op_type not in _SAME_TYPE_AS_FIRST_INPUT:
+            elif node.op_type not in SAME_DTYPE_OPS:
                 self._dtypes[new] = None  # unknown; self.op assumed the first input's
         return outs
 

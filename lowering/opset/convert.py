@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from lowering.collector import collector_paused
 from lowering.errors import LoweringError
+from lowering.op_facts import is_onnx_domain
 from lowering.opset import schemas
 from lowering.opset.plan import Plan, plan_node, remove_dead_chain
 from lowering.scopes import iter_scopes
@@ -123,7 +124,7 @@ def plan_model(model: ir.Model, target: int, types: _Types | None = None) -> lis
         if current is None:
             continue
         for node in owner:
-            if node.domain not in ("", "ai.onnx"):
+            if not is_onnx_domain(node.domain):
                 continue
             plan = plan_node(
                 node,

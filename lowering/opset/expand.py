@@ -24,6 +24,7 @@ import onnx
 import onnx.shape_inference
 import onnx_ir as ir
 
+from lowering.op_facts import is_onnx_domain
 from lowering.opset import schemas
 
 if TYPE_CHECKING:
@@ -121,9 +122,9 @@ def _template(node: ir.Node) -> _Template | None:
 
 def _build_template(node: ir.Node) -> _Template | None:
     body = function_body(node)
-    if body is None or any(o.domain not in ("", "ai.onnx") for o in body.opset_import):
+    if body is None or any(not is_onnx_domain(o.domain) for o in body.opset_import):
         return None
-    if any(n.domain not in ("", "ai.onnx") for n in body.node):
+    if any(not is_onnx_domain(n.domain) for n in body.node):
         return None
     schema = schemas.schema(node.op_type, node.version)
     assert schema is not None, "function_body found a body, so the schema exists"
@@ -150,7 +151,7 @@ def _build_template(node: ir.Node) -> _Template | None:
             ir.serde.deserialize_type_proto_for_type(type_proto),
             ir.serde.deserialize_type_proto_for_shape(type_proto),
         )
-    version = next(o.version for o in body.opset_import if o.domain in ("", "ai.onnx"))
+    version = next(o.version for o in body.opset_import if is_onnx_domain(o.domain))
     return _Template(
         version, schema.since_version, list(body.input), list(body.output), steps, types
     )
@@ -210,7 +211,7 @@ def _infer_types(body: onnx.FunctionProto, node: ir.Node) -> dict[str, onnx.Type
         info = ir.serde.serialize_value(actual)
         info.name = formal
         inputs.append(info)
-    version = next(o.version for o in body.opset_import if o.domain in ("", "ai.onnx"))
+    version = next(o.version for o in body.opset_import if is_onnx_domain(o.domain))
     graph = onnx.helper.make_graph(
         list(body.node),
         "body",

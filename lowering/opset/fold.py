@@ -19,6 +19,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.constants import constant_array
+from lowering.op_facts import is_onnx_domain
 
 _MAX_DEPTH = 8
 _MAX_ELEMENTS = 1024
@@ -32,7 +33,7 @@ def fold(value: ir.Value | None, depth: int = 0) -> np.ndarray | None:
     if direct is not None:
         return direct
     node = value.producer()
-    if node is None or depth > _MAX_DEPTH or node.domain not in ("", "ai.onnx"):
+    if node is None or depth > _MAX_DEPTH or not is_onnx_domain(node.domain):
         return None
     rule = _RULES.get(node.op_type)
     if rule is None or len(node.outputs) != 1:

@@ -28,6 +28,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.naming import adopt_name, fresh
+from lowering.op_facts import is_onnx_domain
 from lowering.opset import expand, schemas
 from lowering.opset.fold import FOLDED_OPS, fold
 from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
@@ -184,7 +185,7 @@ def remove_dead_chain(value: ir.Value) -> None:
     if (
         node is None
         or node.graph is None
-        or node.domain not in ("", "ai.onnx")
+        or not is_onnx_domain(node.domain)
         or node.op_type not in DEAD_CHAIN_OPS
         or any(out.uses() or out.is_graph_output() for out in node.outputs)
     ):
