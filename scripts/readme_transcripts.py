@@ -1,4 +1,4 @@
-"""Rewrite the README's console transcripts with what the commands print today.
+"""Rewrite the console transcripts of the README and docs/ with what the commands print today.
 
 tests/test_readme.py runs every ``$ python -m lowering ...`` line of every
 ```console block and compares the output exactly (times aside). After a
@@ -50,14 +50,17 @@ def refresh(block: str, folder: pathlib.Path) -> str:
 
 
 def main() -> None:
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = pathlib.Path(tmp)
-        shutil.copytree(ROOT / "examples", folder / "examples")
-        shutil.copy(ROOT / "examples" / "torch_atleast_2d.onnx", folder / "model.onnx")
-        text = BLOCK.sub(lambda m: "```console\n" + refresh(m.group(1), folder) + "```", text)
-    readme.write_text(text)
+    """The README's and every docs/*.md file's transcripts."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = pathlib.Path(tmp)
+            shutil.copytree(ROOT / "examples", folder / "examples")
+            shutil.copy(ROOT / "examples" / "torch_atleast_2d.onnx", folder / "model.onnx")
+            text = BLOCK.sub(
+                lambda m, f=folder: "```console\n" + refresh(m.group(1), f) + "```", text
+            )
+        page.write_text(text)
 
 
 if __name__ == "__main__":
