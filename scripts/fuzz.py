@@ -11,19 +11,24 @@ every dtype; static and dynamic lengths; SequenceInsert positions.
 ``--features`` picks which structural features are on (see ``FEATURES``
 there): a comma list, or "all" minus a comma list of "-F". Each example is
 lowered with every strategy (and ``target_opset``, ``optimize``, ``runtime``
-where the example asks) and checked (tests/fuzz_check.py) against a numpy/Python
+where the example asks; a map of edge ops, issue 21, also with
+``target_opset=11``) and checked (tests/fuzz_check.py) against a numpy/Python
 oracle. An example that itself fails ONNX's full checker is the
 generator's failure ("invalid original (generator)") and is not lowered:
 the lowering of an invalid model proves nothing. A failure does not stop
 the run: it is counted by its signature (stage, strategy, message with
-names and numbers removed). The last line is
+names and numbers removed). Lowerings that are not failures but were not
+judged either (a ``target_opset`` the model cannot declare, a ``runtime``
+that runs it in no form, a run no onnxruntime computes faithfully) are
+counted on lines "not a failure, ...". The last line is
 ``N examples, K failures`` (K: failing examples); the exit code is 1 when K > 0.
 
 ``--save DIR`` then shrinks one example of each family (hypothesis ``find``,
 at most ``--shrink`` examples and ``--shrink-seconds`` each; ``--only``
-restricts it to the signatures matching REGEX) and writes DIR/<family>.onnx
-and DIR/<family>.txt (feeds, strategy, error, notes, expected values, the
-model as text). ``--generator ops`` runs the older body-op property of
+restricts it to the signatures matching REGEX) and writes DIR/<family>.onnx,
+DIR/<family>.txt (feeds, strategy, error, notes, expected values, the
+model as text) and DIR/<family>.pkl (feeds, expected values, options: what
+``tests.fuzz_check.check_one`` needs to run it again). ``--generator ops`` runs the older body-op property of
 tests/test_fuzz.py instead.
 """
 
@@ -33,6 +38,7 @@ import argparse
 import collections
 import hashlib
 import pathlib
+import pickle
 import random
 import re
 import sys
@@ -43,12 +49,25 @@ from hypothesis import HealthCheck, find, given, seed, settings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tests.fuzz_check import STRATEGIES, FuzzFailure, check_one, check_original, check_valid
+from tests.fuzz_check import (
+    SKIPPED,
+    FuzzFailure,
+    check_one,
+    check_original,
+    check_valid,
+    option_sets,
+)
 from tests.fuzz_models import fuzz_models, parse_features, structured_models
 
 
 def failures_of(example) -> list[FuzzFailure]:
-    """Every way ``example`` fails, one per strategy (the run does not stop)."""
+    """Every way ``example`` fails, one per strategy (the run does not stop).
+
+    A lowering refused as allowed (a ``target_opset`` the model cannot
+    declare, a ``runtime`` that cannot run it) or that no onnxruntime run can
+    judge is no failure; tests/fuzz_check.py's ``SKIPPED`` counts them, and
+    the run prints how often each option set was not judged.
+    """
     try:
         check_valid(example)
     except FuzzFailure as failure:  # the generator's bug: nothing to lower
@@ -58,14 +77,7 @@ def failures_of(example) -> list[FuzzFailure]:
         check_original(example)
     except FuzzFailure as failure:
         found.append(failure)
-    runs = list(STRATEGIES)
-    if example.target_opset is not None:
-        runs.append({"target_opset": example.target_opset})
-    if getattr(example, "optimize", False):
-        runs.append({"optimize": True})
-    if getattr(example, "runtime", None) is not None:
-        runs.append({"runtime": example.runtime})
-    for options in runs:
+    for options in option_sets(example):
         try:
             check_one(example, options)
         except FuzzFailure as failure:
@@ -147,6 +159,8 @@ def main() -> int:
     print(f"features: {','.join(sorted(features))}")
     for signature, count in families.most_common():
         print(f"{count:6d}  {signature}")
+    for why, count in SKIPPED.most_common():
+        print(f"{count:6d}  not a failure, {why}")
     if args.save and families:
         args.save.mkdir(parents=True, exist_ok=True)
         saved = set()
@@ -213,6 +227,16 @@ def save_family(args, features, signature: str, example, failure: FuzzFailure) -
 
     onnx.save(example.model, args.save / f"{name}.onnx")
     (args.save / f"{name}.txt").write_text(describe(example, failure) + "\n")
+    # What it takes to run it again: tests.fuzz_check.check_one(example, options).
+    again = {
+        "feeds": example.feeds,
+        "expected": example.expected,
+        "options": failure.options,
+        "exact": getattr(example, "exact", False),
+        "disagrees": getattr(example, "disagrees", False),
+    }
+    with open(args.save / f"{name}.pkl", "wb") as file:
+        pickle.dump(again, file)
     print(f"saved {args.save / name}.onnx")
 
 
