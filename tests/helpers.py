@@ -153,6 +153,9 @@ def assert_same(actual, expected, path: str = "output") -> None:
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_same(a, e, f"{path}[{i}]")
         return
+    if expected is None or actual is None:  # an absent optional
+        assert actual is None and expected is None, f"{path}: {actual!r} != {expected!r}"
+        return
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"

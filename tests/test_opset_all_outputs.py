@@ -36,7 +36,7 @@ from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.opset import schemas
 from lowering.opset.allowlist import RELABEL
 from lowering.opset.registry import ADAPTERS
-from tests.helpers import parse
+from tests.helpers import assert_same, parse
 
 MIN = schemas.MIN_OPSET
 
@@ -2266,25 +2266,6 @@ def _run(model: onnx.ModelProto, feeds: dict, side: str) -> list:
         raise
 
 
-def _same(actual, expected, path: str) -> None:
-    if isinstance(expected, list):
-        assert isinstance(actual, list), f"{path}: a sequence became {type(actual)}"
-        assert len(actual) == len(expected), f"{path}: {len(actual)} elements, not {len(expected)}"
-        for index, (a, b) in enumerate(zip(actual, expected)):
-            _same(a, b, f"{path}[{index}]")
-        return
-    if expected is None or actual is None:
-        assert actual is None and expected is None, f"{path}: {actual!r} != {expected!r}"
-        return
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype}, not {expected.dtype}"
-    assert actual.shape == expected.shape, f"{path}: shape {actual.shape}, not {expected.shape}"
-    if np.issubdtype(expected.dtype, np.floating):
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=path)
-    else:
-        np.testing.assert_array_equal(actual, expected, err_msg=path)
-
-
 def _opset(model: onnx.ModelProto) -> int:
     return {o.domain: o.version for o in model.opset_import}[""]
 
@@ -2357,7 +2338,7 @@ def test_every_output_matches_in_onnxruntime(entry: Entry, case: Case | None):
     names = [o.name for o in original.graph.output]
     assert len(got) == len(want) == len(names)
     for name, a, b in zip(names, got, want):
-        _same(a, b, f"{entry.label} output {name!r}")
+        assert_same(a, b, f"{entry.label} output {name!r}")
 
 
 def test_every_entry_has_a_case_that_converts():
@@ -2410,7 +2391,7 @@ def test_a_read_dropout_mask_becomes_a_constant_true_mask_at_opset_11(tmp_path):
     for a, b in zip(
         _session(converted).run(None, {"x": x}), _session(original).run(None, {"x": x})
     ):
-        _same(a, b, "dropout")
+        assert_same(a, b, "dropout")
 
 
 def test_dropout_10_going_up_with_its_mask_read_is_refused():
