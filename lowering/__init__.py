@@ -8,12 +8,12 @@ the passes :class:`LowerSequenceMapPass`, :class:`NormalizeSequenceInsertPass`,
 
 from lowering.api import lower, lower_in_place
 from lowering.errors import LoweringError
-from lowering.naming import FreshNamesPass
+from lowering.irutils.naming import FreshNamesPass
+from lowering.passes.eliminate_sequences import EliminateSequencesPass
+from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
+from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
+from lowering.passes.target_opset import TargetOpsetPass
 from lowering.rewrites import Rewrite
-from lowering.sequence_elimination import EliminateSequencesPass
-from lowering.sequence_insert import NormalizeSequenceInsertPass
-from lowering.sequence_map import LowerSequenceMapPass
-from lowering.target_opset import TargetOpsetPass
 
 __all__ = [
     "EliminateSequencesPass",

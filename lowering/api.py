@@ -7,24 +7,24 @@ from typing import Literal, overload
 import onnx
 import onnx_ir as ir
 
-from lowering.collector import collector_paused
-from lowering.constant_form import ConstantValueFormPass
 from lowering.errors import LoweringError
-from lowering.maps.unroll import DEFAULT_MAX_UNROLL
-from lowering.naming import FreshNamesPass, fresh
-from lowering.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.collector import collector_paused
+from lowering.irutils.naming import FreshNamesPass, fresh
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.scopes import iter_scopes
+from lowering.irutils.snapshot import snapshot
+from lowering.irutils.walk import graphs_within
+from lowering.maps.strategies.unroll import DEFAULT_MAX_UNROLL
+from lowering.passes.constant_form import ConstantValueFormPass
+from lowering.passes.lower_sequence_maps import STRATEGIES, LowerSequenceMapPass
+from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
+from lowering.passes.target_opset import MIN_OPSET, TargetOpsetPass
 from lowering.rewrites import Rewrite
-from lowering.runtimes import RUNTIMES
-from lowering.scopes import iter_scopes
-from lowering.sequence_insert import NormalizeSequenceInsertPass
-from lowering.sequence_map import STRATEGIES, LowerSequenceMapPass
-from lowering.snapshot import snapshot
-from lowering.target_opset import MIN_OPSET, TargetOpsetPass
-from lowering.walk import graphs_within
+from lowering.runtimes.profiles import RUNTIMES
 
 #: How each map is lowered: see :func:`lower`.
 Strategy = Literal["auto", "loop"]
-#: The runtime the output is for: see :mod:`lowering.runtimes`.
+#: The runtime the output is for: see :mod:`lowering.runtimes.profiles`.
 RuntimeName = Literal["onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "generic"]
 
 
@@ -48,14 +48,14 @@ def lower_in_place(
     optimizer afterwards (constant folding, Ifs on constants inlined, unused
     values removed), when anything was lowered; initializers that are also
     graph inputs stay overridable. ``target_opset`` then declares that
-    default-domain opset (see :mod:`lowering.target_opset`).
+    default-domain opset (see :mod:`lowering.passes.target_opset`).
 
     All or nothing: if any step raises (:class:`LoweringError` for a model
     that cannot be lowered), ``model`` is left exactly as it was. Each pass
     checks before it changes anything, but a later pass can only find its
     problem after an earlier one ran, so the whole pipeline runs as one
     transaction: the model is kept serialized (weights by reference, not
-    copied) and put back on failure; see :func:`lowering.snapshot.snapshot`.
+    copied) and put back on failure; see :func:`lowering.irutils.snapshot.snapshot`.
     """
     _check_options(strategy, max_unroll, runtime, target_opset)
     restore = snapshot(model)
@@ -122,7 +122,7 @@ def _lower(
         # whole model, so it is asked for, not done by default.
         optimize_keeping_overridables(model)
     if rewritten:
-        # TVM reads a Constant only in its ``value`` form (lowering.constant_form).
+        # TVM reads a Constant only in its ``value`` form (lowering.passes.constant_form).
         _run(ConstantValueFormPass(), model)
     converted: list[Rewrite] = []
     if target_opset is not None:
@@ -156,7 +156,7 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
     main graph needs it. The optimizer's own ONNX shape inference is off: it
     would fold Shape from shapes ONNX gets wrong (MaxPool with ceil_mode:
     inferred [1,1,3], computed [1,1,2]); it folds from the shapes the passes
-    proved (:mod:`lowering.node_inference`).
+    proved (:mod:`lowering.irutils.node_inference`).
     """
     import onnxscript.optimizer  # heavy to import; only when asked for
 
@@ -328,7 +328,7 @@ def _restore_required_inputs(model: ir.Model) -> None:
 def _run(pass_: ir.passes.PassBase, model: ir.Model) -> None:
     """Run one pass, raising what it raises rather than onnx_ir's wrapper."""
     try:
-        # Paused for our passes only (lowering.collector): onnxscript's
+        # Paused for our passes only (lowering.irutils.collector): onnxscript's
         # optimizer (``optimize``) runs with the collector as the caller left it.
         with collector_paused():
             pass_(model)
@@ -389,7 +389,7 @@ def lower(
     for runtimes with no loop ("tvm", "tinygrad", "generic"), and raises
     LoweringError for a map it can run in no form. Then,
     unless ``normalize_inserts`` is False, every SequenceInsert position is
-    put into canonical form (see :mod:`lowering.sequence_insert`).
+    put into canonical form (see :mod:`lowering.passes.normalize_inserts`).
     ``optimize`` folds constants afterwards; ``target_opset`` declares an
     older (or newer) default-domain opset.
 

@@ -24,13 +24,13 @@ import onnx_ir as ir
 from lowering import model_io
 from lowering.api import lower_in_place
 from lowering.errors import LoweringError
-from lowering.maps.unroll import DEFAULT_MAX_UNROLL
-from lowering.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.walk import model_nodes
+from lowering.maps.strategies.unroll import DEFAULT_MAX_UNROLL
+from lowering.passes.lower_sequence_maps import STRATEGIES
+from lowering.passes.target_opset import MIN_OPSET, lowest_opset
 from lowering.rewrites import Rewrite
-from lowering.runtimes import DEFAULT_RUNTIME, RUNTIMES
-from lowering.sequence_map import STRATEGIES
-from lowering.target_opset import MIN_OPSET, lowest_opset
-from lowering.walk import model_nodes
+from lowering.runtimes.profiles import DEFAULT_RUNTIME, RUNTIMES
 
 PROG = "onnx-lower"
 

@@ -40,7 +40,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from lowering.walk import model_graphs
+from lowering.irutils.walk import model_graphs
 
 STREAM = "-"
 _TWO_GB = 2**31

@@ -23,7 +23,7 @@ class Rewrite:
         new_nodes: The nodes that replaced it (render after names are fixed).
         strategy: How it was rewritten (e.g. "loop", "uniform").
         reason: Why that strategy was chosen.
-        rejected_by: The runtimes (:mod:`lowering.runtimes`) that cannot run
+        rejected_by: The runtimes (:mod:`lowering.runtimes.profiles`) that cannot run
             the loop or sequence ops the rewrite added, each with the first
             such op, such as "tract (Loop)"; empty when all of them can.
     """

@@ -65,7 +65,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 
-from lowering.sessions import open_session
+from lowering.runtimes.sessions import open_session
 
 RTOL = 1e-4
 ATOL = 1e-5
@@ -675,7 +675,7 @@ def _session(model: ModelLike, label: str):
 
 
 #: ``--runtime`` for verification: where B may run, its runner
-#: (:data:`lowering.runners.RUNNERS`), the module it needs and the package to
+#: (:data:`lowering.runtimes.runners.RUNNERS`), the module it needs and the package to
 #: install for it.
 VERIFY_RUNTIMES: dict[str, tuple[str, str, str] | None] = {
     "onnxruntime": None,
@@ -705,7 +705,7 @@ def _run_elsewhere(
     runtime: str, b: ModelLike, ports: Sequence[_Port], feed_sets
 ) -> dict[int, tuple[list | None, str | None]]:
     """B's outputs (or why it failed) on every run, in ``runtime``'s own child process."""
-    from lowering.runners import run_many
+    from lowering.runtimes.runners import run_many
 
     entry = VERIFY_RUNTIMES[runtime]
     assert entry is not None, "onnxruntime runs in this process"

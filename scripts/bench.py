@@ -40,8 +40,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 import lowering
-from lowering import sequence_map
-from lowering.sessions import open_session
+from lowering.passes import lower_sequence_maps as sequence_map
+from lowering.runtimes.sessions import open_session
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
@@ -260,7 +260,7 @@ def opset_chain_model(blocks: int) -> onnx.ModelProto:
 
 
 def down_conversion_table(counts: list[int], folder: pathlib.Path) -> str:
-    from lowering.opset import TargetOpsetPass
+    from lowering.passes.target_opset import TargetOpsetPass
 
     rows = [
         "| model | nodes | load + save (s) | to opset 13 (s) | to opset 11 (s) |",

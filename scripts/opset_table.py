@@ -19,7 +19,7 @@ import onnx
 import onnxruntime as ort
 
 import lowering
-from lowering.sessions import open_session
+from lowering.runtimes.sessions import open_session
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "torch"

@@ -1,4 +1,4 @@
-"""Write lowering/ort_kernel_table.py from the installed onnxruntime's kernel registry.
+"""Write lowering/runtimes/ort_kernel_table.py from the installed onnxruntime's kernel registry.
 
 The lowering must not emit an op on a dtype that onnxruntime has no CPU
 kernel for (its SplitToSequence, for one, takes 7 of the 14 element types

@@ -2,7 +2,7 @@
 
     python scripts/runtime_matrix.py [--only SUBSTRING] [--runtimes A,B] > matrix.md
 
-Rows are (model, form), columns the runtimes of ``lowering/runners.py``
+Rows are (model, form), columns the runtimes of ``lowering/runtimes/runners.py``
 (onnxruntime, onnx.reference, OpenVINO, tract, TVM, tinygrad, MNN). The
 models are ``tests/matrix_models.py``'s: the committed torch exports and
 hand-written maps, each with an expectation computed in plain numpy (torch's
@@ -17,7 +17,7 @@ own outputs for the torch corpus). The forms:
 A cell is a check mark when the runtime runs the form and its outputs
 match, "wrong result" when they differ, and otherwise the runtime's own
 error, shortened (or the lowering's, when the form could not be made).
-Each runtime runs in child processes (``lowering.runners.run_many``),
+Each runtime runs in child processes (``lowering.runtimes.runners.run_many``),
 so a crash is a cell, not the end of the table, and as those runners set it
 up: in float32 on one thread, not at the runtime's defaults, which depend on
 the CPU (OpenVINO's infers in bfloat16 where the CPU has AVX512-BF16 or
@@ -42,7 +42,7 @@ import onnx
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import lowering
-from lowering.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
+from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
 from tests.matrix_models import Case, matches, synthetic_cases, torch_cases
 
 #: Column -> the name ``lowering.lower(model, runtime=...)`` takes for it.
@@ -168,7 +168,7 @@ def main() -> None:
         f"{platform.machine()}, Python {platform.python_version()}, "
         + ", ".join(found[r] for r in runtimes)
         + f", lowering {lowering.__version__}; every runtime in float32 on one thread "
-        "(lowering/runners.py), so no cell depends on the CPU\n"
+        "(lowering/runtimes/runners.py), so no cell depends on the CPU\n"
     )
     print(markdown(table, runtimes))
     failures = default_failures(table, cases)

@@ -5,7 +5,7 @@
 Each model uses one construct (Loop, Scan, If, a sequence op, ...) and
 takes and returns tensors only; a sequence op is fed by SplitToSequence or
 SequenceConstruct, and read by SequenceAt or ConcatFromSequence. Each runs
-in every runtime of ``lowering/runners.py``, in a child process, set up
+in every runtime of ``lowering/runtimes/runners.py``, in a child process, set up
 as those runners set it up (float32, one thread, whatever the CPU), against an
 expectation computed in plain numpy. A cell says "runs" when the outputs
 match, "wrong result" when it runs and they don't, and otherwise the
@@ -26,7 +26,7 @@ import onnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from lowering.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
+from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lowering import sequence_map
+from lowering.passes import lower_sequence_maps as sequence_map
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ import onnx
 import onnxruntime as ort
 
 import lowering
-from lowering.runtimes import LOOP_OPS, RUNTIMES
-from lowering.sessions import open_session
+from lowering.runtimes.profiles import LOOP_OPS, RUNTIMES
+from lowering.runtimes.sessions import open_session
 from tests.helpers import (
     all_graphs,
     all_nodes,

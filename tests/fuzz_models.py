@@ -38,7 +38,7 @@ import numpy as np
 import onnx
 from hypothesis import strategies as st
 
-from lowering.runtimes import RUNTIMES
+from lowering.runtimes.profiles import RUNTIMES
 
 C = 3  # the fixed last dim of every element
 
@@ -1623,7 +1623,7 @@ class Gen(Picker):
             opset_imports=[onnx.helper.make_opsetid("", self.opset)],
         )
         single.ir_version = IR_VERSION[self.opset]
-        from lowering.sessions import open_session
+        from lowering.runtimes.sessions import open_session
 
         value = open_session(single.SerializeToString()).run(
             None, {name: self.feeds[name] for name in inputs}
@@ -1777,7 +1777,7 @@ class OneOp:
         given = dict(zip(self.node.input, values))
         feeds = {name: np.asarray(given[name]) for name in self.runtime}
         if self.session is None:
-            from lowering.sessions import open_session
+            from lowering.runtimes.sessions import open_session
 
             inputs = [
                 onnx.helper.make_tensor_value_info(

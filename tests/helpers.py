@@ -18,7 +18,7 @@ import onnxruntime as ort
 from onnx import TensorProto
 
 import lowering
-from lowering.sessions import open_session
+from lowering.runtimes.sessions import open_session
 
 
 def parse(text: str) -> onnx.ModelProto:
@@ -129,7 +129,7 @@ def assert_no_dtype_zero(type_proto: onnx.TypeProto) -> None:
 
 
 def session(model: onnx.ModelProto, optimize: bool = True) -> ort.InferenceSession:
-    """onnxruntime on one thread, with no accuracy traded for speed (lowering.sessions)."""
+    """onnxruntime on one thread, with no accuracy traded for speed (lowering.runtimes.sessions)."""
     return open_session(model.SerializeToString(), optimize=optimize)
 
 

@@ -1,6 +1,6 @@
 """Ops whose axes moved from an attribute to an input are spelt for their opset.
 
-Every op ``lowering.axes`` knows, at every opset from 11 to 21, in a
+Every op ``lowering.irutils.axes`` knows, at every opset from 11 to 21, in a
 one-node model that must pass the full checker and match numpy in
 onnxruntime; and the rewrite that emits one outside any map
 (``EliminateSequencesPass`` reading a concat of a construct) at 11 to 13.
@@ -14,8 +14,8 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.axes import axes_as_input, with_axes
-from lowering.naming import FreshNamesPass
+from lowering.irutils.axes import axes_as_input, with_axes
+from lowering.irutils.naming import FreshNamesPass
 from tests.helpers import parse, run
 
 NEWEST = 21  # the newest opset the generator draws maps at

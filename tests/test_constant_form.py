@@ -1,4 +1,4 @@
-"""Constants come out in their ``value`` form (lowering.constant_form)."""
+"""Constants come out in their ``value`` form (lowering.passes.constant_form)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.constant_form import ConstantValueFormPass
+from lowering.passes.constant_form import ConstantValueFormPass
 from tests.helpers import all_nodes, assert_same, run
 
 H = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'

@@ -15,7 +15,7 @@ import onnx
 import pytest
 
 import lowering
-from lowering import ort_kernel_table, ort_kernels
+from lowering.runtimes import ort_kernel_table, ort_kernels
 from tests.helpers import assert_same, lowered, parse, run, try_run
 
 # ONNX type name -> (numpy type that onnxruntime feeds, numpy type of the elements)

@@ -13,8 +13,8 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.function_specialization import SpecializeFunctionsPass
-from lowering.sequence_map import LowerSequenceMapPass
+from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
+from lowering.passes.specialize_functions import SpecializeFunctionsPass
 from tests.golden import canonical_text
 from tests.helpers import all_nodes, assert_same, lowered, parse, run
 

@@ -1,4 +1,4 @@
-"""``lowering.nodes`` builds the nodes ``ir.node`` builds, only faster."""
+"""``lowering.irutils.nodes`` builds the nodes ``ir.node`` builds, only faster."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from lowering.nodes import attribute, new_node
+from lowering.irutils.nodes import attribute, new_node
 
 VALUES = {
     "int": 3,

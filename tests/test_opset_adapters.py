@@ -16,7 +16,7 @@ import onnx_ir as ir
 import pytest
 
 from lowering.maps.uniform_shapes import REDUCE_OPS
-from lowering.opset import TargetOpsetPass
+from lowering.passes.target_opset import TargetOpsetPass
 from tests.helpers import assert_same, parse, run
 
 
@@ -555,7 +555,7 @@ def test_a_squeeze_of_every_unit_dim_spells_its_axes_where_they_are_static(x_typ
     assert_same(run(converted, {"x": x}), [np.squeeze(x)])
     if expected is not None:
         pytest.importorskip("tract")
-        from lowering.runners import run_tract
+        from lowering.runtimes.runners import run_tract
 
         onnx.save(converted, tmp_path / "squeeze.onnx")
         assert_same(run_tract(tmp_path / "squeeze.onnx", [x]), [np.squeeze(x)])

@@ -18,7 +18,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.opset import lowest_opset
+from lowering.passes.target_opset import lowest_opset
 from tests.helpers import run
 
 DATA = pathlib.Path(__file__).parent / "data" / "torch"

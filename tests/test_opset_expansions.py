@@ -12,7 +12,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from lowering.opset import TargetOpsetPass, schemas
+from lowering.opset import schemas
+from lowering.passes.target_opset import TargetOpsetPass
 from tests.helpers import parse, run
 
 CASES = {

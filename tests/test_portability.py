@@ -14,7 +14,7 @@ import onnx
 import pytest
 
 import lowering
-from lowering.runners import run_openvino, run_tract
+from lowering.runtimes.runners import run_openvino, run_tract
 from tests.helpers import all_nodes, assert_same, op_types, run
 from tests.matrix_models import synthetic_cases
 
@@ -44,7 +44,7 @@ def test_torch_atleast_has_no_sequence_op_and_runs_in_openvino(name, tmp_path):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_torch_atleast_with_default_options_runs_in_openvino_and_tract(name, tmp_path):
-    """No --optimize: unrolling itself folds torch's rank test (lowering.static_fold)."""
+    """No --optimize: unrolling itself folds torch's rank test (lowering.irutils.static_fold)."""
     result, path, inputs, feeds = _torch_case(name, tmp_path)
     ops = op_types(result)
     assert not [op for op in ops if "Sequence" in op]

@@ -28,7 +28,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from lowering.sessions import open_session
+from lowering.runtimes.sessions import open_session
 from tests.helpers import parse
 from tests.test_differential import CASES
 

@@ -1,4 +1,4 @@
-"""The runners of ``lowering/runners.py`` leave no result to a runtime's defaults.
+"""The runners of ``lowering/runtimes/runners.py`` leave no result to a runtime's defaults.
 
 A runtime's default precision or thread count can depend on the CPU: on a
 CPU with AVX512-BF16 or AMX, OpenVINO's CPU plugin infers in bfloat16
@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import pytest
 
-from lowering.runners import (
+from lowering.runtimes.runners import (
     RUNNERS,
     THREADS,
     compile_openvino,

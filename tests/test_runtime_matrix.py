@@ -20,7 +20,7 @@ import onnx
 import pytest
 
 import lowering
-from lowering.runners import RUNNERS
+from lowering.runtimes.runners import RUNNERS
 from tests.matrix_models import matches, synthetic_cases, torch_cases
 
 CASES = {**torch_cases(), **synthetic_cases()}

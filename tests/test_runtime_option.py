@@ -1,6 +1,6 @@
 """``--runtime NAME``: forms each runtime runs, refusals, and what the summary says.
 
-Each model below is lowered for every runtime in :data:`lowering.runtimes.RUNTIMES`.
+Each model below is lowered for every runtime in :data:`lowering.runtimes.profiles.RUNTIMES`.
 For each pair the table says what must happen: a strategy, or a refusal. Every
 output is checked against numpy in onnxruntime, must hold none of the ops the
 runtime lacks, and runs in OpenVINO and tract (the ``runtimes`` extra) where
@@ -20,8 +20,8 @@ import pytest
 
 import lowering
 from lowering.api import RuntimeName
-from lowering.runners import compile_openvino
-from lowering.runtimes import RUNTIMES, rejecting
+from lowering.runtimes.profiles import RUNTIMES, rejecting
+from lowering.runtimes.runners import compile_openvino
 from tests.helpers import all_nodes, assert_same, run
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'

@@ -3,7 +3,7 @@
 torch writes ``torch.split``/``torch.chunk`` as ``SplitToSequence`` read by
 ``SequenceAt`` at constants (the gpt2 and chunk_reduce exports do it next to
 their maps). Sequence elimination reads those elements straight from the
-tensor (``lowering/sequence_elimination.py``), so runtimes without sequence
+tensor (``lowering/passes/eliminate_sequences.py``), so runtimes without sequence
 ops (tract, tinygrad) run the output. Each case is checked against plain
 numpy; where the bounds are not static the sequence ops stay.
 """

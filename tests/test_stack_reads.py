@@ -1,6 +1,6 @@
 """Uniform maps are read from their stack; insert chains become constructs.
 
-lowering.maps.scan_outputs.read_stack_in_readers: SequenceAt, SequenceLength and
+lowering.maps.strategies.uniform.read_stack_in_readers: SequenceAt, SequenceLength and
 ConcatFromSequence of a uniform map read the Loop's stacked output with
 Gather (Slice + Squeeze for strings), Shape/Gather, Transpose/Reshape, and
 no sequence is built. sequence_elimination: SequenceEmpty -> SequenceInsert
@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from lowering.runners import compile_openvino
+from lowering.runtimes.runners import compile_openvino
 from tests.golden import canonical_text
 from tests.helpers import assert_same, lowered, op_types, parse, run
 
@@ -387,7 +387,7 @@ def test_concat_of_an_unrolled_empty_map_stays_a_concat_from_sequence():
 
 def test_a_map_over_an_insert_chain_reads_the_inserted_tensors():
     """The chain is a construct before unrolling, so each copy reads a declared tensor
-    and its rank test folds (lowering.static_fold)."""
+    and its rank test folds (lowering.irutils.static_fold)."""
     source = parse(
         H
         + """

@@ -1,4 +1,4 @@
-"""What unrolling makes static is folded in the copies, by default (lowering.static_fold)."""
+"""What unrolling makes static is folded in the copies, by default (lowering.irutils.static_fold)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import pytest
 
 import lowering
 from lowering.cli import main
-from lowering.target_opset import lowest_opset
+from lowering.passes.target_opset import lowest_opset
 from tests.helpers import all_nodes, assert_same, lowered, parse, run
 
 SPLIT_MAP_CONCAT = """<ir_version: 8, opset_import: ["" : 17]>

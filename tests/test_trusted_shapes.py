@@ -1,4 +1,4 @@
-"""The shapes lowering.node_inference proves are the shapes onnxruntime computes.
+"""The shapes lowering.irutils.node_inference proves are the shapes onnxruntime computes.
 
 Every op of TRUSTED_SHAPE_OPS is run, one node to a model, on edge
 attributes and inputs (negative and empty axes, keepdims 0 and 1, Slice's
@@ -30,8 +30,8 @@ import onnx_ir as ir
 import pytest
 from onnx import helper
 
-from lowering.node_inference import TRUSTED_SHAPE_OPS, Operand, infer_outputs
-from lowering.sessions import open_session
+from lowering.irutils.node_inference import TRUSTED_SHAPE_OPS, Operand, infer_outputs
+from lowering.runtimes.sessions import open_session
 from tests.helpers import assert_same, lowered, op_types, parse
 
 OPSETS = (11, 13, 17, 18, 21)

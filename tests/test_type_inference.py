@@ -15,7 +15,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.type_inference import TypeOracle
+from lowering.analysis.type_inference import TypeOracle
 from tests.helpers import assert_same, parse, run
 from tests.test_optimize import FUZZ, _fuzz_feeds
 
@@ -96,7 +96,7 @@ def test_shapes_from_an_op_onnx_infers_wrong_are_dropped_with_all_computed_from_
     ],
 )
 def test_an_einsum_is_only_trusted_where_its_letters_agree(shapes, wrong):
-    from lowering.node_inference import Operand, seen_wrong
+    from lowering.irutils.node_inference import Operand, seen_wrong
 
     node = ir.Node("", "Einsum", [], [ir.AttrString("equation", "bij,bjk->bik")])
     operands = [Operand(ir.DataType.FLOAT, shape) for shape in shapes]

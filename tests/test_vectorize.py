@@ -847,8 +847,8 @@ def test_concat_along_an_inner_axis_reads_the_stack(n):
 def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
     """For a check against onnxruntime's kernels: the ops beyond the body's own
     (which run on the types they ran on before), with their input's type."""
-    from lowering import sequence_map
-    from lowering.maps.vectorize import emitted_ops, vectorize_reason
+    from lowering.maps.strategies.vectorize import emitted_ops, vectorize_reason
+    from lowering.passes import lower_sequence_maps as sequence_map
 
     seen = []
 
@@ -878,7 +878,7 @@ def test_no_vectorization_outlives_the_call():
     vectorizable that another strategy lowers, leave nothing behind."""
     import gc
 
-    from lowering.maps.vectorize import _Vectorizer
+    from lowering.maps.strategies.vectorize import _Vectorizer
     from tests.test_functions import ADD_C, SQUARE, apply_model
 
     trial = ir.serde.deserialize_model(apply_model([SQUARE, ADD_C], 2))

@@ -23,8 +23,8 @@ from onnx import TensorProto
 from onnx import helper as oh
 
 import lowering
-from lowering.maps.vectorize import _RULES
-from lowering.shapes import slice_length
+from lowering.irutils.shapes import slice_length
+from lowering.maps.strategies.vectorize import _RULES
 from tests.helpers import assert_same, parse, session
 
 I64_MAX, I64_MIN = 2**63 - 1, -(2**63)

@@ -1,4 +1,4 @@
-"""The one walker (``lowering.walk``) and every CLI path on models that hold
+"""The one walker (``lowering.irutils.walk``) and every CLI path on models that hold
 graph-reference attributes (``body = @fn`` in a model-local function).
 
 onnx_ir's own iterators stop with an error at such an attribute; before the
@@ -17,8 +17,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from lowering import walk
 from lowering.cli import main
+from lowering.irutils import walk
 from tests.helpers import all_nodes, assert_same, op_types, parse, run
 
 HEADER = '<ir_version: 8, opset_import: ["" : 18, "local" : 1]>'

@@ -1,12 +1,6 @@
-"""The strategies a SequenceMap can be lowered with, one module each.
+"""SequenceMap, planned and written in one of five forms.
 
-:mod:`lowering.sequence_map` plans every map (:mod:`.plan`), chooses a
-strategy for each and calls the module that writes it:
-
-- :mod:`.vectorize`: the body once, on the stacked elements (no loop);
-- :mod:`.unroll`: one copy of the body per element of a static length;
-- :mod:`.split_map_concat`: split -> map -> concat as one Scan;
-- :mod:`.scan_outputs`: a Loop whose scan outputs stack uniform results
-  (:mod:`.uniform_shapes` decides which are uniform);
-- :mod:`.sequence_loop`: the general Loop over sequences.
+:mod:`lowering.passes.lower_sequence_maps` plans every map (:mod:`.plan`),
+chooses a strategy for each and calls the module of :mod:`.strategies` that
+writes it; :mod:`.uniform_shapes` decides which results have one shape.
 """

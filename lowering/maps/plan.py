@@ -3,7 +3,7 @@
 :func:`plan_map` validates a SequenceMap and works out, before anything is
 changed, which inputs are sequences and the type of every element and
 output: from the body's declared types, the node's, or ONNX shape inference
-(:mod:`lowering.type_inference`). Every strategy then turns the same body
+(:mod:`lowering.analysis.type_inference`). Every strategy then turns the same body
 graph into a Loop body with :func:`open_body`, and puts its nodes in the
 map's place with a :class:`Replacer`.
 """
@@ -15,16 +15,16 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from lowering.axes import axes_as_input, with_axes
-from lowering.constants import constant_node
+from lowering.analysis.sequence_length import SequenceLengths
 from lowering.errors import LoweringError
-from lowering.naming import adopt_name, fresh
-from lowering.nodes import new_node
-from lowering.op_facts import is_onnx_op
-from lowering.ort_kernels import unsupported
-from lowering.scopes import GraphLike, Located
-from lowering.sequence_length import SequenceLengths
-from lowering.walk import graphs_within
+from lowering.irutils.axes import axes_as_input, with_axes
+from lowering.irutils.constants import constant_node
+from lowering.irutils.naming import adopt_name, fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.scopes import GraphLike, Located
+from lowering.irutils.walk import graphs_within
+from lowering.runtimes.ort_kernels import unsupported
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))

@@ -1,6 +1,6 @@
 """Does a SequenceMap body give every element's outputs the same shape?
 
-The uniform-shape strategy (:mod:`lowering.maps.scan_outputs`) stacks the body's
+The uniform-shape strategy (:mod:`lowering.maps.strategies.uniform`) stacks the body's
 outputs as a Loop's scan outputs, which needs one shape for all iterations.
 That holds in two cases:
 
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.constants import constant_array
-from lowering.op_facts import REDUCE_OPS, SHAPE_FROM_SHAPES_OPS, is_onnx_domain
-from lowering.walk import has_subgraphs
+from lowering.irutils.constants import constant_array
+from lowering.irutils.op_facts import REDUCE_OPS, SHAPE_FROM_SHAPES_OPS, is_onnx_domain
+from lowering.irutils.walk import has_subgraphs
 
 # Ops whose output shapes also depend on the values of these operands.
 _SHAPE_OPERANDS = {

@@ -24,7 +24,7 @@ import onnx
 import onnx.shape_inference
 import onnx_ir as ir
 
-from lowering.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import is_onnx_domain
 from lowering.opset import schemas
 
 if TYPE_CHECKING:

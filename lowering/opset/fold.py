@@ -18,8 +18,8 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array
-from lowering.op_facts import is_onnx_domain
+from lowering.irutils.constants import constant_array
+from lowering.irutils.op_facts import is_onnx_domain
 
 _MAX_DEPTH = 8
 _MAX_ELEMENTS = 1024

@@ -27,12 +27,12 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from lowering.naming import adopt_name, fresh
-from lowering.op_facts import is_onnx_domain
+from lowering.irutils.naming import adopt_name, fresh
+from lowering.irutils.walk import has_subgraphs
+from lowering.opset import adapters as _registered  # noqa: F401  (registers the adapters)
 from lowering.opset import expand, schemas
 from lowering.opset.fold import FOLDED_OPS, fold
 from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
-from lowering.walk import has_subgraphs
 
 
 @dataclasses.dataclass
@@ -172,28 +172,6 @@ class Sandbox:
             while value in replaced:
                 value = replaced[value]
             maybe_dead.add(value)
-
-
-def remove_dead_chain(value: ir.Value) -> None:
-    """Remove the constant chain that computed ``value`` once nothing reads it.
-
-    An axes input that became an attribute leaves its Constant (or the small
-    Reshape/Concat of Constants torch wrote) unread; only such side-effect
-    free producers, and only when every output is unread, are removed.
-    """
-    node = value.producer()
-    if (
-        node is None
-        or node.graph is None
-        or not is_onnx_domain(node.domain)
-        or node.op_type not in DEAD_CHAIN_OPS
-        or any(out.uses() or out.is_graph_output() for out in node.outputs)
-    ):
-        return
-    inputs = [v for v in node.inputs if v is not None]
-    node.graph.remove(node, safe=True)
-    for operand in inputs:
-        remove_dead_chain(operand)
 
 
 def _copy_type(mine: ir.Value, theirs: ir.Value, typed: ir.Value | None) -> None:

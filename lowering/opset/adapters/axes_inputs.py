@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.op_facts import REDUCE_OPS
+from lowering.irutils.op_facts import REDUCE_OPS
 from lowering.opset.registry import ALL, Decline, down, up
 
 _REDUCE_18 = sorted(op for op in REDUCE_OPS if op != "ReduceSum")

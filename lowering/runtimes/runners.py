@@ -9,7 +9,7 @@ only when called.
 
 Some runtimes crash the process on models they cannot handle (MNN's
 converter segfaults on some graphs), so :func:`run_isolated` runs a runner in
-a child process (:func:`run_many`: ``python -m lowering.runners RUNTIME
+a child process (:func:`run_many`: ``python -m lowering.runtimes.runners RUNTIME
 JOB...``), and turns a crash into an error. :func:`short_error` shortens a runtime's error
 to the part that says what went wrong, for a table cell.
 
@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 
-from lowering.sessions import THREADS as SESSION_THREADS
-from lowering.sessions import open_session
+from lowering.runtimes.sessions import THREADS as SESSION_THREADS
+from lowering.runtimes.sessions import open_session
 
 Runner = Callable[[pathlib.Path, Sequence[np.ndarray]], list[np.ndarray]]
 
@@ -48,7 +48,7 @@ THREADS = SESSION_THREADS
 
 def onnxruntime_session(path: pathlib.Path):
     """An onnxruntime CPU session for ``path``, pinned as every session of the
-    project is (:mod:`lowering.sessions`)."""
+    project is (:mod:`lowering.runtimes.sessions`)."""
     return open_session(path)
 
 
@@ -349,7 +349,7 @@ def run_many(
         }
         while len(results) < len(folders):
             pending = folders[len(results) :]
-            command = [sys.executable, "-m", "lowering.runners", runtime]
+            command = [sys.executable, "-m", "lowering.runtimes.runners", runtime]
             try:
                 subprocess.run(
                     [*command, *map(str, pending)],

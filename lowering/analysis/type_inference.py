@@ -26,7 +26,7 @@ function that calls them, directly or not, are inferred callers first::
 Call sites that disagree leave the function untyped (the lowering then asks
 for declared types).
 
-Inferred shapes are not all proven (:mod:`lowering.node_inference`): the
+Inferred shapes are not all proven (:mod:`lowering.irutils.node_inference`): the
 shape of every output of an op whose inference was seen to differ from
 onnxruntime's (MaxPool with ``ceil_mode``, ...), or of a doubted case of a
 trusted op, and of everything computed from it, is dropped from the copy
@@ -45,10 +45,10 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
-from lowering.constants import constant_array
-from lowering.node_inference import operand, seen_wrong
-from lowering.op_facts import is_onnx_domain
-from lowering.walk import GraphLike, graphs_within, nodes_within, subgraphs
+from lowering.irutils.constants import constant_array
+from lowering.irutils.node_inference import operand, seen_wrong
+from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)
 
@@ -305,7 +305,7 @@ def _infer_model(model: ir.Model) -> ir.Model | None:
 
 def forget_unproven_shapes(graph: ir.Graph, tainted: set[ir.Value] | None = None) -> set[ir.Value]:
     """Drop, in an inferred copy, the shapes ONNX inference got from an op whose
-    shapes it may get wrong (:func:`lowering.node_inference.seen_wrong`), and
+    shapes it may get wrong (:func:`lowering.irutils.node_inference.seen_wrong`), and
     every shape computed from one, through subgraphs too. Returns the values
     whose shapes were dropped."""
     tainted = set() if tainted is None else tainted

@@ -32,7 +32,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from lowering.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import is_onnx_domain
 
 Dim = int | str | None  # a known size, a symbolic dim, or unknown
 

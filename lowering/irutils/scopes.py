@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
 
-from lowering.nodes import new_node
-from lowering.op_facts import is_onnx_domain, is_onnx_op
-from lowering.walk import GraphLike, named_subgraphs
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.walk import GraphLike, named_subgraphs
 
 
 @dataclasses.dataclass(frozen=True)

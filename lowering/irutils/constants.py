@@ -4,7 +4,7 @@
 writes through to the proto a model was read from. The rewrites here only
 look, so they read constants with :func:`constant_array`. They make the
 constants they need with :func:`constant_node`, and drop the ones their
-rewrites leave unread with :func:`remove_if_dead_constant`.
+rewrites leave unread with :func:`lowering.irutils.dead_code.remove_unread`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.naming import fresh
-from lowering.op_facts import is_onnx_op
+from lowering.irutils.naming import fresh
+from lowering.irutils.op_facts import is_onnx_op
 
 _LIST_ATTRIBUTES = {"value_ints": np.int64, "value_floats": np.float32}
 _SCALAR_ATTRIBUTES = {"value_int": np.int64, "value_float": np.float32}
@@ -49,18 +49,3 @@ def constant_node(value: np.ndarray, stem: str | None = None) -> ir.Node:
     output.dtype = ir.DataType.from_numpy(value.dtype)
     output.shape = ir.Shape(value.shape)
     return node
-
-
-def remove_if_dead_constant(value: ir.Value | None) -> None:
-    """Remove the Constant node producing ``value`` if nothing reads it any more."""
-    if value is None:
-        return
-    producer = value.producer()
-    if (
-        producer is not None
-        and is_onnx_op(producer, "Constant")
-        and not value.uses()
-        and not value.is_graph_output()
-        and producer.graph is not None
-    ):
-        producer.graph.remove(producer, safe=True)

@@ -28,7 +28,7 @@ fixed:
 A trip count M is known when it is ``SequenceLength`` of a sequence of known
 length, ``Gather(Shape(x), i)`` of a static dim, or a constant, also one
 computed through Squeeze, Unsqueeze, Reshape, Cast or Identity
-(:mod:`lowering.static_values`): the forms a lowered map's count takes
+(:mod:`lowering.irutils.static_values`): the forms a lowered map's count takes
 before and after unrolling, sequence elimination or ``--optimize`` fold it.
 
 Anything else, including graph inputs and loop-carried values, is unknown.
@@ -42,8 +42,8 @@ import math
 
 import onnx_ir as ir
 
-from lowering.op_facts import is_onnx_domain, is_onnx_op
-from lowering.static_values import static_array
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.static_values import static_array
 
 
 class SequenceLengths:

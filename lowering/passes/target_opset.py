@@ -8,13 +8,14 @@ import logging
 
 import onnx_ir as ir
 
-from lowering.collector import collector_paused
+from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
-from lowering.op_facts import is_onnx_domain
+from lowering.irutils.collector import collector_paused
+from lowering.irutils.dead_code import remove_unread
+from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.scopes import iter_scopes
 from lowering.opset import schemas
-from lowering.opset.plan import Plan, plan_node, remove_dead_chain
-from lowering.scopes import iter_scopes
-from lowering.type_inference import TypeOracle
+from lowering.opset.plan import DEAD_CHAIN_OPS, Plan, plan_node
 
 MIN_OPSET = schemas.MIN_OPSET
 _LOG = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             self.expanded.update(plan.expanded)
             plan.commit(replaced, maybe_dead)
         for value in maybe_dead:
-            remove_dead_chain(value)
+            remove_unread(value, DEAD_CHAIN_OPS)
         for line in self.summary():
             _LOG.info("opset %d: %s", self.target, line)
         modified = any(p.sandbox is not None for p in plans)

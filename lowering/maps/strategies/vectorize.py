@@ -69,8 +69,13 @@ from typing import cast
 import numpy as np
 import onnx_ir as ir
 
-from lowering.axes import axes_as_input
-from lowering.constants import constant_array, constant_node
+from lowering.irutils.axes import axes_as_input
+from lowering.irutils.constants import constant_array, constant_node
+from lowering.irutils.naming import fresh
+from lowering.irutils.node_inference import Operand, infer_outputs
+from lowering.irutils.nodes import attribute, new_node
+from lowering.irutils.op_facts import REDUCE_OPS, SAME_DTYPE_OPS, is_onnx_domain, is_onnx_op
+from lowering.irutils.shapes import slice_length
 from lowering.maps.plan import (
     MapPlan,
     Replacer,
@@ -79,12 +84,12 @@ from lowering.maps.plan import (
     tensor_dtype,
     typed,
 )
-from lowering.maps.scan_outputs import concat_kind, count_of, read_stack, read_stack_in_readers
-from lowering.naming import fresh
-from lowering.node_inference import Operand, infer_outputs
-from lowering.nodes import attribute, new_node
-from lowering.op_facts import REDUCE_OPS, SAME_DTYPE_OPS, is_onnx_domain, is_onnx_op
-from lowering.shapes import slice_length
+from lowering.maps.strategies.uniform import (
+    concat_kind,
+    count_of,
+    read_stack,
+    read_stack_in_readers,
+)
 
 Dims = tuple  # of int | None: an element shape with a known rank
 _INT64_MAX = np.iinfo(np.int64).max
@@ -606,7 +611,7 @@ def _detach(node: ir.Node) -> None:
 
 def _infer_outputs(node: ir.Node, args, opset: int) -> list[tuple[ir.DataType | None, Dims | None]]:
     """Dtypes and proven shapes of an invariant node's outputs (a ConstantOfShape's
-    shape is its input's value, for example): :mod:`lowering.node_inference`."""
+    shape is its input's value, for example): :mod:`lowering.irutils.node_inference`."""
     operands = [
         None
         if a is None

@@ -3,7 +3,7 @@
 Each pass checks a model before it changes it, but some checks can only be
 made after a change: a later pass in :func:`lowering.lower`'s pipeline, or
 maps that only specializing a function reveals
-(:class:`lowering.sequence_map.LowerSequenceMapPass`). Those run as a
+(:class:`lowering.passes.lower_sequence_maps.LowerSequenceMapPass`). Those run as a
 transaction, with a snapshot to restore the model from.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from lowering.walk import graphs_within
+from lowering.irutils.walk import graphs_within
 
 
 def snapshot(model: ir.Model) -> Callable[[], None]:

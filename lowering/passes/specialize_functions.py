@@ -41,11 +41,11 @@ from collections.abc import Iterator
 import onnx_ir as ir
 
 from lowering.errors import LoweringError
-from lowering.naming import FreshNamesPass, fresh
-from lowering.op_facts import is_onnx_op
+from lowering.irutils.naming import FreshNamesPass, fresh
+from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.scopes import describe_function, iter_scopes
+from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
 from lowering.rewrites import Rewrite
-from lowering.scopes import describe_function, iter_scopes
-from lowering.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ The rewrite adds only what a position needs::
 The Where is left out where p's sign is known. A constant is an initializer
 (that is not also a graph input) or a Constant node, at any scope, or what
 Squeeze, Unsqueeze, Reshape, Cast and Identity compute from constants
-(:mod:`lowering.static_values`); a folded one becomes a Constant, and the
+(:mod:`lowering.irutils.static_values`); a folded one becomes a Constant, and the
 ops that computed it go where nothing else reads them. The length n is
-known through :mod:`lowering.sequence_length`. A constant that is
+known through :mod:`lowering.analysis.sequence_length`. A constant that is
 statically out of range is an error. Positions already in canonical form,
 including the forms above, are left alone, so the pass is idempotent.
 """
@@ -49,17 +49,18 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array, constant_node
+from lowering.analysis.sequence_length import SequenceLengths
+from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
-from lowering.naming import FreshNamesPass, adopt_name, fresh
-from lowering.nodes import new_node
-from lowering.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.constants import constant_array, constant_node
+from lowering.irutils.dead_code import remove_unread
+from lowering.irutils.naming import FreshNamesPass, adopt_name, fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.scopes import GraphLike, Located, find_nodes
+from lowering.irutils.static_values import FOLDABLE_OPS, static_array
+from lowering.irutils.walk import named_subgraphs
 from lowering.rewrites import Rewrite
-from lowering.scopes import GraphLike, Located, find_nodes
-from lowering.sequence_length import SequenceLengths
-from lowering.static_values import remove_if_dead, static_array
-from lowering.type_inference import TypeOracle
-from lowering.walk import named_subgraphs
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ _INT64 = ir.DataType.INT64
 class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
     """Rewrite every SequenceInsert position, in every scope, into canonical form.
 
-    Fresh values and nodes are left for :class:`lowering.naming.FreshNamesPass`
+    Fresh values and nodes are left for :class:`lowering.irutils.naming.FreshNamesPass`
     to name; run it afterwards.
 
     Attributes:
@@ -308,7 +309,7 @@ class _Position:
         owner.remove(node)
         old = self.position
         node.replace_input_with(2, p)
-        remove_if_dead(old)
+        remove_unread(old, FOLDABLE_OPS)
         else_branch = guard.attributes["else_branch"].as_graph()
         else_branch.extend([*inner, node])
         else_branch.outputs.append(output)
@@ -346,14 +347,14 @@ class _Position:
         self.located.scope.owner.insert_before(node, nodes)
         old = self.position
         node.replace_input_with(2, nodes[-1].outputs[0])
-        remove_if_dead(old)
+        remove_unread(old, FOLDABLE_OPS)
         return nodes
 
     def _drop_position(self) -> list[ir.Node]:
         node = self.located.node
         old = self.position
         node.resize_inputs(2)
-        remove_if_dead(old)
+        remove_unread(old, FOLDABLE_OPS)
         return []
 
 

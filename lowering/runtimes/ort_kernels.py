@@ -13,7 +13,7 @@ string tensor of rank 2 or more (``['a', 'bb']`` comes back as
 Every strategy asks :func:`unsupported` about each (op, element type) it
 would emit, and the pass falls back to the next strategy, down to the
 general Loop form whose ops are the ones the original's expansion uses.
-The kernel table (:mod:`lowering.ort_kernel_table`) is generated from
+The kernel table (:mod:`lowering.runtimes.ort_kernel_table`) is generated from
 onnxruntime's own registry by ``scripts/ort_kernel_table.py`` and
 committed, so the output does not depend on what is installed beside it.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.ort_kernel_table import KERNELS, ONNXRUNTIME_VERSION
+from lowering.runtimes.ort_kernel_table import KERNELS, ONNXRUNTIME_VERSION
 
 # Kernels that exist and give wrong results, with what goes wrong.
 WRONG_RESULTS: dict[tuple[str, ir.DataType], str] = {

@@ -4,27 +4,27 @@ SequenceMap-17 is defined only as a function that every runtime must expand
 itself, and many never do. This pass writes an expansion into the model. It
 chooses, for each map, the first strategy that fits and whose ops
 onnxruntime has kernels for on the element types involved
-(:mod:`lowering.ort_kernels`):
+(:mod:`lowering.runtimes.ort_kernels`):
 
-- ``vectorize`` (:mod:`lowering.maps.vectorize`): every body op has a
+- ``vectorize`` (:mod:`lowering.maps.strategies.vectorize`): every body op has a
   batching rule; the body runs once on the stacked elements, no loop.
-- ``unroll`` (:mod:`lowering.maps.unroll`): a small static length; one copy
+- ``unroll`` (:mod:`lowering.maps.strategies.unroll`): a small static length; one copy
   of the body per element, folded where unrolling made things static.
-- ``scan`` (:mod:`lowering.maps.split_map_concat`): split -> map -> concat.
-- ``uniform`` (:mod:`lowering.maps.scan_outputs`): when every output element has
+- ``scan`` (:mod:`lowering.maps.strategies.scan`): split -> map -> concat.
+- ``uniform`` (:mod:`lowering.maps.strategies.uniform`): when every output element has
   the same shape, a Loop with scan outputs, its stacks read directly. O(n).
-- ``loop`` (:mod:`lowering.maps.sequence_loop`): otherwise, a Loop that appends to
+- ``loop`` (:mod:`lowering.maps.strategies.loop`): otherwise, a Loop that appends to
   loop-carried sequences with ``SequenceInsert``. Always correct (the ops of
   the original's own expansion), O(n^2) in onnxruntime.
 
 In the Loop forms, the body graph object itself becomes the Loop body: its
 nodes, initializers, Constant nodes, outer-scope references, value names
 and nested subgraphs stay as they were (names that would collide across
-scopes are renamed by :class:`lowering.naming.FreshNamesPass`). The new
+scopes are renamed by :class:`lowering.irutils.naming.FreshNamesPass`). The new
 nodes take the map's node name, doc string and metadata, and the map's
 outputs keep their names, so consumers and graph outputs are untouched.
 
-``--runtime NAME`` (:mod:`lowering.runtimes`) leaves out the forms NAME
+``--runtime NAME`` (:mod:`lowering.runtimes.profiles`) leaves out the forms NAME
 cannot run, and refuses a map NAME can run in no form. Whatever the runtime,
 each rewrite says which runtimes will reject the form it got.
 
@@ -38,24 +38,24 @@ import logging
 
 import onnx_ir as ir
 
+from lowering.analysis.sequence_length import SequenceLengths
+from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
-from lowering.function_specialization import SpecializeFunctionsPass
+from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
+from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
+from lowering.irutils.snapshot import snapshot
+from lowering.irutils.walk import nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, split_source
-from lowering.maps.scan_outputs import lower_to_scan_outputs, uniform_reason
-from lowering.maps.sequence_loop import lower_to_sequence_loop
-from lowering.maps.split_map_concat import lower_to_scan, scan_axes
-from lowering.maps.unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
-from lowering.maps.vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
-from lowering.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
-from lowering.ort_kernels import first_unsupported
+from lowering.maps.strategies.loop import lower_to_sequence_loop
+from lowering.maps.strategies.scan import lower_to_scan, scan_axes
+from lowering.maps.strategies.uniform import lower_to_scan_outputs, uniform_reason
+from lowering.maps.strategies.unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
+from lowering.maps.strategies.vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
+from lowering.passes.eliminate_sequences import EliminateSequencesPass, fold_insert_chains
+from lowering.passes.specialize_functions import SpecializeFunctionsPass
 from lowering.rewrites import Rewrite
-from lowering.runtimes import DEFAULT_RUNTIME, RUNTIMES, rejecting
-from lowering.scopes import Located, find_nodes, link_outer_outputs
-from lowering.sequence_elimination import EliminateSequencesPass, fold_insert_chains
-from lowering.sequence_length import SequenceLengths
-from lowering.snapshot import snapshot
-from lowering.type_inference import TypeOracle
-from lowering.walk import nodes_within, subgraphs
+from lowering.runtimes.ort_kernels import first_unsupported
+from lowering.runtimes.profiles import DEFAULT_RUNTIME, RUNTIMES, rejecting
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 class LowerSequenceMapPass(ir.passes.InPlacePass):
     """Replace every SequenceMap, in every scope, with an equivalent Loop.
 
-    Fresh values and nodes are left for :class:`lowering.naming.FreshNamesPass`
+    Fresh values and nodes are left for :class:`lowering.irutils.naming.FreshNamesPass`
     to name; run it afterwards, as :func:`lowering.lower` does.
 
     Attributes:
@@ -77,7 +77,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             SequenceInsert form otherwise. "loop" forces the general form
             everywhere.
         max_unroll: The longest static length that "auto" unrolls (0: never).
-        runtime: The runtime the output is for (:mod:`lowering.runtimes`):
+        runtime: The runtime the output is for (:mod:`lowering.runtimes.profiles`):
             where a loop is unavoidable, a form it runs is chosen (a Scan
             for tract, a Loop with scan outputs for MNN); a runtime with
             neither Loop nor Scan gets every map of static length unrolled
@@ -239,8 +239,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         the target runtime run.
 
         Each candidate is checked against onnxruntime's kernels for the
-        element types it would emit ops on (:mod:`lowering.ort_kernels`),
-        and against the ops the target runtime lacks (:mod:`lowering.runtimes`);
+        element types it would emit ops on (:mod:`lowering.runtimes.ort_kernels`),
+        and against the ops the target runtime lacks (:mod:`lowering.runtimes.profiles`);
         the loop form emits only the ops that the original's own expansion
         uses, so it runs wherever the original does.
 

@@ -2,7 +2,7 @@
 
 When the first input's length k is known statically and small (a
 ``SequenceConstruct`` of k tensors, a ``SplitToSequence`` with static
-sizes, ...; see :mod:`lowering.sequence_length`), the body is inlined k
+sizes, ...; see :mod:`lowering.analysis.sequence_length`), the body is inlined k
 times, each copy reading its own element, and the outputs are built with
 ``SequenceConstruct``::
 
@@ -20,11 +20,11 @@ An element is the construct's own input where there is one; otherwise it is
 read with ``SequenceAt(s, i)`` for a constant i. The copies keep the body's
 element types but not its shapes, which may differ from element to element.
 Body initializers become one ``Constant`` each, shared by all copies. With
-:class:`lowering.sequence_elimination.EliminateSequencesPass` afterwards,
+:class:`lowering.passes.eliminate_sequences.EliminateSequencesPass` afterwards,
 reads such as ``SequenceAt(outs, 1)`` become the tensors themselves, so a
 model like torch's ``atleast_2d((a, b, c))`` ends up with no sequence op.
 What a copy tests about its element (its rank, its shape) is then folded
-in the copy itself (:mod:`lowering.static_fold`).
+in the copy itself (:mod:`lowering.irutils.static_fold`).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.axes import with_axes
-from lowering.constants import constant_array, constant_node
+from lowering.irutils.axes import with_axes
+from lowering.irutils.constants import constant_array, constant_node
+from lowering.irutils.naming import fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.static_fold import fold_static, release
+from lowering.irutils.walk import graphs_within, nodes_within
 from lowering.maps.plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
-from lowering.naming import fresh
-from lowering.nodes import new_node
-from lowering.op_facts import is_onnx_op
-from lowering.static_fold import fold_static, release
-from lowering.walk import graphs_within, nodes_within
 
 DEFAULT_MAX_UNROLL = 16
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lowering.op_facts import LOOP_OPS, SEQUENCE_OPS
+from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Remove the sequence ops that lowering has made unnecessary.
 
-After an unrolled map (:mod:`lowering.maps.unroll`) a model reads tensors
+After an unrolled map (:mod:`lowering.maps.strategies.unroll`) a model reads tensors
 out of ``SequenceConstruct`` results that it could read directly. Runtimes
 without sequence support (OpenVINO, tract) refuse those ops, so this pass
 rewrites them away::
@@ -45,15 +45,16 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from lowering.axes import axes_form
-from lowering.constants import constant_array, remove_if_dead_constant
+from lowering.analysis.sequence_length import SequenceLengths
+from lowering.irutils.axes import axes_form
+from lowering.irutils.constants import constant_array
+from lowering.irutils.dead_code import become_identity, remove_unread, unread
+from lowering.irutils.naming import fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
+from lowering.irutils.scopes import find_nodes, iter_scopes
 from lowering.maps.plan import read_slice
-from lowering.naming import fresh
-from lowering.nodes import new_node
-from lowering.op_facts import SEQUENCE_OPS, is_onnx_domain
-from lowering.ort_kernels import unsupported
-from lowering.scopes import find_nodes, iter_scopes
-from lowering.sequence_length import SequenceLengths
+from lowering.runtimes.ort_kernels import unsupported
 
 
 class EliminateSequencesPass(ir.passes.InPlacePass):
@@ -158,7 +159,7 @@ def _sequence_insert(node: ir.Node, owner, lengths, opset: int) -> bool:
     node.op_type = "SequenceConstruct"
     node.attributes.clear()
     for old in inputs[2:]:
-        remove_if_dead_constant(old)
+        remove_unread(old)
     return True
 
 
@@ -284,25 +285,6 @@ def _concat_from_sequence(node: ir.Node, owner, lengths, opset: int) -> bool:
     return True
 
 
-def become_identity(node: ir.Node, source: ir.Value, owner) -> None:
-    """Make ``node``'s readers read ``source``; keep it as Identity only for a graph output."""
-    output = node.outputs[0]
-    inputs = list(node.inputs)
-    for index in range(len(node.inputs)):
-        node.replace_input_with(index, None)
-    for value in inputs:
-        remove_if_dead_constant(value)
-    if output.is_graph_output():
-        node.op_type = "Identity"
-        node.attributes.clear()
-        node.resize_inputs(1)
-        node.replace_input_with(0, source)
-        return
-    for user, index in list(output.uses()):
-        user.replace_input_with(index, source)
-    owner.remove(node, safe=True)
-
-
 _RULES = {
     "SequenceInsert": _sequence_insert,
     "SequenceAt": _sequence_at,
@@ -319,9 +301,7 @@ def _remove_dead(model: ir.Model) -> bool:
             (scope.owner, node)
             for scope in iter_scopes(model)
             for node in scope.owner
-            if is_onnx_domain(node.domain)
-            and node.op_type in SEQUENCE_OPS
-            and not any(v.uses() or v.is_graph_output() for v in node.outputs)
+            if is_onnx_domain(node.domain) and node.op_type in SEQUENCE_OPS and unread(node)
         ]
         if not dead:
             return removed_any
@@ -329,5 +309,5 @@ def _remove_dead(model: ir.Model) -> bool:
             inputs = list(node.inputs)
             owner.remove(node, safe=True)
             for value in inputs:  # a split's sizes, an insert's position
-                remove_if_dead_constant(value)
+                remove_unread(value)
         removed_any = True

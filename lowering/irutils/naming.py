@@ -70,8 +70,8 @@ import weakref
 
 import onnx_ir as ir
 
-from lowering.scopes import iter_scopes
-from lowering.walk import subgraphs
+from lowering.irutils.scopes import iter_scopes
+from lowering.irutils.walk import subgraphs
 
 # Items made by rewrites and not yet named, with the stem for their names.
 _fresh: weakref.WeakKeyDictionary[ir.Value | ir.Node, str] = weakref.WeakKeyDictionary()

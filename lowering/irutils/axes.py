@@ -16,10 +16,10 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_node
-from lowering.naming import fresh
-from lowering.nodes import new_node
-from lowering.op_facts import AXES_INPUT_SINCE
+from lowering.irutils.constants import constant_node
+from lowering.irutils.naming import fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import AXES_INPUT_SINCE
 
 
 def axes_as_input(op_type: str, opset: int) -> bool:

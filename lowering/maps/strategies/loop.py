@@ -23,7 +23,7 @@ becomes::
         => (cond', acc_1', .., acc_m')
 
 Its cost: onnxruntime's SequenceInsert copies the sequence on every call,
-so n elements cost O(n^2). :mod:`lowering.maps.scan_outputs` avoids that where
+so n elements cost O(n^2). :mod:`lowering.maps.strategies.uniform` avoids that where
 element shapes are uniform.
 """
 
@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from lowering.irutils.naming import fresh
+from lowering.irutils.nodes import new_node
 from lowering.maps.plan import (
     MapPlan,
     Replacer,
@@ -41,8 +43,6 @@ from lowering.maps.plan import (
     open_body,
     typed,
 )
-from lowering.naming import fresh
-from lowering.nodes import new_node
 
 
 def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:

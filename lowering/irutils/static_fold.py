@@ -9,7 +9,7 @@ an element looks like. torch's ``atleast_1d`` asks for its element's rank::
     cond  = Equal(rank, zero)
     y     = If(cond) <then: Reshape(e, [1]), else: Identity(e)>
 
-Once unrolled (:mod:`lowering.maps.unroll`), each copy reads one known
+Once unrolled (:mod:`lowering.maps.strategies.unroll`), each copy reads one known
 element, a graph input ``b: float[3]`` say, and the test has one answer::
 
     shape = Shape(b)             ->  Constant<int64[1] {3}>     b's shape is static
@@ -38,7 +38,7 @@ A constant is an initializer that is not also a graph input (a caller can
 override those), a ``Constant`` node, or what this fold made. A copy's
 values lose their declared shapes when unrolled (elements may differ), so
 each copy node left unfolded gets the types and shapes that
-:mod:`lowering.node_inference` proves from its inputs (ONNX's per-node
+:mod:`lowering.irutils.node_inference` proves from its inputs (ONNX's per-node
 inference, shapes only for the ops where it agrees with onnxruntime), which
 lets ``Shape``/``Size`` further down fold too. onnxscript's whole-model
 optimizer stays behind ``--optimize``.
@@ -52,14 +52,15 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array
-from lowering.naming import fresh
-from lowering.node_inference import infer_outputs, operand
-from lowering.nodes import new_node
-from lowering.op_facts import is_onnx_domain, is_onnx_op
-from lowering.scopes import GraphLike
-from lowering.static_values import INTEGER_TYPES
-from lowering.walk import nodes_within, subgraphs
+from lowering.irutils.constants import constant_array
+from lowering.irutils.dead_code import unread
+from lowering.irutils.naming import fresh
+from lowering.irutils.node_inference import infer_outputs, operand
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.scopes import GraphLike
+from lowering.irutils.static_values import INTEGER_TYPES
+from lowering.irutils.walk import nodes_within, subgraphs
 
 # Larger results stay computed at run time: a fold must not make the model grow.
 MAX_FOLDED_ELEMENTS = 1024
@@ -335,7 +336,7 @@ def _inline_if(
 
 
 def _infer_shapes(node: ir.Node, opset: int) -> None:
-    """Give ``node``'s untyped, unshaped outputs what :mod:`lowering.node_inference` proves."""
+    """Give ``node``'s untyped, unshaped outputs what :mod:`lowering.irutils.node_inference` proves."""
     if not is_onnx_domain(node.domain) or all(v.shape is not None for v in node.outputs):
         return
     if any(v is not None and v.type is None for v in node.inputs):
@@ -354,7 +355,7 @@ def _remove_dead(
     """Remove, from last to first, the nodes among ``nodes`` whose outputs nothing reads."""
     dead: list[ir.Node] = []
     for node in reversed(nodes):
-        if any(v.uses() or v.is_graph_output() for v in node.outputs):
+        if not unread(node):
             continue
         for index in range(len(node.inputs)):
             node.replace_input_with(index, None)

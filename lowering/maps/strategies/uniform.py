@@ -41,7 +41,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array, constant_node
+from lowering.irutils.constants import constant_array, constant_node
+from lowering.irutils.dead_code import become_identity
+from lowering.irutils.naming import fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_op
 from lowering.maps.plan import (
     SCALAR_BOOL,
     SCALAR_INT64,
@@ -57,11 +61,7 @@ from lowering.maps.plan import (
     typed,
 )
 from lowering.maps.uniform_shapes import UniformShapes, static_shapes, uniform_elements
-from lowering.naming import fresh
-from lowering.nodes import new_node
-from lowering.op_facts import is_onnx_op
-from lowering.ort_kernels import first_unsupported, unsupported
-from lowering.sequence_elimination import become_identity
+from lowering.runtimes.ort_kernels import first_unsupported, unsupported
 
 
 def uniform_reason(plan: MapPlan) -> tuple[bool, str]:

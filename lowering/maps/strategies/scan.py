@@ -42,7 +42,7 @@ output is such a ``ConcatFromSequence`` (agreeing on the output axis).
 For a runtime without ``Loop`` (tract, ``--runtime tract``), where the map
 would otherwise be a Loop with scan outputs, readers may also be SequenceAt,
 SequenceLength and concats along different axes: the output is stacked
-along axis 0 and read as :func:`lowering.maps.scan_outputs.read_stack_in_readers`
+along axis 0 and read as :func:`lowering.maps.strategies.uniform.read_stack_in_readers`
 reads a Loop's stack (a Transpose for a stack along another axis)::
 
     y = SequenceAt(ys, i)         ->  y = Gather<axis = 0>(out, i')
@@ -53,7 +53,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.axes import with_axes
+from lowering.irutils.axes import with_axes
+from lowering.irutils.naming import adopt_name, fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.walk import graphs_within
 from lowering.maps.plan import (
     MapPlan,
     Replacer,
@@ -66,16 +69,13 @@ from lowering.maps.plan import (
     tensor_dtype,
     typed,
 )
-from lowering.maps.scan_outputs import (
+from lowering.maps.strategies.uniform import (
     concat_kind,
     count_of,
     read_stack,
     read_stack_in_readers,
     stack_read_kind,
 )
-from lowering.naming import adopt_name, fresh
-from lowering.nodes import new_node
-from lowering.walk import graphs_within
 
 
 def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
@@ -83,7 +83,7 @@ def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
 
     Every reader of an output must be a concat of the stack along one axis,
     or, with ``stack_reads`` (for runtimes without Loop), any reader that
-    :func:`lowering.maps.scan_outputs.read_stack_in_readers` serves from a stack
+    :func:`lowering.maps.strategies.uniform.read_stack_in_readers` serves from a stack
     along axis 0: SequenceAt and SequenceLength as well.
     """
     node = plan.node

@@ -26,7 +26,7 @@ and refuses the Conv ("Conv's bias input should be Constant!")::
     y = CastLike(c, x)             (x: float)  ->
 
 Only casts that numpy computes exactly as ONNX defines them are folded
-(:func:`lowering.static_fold.fold_node`): between integer, bool and float
+(:func:`lowering.irutils.static_fold.fold_node`): between integer, bool and float
 types, never float to integer; a Constant or initializer left unread is
 removed.
 """
@@ -36,10 +36,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import remove_if_dead_constant
-from lowering.op_facts import is_onnx_op
-from lowering.static_fold import fold_node
-from lowering.walk import model_nodes
+from lowering.irutils.dead_code import remove_unread
+from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.static_fold import fold_node
+from lowering.irutils.walk import model_nodes
 
 # Attribute -> (numpy type, whether it holds a list).
 _SHORTHANDS = {
@@ -69,7 +69,7 @@ def _fold_cast_like(node: ir.Node) -> bool:
     source = node.inputs[0]
     if not fold_node(node):
         return False
-    remove_if_dead_constant(source)
+    remove_unread(source)
     if (  # an initializer nothing reads any more: onnxruntime warns on every load
         source is not None
         and source.is_initializer()

@@ -26,8 +26,8 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from lowering.constants import constant_array
-from lowering.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.constants import constant_array
+from lowering.irutils.op_facts import is_onnx_domain
 
 INTEGER_TYPES = frozenset(
     [
@@ -147,21 +147,5 @@ _RULES: dict[str, Callable[[ir.Node, np.ndarray], np.ndarray | None]] = {
 }
 
 
-def remove_if_dead(value: ir.Value | None) -> None:
-    """Remove the Constant or folding op making ``value``, and so on up, where nothing reads it."""
-    if value is None:
-        return
-    node = value.producer()
-    if (
-        node is None
-        or not (is_onnx_op(node, "Constant") or any(is_onnx_op(node, op) for op in _RULES))
-        or value.uses()
-        or value.is_graph_output()
-        or node.graph is None
-        or any(output.uses() or output.is_graph_output() for output in node.outputs)
-    ):
-        return
-    inputs = [v for v in node.inputs if v is not None]
-    node.graph.remove(node, safe=True)
-    for source in inputs:
-        remove_if_dead(source)
+#: What :func:`static_array` folds through: the ops a folded value's chain may hold.
+FOLDABLE_OPS = frozenset({"Constant", *_RULES})

@@ -1,0 +1,1 @@
+"""Read-only facts about a model: types ONNX infers, sequence lengths."""

@@ -1,0 +1,10 @@
+"""IR utilities the passes share: walking, naming, building and folding nodes.
+
+One copy of each mechanism: the walker (:mod:`.walk`), fresh names
+(:mod:`.naming`), node building (:mod:`.nodes`, :mod:`.constants`,
+:mod:`.axes`), op facts (:mod:`.op_facts`), scopes (:mod:`.scopes`),
+constant evaluation (:mod:`.static_values`), folding (:mod:`.static_fold`),
+per-node shape inference (:mod:`.node_inference`), the spec's own dim
+arithmetic (:mod:`.shapes`), the transaction (:mod:`.snapshot`) and the
+collector pause (:mod:`.collector`). Nothing here imports a pass.
+"""
