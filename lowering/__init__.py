@@ -1,29 +1,50 @@
 """Lower ONNX SequenceMap into Loop, Scan or plain ops, for runtimes that lack it.
 
-Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models),
-the passes :class:`LowerSequenceMapPass`, :class:`NormalizeSequenceInsertPass`,
-:class:`EliminateSequencesPass`, :class:`TargetOpsetPass` and
-:class:`FreshNamesPass`, :class:`LoweringError`, and ``lowering.verify.compare``.
+Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models);
+:func:`pipeline`, the same as one onnx_ir pass; the passes it runs, each
+valid on its own (:class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
+:class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
+:class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
+:class:`ConstantValueFormPass`, :class:`TargetOpsetPass`) and
+:class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
+:func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
+``lowering.verify.compare``.
 """
 
 from lowering.api import lower, lower_in_place
-from lowering.errors import LoweringError
-from lowering.irutils.naming import FreshNamesPass
+from lowering.errors import LoweringError, refusal
+from lowering.options import OptionError, Options
+from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass
+from lowering.passes.fold_insert_chains import FoldInsertChainsPass
+from lowering.passes.fresh_names import FreshNamesPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
+from lowering.passes.optimize import OptimizePass
+from lowering.passes.specialize_functions import SpecializeFunctionsPass
 from lowering.passes.target_opset import TargetOpsetPass
-from lowering.rewrites import Rewrite
+from lowering.pipeline import Pipeline, pipeline
+from lowering.rewrites import LoweringResult, Rewrite
 
 __all__ = [
+    "ConstantValueFormPass",
     "EliminateSequencesPass",
+    "FoldInsertChainsPass",
     "FreshNamesPass",
     "LowerSequenceMapPass",
     "LoweringError",
+    "LoweringResult",
     "NormalizeSequenceInsertPass",
+    "OptimizePass",
+    "OptionError",
+    "Options",
+    "Pipeline",
     "Rewrite",
+    "SpecializeFunctionsPass",
     "TargetOpsetPass",
     "lower",
     "lower_in_place",
+    "pipeline",
+    "refusal",
 ]
 __version__ = "0.1.0"

@@ -22,13 +22,12 @@ import onnx
 import onnx_ir as ir
 
 from lowering import model_io
-from lowering.api import lower_in_place
 from lowering.errors import LoweringError
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.walk import model_nodes
-from lowering.maps.strategies.unroll import DEFAULT_MAX_UNROLL
-from lowering.passes.lower_sequence_maps import STRATEGIES
-from lowering.passes.target_opset import MIN_OPSET, lowest_opset
+from lowering.options import DEFAULT_MAX_UNROLL, STRATEGIES, OptionError, Options
+from lowering.passes.target_opset import lowest_opset
+from lowering.pipeline import Pipeline
 from lowering.rewrites import Rewrite
 from lowering.runtimes.profiles import DEFAULT_RUNTIME, RUNTIMES
 
@@ -146,16 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = model_io.checker_problem(source)
         before, opsets = _op_counts(model), _opsets(model)
         stage = "lower"
-        rewrites = lower_in_place(
-            model,
-            normalize_inserts=args.normalize_inserts,
-            strategy=args.strategy,
-            max_unroll=args.max_unroll,
-            runtime=args.runtime,
-            optimize=args.optimize,
-            target_opset=args.target_opset,
-            keep_originals=args.verbose,
-        )
+        rewrites = Pipeline(args.options)(model).rewrites
         after = _op_counts(model)
         stage, file = "write", _label(args.output)
         with model_io.kept_original(source, out, keep=args.verify) as original:
@@ -196,21 +186,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Everything that is wrong with the command line itself: exit 2 with the usage line."""
-    if args.max_unroll < 0:
-        parser.error("--max-unroll must be at least 0")
+    try:  # every option is checked where the API checks it, and said as a flag
+        args.options = Options(
+            normalize_inserts=args.normalize_inserts,
+            strategy=args.strategy,
+            max_unroll=args.max_unroll,
+            runtime=args.runtime,
+            optimize=args.optimize,
+            target_opset=args.target_opset,
+            keep_originals=args.verbose,
+        )
+    except OptionError as error:
+        parser.error(error.flag)
     if args.verify:
         from lowering import verify
 
         problem = verify.missing_runtime(verify.verify_runtime(args.runtime))
         if problem is not None:
             parser.error(problem)
-    if args.target_opset is not None:
-        highest = onnx.defs.onnx_opset_version()
-        if not MIN_OPSET <= args.target_opset <= highest:
-            parser.error(
-                f"--target-opset must be from {MIN_OPSET} to {highest}, the newest opset "
-                f"the installed onnx {onnx.__version__} knows"
-            )
     if args.external_data is not None:
         name = args.external_data
         if not model_io.valid_data_name(name):

@@ -32,3 +32,27 @@ class LoweringError(Exception):
         if self.scope:
             where += f" in {self.scope}"
         return f"{where}: {self.reason}"
+
+
+def refusal(error: BaseException) -> LoweringError | None:
+    """The :class:`LoweringError` behind ``error``, however deep; None if there is none.
+
+    ``onnx_ir``'s PassManager wraps what a pass raises in ``PassError``, once
+    for the step and once for the manager, so a toolchain that composes the
+    passes itself catches ``PassError`` and asks this for the refusal::
+
+        try:
+            ir.passes.PassManager([...])(model)
+        except ir.passes.PassError as error:
+            if (refused := lowering.refusal(error)) is None:
+                raise
+            print(refused)        # node 'm' (SequenceMap) in main graph 'g': ...
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, LoweringError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import onnx
 import onnx_ir as ir
@@ -24,8 +25,9 @@ class Rewrite:
         strategy: How it was rewritten (e.g. "loop", "uniform").
         reason: Why that strategy was chosen.
         rejected_by: The runtimes (:mod:`lowering.runtimes.profiles`) that cannot run
-            the loop or sequence ops the rewrite added, each with the first
-            such op, such as "tract (Loop)"; empty when all of them can.
+            the loop or sequence ops the rewrite added and the model still
+            holds (a later pass may remove some), each with the first such
+            op, such as "tract (Loop)"; empty when all of them can.
     """
 
     scope: str
@@ -35,7 +37,12 @@ class Rewrite:
     new_nodes: list[ir.Node]
     strategy: str = ""
     reason: str = ""
-    rejected_by: list[str] = dataclasses.field(default_factory=list)
+    rejecting: Callable[[], list[str]] = dataclasses.field(default=list, repr=False, compare=False)
+
+    @property
+    def rejected_by(self) -> list[str]:
+        """Asked when read: what the model holds then, not what the pass first wrote."""
+        return self.rejecting()
 
     def explained(self) -> str:
         """The strategy's reason, and which runtimes will reject the result."""
@@ -52,3 +59,14 @@ class Rewrite:
     def after(self) -> str:
         """The replacement in ONNX text syntax."""
         return "".join(onnx.printer.to_text(ir.serde.serialize_node(n)) for n in self.new_nodes)
+
+
+@dataclasses.dataclass
+class LoweringResult(ir.passes.PassResult):
+    """What a pass of this package returns: onnx_ir's result, and what it rewrote.
+
+    Attributes:
+        rewrites: One :class:`Rewrite` per node rewritten, in the order done.
+    """
+
+    rewrites: list[Rewrite] = dataclasses.field(default_factory=list)

@@ -15,7 +15,7 @@ import pytest
 
 import lowering
 from lowering.irutils.axes import axes_as_input, with_axes
-from lowering.irutils.naming import FreshNamesPass
+from lowering.passes.fresh_names import FreshNamesPass
 from tests.helpers import parse, run
 
 NEWEST = 21  # the newest opset the generator draws maps at

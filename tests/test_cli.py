@@ -234,7 +234,7 @@ def test_python_dash_m_and_console_script(tmp_path):
         (["--external-data", "out.onnx"], "would be OUT itself"),
         (["--target-opset", "10"], "--target-opset must be from 11 to"),
         (["--target-opset", str(onnx.defs.onnx_opset_version() + 1)], "the newest opset"),
-        (["--max-unroll", "-1"], "--max-unroll must be at least 0"),
+        (["--max-unroll", "-1"], "--max-unroll must be an int of at least 0"),
         (["--max-unroll", "two"], "invalid int value"),
     ],
 )

@@ -445,7 +445,7 @@ def test_scan_bodies_in_functions_declare_their_output_shapes(result, reader, ca
 @pytest.mark.parametrize("runtime", ["tinygrad", "generic"])
 @pytest.mark.parametrize("depth", [1, 2])
 def test_a_refused_map_in_a_specialized_function_leaves_the_model_as_it_was(depth, runtime):
-    """The pass alone (as in an exporter's pipeline) is atomic around specialization.
+    """The pipeline is atomic around specialization.
 
     A ragged map of dynamic length has no form for a runtime without loops; it is
     found only once the function holding it is specialized, which must not
@@ -455,7 +455,7 @@ def test_a_refused_map_in_a_specialized_function_leaves_the_model_as_it_was(dept
     model = ir.serde.deserialize_model(apply_model([SQUARE, ragged], depth))
     before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
     with pytest.raises(lowering.LoweringError, match=f"--runtime {runtime}: ") as refusal:
-        LowerSequenceMapPass(runtime=runtime)(model)
+        lowering.pipeline(runtime=runtime)(model)
     # The copy it was found in is gone again: the message names what the user wrote.
     assert "function 'local:wrap0' (as specialized for one of its calls)" in str(refusal.value)
     after = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
@@ -463,6 +463,21 @@ def test_a_refused_map_in_a_specialized_function_leaves_the_model_as_it_was(dept
     # With a runtime that runs it, it is all lowered.
     lowering.lower_in_place(model)
     assert "SequenceMap" not in {n.op_type for n in all_nodes(ir.serde.serialize_model(model))}
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_the_map_pass_alone_asks_for_specialization_and_changes_nothing(depth):
+    """A map whose body is a function's attribute is SpecializeFunctionsPass's
+    to resolve: the map pass alone refuses it, names that pass and leaves the
+    model as it was; the two in order lower it."""
+    model = ir.serde.deserialize_model(apply_model([SQUARE], depth))
+    before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
+    with pytest.raises(lowering.LoweringError, match="SpecializeFunctionsPass"):
+        LowerSequenceMapPass()(model)
+    assert ir.serde.serialize_model(model).SerializeToString(deterministic=True) == before
+    lowering.SpecializeFunctionsPass()(model)
+    LowerSequenceMapPass()(model)
+    onnx.checker.check_model(ir.serde.serialize_model(model), full_check=True)
 
 
 def test_specializing_keeps_external_weights_where_they_are(tmp_path, monkeypatch):
@@ -492,13 +507,13 @@ def test_specializing_keeps_external_weights_where_they_are(tmp_path, monkeypatc
         loaded = ir.load(folder / "m.onnx")
         assert isinstance(loaded.graph.initializers["sp"].const_value, ir.ExternalTensor)
         before = ir.serde.serialize_model(loaded).SerializeToString(deterministic=True)
-        lower_pass = LowerSequenceMapPass(runtime=runtime)
+        lower_pass = lowering.pipeline(runtime=runtime)
         if refused:
             with pytest.raises(lowering.LoweringError, match="--runtime tinygrad: "):
                 lower_pass(loaded)
             after = ir.serde.serialize_model(loaded).SerializeToString(deterministic=True)
             assert after == before
         else:
-            lower_pass(loaded)
-            strategies = [r.strategy for r in lower_pass.rewrites if r.op_type == "SequenceMap"]
+            rewrites = lower_pass(loaded).rewrites
+            strategies = [r.strategy for r in rewrites if r.op_type == "SequenceMap"]
             assert strategies == ["unroll", "loop"]

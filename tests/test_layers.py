@@ -1,7 +1,7 @@
 """The layout is the pipeline: no module imports from a layer above its own.
 
     irutils, errors, rewrites   (IR utilities, shared by all)
-    analysis, runtimes          (read-only facts)
+    analysis, runtimes, options (read-only facts; the options and their checks)
     maps, opset                 (what the passes write)
     passes                      (one pass per module)
     pipeline, api, cli, ...     (entry points)
@@ -24,6 +24,7 @@ LAYERS = {
     "rewrites": 0,
     "analysis": 1,
     "runtimes": 1,
+    "options": 1,
     "maps": 2,
     "opset": 2,
     "passes": 3,

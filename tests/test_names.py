@@ -10,7 +10,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.irutils.naming import FreshNamesPass
+from lowering.passes.fresh_names import FreshNamesPass
 from tests.helpers import (
     assert_same,
     lowered,

@@ -16,7 +16,7 @@ import onnx_ir as ir
 import pytest
 
 from lowering.maps.uniform_shapes import REDUCE_OPS
-from lowering.passes.target_opset import TargetOpsetPass
+from lowering.passes.target_opset import TargetOpsetPass, TargetOpsetResult
 from tests.helpers import assert_same, parse, run
 
 
@@ -505,11 +505,11 @@ def _parse(text: str) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
-def convert(text: str, target: int) -> tuple[onnx.ModelProto, TargetOpsetPass]:
+def convert(text: str, target: int) -> tuple[onnx.ModelProto, TargetOpsetResult]:
     model = ir.serde.deserialize_model(_parse(text))
-    opset_pass = TargetOpsetPass(target)
-    opset_pass(model)
-    return ir.serde.serialize_model(model), opset_pass
+    result = TargetOpsetPass(target)(model)
+    assert isinstance(result, TargetOpsetResult)
+    return ir.serde.serialize_model(model), result
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.id)

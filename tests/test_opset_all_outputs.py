@@ -36,9 +36,10 @@ from lowering.maps.uniform_shapes import REDUCE_OPS
 from lowering.opset import schemas
 from lowering.opset.allowlist import RELABEL
 from lowering.opset.registry import ADAPTERS
+from lowering.options import MIN_OPSET
 from tests.helpers import assert_same, parse
 
-MIN = schemas.MIN_OPSET
+MIN = MIN_OPSET
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,8 +54,7 @@ def test_expansion_runs_like_the_original(name, target):
     opset, signature = CASES[name]
     original = parse(f'<ir_version: 10, opset_import: ["" : {opset}]>\ng {signature}')
     model = ir.serde.deserialize_model(original)
-    opset_pass = TargetOpsetPass(target)
-    opset_pass(model)
+    opset_pass = TargetOpsetPass(target)(model)
     converted = ir.serde.serialize_model(model)
     onnx.checker.check_model(converted, full_check=True)
     assert {o.domain: o.version for o in converted.opset_import}[""] == target
@@ -85,8 +84,7 @@ def test_only_what_blocks_is_expanded():
         "g (float[2,3] x) => (float[2,3] y) { h = HardSigmoid(x)\n y = Relu(h) }"
     )
     model = ir.serde.deserialize_model(original)
-    opset_pass = TargetOpsetPass(13)
-    opset_pass(model)
+    opset_pass = TargetOpsetPass(13)(model)
     assert [n.op_type for n in model.graph] == ["HardSigmoid", "Relu"]
     assert not opset_pass.expanded
 
@@ -111,8 +109,7 @@ def test_trilu_has_a_hand_written_expansion(dtype, attributes, k, target):
         f"g ({dtype}[2,3,4] x) => ({dtype}[2,3,4] y) {{ {k_const} y = Trilu {attributes} (x{k_input}) }}"
     )
     model = ir.serde.deserialize_model(original)
-    opset_pass = TargetOpsetPass(target)
-    opset_pass(model)
+    opset_pass = TargetOpsetPass(target)(model)
     converted = ir.serde.serialize_model(model)
     onnx.checker.check_model(converted, full_check=True)
     assert "Trilu" not in {n.op_type for n in converted.graph.node}

@@ -12,8 +12,8 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from lowering.irutils.naming import FreshNamesPass
 from lowering.maps.plan import read_slice
+from lowering.passes.fresh_names import FreshNamesPass
 from tests.helpers import run
 
 X = np.arange(5 * 3, dtype=np.float32).reshape(5, 3)

@@ -1,7 +1,7 @@
 """Unique names for the values and nodes that rewrites create.
 
 Rewrites mark what they create with :func:`fresh` and leave the naming to
-:class:`FreshNamesPass`, which gives every fresh value and node a name that
+:func:`name_fresh`, which gives every fresh value and node a name that
 no value or node anywhere in the model uses, in any scope or function. So no
 fresh name can collide, whatever names the model already uses (``cond``,
 ``i``, ``trip_count``, or the names ONNX's own expansion generates).
@@ -10,11 +10,11 @@ Why not onnx_ir's ``NameFixPass``: it checks a name only against the scopes
 it has walked so far, so a fresh name in a subgraph could repeat a name that
 an outer graph defines later, or that a sibling function uses; and it copies
 the enclosing scope's set of names on entering every subgraph, which is
-quadratic: minutes for a model with 10,000 SequenceMap bodies. This pass
+quadratic: minutes for a model with 10,000 SequenceMap bodies. :func:`name_fresh`
 walks the model twice, whatever its size.
 
 onnx_ir graphs name nodes and values the moment they are inserted, unique
-only within that graph (``val_0``, ``node_Loop_1``); the mark tells this pass
+only within that graph (``val_0``, ``node_Loop_1``); the mark tells :func:`name_fresh`
 which names to replace. Values that have no name at all are named too.
 Nodes that had no name before a rewrite keep having none: node names are
 optional in ONNX, and untouched nodes stay as they were.
@@ -27,7 +27,7 @@ name the body input exactly like the outer sequence, and nested maps all
 call theirs ``e``). And a body that reads an outer value directly, where it
 read a body input before, may meet a nested graph input of the same name
 that hides it. onnx_ir links values as objects, so the model is right; only
-its names must be made to say the same. After naming, this pass walks every
+its names must be made to say the same. After naming, it walks every
 scope with the names its ancestors define and renames, with a fresh name,
 each value that:
 
@@ -78,7 +78,7 @@ _fresh: weakref.WeakKeyDictionary[ir.Value | ir.Node, str] = weakref.WeakKeyDict
 
 
 def fresh(item: ir.Value | ir.Node, stem: str | None = None):
-    """Mark a value or node made by a rewrite, to be named by :class:`FreshNamesPass`.
+    """Mark a value or node made by a rewrite, to be named by :func:`name_fresh`.
 
     ``stem`` is a readable base for the name ("iter", "acc"); without one, a
     node is named after its op type and a value after its producer's. Marking
@@ -113,37 +113,38 @@ def _nodes(scopes):
         yield from graph_like
 
 
-class FreshNamesPass(ir.passes.InPlacePass):
-    """Name every fresh or unnamed value, and every fresh node, uniquely in the model."""
+def name_fresh(model: ir.Model) -> bool:
+    """Name every fresh or unnamed value, and every fresh node, uniquely in ``model``.
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        scopes = [scope.owner for scope in iter_scopes(model)]
-        values = list(dict.fromkeys(_values(scopes)))
-        nodes = list(_nodes(scopes))
-        to_name_values = [v for v in values if v in _fresh or not v.name]
-        to_name_nodes = [n for n in nodes if n in _fresh]
-        taken_values = {v.name for v in values if v.name and v not in _fresh}
-        taken_nodes = {n.name for n in nodes if n.name and n not in _fresh}
-        counters: collections.Counter[str] = collections.Counter()
+    Each pass calls it on what it rewrote (a pass names what it creates);
+    :class:`lowering.passes.fresh_names.FreshNamesPass` runs it for nodes a
+    caller built with :func:`fresh`. Returns True when anything was (re)named.
+    """
+    scopes = [scope.owner for scope in iter_scopes(model)]
+    values = list(dict.fromkeys(_values(scopes)))
+    nodes = list(_nodes(scopes))
+    to_name_values = [v for v in values if v in _fresh or not v.name]
+    to_name_nodes = [n for n in nodes if n in _fresh]
+    taken_values = {v.name for v in values if v.name and v not in _fresh}
+    taken_nodes = {n.name for n in nodes if n.name and n not in _fresh}
+    counters: collections.Counter[str] = collections.Counter()
 
-        def unique(stem: str, taken: set[str]) -> str:
-            while True:
-                counters[stem] += 1
-                candidate = f"{stem}_{counters[stem]}"
-                if candidate not in taken:
-                    taken.add(candidate)
-                    return candidate
+    def unique(stem: str, taken: set[str]) -> str:
+        while True:
+            counters[stem] += 1
+            candidate = f"{stem}_{counters[stem]}"
+            if candidate not in taken:
+                taken.add(candidate)
+                return candidate
 
-        for value in to_name_values:
-            stem = _fresh.pop(value, "") or _stem_of(value)
-            value.name = unique(stem, taken_values)
-        for node in to_name_nodes:
-            stem = _fresh.pop(node, "") or _snake(node.op_type)
-            node.name = unique(stem, taken_nodes)
-        renamed = _Resolver(lambda value: unique(value.name or "v", taken_values)).run(model)
-        return ir.passes.PassResult(
-            model, modified=bool(to_name_values or to_name_nodes or renamed)
-        )
+    for value in to_name_values:
+        stem = _fresh.pop(value, "") or _stem_of(value)
+        value.name = unique(stem, taken_values)
+    for node in to_name_nodes:
+        stem = _fresh.pop(node, "") or _snake(node.op_type)
+        node.name = unique(stem, taken_nodes)
+    renamed = _Resolver(lambda value: unique(value.name or "v", taken_values)).run(model)
+    return bool(to_name_values or to_name_nodes or renamed)
 
 
 class _Resolver:
@@ -223,9 +224,9 @@ class _Resolver:
 
 def _name(value: ir.Value) -> str:
     """The name of a value that a scope defines."""
-    # FreshNamesPass has named every value the scopes define (the same walk)
+    # name_fresh has named every value the scopes define (the same walk)
     # before it resolves, and renaming gives a name too.
-    assert value.name is not None, "FreshNamesPass names every defined value first"
+    assert value.name is not None, "name_fresh names every defined value first"
     return value.name
 
 

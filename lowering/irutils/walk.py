@@ -76,3 +76,35 @@ def model_nodes(model: ir.Model) -> Iterator[ir.Node]:
     """Every node of the model, in the main graph, its functions and all subgraphs."""
     for graph in model_graphs(model):
         yield from graph
+
+
+def duplicate_names(model: ir.Model) -> set[str]:
+    """The value names defined twice in one scope or again in a scope nested in it.
+
+    What ONNX's checker calls "not SSA": a node output, graph input or
+    initializer that repeats a name its own graph or an enclosing one
+    defines. Sibling subgraphs may reuse names; so may functions.
+    """
+    repeated: set[str] = set()
+
+    def visit(owner: GraphLike, outer: frozenset[str]) -> None:
+        own: set[str] = set()
+        defined = [*owner.inputs]
+        if isinstance(owner, ir.Graph):
+            defined += [v for v in owner.initializers.values() if v not in owner.inputs]
+        defined += [v for node in owner for v in node.outputs]
+        for value in defined:
+            if value.name is None or value.name == "":
+                continue
+            if value.name in own or value.name in outer:
+                repeated.add(value.name)
+            own.add(value.name)
+        inner = outer | own
+        for node in owner:
+            for graph in subgraphs(node):
+                visit(graph, inner)
+
+    visit(model.graph, frozenset())
+    for function in model.functions.values():
+        visit(function, frozenset())
+    return repeated

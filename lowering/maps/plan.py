@@ -187,7 +187,9 @@ def _body_of(node: ir.Node, fail) -> ir.Graph:
         raise fail("it has no 'body' attribute")
     if attr.is_ref():  # SpecializeFunctionsPass resolves every one that a call supplies
         raise fail(
-            f"its body is the function attribute {attr.ref_attr_name!r}, which no call supplies"
+            f"its body is the function attribute {attr.ref_attr_name!r}, which no call "
+            "supplies (SpecializeFunctionsPass, run first as lowering.pipeline() runs it, "
+            "resolves every one that a call supplies)"
         )
     if attr.type != ir.AttributeType.GRAPH:
         raise fail(f"its 'body' attribute is a {attr.type.name}, not a graph")

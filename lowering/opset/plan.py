@@ -32,6 +32,7 @@ from lowering.irutils.walk import has_subgraphs
 from lowering.opset import adapters as _registered  # noqa: F401  (registers the adapters)
 from lowering.opset import expand, schemas
 from lowering.opset.fold import FOLDED_OPS, fold
+from lowering.opset.insert_guard import InsertGuard, insert_guard
 from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
 
 
@@ -61,6 +62,7 @@ class Plan:
     node: ir.Node
     blocker: Blocker | None = None
     sandbox: Sandbox | None = None
+    guard: InsertGuard | None = None
     adapted: list[str] = dataclasses.field(default_factory=list)
     expanded: list[str] = dataclasses.field(default_factory=list)
 
@@ -72,6 +74,8 @@ class Plan:
         """
         if self.sandbox is not None:
             self.sandbox.commit(self.node, replaced, maybe_dead)
+        if self.guard is not None:
+            self.guard.unguard(maybe_dead)
 
 
 class Sandbox:
@@ -292,7 +296,7 @@ def _as_attribute(name: str, value) -> ir.Attr:
     return ir.convenience.convert_attribute(name, value)
 
 
-DEAD_CHAIN_OPS = frozenset([*FOLDED_OPS, "Constant"])
+DEAD_CHAIN_OPS = frozenset([*FOLDED_OPS, "Constant", "Equal"])
 
 TypedTwin = Callable[[], "ir.Node | None"]
 
@@ -336,6 +340,10 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
     else:
         return Plan(node)
     if has_subgraphs(node):
+        if target < 13 and (guard := insert_guard(node)) is not None:
+            plan = Plan(node, guard=guard)
+            plan.adapted.append("If-13 -> the SequenceInsert guard's else branch")
+            return plan
         # Nodes with subgraphs (If, Loop, Scan) only ever gained types.
         return blocked(version, stuck or f"{op}-{version} has no relabel to opset {target}")
     sandbox = Sandbox(node, since, twin())

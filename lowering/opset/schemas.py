@@ -16,7 +16,6 @@ import onnx_ir as ir
 
 from lowering.opset.allowlist import RELABEL
 
-MIN_OPSET = 11
 LATEST = onnx.defs.onnx_opset_version()
 
 

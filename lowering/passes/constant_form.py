@@ -37,6 +37,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.dead_code import remove_unread
+from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.static_fold import fold_node
 from lowering.irutils.walk import model_nodes
@@ -60,6 +61,8 @@ class ConstantValueFormPass(ir.passes.InPlacePass):
         modified = False
         for node in list(model_nodes(model)):
             modified |= _rewrite(node) or _fold_cast_like(node)
+        if modified:
+            name_fresh(model)
         return ir.passes.PassResult(model, modified=modified)
 
 

@@ -32,10 +32,11 @@ An insert is folded when the sequence it inserts into is a SequenceEmpty or
 SequenceConstruct that nothing else reads, its position is absent (append)
 or a constant valid for that length (-n..n), and its result is not a graph
 output (a sequence the graph returns is left as it is built); the chain
-then folds one insert at a time. A rewritten node keeps its
-name and its output value, so consumers and graph outputs are untouched. The
-pass runs only on models where maps were lowered, so other models come out
-exactly as they went in.
+then folds one insert at a time (that rule alone is
+:class:`FoldInsertChainsPass`, which runs before the maps are lowered). A
+rewritten node keeps its name and its output value, so consumers and graph
+outputs are untouched. :func:`lowering.pipeline` runs it only on models
+where maps were lowered, so other models come out exactly as they went in.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from lowering.analysis.sequence_length import SequenceLengths
 from lowering.irutils.axes import axes_form
 from lowering.irutils.constants import constant_array
 from lowering.irutils.dead_code import become_identity, remove_unread, unread
-from lowering.irutils.naming import fresh
+from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes, iter_scopes
@@ -73,7 +74,10 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
             if not done and node.op_type == "SequenceAt":
                 done = _split_element(node, located.scope.owner, opset)
             modified = done or modified
-        return ir.passes.PassResult(model, modified=_remove_dead(model) or modified)
+        modified = _remove_dead(model) or modified
+        if modified:
+            name_fresh(model)
+        return ir.passes.PassResult(model, modified=modified)
 
 
 def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
@@ -96,8 +100,9 @@ def _present(inputs: Sequence[ir.Value | None]) -> list[ir.Value] | None:
 def fold_insert_chains(model: ir.Model) -> bool:
     """Only the first rule: every static insert chain, in every scope, becomes a construct.
 
-    The map lowering runs it before it unrolls, so that a map over such a
-    chain reads the inserted tensors, whose shapes are declared, directly.
+    :class:`FoldInsertChainsPass` runs it before the maps are lowered, so
+    that a map over such a chain reads the inserted tensors, whose shapes
+    are declared, directly.
     """
     modified = False
     for located in find_nodes(model, lambda n: n.op_type == "SequenceInsert"):

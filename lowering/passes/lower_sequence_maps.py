@@ -20,7 +20,7 @@ onnxruntime has kernels for on the element types involved
 In the Loop forms, the body graph object itself becomes the Loop body: its
 nodes, initializers, Constant nodes, outer-scope references, value names
 and nested subgraphs stay as they were (names that would collide across
-scopes are renamed by :class:`lowering.irutils.naming.FreshNamesPass`). The new
+scopes are renamed by :func:`lowering.irutils.naming.name_fresh`). The new
 nodes take the map's node name, doc string and metadata, and the map's
 outputs keep their names, so consumers and graph outputs are untouched.
 
@@ -34,6 +34,7 @@ rewritten, so a model that fails is left unchanged.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import onnx_ir as ir
@@ -41,33 +42,41 @@ import onnx_ir as ir
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
+from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
-from lowering.irutils.snapshot import snapshot
 from lowering.irutils.walk import nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, split_source
 from lowering.maps.strategies.loop import lower_to_sequence_loop
 from lowering.maps.strategies.scan import lower_to_scan, scan_axes
 from lowering.maps.strategies.uniform import lower_to_scan_outputs, uniform_reason
-from lowering.maps.strategies.unroll import DEFAULT_MAX_UNROLL, lower_by_unrolling
+from lowering.maps.strategies.unroll import lower_by_unrolling
 from lowering.maps.strategies.vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
-from lowering.passes.eliminate_sequences import EliminateSequencesPass, fold_insert_chains
-from lowering.passes.specialize_functions import SpecializeFunctionsPass
-from lowering.rewrites import Rewrite
+from lowering.options import (
+    DEFAULT_MAX_UNROLL,
+    RuntimeName,
+    Strategy,
+    check_max_unroll,
+    check_runtime,
+    check_strategy,
+)
+from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import first_unsupported
-from lowering.runtimes.profiles import DEFAULT_RUNTIME, RUNTIMES, rejecting
+from lowering.runtimes.profiles import RUNTIMES, rejecting
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES = ("auto", "loop")
 PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 
 
 class LowerSequenceMapPass(ir.passes.InPlacePass):
     """Replace every SequenceMap, in every scope, with an equivalent Loop.
 
-    Fresh values and nodes are left for :class:`lowering.irutils.naming.FreshNamesPass`
-    to name; run it afterwards, as :func:`lowering.lower` does.
+    It names what it creates, and returns what it rewrote in a
+    :class:`~lowering.rewrites.LoweringResult`. A map whose body is a
+    function's graph attribute needs :class:`SpecializeFunctionsPass` first;
+    the sequence ops unrolling leaves are for :class:`EliminateSequencesPass`
+    (both are steps of :func:`lowering.pipeline`).
 
     Attributes:
         strategy: "auto" picks the fastest correct strategy for each map:
@@ -87,55 +96,31 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             any map is rewritten.
         keep_originals: Keep a copy of each map as it was, for reports
             (:meth:`lowering.rewrites.Rewrite.before`).
-        rewrites: What the last call rewrote, outermost maps first.
     """
 
     def __init__(
         self,
-        strategy: str = "auto",
+        strategy: Strategy = "auto",
         *,
         max_unroll: int = DEFAULT_MAX_UNROLL,
-        runtime: str = DEFAULT_RUNTIME,
+        runtime: RuntimeName = "onnxruntime",
         keep_originals: bool = False,
     ) -> None:
         super().__init__()
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, not {strategy!r}")
-        if max_unroll < 0:
-            raise ValueError(f"max_unroll must be at least 0, not {max_unroll}")
-        self.strategy = strategy
-        if runtime not in RUNTIMES:
-            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
-        self.max_unroll = max_unroll
-        self.runtime = RUNTIMES[runtime]
+        self.strategy = check_strategy(strategy)
+        self.max_unroll = check_max_unroll(max_unroll)
+        self.runtime = RUNTIMES[check_runtime(runtime)]
         # Without a Loop, a uniform map over split tensors is a Scan whatever reads it.
         self._scan_reads_stacks = "Loop" in self.runtime.lacks
         self.keep_originals = keep_originals
-        self.rewrites: list[Rewrite] = []
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewrites = []
-        # Maps whose body is a function's graph attribute get a copy of the
-        # function each. That changes the model before its maps can be
-        # planned, so the model is kept (weights by reference) to put back
-        # if a map is then refused.
-        specialize = SpecializeFunctionsPass()
-        restore = snapshot(model) if specialize.would_change(model) else None
-        specialized = specialize(model).modified
-        try:
-            planned = self._plan(model)
-            if planned is None:
-                self.rewrites = specialize.rewrites
-                return ir.passes.PassResult(model, modified=specialized)
-            self.rewrites = specialize.rewrites + self._rewrite(model, *planned)
-        except BaseException as error:
-            if restore is None:
-                raise
-            restore()
-            if isinstance(error, LoweringError):
-                raise specialize.unspecialized(error) from None
-            raise
-        return ir.passes.PassResult(model, modified=True)
+    def call(self, model: ir.Model) -> LoweringResult:
+        planned = self._plan(model)
+        if planned is None:
+            return LoweringResult(model, modified=False)
+        rewrites = self._rewrite(model, *planned)
+        name_fresh(model)
+        return LoweringResult(model, modified=True, rewrites=rewrites)
 
     def _rewrite(
         self,
@@ -152,7 +137,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         body_ops = [_portability_ops(plan.body) for plan in plans]
         # Planned and checked: from here on the model changes.
         link_outer_outputs(model)
-        fold_insert_chains(model)  # a map over one then reads the inserted tensors
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
             _import_default_domain(opset_imports)
         # Innermost first: an outer map's uniformity was judged on its body as
@@ -188,9 +172,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 replaced[index] = lower_to_sequence_loop(plan, replacer)
             logger.debug("Lowered SequenceMap %r (%s)", plan.node.name, strategy)
         replacer.finish()
-        # What unrolling builds with SequenceConstruct is mostly read back
-        # with SequenceAt: let those reads take the tensors directly.
-        EliminateSequencesPass()(model)
         return [
             Rewrite(
                 scope=plan.located.scope.description,
@@ -200,7 +181,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 new_nodes=replaced[index],
                 strategy=choices[index][0],
                 reason=choices[index][1],
-                rejected_by=_rejected(replaced[index], body_ops[index]),
+                rejecting=functools.partial(_rejected, replaced[index], body_ops[index]),
             )
             for index, plan in enumerate(plans)
         ]

@@ -54,13 +54,14 @@ from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.dead_code import remove_unread
-from lowering.irutils.naming import FreshNamesPass, adopt_name, fresh
+from lowering.irutils.naming import adopt_name, fresh, name_fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import GraphLike, Located, find_nodes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.irutils.walk import named_subgraphs
-from lowering.rewrites import Rewrite
+from lowering.options import check_target_opset
+from lowering.rewrites import LoweringResult, Rewrite
 
 logger = logging.getLogger(__name__)
 
@@ -70,50 +71,48 @@ _INT64 = ir.DataType.INT64
 class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
     """Rewrite every SequenceInsert position, in every scope, into canonical form.
 
-    Fresh values and nodes are left for :class:`lowering.irutils.naming.FreshNamesPass`
-    to name; run it afterwards.
+    It names what it creates and returns what it rewrote in a
+    :class:`~lowering.rewrites.LoweringResult`.
 
     Attributes:
         keep_originals: Keep a copy of each node as it was, for reports.
         target_opset: The default-domain opset the model will declare in the
             end (``--target-opset``), if not its own: below 13 no guard is
             emitted, since an If cannot return a sequence there.
-        rewrites: What the last call changed.
     """
 
     def __init__(self, *, keep_originals: bool = False, target_opset: int | None = None) -> None:
         super().__init__()
         self.keep_originals = keep_originals
-        self.target_opset = target_opset
-        self.rewrites: list[Rewrite] = []
+        self.target_opset = check_target_opset(target_opset)
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewrites = []
+    def call(self, model: ir.Model) -> LoweringResult:
         found = [
             loc
             for loc in find_nodes(model, lambda node: is_onnx_op(node, "SequenceInsert"))
             if len(loc.node.inputs) > 2 and loc.node.inputs[2] is not None
         ]
         if not found:
-            return ir.passes.PassResult(model, modified=False)
+            return LoweringResult(model, modified=False)
         lengths = SequenceLengths()
         oracle = None
         if any(_needs_types(loc.node.inputs[2]) for loc in found):
-            # Shape inference reads the model by names: name what earlier
-            # rewrites left unnamed first.
-            FreshNamesPass()(model)
+            # Shape inference reads the model by names: name what the
+            # model left unnamed first.
+            name_fresh(model)
             # (A node in a subgraph of a function is typed with that function.)
             functions = [loc.scope.function for loc in found if loc.scope.function is not None]
             oracle = TypeOracle(model, list(dict.fromkeys(functions)))
         scopes = _Scopes(model, self.target_opset)
         # Check every constant first, so that a model with an error is not changed.
         plans = [_Position(loc, lengths, oracle, scopes) for loc in found]
+        rewrites = []
         for plan in plans:
             original = ir.serde.serialize_node(plan.located.node) if self.keep_originals else None
             new_nodes = plan.apply()
             if new_nodes is None:
                 continue
-            self.rewrites.append(
+            rewrites.append(
                 Rewrite(
                     scope=plan.located.scope.description,
                     node_name=plan.located.node.name or "",
@@ -122,7 +121,9 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
                     new_nodes=[*new_nodes, plan.located.node],
                 )
             )
-        return ir.passes.PassResult(model, modified=bool(self.rewrites))
+        if rewrites:
+            name_fresh(model)
+        return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites)
 
 
 def _needs_types(position: ir.Value | None) -> bool:

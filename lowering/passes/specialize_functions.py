@@ -35,40 +35,36 @@ unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 
 import onnx_ir as ir
 
 from lowering.errors import LoweringError
-from lowering.irutils.naming import FreshNamesPass, fresh
+from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.scopes import describe_function, iter_scopes
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
-from lowering.rewrites import Rewrite
+from lowering.rewrites import LoweringResult, Rewrite
 
 logger = logging.getLogger(__name__)
 
 _Key = tuple[ir.OperatorIdentifier, tuple[tuple[str, bytes], ...]]
 
 
-class SpecializeFunctionsPass(ir.passes.InPlacePass):
-    """Copy each function whose map body is a graph attribute, once per graph it is called with.
-
-    A function that no call reaches is removed with the others: nothing can
-    run it, and its maps have no body to lower.
+@dataclasses.dataclass
+class SpecializeResult(LoweringResult):
+    """What :class:`SpecializeFunctionsPass` did.
 
     Attributes:
-        specialized: The names of the copies the last call made, by original function.
-        rewrites: The maps the last call removed with a function no call reaches.
+        rewrites: The maps removed with a function no call reaches.
+        specialized: The names of the copies made, by original function.
+        origins: The function each copy copies, by the copy's name.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.specialized: dict[str, list[str]] = {}
-        self.rewrites: list[Rewrite] = []
-        # How messages name each copy, and the function it copies.
-        self._origins: dict[str, str] = {}
+    specialized: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    origins: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def unspecialized(self, error: LoweringError) -> LoweringError:
         """``error``, found in a copy this pass made, told of the function it copies.
@@ -77,25 +73,33 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
         original is what the user wrote).
         """
         scope = error.scope
-        for copy, original in self._origins.items():
+        for copy, original in self.origins.items():
             if scope is not None and copy in scope:
                 scope = scope.replace(copy, f"{original} (as specialized for one of its calls)")
         return LoweringError(error.reason, node=error.node, scope=scope)
+
+
+class SpecializeFunctionsPass(ir.passes.InPlacePass):
+    """Copy each function whose map body is a graph attribute, once per graph it is called with.
+
+    A function that no call reaches is removed with the others: nothing can
+    run it, and its maps have no body to lower. Returns a
+    :class:`SpecializeResult`.
+    """
 
     @staticmethod
     def would_change(model: ir.Model) -> bool:
         """Whether the pass would change ``model``: a map takes its body from a graph attribute."""
         return bool(_needed_attributes(model))
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.specialized = {}
-        self._origins = {}
+    def call(self, model: ir.Model) -> SpecializeResult:
         needs = _needed_attributes(model)
         if not needs:
-            self.rewrites = []
-            return ir.passes.PassResult(model, modified=False)
+            return SpecializeResult(model, modified=False)
         _check(model, needs)
-        specializer = _Specializer(model, needs, self.specialized, self._origins)
+        specialized: dict[str, list[str]] = {}
+        origins: dict[str, str] = {}
+        specializer = _Specializer(model, needs, specialized, origins)
         maps = [
             (function, node)
             for function in needs
@@ -103,7 +107,7 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
             if is_onnx_op(node, "SequenceMap")
         ]
         specializer.run()
-        self.rewrites = [
+        rewrites = [
             Rewrite(
                 scope=describe_function(function),
                 node_name=node.name or "",
@@ -116,8 +120,14 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
             for function, node in maps
             if function not in specializer.copied
         ]
-        FreshNamesPass()(model)
-        return ir.passes.PassResult(model, modified=True)
+        name_fresh(model)
+        return SpecializeResult(
+            model, modified=True, rewrites=rewrites, specialized=specialized, origins=origins
+        )
+
+    def ensures(self, model: ir.Model) -> None:
+        if _needed_attributes(model):
+            raise ir.passes.PostconditionError("a map still takes its body from an attribute")
 
 
 def _needed_attributes(model: ir.Model) -> dict[ir.Function, list[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import logging
 
@@ -12,12 +13,14 @@ from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
 from lowering.irutils.collector import collector_paused
 from lowering.irutils.dead_code import remove_unread
+from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.scopes import iter_scopes
-from lowering.opset import schemas
 from lowering.opset.plan import DEAD_CHAIN_OPS, Plan, plan_node
+from lowering.options import MIN_OPSET, check_target_opset
+from lowering.rewrites import LoweringResult, Rewrite
 
-MIN_OPSET = schemas.MIN_OPSET
+__all__ = ["MIN_OPSET", "TargetOpsetPass", "TargetOpsetResult", "lowest_opset"]
 _LOG = logging.getLogger(__name__)
 
 
@@ -31,51 +34,70 @@ class TargetOpsetPass(ir.passes.InPlacePass):
     each blocking op with its node, graph and the lowest opset it needs, and
     the model is unchanged.
 
+    Returns a :class:`TargetOpsetResult`.
+    """
+
+    def __init__(self, target: int) -> None:
+        super().__init__()
+        checked = check_target_opset(target)
+        assert checked is not None, "check_target_opset refuses None as well"
+        self.target = checked
+
+    def call(self, model: ir.Model) -> TargetOpsetResult:
+        with collector_paused():
+            return self._call(model)
+
+    def _call(self, model: ir.Model) -> TargetOpsetResult:
+        plans = plan_model(model, self.target)
+        blockers = [p.blocker for p in plans if p.blocker is not None]
+        if blockers:
+            raise LoweringError(blocked_message(self.target, blockers))
+        result = TargetOpsetResult(model, modified=False)
+        replaced: dict[ir.Value, ir.Value] = {}
+        maybe_dead: set[ir.Value] = set()
+        for plan in plans:
+            result.adapted.update(plan.adapted)
+            result.expanded.update(plan.expanded)
+            plan.commit(replaced, maybe_dead)
+        for value in maybe_dead:
+            remove_unread(value, DEAD_CHAIN_OPS)
+        for line in result.summary():
+            _LOG.info("opset %d: %s", self.target, line)
+        result.modified = any(p.sandbox is not None or p.guard is not None for p in plans)
+        for imports in _opset_tables(model):
+            key = "" if "" in imports else "ai.onnx" if "ai.onnx" in imports else None
+            if key is not None and imports[key] != self.target:
+                imports[key] = self.target
+                result.modified = True
+        if result.expanded or result.adapted:  # relabelling alone makes no new values
+            name_fresh(model)
+        result.rewrites = [
+            Rewrite("the model", "", "TargetOpset", None, [], how, f"{op} x{count}")
+            for how, done in (("expanded", result.expanded), ("adapted", result.adapted))
+            for op, count in sorted(done.items())
+        ]
+        return result
+
+    def ensures(self, model: ir.Model) -> None:
+        for imports in _opset_tables(model):
+            for key in ("", "ai.onnx"):
+                if imports.get(key, self.target) != self.target:
+                    raise ir.passes.PostconditionError(
+                        f"the model still imports opset {imports[key]}, not {self.target}"
+                    )
+
+
+@dataclasses.dataclass
+class TargetOpsetResult(LoweringResult):
+    """What :class:`TargetOpsetPass` did; ``rewrites`` has one entry per op and way.
+
     Attributes:
         adapted: adapter labels applied, with how many nodes each.
         expanded: ops expanded into their function bodies, with counts.
     """
 
-    def __init__(self, target: int) -> None:
-        super().__init__()
-        if target < MIN_OPSET:
-            raise ValueError(f"the target opset must be at least {MIN_OPSET}, not {target}")
-        if target > schemas.LATEST:
-            raise ValueError(
-                f"the target opset must be at most {schemas.LATEST} (this onnx), not {target}"
-            )
-        self.target = target
-        self.adapted: collections.Counter[str] = collections.Counter()
-        self.expanded: collections.Counter[str] = collections.Counter()
-
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        with collector_paused():
-            return self._call(model)
-
-    def _call(self, model: ir.Model) -> ir.passes.PassResult:
-        plans = plan_model(model, self.target)
-        blockers = [p.blocker for p in plans if p.blocker is not None]
-        if blockers:
-            raise LoweringError(blocked_message(self.target, blockers))
-        self.adapted.clear()
-        self.expanded.clear()
-        replaced: dict[ir.Value, ir.Value] = {}
-        maybe_dead: set[ir.Value] = set()
-        for plan in plans:
-            self.adapted.update(plan.adapted)
-            self.expanded.update(plan.expanded)
-            plan.commit(replaced, maybe_dead)
-        for value in maybe_dead:
-            remove_unread(value, DEAD_CHAIN_OPS)
-        for line in self.summary():
-            _LOG.info("opset %d: %s", self.target, line)
-        modified = any(p.sandbox is not None for p in plans)
-        for imports in _opset_tables(model):
-            key = "" if "" in imports else "ai.onnx" if "ai.onnx" in imports else None
-            if key is not None and imports[key] != self.target:
-                imports[key] = self.target
-                modified = True
-        return ir.passes.PassResult(model, modified=modified)
+    adapted: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    expanded: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
     def summary(self) -> list[str]:
         """One line per kind of change, for the CLI to print."""
@@ -134,7 +156,7 @@ def plan_model(model: ir.Model, target: int, types: _Types | None = None) -> lis
                 scope.description,
                 functools.partial(types.twin, node, owner),
             )
-            if plan.blocker is not None or plan.sandbox is not None:
+            if plan.blocker is not None or plan.sandbox is not None or plan.guard is not None:
                 plans.append(plan)
     return plans
 

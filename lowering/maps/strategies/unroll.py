@@ -41,8 +41,6 @@ from lowering.irutils.static_fold import fold_static, release
 from lowering.irutils.walk import graphs_within, nodes_within
 from lowering.maps.plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
 
-DEFAULT_MAX_UNROLL = 16
-
 
 def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[ir.Node]:
     """Rewrite ``plan``'s map as ``length`` copies of its body; returns the new nodes."""

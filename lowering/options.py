@@ -1,0 +1,121 @@
+"""The options of a lowering, typed and checked in one place.
+
+``lowering.lower(model, **options)``, ``lowering.pipeline(**options)``, the
+CLI's flags and each pass's constructor take the same options, and every
+value is checked here, by :class:`Options` or the check of that one option.
+A bad value is an :class:`OptionError` (a ``ValueError``), which each surface
+spells its own way: ``max_unroll must be ...`` from Python,
+``--max-unroll must be ...`` from the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, get_args
+
+import onnx
+
+from lowering.runtimes.profiles import RUNTIMES
+
+#: How each map is lowered: "auto" picks the fastest correct form, "loop" the general one.
+Strategy = Literal["auto", "loop"]
+#: The runtime the output is for (:mod:`lowering.runtimes.profiles`).
+RuntimeName = Literal["onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "generic"]
+
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+#: The longest static length "auto" unrolls.
+DEFAULT_MAX_UNROLL = 16
+#: The oldest default-domain opset the output can declare (SequenceInsert is from 11).
+MIN_OPSET = 11
+
+assert set(get_args(RuntimeName)) == set(RUNTIMES), "RuntimeName lists every runtime"
+
+
+class OptionError(ValueError):
+    """An option given a value it cannot take.
+
+    Attributes:
+        option: The option's Python name ("max_unroll").
+        requirement: What it must be ("be an int of at least 0").
+        value: What it was given.
+    """
+
+    def __init__(self, option: str, requirement: str, value: object) -> None:
+        self.option, self.requirement, self.value = option, requirement, value
+        super().__init__(self.spelled(option))
+
+    def spelled(self, name: str) -> str:
+        """The message with the option named ``name`` (a flag, for the CLI)."""
+        return f"{name} must {self.requirement}, not {self.value!r}"
+
+    @property
+    def flag(self) -> str:
+        """The message as the command line says it."""
+        return self.spelled("--" + self.option.replace("_", "-"))
+
+
+def check_strategy(strategy: object) -> Strategy:
+    if strategy not in STRATEGIES:
+        raise OptionError("strategy", f"be one of {', '.join(STRATEGIES)}", strategy)
+    return strategy  # type: ignore[return-value]
+
+
+def check_max_unroll(max_unroll: object) -> int:
+    if isinstance(max_unroll, bool) or not isinstance(max_unroll, int) or max_unroll < 0:
+        raise OptionError("max_unroll", "be an int of at least 0", max_unroll)
+    return max_unroll
+
+
+def check_runtime(runtime: object) -> RuntimeName:
+    if runtime not in RUNTIMES:
+        raise OptionError("runtime", f"be one of {', '.join(RUNTIMES)}", runtime)
+    return runtime  # type: ignore[return-value]
+
+
+def check_target_opset(target_opset: object) -> int | None:
+    if target_opset is None:
+        return None
+    highest = onnx.defs.onnx_opset_version()
+    if (
+        isinstance(target_opset, bool)
+        or not isinstance(target_opset, int)
+        or not MIN_OPSET <= target_opset <= highest
+    ):
+        raise OptionError(
+            "target_opset",
+            f"be from {MIN_OPSET} to {highest} (the newest opset the installed onnx "
+            f"{onnx.__version__} knows)",
+            target_opset,
+        )
+    return target_opset
+
+
+def check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise OptionError(name, "be True or False", value)
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Options:
+    """Every option of a lowering; see :func:`lowering.lower` for what each does.
+
+    Checked when made: a bad value raises :class:`OptionError`, a misspelt
+    option ``TypeError``, before any work.
+    """
+
+    normalize_inserts: bool = True
+    strategy: Strategy = "auto"
+    max_unroll: int = DEFAULT_MAX_UNROLL
+    runtime: RuntimeName = "onnxruntime"
+    optimize: bool = False
+    target_opset: int | None = None
+    keep_originals: bool = False
+
+    def __post_init__(self) -> None:
+        check_runtime(self.runtime)
+        check_strategy(self.strategy)
+        check_max_unroll(self.max_unroll)
+        check_target_opset(self.target_opset)
+        for name in ("normalize_inserts", "optimize", "keep_originals"):
+            check_flag(name, getattr(self, name))

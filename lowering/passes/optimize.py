@@ -1,0 +1,217 @@
+"""``--optimize``: onnxscript's optimizer, kept from what it gets wrong here.
+
+Folding what unrolling made static (Shape of a known tensor, an If on a
+constant) is what OpenVINO and tract need. onnxscript's optimizer does it,
+but it rewrites the whole model, so it is asked for, not done by default;
+and around it this pass keeps what the optimizer would otherwise break:
+overridable initializers, declared outputs, empty sequences' element
+shapes, the Loop's required inputs, and dims named in bodies.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from lowering.irutils.naming import fresh, name_fresh
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.scopes import iter_scopes
+from lowering.irutils.walk import graphs_within
+
+
+class OptimizePass(ir.passes.InPlacePass):
+    """Fold constants with onnxscript's optimizer, keeping overridable initializers overridable.
+
+    See :func:`optimize_keeping_overridables`. Needs the ``optimize`` extra
+    (onnxscript).
+    """
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        optimize_keeping_overridables(model)
+        return ir.passes.PassResult(model, modified=True)
+
+
+def optimize_keeping_overridables(model: ir.Model) -> None:
+    """Run onnxscript's optimizer, without folding initializers that are graph inputs.
+
+    An initializer that is also a graph input is a default the caller may
+    override at run time, not a constant; onnxscript's optimizer folds it
+    anyway (``Add(pos, len)`` with ``pos = 0`` becomes ``len``, so feeding
+    ``pos = -1`` no longer counts). The optimizer folds every value that has
+    a ``const_value``, so those values' tensors are hidden while it runs and
+    put back afterwards; they stay registered as initializers, in order::
+
+        pos: input + initializer 0     pos: input, no value       pos: input + initializer 0
+        p = Add(pos, len)         ->   p = Add(pos, len)     ->   p = Add(pos, len)
+                        hide the tensor          optimize          put the tensor back
+
+    Subgraphs cannot have graph inputs that are initializers, so only the
+    main graph needs it. The optimizer's own ONNX shape inference is off: it
+    would fold Shape from shapes ONNX gets wrong (MaxPool with ceil_mode:
+    inferred [1,1,3], computed [1,1,2]); it folds from the shapes the passes
+    proved (:mod:`lowering.irutils.node_inference`).
+    """
+    import onnxscript.optimizer  # heavy to import; only when asked for
+
+    graph = model.graph
+    overridable = [(v, v.const_value) for v in graph.inputs if v.name in graph.initializers]
+    declared = [(v.type, _copy_shape(v.shape)) for v in graph.outputs]
+    _forget_symbolic_dims_in_bodies(model)
+    for value, _ in overridable:
+        value.const_value = None  # the optimizer folds any value with a const_value
+    try:
+        onnxscript.optimizer.optimize(model, onnx_shape_inference=False)
+    finally:
+        for value, tensor in overridable:
+            value.const_value = tensor
+            if value.name not in graph.initializers and value in graph.inputs:
+                graph.register_initializer(value)  # the optimizer dropped it as unused
+    _restore_required_inputs(model)
+    _keep_declared_outputs(graph, declared)
+    if _unshare_empty_sequences(graph):
+        name_fresh(model)
+
+
+def _copy_shape(shape: ir.Shape | None) -> ir.Shape | None:
+    return None if shape is None else ir.Shape(shape.dims)
+
+
+def _keep_declared_outputs(
+    graph: ir.Graph, declared: list[tuple[ir.TypeProtocol | None, ir.Shape | None]]
+) -> None:
+    """Give each graph output back the type it declared, unless the optimizer refined it.
+
+    When onnxscript's common-subexpression elimination merges a node that
+    computes a graph output into an equal node, the output becomes the
+    survivor's value, renamed, with the survivor's declared type. Both
+    computations are equal, so both types are true of the value, and
+    one may only be more precise than the other, except where the value
+    constrains no shape at all: an empty sequence's element shape is whatever
+    it was declared to be, and two equal ``SequenceEmpty`` may declare
+    ``seq(int64[])`` and ``seq(int64[2])``. The model's interface is what the
+    user declared; a refinement of it (a dim found static, as folding finds
+    ``float[?,?]`` to be ``float[1,2]``) is kept, anything else is put back.
+    """
+    for value, (type_, shape) in zip(graph.outputs, declared, strict=True):
+        if not _refines(value.type, value.shape, type_, shape):
+            value.type = type_
+            value.shape = _copy_shape(shape)
+
+
+def _refines(
+    new_type: ir.TypeProtocol | None,
+    new_shape: ir.Shape | None,
+    old_type: ir.TypeProtocol | None,
+    old_shape: ir.Shape | None,
+) -> bool:
+    """True when the new declaration says all the old one says (and maybe more)."""
+    if old_type is not None and new_type != old_type:
+        return False
+    if old_shape is None:
+        return True
+    if new_shape is None or new_shape.rank() != old_shape.rank():
+        return False
+    # A dim the old declaration names (3, or "N") must stay; an unknown one may become anything.
+    return all(
+        new == old
+        for new, old in zip(new_shape.dims, old_shape.dims, strict=True)
+        if isinstance(old, int) or old.value is not None
+    )
+
+
+def _unshare_empty_sequences(graph: ir.Graph) -> bool:
+    """Let no node read an empty sequence through another value's element shape.
+
+    An empty sequence has no elements, so every element shape declared for it
+    is true, and two equal ``SequenceEmpty`` nodes may declare different
+    ones. onnxscript's common-subexpression elimination merges them anyway
+    (it compares op, inputs and attributes only), and the readers of the one
+    removed now read the survivor, with its declaration: ONNX's type checker
+    then sees ``Identity`` (which it types as its input) or ``SequenceAt``
+    return a rank their own output contradicts. A graph output keeps
+    its own declaration and producer; what reads the sequence reads a
+    ``SequenceEmpty`` that declares no element shape, which agrees with every
+    reader (ONNX infers no element shape for ``SequenceEmpty`` either)::
+
+        y20 = SequenceEmpty()  seq(int64[])        y20 = SequenceEmpty()  seq(int64[])
+        y22 = Identity(y20)    seq(int64[?])  ->   e   = SequenceEmpty()  seq(int64, no shape)
+        a   = SequenceAt(y20)  int64[2]            y22 = Identity(e)      seq(int64[?])
+                                                   a   = SequenceAt(e)    int64[2]
+
+    An empty sequence that is not a graph output only loses its element
+    shape. Only the main graph needs this: elimination does not enter
+    subgraphs (and functions are inlined before it). Returns True when a
+    ``SequenceEmpty`` was added.
+    """
+    added = False
+    for node in list(graph):
+        if not is_onnx_op(node, "SequenceEmpty"):
+            continue
+        value = node.outputs[0]
+        if value.shape is None or not value.uses():
+            continue
+        if not value.is_graph_output():
+            value.shape = None
+            continue
+        readers = ir.Value(type=value.type)
+        empty = ir.Node(
+            "",
+            "SequenceEmpty",
+            inputs=(),
+            attributes=[ir.Attr(a.name, a.type, a.value) for a in node.attributes.values()],
+            outputs=[readers],
+            version=node.version,
+        )
+        graph.insert_after(node, fresh(empty, "empty"))
+        for use in list(value.uses()):
+            use.node.replace_input_with(use.idx, readers)
+        added = True
+    return added
+
+
+def _forget_symbolic_dims_in_bodies(model: ir.Model) -> None:
+    """Make every named dim in a subgraph or function unknown, before the optimizer runs.
+
+    A dim named ``R`` in a function, or in a branch or loop body, means one
+    size per call or per run of it. Unrolling copies bodies, and the
+    optimizer inlines functions, with their shapes as they are, so copies
+    over elements of different sizes then share ``R``; the optimizer's shape
+    inference spreads ``R`` to the values each copy reads, and onnxruntime
+    reuses one buffer for tensors of different shapes ("Shape mismatch
+    attempting to re-use buffer")::
+
+        o: int64[R,2] in each copy  ->  e_1, e_2: int64[R,2]   (e_1, e_2: [2,2], [3,2])
+
+    The main graph's own values keep their names: they hold for the model.
+    """
+    graphs = [g for f in model.functions.values() for g in graphs_within(f)]
+    graphs += list(graphs_within(model.graph))[1:]
+    for graph in graphs:
+        for value in (*graph.inputs, *graph.outputs):
+            _forget_symbolic_dims(value)
+        for node in graph:
+            for value in node.outputs:
+                _forget_symbolic_dims(value)
+
+
+def _forget_symbolic_dims(value: ir.Value) -> None:
+    shape = value.shape
+    if shape is not None and any(isinstance(d, ir.SymbolicDim) and d.value for d in shape):
+        value.shape = ir.Shape([None if isinstance(d, ir.SymbolicDim) else d for d in shape])
+
+
+# Ops whose trailing optional inputs must still be spelled out ("") up to
+# this count: Loop(M, cond) takes both, even when cond is left empty.
+_REQUIRED_INPUT_SLOTS = {"Loop": 2}
+
+
+def _restore_required_inputs(model: ir.Model) -> None:
+    """Put back the empty inputs onnxscript's optimizer trims from the end.
+
+    It drops a Loop's empty condition (``Loop(M, "")`` becomes ``Loop(M)``),
+    which the checker and onnxruntime refuse: Loop has two required slots.
+    """
+    for scope in iter_scopes(model):
+        for node in scope.owner:
+            slots = _REQUIRED_INPUT_SLOTS.get(node.op_type)
+            if slots and is_onnx_domain(node.domain) and len(node.inputs) < slots:
+                node.resize_inputs(slots)

@@ -1,0 +1,184 @@
+"""The pipeline: every pass :func:`lowering.lower` runs, in order, written once.
+
+::
+
+    SpecializeFunctionsPass       a copy of a function per graph a call gives its map
+    FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
+    LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
+    EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
+    NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
+    OptimizePass              *** onnxscript's optimizer   (optimize=True)
+    ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
+    TargetOpsetPass               declare target_opset     (target_opset=N)
+
+    *   only when the model holds a SequenceMap
+    **  only when a map was lowered
+    *** only when a map or a position was rewritten
+
+So a model with nothing to lower comes out exactly as it went in. Each pass
+names what it creates; the pipeline adds only the order, the conditions and
+the transaction: a refusal (:class:`LoweringError`, raised as itself, never
+wrapped) leaves the model as it was, names included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from lowering.errors import LoweringError, refusal
+from lowering.irutils.collector import collector_paused
+from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.scopes import find_nodes
+from lowering.irutils.snapshot import snapshot
+from lowering.options import Options
+from lowering.passes.constant_form import ConstantValueFormPass
+from lowering.passes.eliminate_sequences import EliminateSequencesPass
+from lowering.passes.fold_insert_chains import FoldInsertChainsPass
+from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
+from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
+from lowering.passes.optimize import OptimizePass
+from lowering.passes.specialize_functions import SpecializeFunctionsPass, SpecializeResult
+from lowering.passes.target_opset import TargetOpsetPass
+from lowering.rewrites import LoweringResult
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One pass of the pipeline and when it runs (``when`` reads what ran before)."""
+
+    name: str
+    make: Callable[[Options], ir.passes.PassBase]
+    when: Callable[[Options, _Progress], bool]
+
+
+@dataclasses.dataclass
+class _Progress:
+    has_maps: bool = False
+    maps_lowered: bool = False
+    rewritten: bool = False
+
+
+STEPS: tuple[Step, ...] = (
+    Step("specialize", lambda o: SpecializeFunctionsPass(), lambda o, p: True),
+    Step("fold insert chains", lambda o: FoldInsertChainsPass(), lambda o, p: p.has_maps),
+    Step(
+        "lower maps",
+        lambda o: LowerSequenceMapPass(
+            o.strategy,
+            max_unroll=o.max_unroll,
+            runtime=o.runtime,
+            keep_originals=o.keep_originals,
+        ),
+        lambda o, p: p.has_maps,
+    ),
+    Step("eliminate sequences", lambda o: EliminateSequencesPass(), lambda o, p: p.maps_lowered),
+    Step(
+        "normalize inserts",
+        lambda o: NormalizeSequenceInsertPass(
+            keep_originals=o.keep_originals, target_opset=o.target_opset
+        ),
+        lambda o, p: o.normalize_inserts,
+    ),
+    Step("optimize", lambda o: OptimizePass(), lambda o, p: o.optimize and p.rewritten),
+    Step("constant form", lambda o: ConstantValueFormPass(), lambda o, p: p.rewritten),
+    Step(
+        "target opset",
+        lambda o: TargetOpsetPass(o.target_opset),  # type: ignore[arg-type]
+        lambda o, p: o.target_opset is not None,
+    ),
+)
+
+
+class Pipeline(ir.passes.InPlacePass):
+    """:data:`STEPS` as one in-place pass; returns a :class:`LoweringResult`.
+
+    ``atomic``: keep the model to put back on failure (:mod:`lowering.irutils.snapshot`);
+    off only where the caller throws the model away on failure (``lower`` on a
+    ModelProto works on a copy).
+    """
+
+    def __init__(self, options: Options, *, atomic: bool = True) -> None:
+        super().__init__()
+        self.options = options
+        self.atomic = atomic
+
+    def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> LoweringResult:
+        result = super().__call__(model_or_result)
+        assert isinstance(result, LoweringResult), "Pipeline.call returns a LoweringResult"
+        return result
+
+    @property
+    def passes(self) -> list[ir.passes.PassBase]:
+        """Every pass the pipeline may run, in order (each runs only when its step says)."""
+        return [step.make(self.options) for step in STEPS]
+
+    def call(self, model: ir.Model) -> LoweringResult:
+        restore = snapshot(model) if self.atomic else None
+        try:
+            return self._call(model)
+        except BaseException:
+            if restore is not None:
+                restore()
+            raise
+
+    def _call(self, model: ir.Model) -> LoweringResult:
+        progress = _Progress(has_maps=bool(_maps(model)))
+        rewrites = []
+        modified = False
+        specialized: SpecializeResult | None = None
+        for step in STEPS:
+            if not step.when(self.options, progress):
+                continue
+            pass_ = step.make(self.options)
+            try:
+                result = _run(pass_, model)
+            except LoweringError as error:
+                if specialized is not None:  # name the function the user wrote
+                    raise specialized.unspecialized(error) from None
+                raise
+            modified = modified or result.modified
+            if isinstance(result, SpecializeResult):
+                specialized = result if result.modified else None
+            if isinstance(pass_, LowerSequenceMapPass):
+                progress.maps_lowered = result.modified
+            if isinstance(result, LoweringResult):
+                rewrites += result.rewrites
+                if not isinstance(pass_, TargetOpsetPass):
+                    progress.rewritten = progress.rewritten or bool(result.rewrites)
+        return LoweringResult(model, modified=modified, rewrites=rewrites)
+
+
+def pipeline(**options) -> Pipeline:
+    """The passes of :func:`lowering.lower`, as one onnx_ir pass, for ``options``.
+
+    ``lowering.pipeline(strategy="loop")(model).rewrites`` is what
+    ``lowering.lower_in_place(model, strategy="loop")`` returns; the options
+    are :class:`lowering.options.Options`'s.
+    """
+    return Pipeline(Options(**options))
+
+
+def _maps(model: ir.Model) -> list:
+    return find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
+
+
+def _run(pass_: ir.passes.PassBase, model: ir.Model) -> ir.passes.PassResult:
+    """Run one pass, raising a refusal as itself rather than in onnx_ir's wrapper.
+
+    The collector is paused for the package's passes only
+    (:mod:`lowering.irutils.collector`): onnxscript's optimizer runs with it
+    as the caller left it.
+    """
+    try:
+        if isinstance(pass_, OptimizePass):
+            return pass_(model)
+        with collector_paused():
+            return pass_(model)
+    except ir.passes.PassError as error:
+        refused = refusal(error)
+        if refused is not None:
+            raise refused from None
+        raise
