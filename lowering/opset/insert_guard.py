@@ -112,7 +112,7 @@ def _wraps_negative(nodes: list[ir.Node], p: ir.Value | None, n: ir.Value | None
     return (
         value is not None
         and value.size == 1
-        and np.all(value == 0)
+        and bool(np.all(value == 0))
         and is_onnx_op(less, "Less")
         and list(less.inputs) == [p, zero.outputs[0]]
         and is_onnx_op(add, "Add")
