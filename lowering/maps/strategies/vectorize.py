@@ -351,6 +351,8 @@ class _Vectorizer:
                 stack, shape = self._concat_stack(outer, dtype, shape)
                 self.stack_free = False
             self.stacks.append(stack)
+            if dtype is not None and self.dtype_of(stack) is None:
+                self._dtypes[stack] = dtype  # what ops on the stack are checked on
             self.info[inner] = _Info(stack, shape, True, dtype)
 
     def _split_stack(self, sequence, tensor, axis, keepdims, shape):
@@ -1184,20 +1186,46 @@ def _tile(v, node, args):
 
 @_rule("Pad")
 def _pad_rule(v, node, args):
+    """The batch axis gets no padding: a zero width in front of ``pads``, or
+    the ``axes`` shifted by one. In ``wrap`` mode onnxruntime's Pad fails on
+    any input with a zero dim, padded or not, so an empty stack (a map over
+    no elements, whose body the original never runs) is guarded::
+
+        Slice(Pad<wrap>(Pad<constant>(E, batch end + 1), pads), [0], [-1])
+
+    which needs every dim of an element to be nonzero (else the original
+    fails as well, on every element)."""
     v.only_first_batched(args)
     x, pads, value, axes = (*args, None, None, None)[:4]
     rank = v.rank(x)
+    wrap = node.attributes.get_string("mode", "constant") == "wrap"
+    guard = wrap and not (v.batch_dim is not None and v.batch_dim > 0)
+    if guard and not all(d is not None and d > 0 for d in x.shape):
+        raise v.decline(
+            f"in wrap mode onnxruntime's Pad fails on a zero dim, the stack may be empty, "
+            f"and the element shape {_show(x.shape)} is not known to be nonzero"
+        )
+    data = x.value
+    if guard:
+        one_more = v.const([0] * (rank + 1) + [1] + [0] * rank)
+        data = v.op("Pad", [data, one_more], {"mode": "constant"})
     if axes is not None:
         shifted = [v.axis(int(a), rank) + 1 for a in v.constant(axes, "axes").reshape(-1)]
-        out = v.like(node, [x.value, pads.value, value.value if value else None, v.const(shifted)])
-        return [_Info(out, (None,) * rank, True)]
-    widths = v.constant(pads, "pads").reshape(-1)
-    shifted = [0, *widths[:rank], 0, *widths[rank:]]
-    out = v.like(node, [x.value, v.const(shifted), value.value if value else None])
-    shape = tuple(
-        None if d is None else d + int(widths[i]) + int(widths[rank + i])
-        for i, d in enumerate(x.shape)
-    )
+        widths_in = [pads.value, value.value if value else None, v.const(shifted)]
+        shape = (None,) * rank
+    else:
+        widths = v.constant(pads, "pads").reshape(-1)
+        widths_in = [
+            v.const([0, *widths[:rank], 0, *widths[rank:]]),
+            value.value if value else None,
+        ]
+        shape = tuple(
+            None if d is None else d + int(widths[i]) + int(widths[rank + i])
+            for i, d in enumerate(x.shape)
+        )
+    out = v.like(node, [data, *widths_in])
+    if guard:
+        out = v.op("Slice", [out, v.const([0]), v.const([-1])])
     return [_Info(out, shape, True)]
 
 
