@@ -32,9 +32,11 @@ import onnxruntime as ort
 import lowering
 from lowering.runtimes.profiles import LOOP_OPS, RUNTIMES
 from lowering.runtimes.sessions import open_session
+from lowering.verify import NARROW_FLOATS
 from tests.helpers import (
     all_graphs,
     all_nodes,
+    assert_close,
     names_functions_share_with_the_main_graph,
     op_types,
 )
@@ -279,7 +281,8 @@ def from_float16(feeds: dict) -> bool:
 def assert_equal(actual, expected, path: str = "output", float16: bool = False) -> None:
     """Sequences element by element; the same dtype, shape and values.
 
-    ``float16``: float outputs are compared as float16 (see :func:`from_float16`).
+    ``float16``: float outputs carry float16 rounding (see :func:`from_float16`) and
+    are compared as float16 values are (:func:`tests.helpers.assert_close`).
     """
     if isinstance(expected, list):
         assert isinstance(actual, list), f"{path}: a sequence expected, got {type(actual).__name__}"
@@ -294,10 +297,8 @@ def assert_equal(actual, expected, path: str = "output", float16: bool = False) 
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
-    if expected.dtype == np.float16 or (float16 and np.issubdtype(expected.dtype, np.floating)):
-        np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-3, err_msg=path)
-    elif np.issubdtype(expected.dtype, np.floating):
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=path)
+    if np.issubdtype(expected.dtype, np.floating) or expected.dtype.name in NARROW_FLOATS:
+        assert_close(actual, expected, path, np.dtype(np.float16) if float16 else None)
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=path)
 

@@ -19,6 +19,7 @@ from onnx import TensorProto
 
 import lowering
 from lowering.runtimes.sessions import open_session
+from lowering.verify import NARROW_FLOATS, Tolerance
 
 
 def parse(text: str) -> onnx.ModelProto:
@@ -160,10 +161,48 @@ def assert_same(actual, expected, path: str = "output") -> None:
     expected = np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
-    if np.issubdtype(expected.dtype, np.floating):
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=path)
+    if np.issubdtype(expected.dtype, np.floating) or expected.dtype.name in NARROW_FLOATS:
+        assert_close(actual, expected, path)
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=path)
+
+
+def assert_close(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    path: str = "output",
+    rounded_as: np.dtype | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> None:
+    """Float values equal up to rounding, by the project's one rule for narrow
+    floats (:class:`lowering.verify.Tolerance`): float16, bfloat16 and float8
+    values, or values that carry the rounding of ``rounded_as``, within its
+    ulps of max(|b|, 1); an rtol fits no float16 value (24.53 and 24.56 are two
+    ulps apart, 1.3e-3 relative). Other floats: ``rtol`` and ``atol``. NaN
+    matches NaN, an infinity only the same infinity."""
+    narrow = rounded_as if rounded_as is not None else expected.dtype
+    if np.dtype(narrow).name not in NARROW_FLOATS:
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=path)
+        return
+    a, b = actual.astype(np.float64), expected.astype(np.float64)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    assert np.array_equal(nan_a, nan_b), f"{path}: NaN in different places"
+    infinite = np.isinf(a) | np.isinf(b)
+    assert np.array_equal(a[infinite], b[infinite]), f"{path}: infinities differ"
+    finite = ~(nan_a | infinite)
+    tolerance = Tolerance()
+    allowed = tolerance.allowed(np.dtype(narrow), np.where(finite, b, 0.0))
+    with np.errstate(invalid="ignore"):  # inf - inf, masked out
+        diff = np.where(finite, np.abs(a - b), 0.0)
+    bad = diff > allowed
+    if np.any(bad):
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{path}: {int(bad.sum())} of {bad.size} values differ by more than "
+            f"{tolerance.describe(np.dtype(narrow))}, at {list(where)}: "
+            f"{actual[where]!r} (actual), {expected[where]!r} (expected)"
+        )
 
 
 def normalized(message):
