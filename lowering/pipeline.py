@@ -6,6 +6,7 @@
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
+    HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
@@ -37,12 +38,14 @@ from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
-from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
+from lowering.passes.hide_unproven_outputs import HIDING_OPS, HideUnprovenOutputsPass
+from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
 from lowering.passes.specialize_functions import SpecializeFunctionsPass, SpecializeResult
 from lowering.passes.target_opset import TargetOpsetPass
 from lowering.rewrites import LoweringResult
+from lowering.runtimes.profiles import RUNTIMES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +53,7 @@ class Step:
     """One pass of the pipeline and when it runs (``when`` reads what ran before)."""
 
     name: str
-    make: Callable[[Options], ir.passes.PassBase]
+    make: Callable[[Options, _Progress], ir.passes.PassBase]
     when: Callable[[Options, _Progress], bool]
 
 
@@ -59,14 +62,15 @@ class _Progress:
     has_maps: bool = False
     maps_lowered: bool = False
     rewritten: bool = False
+    lowered_in: set = dataclasses.field(default_factory=set)
 
 
 STEPS: tuple[Step, ...] = (
-    Step("specialize", lambda o: SpecializeFunctionsPass(), lambda o, p: True),
-    Step("fold insert chains", lambda o: FoldInsertChainsPass(), lambda o, p: p.has_maps),
+    Step("specialize", lambda o, p: SpecializeFunctionsPass(), lambda o, p: True),
+    Step("fold insert chains", lambda o, p: FoldInsertChainsPass(), lambda o, p: p.has_maps),
     Step(
         "lower maps",
-        lambda o: LowerSequenceMapPass(
+        lambda o, p: LowerSequenceMapPass(
             o.strategy,
             max_unroll=o.max_unroll,
             runtime=o.runtime,
@@ -74,19 +78,24 @@ STEPS: tuple[Step, ...] = (
         ),
         lambda o, p: p.has_maps,
     ),
-    Step("eliminate sequences", lambda o: EliminateSequencesPass(), lambda o, p: p.maps_lowered),
+    Step("eliminate sequences", lambda o, p: EliminateSequencesPass(), lambda o, p: p.maps_lowered),
+    Step(
+        "hide unproven outputs",
+        lambda o, p: HideUnprovenOutputsPass(p.lowered_in),
+        lambda o, p: p.maps_lowered and not RUNTIMES[o.runtime].missing(HIDING_OPS),
+    ),
     Step(
         "normalize inserts",
-        lambda o: NormalizeSequenceInsertPass(
+        lambda o, p: NormalizeSequenceInsertPass(
             keep_originals=o.keep_originals, target_opset=o.target_opset
         ),
         lambda o, p: o.normalize_inserts,
     ),
-    Step("optimize", lambda o: OptimizePass(), lambda o, p: o.optimize and p.rewritten),
-    Step("constant form", lambda o: ConstantValueFormPass(), lambda o, p: p.rewritten),
+    Step("optimize", lambda o, p: OptimizePass(), lambda o, p: o.optimize and p.rewritten),
+    Step("constant form", lambda o, p: ConstantValueFormPass(), lambda o, p: p.rewritten),
     Step(
         "target opset",
-        lambda o: TargetOpsetPass(o.target_opset),  # type: ignore[arg-type]
+        lambda o, p: TargetOpsetPass(o.target_opset),  # type: ignore[arg-type]
         lambda o, p: o.target_opset is not None,
     ),
 )
@@ -113,7 +122,7 @@ class Pipeline(ir.passes.InPlacePass):
     @property
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run, in order (each runs only when its step says)."""
-        return [step.make(self.options) for step in STEPS]
+        return [step.make(self.options, _Progress()) for step in STEPS]
 
     def call(self, model: ir.Model) -> LoweringResult:
         restore = snapshot(model) if self.atomic else None
@@ -132,7 +141,7 @@ class Pipeline(ir.passes.InPlacePass):
         for step in STEPS:
             if not step.when(self.options, progress):
                 continue
-            pass_ = step.make(self.options)
+            pass_ = step.make(self.options, progress)
             try:
                 result = _run(pass_, model)
             except LoweringError as error:
@@ -142,8 +151,9 @@ class Pipeline(ir.passes.InPlacePass):
             modified = modified or result.modified
             if isinstance(result, SpecializeResult):
                 specialized = result if result.modified else None
-            if isinstance(pass_, LowerSequenceMapPass):
+            if isinstance(result, MapsResult):
                 progress.maps_lowered = result.modified
+                progress.lowered_in = result.lowered_in
             if isinstance(result, LoweringResult):
                 rewrites += result.rewrites
                 if not isinstance(pass_, TargetOpsetPass):

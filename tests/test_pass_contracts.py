@@ -162,6 +162,7 @@ def test_the_pipelines_passes_are_listed_in_order():
         "FoldInsertChainsPass",
         "LowerSequenceMapPass",
         "EliminateSequencesPass",
+        "HideUnprovenOutputsPass",
         "NormalizeSequenceInsertPass",
         "OptimizePass",
         "ConstantValueFormPass",

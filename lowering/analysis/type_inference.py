@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
@@ -304,22 +305,37 @@ def _infer_model(model: ir.Model) -> ir.Model | None:
 
 
 def forget_unproven_shapes(graph: ir.Graph, tainted: set[ir.Value] | None = None) -> set[ir.Value]:
-    """Drop, in an inferred copy, the shapes ONNX inference got from an op whose
-    shapes it may get wrong (:func:`lowering.irutils.node_inference.seen_wrong`), and
-    every shape computed from one, through subgraphs too. Returns the values
-    whose shapes were dropped."""
+    """Drop, in an inferred copy, the shapes of :func:`unproven_shapes`; returns
+    the values whose shapes were dropped."""
+    tainted = unproven_shapes(graph, tainted)
+    for value in tainted:
+        value.shape = None
+    return tainted
+
+
+def unproven_shapes(graph: GraphLike, tainted: set[ir.Value] | None = None) -> set[ir.Value]:
+    """The values whose ONNX-inferred shapes may be wrong: the outputs of an op
+    whose shapes ONNX may get wrong (:func:`lowering.irutils.node_inference.seen_wrong`),
+    and every value computed from one, through subgraphs too. Changes nothing."""
     tainted = set() if tainted is None else tainted
     for node in graph:
         wrong = any(v is not None and v in tainted for v in node.inputs)
         for sub in subgraphs(node):
             if wrong:
                 tainted.update(sub.inputs)
-            forget_unproven_shapes(sub, tainted)
+            unproven_shapes(sub, tainted)
             wrong = wrong or any(v in tainted for v in sub.outputs)
         if is_onnx_domain(node.domain) and not wrong:
-            wrong = seen_wrong(node, [operand(v, constant_array(v)) for v in node.inputs])
+            wrong = seen_wrong(node, [operand(v, _small_constant(v)) for v in node.inputs])
         if wrong:
             tainted.update(node.outputs)
-    for value in tainted:
-        value.shape = None
     return tainted
+
+
+def _small_constant(value: ir.Value | None) -> np.ndarray | None:
+    """A constant operand's value, unless it is a large initializer: the cases
+    :func:`lowering.irutils.node_inference.doubted` reads are bounds, steps and axes, and a
+    model's weights (maybe external data) are never read."""
+    if value is not None and value.const_value is not None and value.const_value.size > 1024:
+        return None
+    return constant_array(value)

@@ -34,6 +34,7 @@ rewritten, so a model that fails is left unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 
@@ -45,7 +46,7 @@ from lowering.errors import LoweringError
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
-from lowering.irutils.walk import nodes_within, subgraphs
+from lowering.irutils.walk import GraphLike, nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, split_source
 from lowering.maps.strategies.loop import lower_to_sequence_loop
 from lowering.maps.strategies.scan import lower_to_scan, scan_axes
@@ -67,6 +68,18 @@ from lowering.runtimes.profiles import RUNTIMES, rejecting
 logger = logging.getLogger(__name__)
 
 PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
+
+
+@dataclasses.dataclass
+class MapsResult(LoweringResult):
+    """What :class:`LowerSequenceMapPass` did.
+
+    Attributes:
+        lowered_in: The graphs and functions that held a lowered map (for
+            :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`).
+    """
+
+    lowered_in: set[GraphLike] = dataclasses.field(default_factory=set)
 
 
 class LowerSequenceMapPass(ir.passes.InPlacePass):
@@ -114,13 +127,14 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         self._scan_reads_stacks = "Loop" in self.runtime.lacks
         self.keep_originals = keep_originals
 
-    def call(self, model: ir.Model) -> LoweringResult:
+    def call(self, model: ir.Model) -> MapsResult:
         planned = self._plan(model)
         if planned is None:
-            return LoweringResult(model, modified=False)
+            return MapsResult(model, modified=False)
         rewrites = self._rewrite(model, *planned)
         name_fresh(model)
-        return LoweringResult(model, modified=True, rewrites=rewrites)
+        lowered_in = {plan.located.scope.owner for plan in planned[0]}
+        return MapsResult(model, modified=True, rewrites=rewrites, lowered_in=lowered_in)
 
     def _rewrite(
         self,
