@@ -14,9 +14,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from lowering.sessions import open_session
 
 import lowering
+from lowering.runtimes.sessions import open_session
 from tests.helpers import assert_same, lowered, parse
 
 POOL = "MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1>"
