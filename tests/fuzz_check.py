@@ -249,7 +249,8 @@ def _plans_from_onnx(example, error: Exception) -> bool:
     """Whether onnxruntime, without its optimizer, fails only because it plans
     its buffers from ONNX's shape inference where that disagrees with its own
     kernel ("Shape mismatch attempting to re-use buffer", an output OrtValue
-    "has shape .. but the computed output shape for this run is .."), in an example whose
+    "has shape .. but the computed output shape for this run is .."; a Scan's output
+    "Mismatch between expected shape and shape from first output"), in an example whose
     generator saw them disagree (``Squeeze`` with empty axes: ONNX keeps the
     unit dims, the kernel drops them; MaxPool with ceil_mode; in a Loop body
     where the element shape is static).
@@ -257,7 +258,11 @@ def _plans_from_onnx(example, error: Exception) -> bool:
     Then no onnxruntime run is faithful (its optimizer folds Shape from the
     same inference), and the lowering is not judged.
     """
-    planned = ("attempting to re-use buffer", "but the computed output shape for this run is")
+    planned = (
+        "attempting to re-use buffer",
+        "but the computed output shape for this run is",
+        "Mismatch between expected shape and shape from first output",
+    )
     return getattr(example, "disagrees", False) and any(p in str(error) for p in planned)
 
 

@@ -794,6 +794,8 @@ DOUBTED = {
         Case("Slice", [x(5), *(c([v], np.int32) for v in (4, 2**31 - 1, 0, -2))]), 13, (3,),
     ),
     "Squeeze: empty axes attribute": (Case("Squeeze", [x(2, 1)], {"axes": []}), 11, (2,)),
+    "PRelu: X broadcast to the slope": (Case("PRelu", [x(1, 3, 1), x(1, 4)]), 13, (1, 3, 4)),
+    "PRelu: a slope of higher rank": (Case("PRelu", [x(3), x(2, 3)]), 17, (2, 3)),
     "Squeeze: empty axes input": (Case("Squeeze", [x(2, 1), c([])]), 13, (2,)),
     "Range: float bounds": (
         Case("Range", [c(-0.17, np.float32), c(-10.17, np.float32), c(-1.0, np.float32)]), 13,

@@ -260,4 +260,17 @@ def doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
             return True
         given = values[1] if len(values) > 1 else None
         return given is not None and given.size == 0
+    if node.op_type == "PRelu":
+        # ONNX gives PRelu its input's shape (the spec broadcasts the slope
+        # into X); onnxruntime broadcasts both ways: X [1,3,1] with a slope
+        # [1,4] is [1,3,4] to it. Trusted only where the slope fits into X.
+        shapes = [None if o is None else o.shape for o in operands[:2]]
+        return len(shapes) < 2 or not _broadcasts_into(shapes[1], shapes[0])
     return False
+
+
+def _broadcasts_into(small: Sequence[Dim] | None, big: Sequence[Dim] | None) -> bool:
+    """Whether ``small`` is proven to broadcast into ``big`` leaving it as it is."""
+    if small is None or big is None or len(small) > len(big):
+        return False
+    return all(s == 1 or (s is not None and s == b) for s, b in zip(small[::-1], big[::-1]))
