@@ -297,7 +297,8 @@ def _summary(
         return f"{PROG}: {source.label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
     lines = []
     converted = [r for r in rewrites if r.op_type == "TargetOpset"]
-    rewrites = [r for r in rewrites if r.op_type != "TargetOpset"]
+    unoptimized = [r for r in rewrites if r.op_type == "Optimize"]
+    rewrites = [r for r in rewrites if r.op_type not in ("TargetOpset", "Optimize")]
     if not rewrites:
         why = []
         if args.target_opset is not None:
@@ -329,6 +330,7 @@ def _summary(
             f"  the output could declare default-domain opset {lowest} "
             f"(it declares {model.opset_imports.get('', lowest)})"
         )
+    lines += [f"  --optimize: {r.reason}" for r in unoptimized]
     for how in ("expanded", "adapted"):
         conversions = [r.reason for r in converted if r.strategy == how]
         if conversions:

@@ -18,7 +18,9 @@ class Rewrite:
         node_name: The node's name ("" if it had none).
         op_type: "SequenceMap" or "SequenceInsert"; "TargetOpset" for what
             ``--target-opset`` expanded or adapted (``strategy`` says which,
-            ``reason`` the op or adapter and how many nodes).
+            ``reason`` the op or adapter and how many nodes); "Optimize" when
+            ``--optimize``'s result failed the ONNX checker and the model was
+            kept unoptimized (``reason`` says why).
         original: The node as it was, serialized before the rewrite, when
             the pass was asked to keep it (it costs a copy of the body).
         new_nodes: The nodes that replaced it (render after names are fixed).

@@ -11,11 +11,12 @@ import pathlib
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 
 import lowering
 from lowering.cli import main
-from tests.helpers import assert_same, lowered, parse, run
+from tests.helpers import assert_same, lowered, parse, run, session
 
 OVERRIDABLE = """<ir_version: 8, opset_import: ["" : 17]>
 g (seq(float[2]) s, float[2] t, int64 pos, float[2] scale)
@@ -205,3 +206,192 @@ def test_copies_of_a_body_do_not_share_the_dims_it_names(name):
     result = lowering.lower(model, optimize=True)
     onnx.checker.check_model(result, full_check=True)
     assert_same(run(result, feeds), expected)
+
+
+# -- zero-sized dims through the shape ops (issue 21) ----------------------------
+#
+# onnxscript's Flatten2Reshape writes Flatten(x) as Reshape(x, [0, -1]) or
+# [d0, d1] from the output's dims, reading a 0 as "copy": refused or wrong
+# for a zero-sized dim; its MaterializeReshapeShape writes -1 next to a 0.
+# Each op the vectorizer batches, on elements with a zero-sized dim, from a
+# sequence of run-time length (vectorized), a split of static length
+# (unrolled: every copy sees static shapes), and in the general Loop; each
+# result passes the checker with full_check, without the optimizer being
+# refused (the sound rule set, not the fallback, makes it valid), and runs in
+# onnxruntime as numpy computes it.
+def _ints(values) -> str:
+    return f"int64[{len(values)}] {{{', '.join(str(v) for v in values)}}}"
+
+
+def _reshape(target, allowzero=0):
+    attrs = f" <allowzero = {allowzero}>" if allowzero else ""
+    return f"k = Constant <value = {_ints(target)}> ()\n r = Reshape{attrs} (e, k)"
+
+
+def _with_input(op: str, values) -> str:
+    return f"k = Constant <value = {_ints(values)}> ()\n r = {op}(e, k)"
+
+
+# name: (element shape, body computing r from e, numpy)
+ZERO_DIM_OPS = {
+    "Reshape [-1]": ((2, 0), _reshape([-1]), lambda a: a.reshape(-1)),
+    "Reshape [0, 0] (copies)": ((2, 0), _reshape([0, 0]), lambda a: a),
+    "Reshape [0, -1] (copy 3, infer 0)": ((3, 0), _reshape([0, -1]), lambda a: a.reshape(3, 0)),
+    "Reshape [2, -1]": ((2, 0, 3), _reshape([2, -1]), lambda a: a.reshape(2, 0)),
+    "Reshape allowzero [3, 0]": ((0, 3), _reshape([3, 0], 1), lambda a: a.reshape(3, 0)),
+    "Reshape allowzero [-1, 1]": ((0,), _reshape([-1, 1], 1), lambda a: a.reshape(0, 1)),
+    "Flatten axis 0": ((2, 0, 3), "r = Flatten <axis = 0> (e)", lambda a: a.reshape(1, 0)),
+    "Flatten axis 1": ((0, 3), "r = Flatten (e)", lambda a: a.reshape(0, 3)),
+    "Flatten axis 1 of [2,0,3]": ((2, 0, 3), "r = Flatten (e)", lambda a: a.reshape(2, 0)),
+    "Flatten axis 2": ((2, 0, 3), "r = Flatten <axis = 2> (e)", lambda a: a.reshape(0, 3)),
+    "Flatten axis -1": ((2, 3, 0), "r = Flatten <axis = -1> (e)", lambda a: a.reshape(6, 0)),
+    "Flatten axis = rank": ((2, 0, 3), "r = Flatten <axis = 3> (e)", lambda a: a.reshape(0, 1)),
+    "Flatten axis 0 of [0]": ((0,), "r = Flatten <axis = 0> (e)", lambda a: a.reshape(1, 0)),
+    "Squeeze": ((0, 1, 3), _with_input("Squeeze", [1]), lambda a: a.reshape(0, 3)),
+    "Unsqueeze": ((0, 3), _with_input("Unsqueeze", [0]), lambda a: a.reshape(1, 0, 3)),
+    "Expand [0,1] to [1,4]": ((0, 1), _with_input("Expand", [1, 4]), lambda a: a.reshape(0, 4)),
+    "Expand [2,1] to [2,0]": ((2, 1), _with_input("Expand", [2, 0]), lambda a: a[:, :0]),
+    "Tile [0,3] by [2,3]": ((0, 3), _with_input("Tile", [2, 3]), lambda a: a.reshape(0, 9)),
+    "Tile [2,3] by [0,1]": ((2, 3), _with_input("Tile", [0, 1]), lambda a: a[:0]),
+}
+ZERO_DIM_SOURCES = ["input", "split static", "loop"]
+
+
+def _zero_dim_model(name: str, source: str, n: int) -> onnx.ModelProto:
+    element, body, numpy_op = ZERO_DIM_OPS[name]
+    dims = ",".join(str(d) for d in element)
+    out = ",".join(str(d) for d in numpy_op(np.zeros(element, np.float32)).shape)
+    lead = str(n) if source == "split static" else "N"
+    if source == "input":
+        inputs, sequence = f"seq(float[{dims}]) s", ""
+    else:
+        inputs = f"float[{lead}{',' if dims else ''}{dims}] x"
+        sequence = "s = SplitToSequence <axis = 0, keepdims = 0> (x)"
+    return parse(
+        f"""<ir_version: 8, opset_import: ["" : 17]>
+        g ({inputs}) => (seq(float[{out}]) ys) {{
+          {sequence}
+          ys = SequenceMap <body = b (float[{dims}] e) => (float[{out}] r) {{
+            {body}
+          }}> (s)
+        }}"""
+    )
+
+
+def _lowered_and_checked(model: onnx.ModelProto, **options) -> tuple[onnx.ModelProto, list]:
+    """Lowered in place (the rewrites say whether the optimizer's result was
+    refused), then checked as :func:`tests.helpers.lowered` checks."""
+    working = ir.serde.deserialize_model(model)
+    rewrites = lowering.lower_in_place(working, **options)
+    result = ir.serde.serialize_model(working)
+    onnx.checker.check_model(result, full_check=True)
+    return result, rewrites
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+@pytest.mark.parametrize("source", ZERO_DIM_SOURCES)
+@pytest.mark.parametrize("name", list(ZERO_DIM_OPS))
+def test_zero_sized_dims_through_shape_ops_after_optimize(name, source, n):
+    element, _, numpy_op = ZERO_DIM_OPS[name]
+    model = _zero_dim_model(name, source, n)
+    strategy = "loop" if source == "loop" else "auto"
+    result, rewrites = _lowered_and_checked(model, optimize=True, strategy=strategy)
+    assert [r.reason for r in rewrites if r.op_type == "Optimize"] == []
+    elements = [np.full(element, float(i), np.float32) for i in range(n)]
+    feeds = {"s": elements} if source == "input" else {"x": np.zeros((n, *element), np.float32)}
+    if source != "input":
+        elements = list(feeds["x"])
+    # onnxruntime's own graph optimizer is off: in a Loop body it computes
+    # Expand(e: [2,1], [2,0]) as [2,1] (lowered or not, optimize or not).
+    outputs = session(result, optimize=False).run(None, feeds)
+    assert_same(outputs, [[numpy_op(e) for e in elements]])
+
+
+def _computed_targets(opset: int) -> onnx.ModelProto:
+    """z = Reshape<allowzero=1>(x, [N, 0]) (Flatten before opset 14) and
+    v = Reshape(w, [N, 6]), N read from x."""
+    zero = "z = Reshape <allowzero = 1> (x, z_target)" if opset >= 14 else "z = Flatten(x)"
+    return parse(
+        f"""<ir_version: 7, opset_import: ["" : {opset}]>
+        g (float[N,2,0] x, float[N,2,3] w, seq(float[2]) s, float[2] t, int64 pos)
+          => (float[N,0] z, float[N,6] v, seq(float[2]) y) {{
+          shape = Shape(x)
+          i = Constant <value = int64[1] {{0}}> ()
+          n = Gather(shape, i)
+          zero = Constant <value = int64[1] {{0}}> ()
+          six = Constant <value = int64[1] {{6}}> ()
+          z_target = Concat <axis = 0> (n, zero)
+          v_target = Concat <axis = 0> (n, six)
+          {zero}
+          v = Reshape(w, v_target)
+          y = SequenceInsert(s, t, pos)
+        }}"""
+    )
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_a_computed_reshape_target_is_materialized_only_without_a_zero(opset):
+    """onnxscript's MaterializeReshapeShape writes the output's shape as the target,
+    -1 for its one unknown dim, with allowzero = 1: [-1, 0] is refused, and
+    allowzero does not exist before opset 14. Here the target of z ([N, 0])
+    stays computed; that of v becomes [-1, 6], without allowzero."""
+    model = _computed_targets(opset)
+    result, rewrites = _lowered_and_checked(model, optimize=True)
+    assert [r.reason for r in rewrites if r.op_type == "Optimize"] == []
+    reshapes = {n.output[0]: n for n in result.graph.node if n.op_type == "Reshape"}
+    initializers = {i.name: onnx.numpy_helper.to_array(i) for i in result.graph.initializer}
+    assert initializers[reshapes["v"].input[1]].tolist() == [-1, 6]
+    assert not reshapes["v"].attribute
+    if opset >= 14:
+        assert reshapes["z"].input[1] not in initializers
+    x = np.zeros((3, 2, 0), np.float32)
+    w = np.arange(18, dtype=np.float32).reshape(3, 2, 3)
+    feeds = {"x": x, "w": w, "s": [np.ones(2, np.float32)], "t": np.zeros(2, np.float32)}
+    feeds["pos"] = np.array(0)
+    z, v, y = run(result, feeds)
+    assert_same([z, v], [x.reshape(3, 0), w.reshape(3, 6)])
+    assert_same(y, [feeds["t"], *feeds["s"]])
+
+
+def test_with_the_sound_rules_the_optimizer_is_onnxscripts():
+    """lowering.passes.optimize runs onnxscript's optimizer pass for pass, so that it can leave
+    rules out; given onnxscript's default rules, it writes what ``optimize`` writes."""
+    from onnxscript import optimizer, rewriter
+
+    from lowering.passes.optimize import _run_onnxscript_optimizer
+
+    for text in [OVERRIDABLE, _zero_dim_model("Flatten axis 1 of [2,0,3]", "split static", 3)]:
+        model = parse(text) if isinstance(text, str) else text
+        ours = ir.serde.deserialize_model(lowering.lower(model))
+        theirs = ir.serde.deserialize_model(lowering.lower(model))
+        _run_onnxscript_optimizer(ours, rewriter._DEFAULT_REWRITE_RULES)
+        optimizer.optimize(theirs, onnx_shape_inference=False)
+        assert onnx.printer.to_text(ir.serde.serialize_model(ours)) == onnx.printer.to_text(
+            ir.serde.serialize_model(theirs)
+        )
+
+
+def test_an_optimized_model_the_checker_refuses_is_not_kept(monkeypatch, tmp_path, capsys):
+    """The last line of defence: with onnxscript's default rules (Flatten2Reshape
+    among them), Flatten<axis = 0> of a [0] element becomes Reshape(e, [1, 0]),
+    whose 0 copies a dim e does not have; the checker refuses it, so the
+    model is kept unoptimized, and the summary says why."""
+    from onnxscript import rewriter
+
+    import lowering.passes.optimize
+
+    monkeypatch.setattr(
+        lowering.passes.optimize,
+        "_sound_rewrite_rules",
+        lambda: list(rewriter._DEFAULT_REWRITE_RULES),
+    )
+    model = _zero_dim_model("Flatten axis 0 of [0]", "split static", 3)
+    result, rewrites = _lowered_and_checked(model, optimize=True)
+    [refused] = [r for r in rewrites if r.op_type == "Optimize"]
+    assert "fails the ONNX checker" in refused.reason and "Invalid position of 0" in refused.reason
+    assert onnx.printer.to_text(result) == onnx.printer.to_text(lowering.lower(model))
+    x = np.zeros((3, 0), np.float32)
+    assert_same(run(result, {"x": x}), [[np.zeros((1, 0), np.float32)] * 3])
+    onnx.save(model, tmp_path / "in.onnx")
+    assert main(["--optimize", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]) == 0
+    assert "--optimize: the optimized model fails the ONNX checker" in capsys.readouterr().err

@@ -10,12 +10,19 @@ shapes, the Loop's required inputs, and dims named in bodies.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import onnx
 import onnx_ir as ir
 
 from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import iter_scopes
+from lowering.irutils.snapshot import snapshot
 from lowering.irutils.walk import graphs_within
+from lowering.rewrites import LoweringResult, Rewrite
 
 
 class OptimizePass(ir.passes.InPlacePass):
@@ -25,12 +32,15 @@ class OptimizePass(ir.passes.InPlacePass):
     (onnxscript).
     """
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        optimize_keeping_overridables(model)
-        return ir.passes.PassResult(model, modified=True)
+    def call(self, model: ir.Model) -> LoweringResult:
+        refused = optimize_keeping_overridables(model)
+        if refused is None:
+            return LoweringResult(model, modified=True)
+        kept = Rewrite("the model", "", "Optimize", None, [], "not optimized", refused)
+        return LoweringResult(model, modified=False, rewrites=[kept])
 
 
-def optimize_keeping_overridables(model: ir.Model) -> None:
+def optimize_keeping_overridables(model: ir.Model) -> str | None:
     """Run onnxscript's optimizer, without folding initializers that are graph inputs.
 
     An initializer that is also a graph input is a default the caller may
@@ -48,10 +58,14 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
     main graph needs it. The optimizer's own ONNX shape inference is off: it
     would fold Shape from shapes ONNX gets wrong (MaxPool with ceil_mode:
     inferred [1,1,3], computed [1,1,2]); it folds from the shapes the passes
-    proved (:mod:`lowering.irutils.node_inference`).
-    """
-    import onnxscript.optimizer  # heavy to import; only when asked for
+    proved (:mod:`lowering.irutils.node_inference`). Its rewrite rules are
+    :func:`_sound_rewrite_rules`.
 
+    The result must then pass the ONNX checker (:func:`_checker_problem`);
+    if it does not, the model is put back as it was before the optimizer
+    ran, and the checker's complaint is returned (None when optimized).
+    """
+    restore = snapshot(model)
     graph = model.graph
     overridable = [(v, v.const_value) for v in graph.inputs if v.name in graph.initializers]
     declared = [(v.type, _copy_shape(v.shape)) for v in graph.outputs]
@@ -59,7 +73,7 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
     for value, _ in overridable:
         value.const_value = None  # the optimizer folds any value with a const_value
     try:
-        onnxscript.optimizer.optimize(model, onnx_shape_inference=False)
+        _run_onnxscript_optimizer(model)
     finally:
         for value, tensor in overridable:
             value.const_value = tensor
@@ -69,6 +83,156 @@ def optimize_keeping_overridables(model: ir.Model) -> None:
     _keep_declared_outputs(graph, declared)
     if _unshare_empty_sequences(graph):
         name_fresh(model)
+    problem = _checker_problem(model)
+    if problem is not None:
+        restore()
+        return f"the optimized model fails the ONNX checker, so it was not kept: {problem}"
+    return None
+
+
+def _run_onnxscript_optimizer(model: ir.Model, rules: Sequence[Any] | None = None) -> None:
+    """``onnxscript.optimizer.optimize(model, onnx_shape_inference=False)``, pass for
+    pass (onnxscript 0.7's ``optimize_ir``), with ``rules`` (default
+    :func:`_sound_rewrite_rules`) as its rewrite rules.
+
+    ``optimize`` takes no rule set: it always applies onnxscript's default
+    rules, some of which are wrong for zero-sized dims (:func:`_sound_rewrite_rules`).
+    ``tests/test_optimize.py`` checks that, given the default rules, this
+    is the optimizer that ``optimize`` runs.
+    """
+    from onnx_ir.passes import common  # heavy to import; only when asked for
+    from onnxscript import rewriter
+    from onnxscript.optimizer import _constant_folding
+
+    if rules is None:
+        rules = _sound_rewrite_rules()
+    folding = _constant_folding.FoldConstantsPass(
+        shape_inference=False,
+        input_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_INPUT_SIZE_LIMIT,
+        output_size_limit=_constant_folding.DEFAULT_CONSTANT_FOLD_OUTPUT_SIZE_LIMIT,
+    )
+    rounds = ir.passes.PassManager(
+        [
+            folding,
+            rewriter.RewritePass(rules),
+            common.RemoveUnusedNodesPass(),
+            common.RemoveUnusedFunctionsPass(),
+            common.RemoveUnusedOpsetsPass(),
+        ],
+        steps=2,
+        early_stop=True,
+    )
+    ir.passes.Sequential(
+        common.InlinePass(),
+        rounds,
+        common.RemoveUnusedNodesPass(),
+        common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+        common.LiftSubgraphInitializersToMainGraphPass(),
+        common.DeduplicateInitializersPass(),
+        common.CommonSubexpressionEliminationPass(),
+        common.OutputFixPass(),
+        common.NameFixPass(),
+    )(model)
+
+
+#: onnxscript rewrite rules left out of :func:`_sound_rewrite_rules`, and why.
+UNSOUND_REWRITE_RULES = {
+    # Flatten(x) -> Reshape(x, [0, -1]), or [d0, d1] from the output's dims,
+    # read with 0 as "copy": [0, -1] of x[0,3] is refused ("product of 0 ..
+    # with -1"), Flatten<0> of x[0] becomes [1, 0] ("invalid position of 0"),
+    # a known output [2, 0] copies x's dim 1 (2x3 elements into [2, 3]); and
+    # two Flattens of one x both name their target "x/shape": one is lost.
+    "Flatten2Reshape",
+    # Reshape(x, computed) -> Reshape<allowzero=1>(x, [-1, 0, ..]) from the
+    # output's dims: -1 with a 0 is refused; allowzero before opset 14 too.
+    # Replaced by a variant for targets without a 0.
+    "MaterializeReshapeShape",
+}
+
+
+def _sound_rewrite_rules() -> list[Any]:
+    """onnxscript's default rewrite rules, without UNSOUND_REWRITE_RULES, plus
+    MaterializeReshapeShape for targets it can spell without a 0.
+
+    Those rules read a Reshape target's 0 as a size, or write one with a -1:
+    Reshape takes a 0 as "copy the input's dim" (without allowzero) and
+    cannot infer a -1 next to a 0 (with it), so what they write is refused,
+    or wrong, exactly when a dim is zero-sized::
+
+        Flatten(x: [0,3])  ->  Reshape(x, [0, -1])    "product of 0 with -1"
+    """
+    from onnxscript import rewriter
+
+    kept = [r for r in rewriter._DEFAULT_REWRITE_RULES if r.name not in UNSOUND_REWRITE_RULES]
+    return [*kept, *_materialize_without_zeros()]
+
+
+@functools.cache
+def _materialize_without_zeros() -> list[Any]:
+    """onnxscript's MaterializeReshapeShape where every materialized dim is > 0 or -1.
+
+    A constant target replaces the computed one when the output's shape is
+    known but for at most one dim (that one -1); with a 0 in it, the target
+    needs allowzero = 1 (opset 14), and then no -1: it is left computed.
+    """
+    try:
+        from onnxscript.rewriter.rules.common import _materialize_reshape_shape as materialize
+    except ImportError:  # an onnxscript without the rule
+        return []
+
+    class MaterializeNonZeroReshapeShape(materialize.MaterializeReshapeShape):
+        def check(self, context, data, shape):
+            result = super().check(context, data, shape)
+            if result and 0 in self._new_dims:
+                return result.fail("A 0 dim needs allowzero, which cannot go with -1.")
+            return result
+
+        def rewrite(self, op, data, shape):
+            target = op.Constant(value=ir.tensor(self._new_dims, dtype=ir.DataType.INT64))
+            return op.Reshape(data, target)  # no 0 in the target: allowzero changes nothing
+
+    return [MaterializeNonZeroReshapeShape.rule()]
+
+
+def _checker_problem(model: ir.Model) -> str | None:
+    """What the ONNX checker (full_check: strict shape inference) says of ``model``,
+    None if it passes.
+
+    The main graph's large initializers are checked as graph inputs of
+    their type: serialized as they are, they would be copied, and no shape
+    the checker infers reads their values (a shape or an axis is small).
+    """
+    graph = model.graph
+    large = {
+        name: value.const_value
+        for name, value in graph.initializers.items()
+        if value.const_value is not None and value.const_value.size > _CHECKED_INITIALIZER_SIZE
+    }
+    try:
+        for name, tensor in large.items():  # a placeholder, not copied (lowering.snapshot)
+            graph.initializers[name].const_value = ir.ExternalTensor(
+                "", 0, 0, tensor.dtype, shape=ir.Shape(tensor.shape.numpy()), name=name
+            )
+        proto = ir.serde.serialize_model(model)
+    finally:
+        for name, tensor in large.items():
+            graph.initializers[name].const_value = tensor
+    inputs = {i.name for i in proto.graph.input}
+    proto.graph.input.extend(
+        ir.serde.serialize_value(graph.initializers[name]) for name in large if name not in inputs
+    )
+    kept = [t for t in proto.graph.initializer if t.name not in large]
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        return str(error).strip()
+    return None
+
+
+#: Initializers of more elements than this are checked by type only (:func:`_checker_problem`).
+_CHECKED_INITIALIZER_SIZE = 4096
 
 
 def _copy_shape(shape: ir.Shape | None) -> ir.Shape | None:
