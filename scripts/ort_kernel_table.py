@@ -13,48 +13,18 @@ from __future__ import annotations
 
 import pathlib
 
-import onnx.defs
 import onnxruntime
 import onnxruntime.capi.onnxruntime_pybind11_state as ort_c
 
-# Every default-domain op, by the type constraint of its first input in
-# ONNX's schema (onnxruntime's kernels use the same names). A few ops the
-# passes emit read another input's type.
-# (Loop's and If's first inputs are the trip count and the condition: what
-# matters is the type of the values they carry.)
-DATA_INPUT_OVERRIDES = {
-    "ConcatFromSequence": "S",
-    "ConstantOfShape": "T1",
-    "Identity": "V",
-    "If": "V",
-    "Loop": "V",
-    "Scan": "V",
-    "SequenceAt": "T",
-    "SequenceConstruct": "T",
-    "SequenceEmpty": "S",
-    "SequenceInsert": "S",
-    "SequenceLength": "S",
-    "SplitToSequence": "T",
-}
+from lowering.ort_kernels import data_constraint, data_ops
 
-
-def data_constraints() -> dict[str, str]:
-    """op -> the type constraint of its data input, for every default-domain op."""
-    found: dict[str, str] = {}
-    for schema in onnx.defs.get_all_schemas_with_history():
-        if schema.domain not in ("", "ai.onnx") or not schema.inputs:
-            continue
-        found.setdefault(schema.name, schema.inputs[0].type_str)
-    found.update(DATA_INPUT_OVERRIDES)
-    return {op: name for op, name in sorted(found.items()) if name.isidentifier()}
-
-
-OPS = data_constraints()
+# One copy of which input's types count: lowering.ort_kernels reads nodes by it.
+OPS = data_ops()
 
 
 def element_type(type_string: str) -> str | None:
-    """'tensor(float)' and 'seq(tensor(float))' -> 'float'; other kinds -> None."""
-    for prefix in ("seq(tensor(", "tensor("):
+    """'tensor(float)', 'seq(tensor(float))', 'optional(tensor(float))' -> 'float'; else None."""
+    for prefix in ("seq(tensor(", "tensor(", "optional(tensor(", "optional(seq(tensor("):
         if type_string.startswith(prefix):
             return type_string[len(prefix) :].rstrip(")")
     return None
@@ -67,7 +37,10 @@ def table() -> dict[str, list[tuple[int, int, list[str]]]]:
             continue
         if kernel.op_name not in OPS:
             continue
-        types = kernel.type_constraints.get(OPS[kernel.op_name], [])
+        # The constraint's name is the schema's at the kernel's first opset
+        # (Identity's input is T up to 13, V from 14).
+        constraint = data_constraint(kernel.op_name, kernel.version_range[0])
+        types = kernel.type_constraints.get(constraint, []) if constraint else []
         found = ranges[kernel.op_name].setdefault(tuple(kernel.version_range), set())
         found.update(t for t in map(element_type, types) if t)
     return {

@@ -112,70 +112,65 @@ _TYPES_17: frozenset[str] = frozenset(["int8", "uint8"])
 _TYPES_18: frozenset[str] = frozenset(["double", "float", "int32", "int64"])
 _TYPES_19: frozenset[str] = frozenset(["double", "float", "int8", "uint8"])
 _TYPES_20: frozenset[str] = frozenset(["int32", "int8", "uint8"])
-_TYPES_21: frozenset[str] = frozenset([])
-_TYPES_22: frozenset[str] = frozenset(["double", "float", "float16"])
-_TYPES_23: frozenset[str] = frozenset(["bfloat16", "double", "float", "int32", "int64"])
-_TYPES_24: frozenset[str] = frozenset(["bool", "double", "float", "int32", "int64"])
-_TYPES_25: frozenset[str] = frozenset(
-    [
-        "bool",
-        "double",
-        "float",
-        "int16",
-        "int32",
-        "int64",
-        "int8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "uint8",
-    ]
+_TYPES_21: frozenset[str] = frozenset(
+    ["float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "int32", "int8", "uint8"]
 )
-_TYPES_26: frozenset[str] = frozenset(
+_TYPES_22: frozenset[str] = frozenset(
     [
-        "bool",
-        "double",
-        "float",
-        "int16",
-        "int32",
-        "int64",
-        "int8",
-        "string",
-        "uint16",
-        "uint32",
-        "uint64",
-        "uint8",
-    ]
-)
-_TYPES_27: frozenset[str] = frozenset(
-    [
-        "bool",
-        "double",
-        "float",
-        "float16",
-        "int16",
-        "int32",
-        "int64",
-        "int8",
-        "string",
-        "uint16",
-        "uint32",
-        "uint64",
-        "uint8",
-    ]
-)
-_TYPES_28: frozenset[str] = frozenset(["double", "float", "int32", "int64", "uint64"])
-_TYPES_29: frozenset[str] = frozenset(
-    [
-        "bfloat16",
-        "bool",
-        "double",
-        "float",
-        "float16",
         "float8e4m3fn",
         "float8e4m3fnuz",
         "float8e5m2",
         "float8e5m2fnuz",
+        "int16",
+        "int32",
+        "int4",
+        "int8",
+        "uint16",
+        "uint4",
+        "uint8",
+    ]
+)
+_TYPES_23: frozenset[str] = frozenset(
+    [
+        "float8e4m3fn",
+        "float8e4m3fnuz",
+        "float8e5m2",
+        "float8e5m2fnuz",
+        "int16",
+        "int2",
+        "int32",
+        "int4",
+        "int8",
+        "uint16",
+        "uint2",
+        "uint4",
+        "uint8",
+    ]
+)
+_TYPES_24: frozenset[str] = frozenset(["double", "float", "float16"])
+_TYPES_25: frozenset[str] = frozenset([])
+_TYPES_26: frozenset[str] = frozenset(["bfloat16", "double", "float", "int32", "int64"])
+_TYPES_27: frozenset[str] = frozenset(["bool", "double", "float", "int32", "int64"])
+_TYPES_28: frozenset[str] = frozenset(
+    [
+        "bool",
+        "double",
+        "float",
+        "int16",
+        "int32",
+        "int64",
+        "int8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "uint8",
+    ]
+)
+_TYPES_29: frozenset[str] = frozenset(
+    [
+        "bool",
+        "double",
+        "float",
         "int16",
         "int32",
         "int64",
@@ -189,6 +184,46 @@ _TYPES_29: frozenset[str] = frozenset(
 )
 _TYPES_30: frozenset[str] = frozenset(
     [
+        "bool",
+        "double",
+        "float",
+        "float16",
+        "int16",
+        "int32",
+        "int64",
+        "int8",
+        "string",
+        "uint16",
+        "uint32",
+        "uint64",
+        "uint8",
+    ]
+)
+_TYPES_31: frozenset[str] = frozenset(["double", "float", "int32", "int64", "uint64"])
+_TYPES_32: frozenset[str] = frozenset(
+    [
+        "bfloat16",
+        "bool",
+        "double",
+        "float",
+        "float16",
+        "float8e4m3fn",
+        "float8e4m3fnuz",
+        "float8e5m2",
+        "float8e5m2fnuz",
+        "int16",
+        "int32",
+        "int64",
+        "int8",
+        "string",
+        "uint16",
+        "uint32",
+        "uint64",
+        "uint8",
+    ]
+)
+_TYPES_33: frozenset[str] = frozenset(
+    [
         "bfloat16",
         "double",
         "float",
@@ -199,7 +234,7 @@ _TYPES_30: frozenset[str] = frozenset(
         "float8e5m2fnuz",
     ]
 )
-_TYPES_31: frozenset[str] = frozenset(
+_TYPES_34: frozenset[str] = frozenset(
     [
         "double",
         "float",
@@ -214,29 +249,29 @@ _TYPES_31: frozenset[str] = frozenset(
         "uint8",
     ]
 )
-_TYPES_32: frozenset[str] = frozenset(["double", "float", "int16", "int32", "int64", "int8"])
-_TYPES_33: frozenset[str] = frozenset(["bool", "float", "int32", "int64", "uint8"])
-_TYPES_34: frozenset[str] = frozenset(["float", "int32", "int64"])
-_TYPES_35: frozenset[str] = frozenset(
+_TYPES_35: frozenset[str] = frozenset(["double", "float", "int16", "int32", "int64", "int8"])
+_TYPES_36: frozenset[str] = frozenset(["bool", "float", "int32", "int64", "uint8"])
+_TYPES_37: frozenset[str] = frozenset(["float", "int32", "int64"])
+_TYPES_38: frozenset[str] = frozenset(
     ["double", "float", "int32", "int64", "int8", "uint32", "uint64", "uint8"]
 )
-_TYPES_36: frozenset[str] = frozenset(
+_TYPES_39: frozenset[str] = frozenset(
     ["bool", "double", "float", "int32", "int64", "int8", "uint32", "uint64", "uint8"]
 )
-_TYPES_37: frozenset[str] = frozenset(
+_TYPES_40: frozenset[str] = frozenset(
     ["bfloat16", "bool", "double", "float", "int32", "int64", "int8", "uint32", "uint64", "uint8"]
 )
-_TYPES_38: frozenset[str] = frozenset(["double", "float", "int16", "int32", "int64"])
-_TYPES_39: frozenset[str] = frozenset(
+_TYPES_41: frozenset[str] = frozenset(["double", "float", "int16", "int32", "int64"])
+_TYPES_42: frozenset[str] = frozenset(
     ["bool", "double", "float", "int32", "int64", "int8", "uint8"]
 )
-_TYPES_40: frozenset[str] = frozenset(["string"])
-_TYPES_41: frozenset[str] = frozenset(["double", "float", "int32", "int8"])
-_TYPES_42: frozenset[str] = frozenset(["float", "int32", "int8", "uint8"])
-_TYPES_43: frozenset[str] = frozenset(
+_TYPES_43: frozenset[str] = frozenset(["string"])
+_TYPES_44: frozenset[str] = frozenset(["double", "float", "int32", "int8"])
+_TYPES_45: frozenset[str] = frozenset(["float", "int32", "int8", "uint8"])
+_TYPES_46: frozenset[str] = frozenset(
     ["bool", "double", "float", "float16", "int32", "int64", "string"]
 )
-_TYPES_44: frozenset[str] = frozenset(
+_TYPES_47: frozenset[str] = frozenset(
     [
         "bfloat16",
         "bool",
@@ -253,11 +288,11 @@ _TYPES_44: frozenset[str] = frozenset(
         "uint8",
     ]
 )
-_TYPES_45: frozenset[str] = frozenset(["int32", "int64", "string"])
-_TYPES_46: frozenset[str] = frozenset(
+_TYPES_48: frozenset[str] = frozenset(["int32", "int64", "string"])
+_TYPES_49: frozenset[str] = frozenset(
     ["double", "float", "int16", "int32", "int64", "int8", "uint8"]
 )
-_TYPES_47: frozenset[str] = frozenset(
+_TYPES_50: frozenset[str] = frozenset(
     [
         "bfloat16",
         "bool",
@@ -281,8 +316,11 @@ _TYPES_47: frozenset[str] = frozenset(
         "uint8",
     ]
 )
-_TYPES_48: frozenset[str] = frozenset(["double", "float", "int64", "int8", "string"])
-_TYPES_49: frozenset[str] = frozenset(["bfloat16", "double", "float", "int64", "int8", "string"])
+_TYPES_51: frozenset[str] = frozenset(["double", "float", "int64", "int8", "string"])
+_TYPES_52: frozenset[str] = frozenset(["bfloat16", "double", "float", "int64", "int8", "string"])
+_TYPES_53: frozenset[str] = frozenset(
+    ["double", "float", "int32", "int64", "int8", "string", "uint32", "uint8"]
+)
 
 # op -> [(first opset, last opset, element types of its data input)]
 KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
@@ -372,33 +410,33 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (10, 12, _TYPES_20),
         (13, 18, _TYPES_20),
         (19, 20, _TYPES_21),
-        (21, 22, _TYPES_21),
-        (23, 23, _TYPES_21),
-        (24, 24, _TYPES_21),
-        (25, 2147483647, _TYPES_21),
+        (21, 22, _TYPES_22),
+        (23, 23, _TYPES_22),
+        (24, 24, _TYPES_22),
+        (25, 2147483647, _TYPES_23),
     ],
     "Det": [(11, 21, _TYPES_1), (22, 2147483647, _TYPES_1)],
     "Div": [(7, 12, _TYPES_2), (13, 13, _TYPES_2), (14, 2147483647, _TYPES_0)],
     "Dropout": [
-        (7, 9, _TYPES_22),
-        (10, 11, _TYPES_22),
+        (7, 9, _TYPES_24),
+        (10, 11, _TYPES_24),
         (12, 12, _TYPES_3),
         (13, 21, _TYPES_3),
         (22, 2147483647, _TYPES_3),
     ],
-    "DynamicQuantizeLinear": [(11, 2147483647, _TYPES_21)],
-    "Einsum": [(12, 27, _TYPES_18), (28, 2147483647, _TYPES_23)],
+    "DynamicQuantizeLinear": [(11, 2147483647, _TYPES_25)],
+    "Einsum": [(12, 27, _TYPES_18), (28, 2147483647, _TYPES_26)],
     "Elu": [(6, 21, _TYPES_1), (22, 2147483647, _TYPES_1)],
     "Equal": [
-        (7, 10, _TYPES_24),
-        (11, 12, _TYPES_25),
-        (13, 18, _TYPES_25),
-        (19, 2147483647, _TYPES_26),
+        (7, 10, _TYPES_27),
+        (11, 12, _TYPES_28),
+        (13, 18, _TYPES_28),
+        (19, 2147483647, _TYPES_29),
     ],
     "Erf": [(9, 12, _TYPES_1), (13, 2147483647, _TYPES_1)],
     "Exp": [(6, 12, _TYPES_3), (13, 2147483647, _TYPES_3)],
-    "Expand": [(8, 12, _TYPES_27), (13, 2147483647, _TYPES_27)],
-    "EyeLike": [(9, 21, _TYPES_28), (22, 2147483647, _TYPES_28)],
+    "Expand": [(8, 12, _TYPES_30), (13, 2147483647, _TYPES_30)],
+    "EyeLike": [(9, 21, _TYPES_31), (22, 2147483647, _TYPES_31)],
     "Flatten": [
         (1, 8, _TYPES_15),
         (9, 10, _TYPES_15),
@@ -429,31 +467,31 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
     "HardSwish": [],
     "Hardmax": [(1, 10, _TYPES_1), (11, 12, _TYPES_1), (13, 2147483647, _TYPES_1)],
     "Identity": [
-        (1, 12, _TYPES_21),
-        (13, 13, _TYPES_21),
+        (1, 12, _TYPES_15),
+        (13, 13, _TYPES_15),
         (14, 15, _TYPES_15),
         (16, 18, _TYPES_15),
-        (19, 20, _TYPES_29),
-        (21, 22, _TYPES_29),
-        (23, 23, _TYPES_29),
-        (24, 24, _TYPES_29),
-        (25, 2147483647, _TYPES_29),
+        (19, 20, _TYPES_32),
+        (21, 22, _TYPES_32),
+        (23, 23, _TYPES_32),
+        (24, 24, _TYPES_32),
+        (25, 2147483647, _TYPES_32),
     ],
     "If": [
         (1, 10, _TYPES_15),
         (11, 12, _TYPES_15),
         (13, 15, _TYPES_15),
         (16, 18, _TYPES_15),
-        (19, 20, _TYPES_29),
-        (21, 22, _TYPES_29),
-        (23, 23, _TYPES_29),
-        (24, 24, _TYPES_29),
-        (25, 2147483647, _TYPES_29),
+        (19, 20, _TYPES_32),
+        (21, 22, _TYPES_32),
+        (23, 23, _TYPES_32),
+        (24, 24, _TYPES_32),
+        (25, 2147483647, _TYPES_32),
     ],
     "ImageDecoder": [],
     "InstanceNormalization": [(6, 21, _TYPES_1), (22, 2147483647, _TYPES_1)],
-    "IsInf": [(10, 19, _TYPES_3), (20, 2147483647, _TYPES_30)],
-    "IsNaN": [(9, 12, _TYPES_22), (13, 19, _TYPES_22), (20, 2147483647, _TYPES_30)],
+    "IsInf": [(10, 19, _TYPES_3), (20, 2147483647, _TYPES_33)],
+    "IsNaN": [(9, 12, _TYPES_24), (13, 19, _TYPES_24), (20, 2147483647, _TYPES_33)],
     "LRN": [(1, 12, _TYPES_1), (13, 2147483647, _TYPES_1)],
     "LSTM": [(7, 13, _TYPES_3), (14, 21, _TYPES_3), (22, 2147483647, _TYPES_3)],
     "LayerNormalization": [(1, 16, _TYPES_13), (17, 2147483647, _TYPES_13)],
@@ -468,11 +506,11 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (11, 12, _TYPES_15),
         (13, 15, _TYPES_15),
         (16, 18, _TYPES_15),
-        (19, 20, _TYPES_29),
-        (21, 22, _TYPES_29),
-        (23, 23, _TYPES_29),
-        (24, 24, _TYPES_29),
-        (25, 2147483647, _TYPES_29),
+        (19, 20, _TYPES_32),
+        (21, 22, _TYPES_32),
+        (23, 23, _TYPES_32),
+        (24, 24, _TYPES_32),
+        (25, 2147483647, _TYPES_32),
     ],
     "LpNormalization": [(1, 21, _TYPES_3), (22, 2147483647, _TYPES_3)],
     "LpPool": [
@@ -497,29 +535,29 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
     "MelWeightMatrix": [(17, 2147483647, _TYPES_10)],
     "Min": [(6, 7, _TYPES_1), (8, 11, _TYPES_3), (12, 12, _TYPES_14), (13, 2147483647, _TYPES_14)],
     "Mish": [],
-    "Mod": [(10, 12, _TYPES_31), (13, 27, _TYPES_31), (28, 2147483647, _TYPES_31)],
+    "Mod": [(10, 12, _TYPES_34), (13, 27, _TYPES_34), (28, 2147483647, _TYPES_34)],
     "Mul": [(7, 12, _TYPES_2), (13, 13, _TYPES_2), (14, 2147483647, _TYPES_0)],
     "Multinomial": [(7, 2147483647, _TYPES_1)],
-    "Neg": [(6, 12, _TYPES_32), (13, 2147483647, _TYPES_32)],
+    "Neg": [(6, 12, _TYPES_35), (13, 2147483647, _TYPES_35)],
     "NegativeLogLikelihoodLoss": [],
-    "NonZero": [(9, 12, _TYPES_33), (13, 2147483647, _TYPES_33)],
+    "NonZero": [(9, 12, _TYPES_36), (13, 2147483647, _TYPES_36)],
     "Not": [(1, 2147483647, _TYPES_4)],
-    "OneHot": [(9, 10, _TYPES_34), (11, 27, _TYPES_34), (28, 2147483647, _TYPES_34)],
+    "OneHot": [(9, 10, _TYPES_37), (11, 27, _TYPES_37), (28, 2147483647, _TYPES_37)],
     "Optional": [(15, 2147483647, _TYPES_15)],
-    "OptionalGetElement": [(15, 17, _TYPES_21), (18, 2147483647, _TYPES_15)],
-    "OptionalHasElement": [(15, 17, _TYPES_21), (18, 2147483647, _TYPES_15)],
+    "OptionalGetElement": [(15, 17, _TYPES_15), (18, 2147483647, _TYPES_15)],
+    "OptionalHasElement": [(15, 17, _TYPES_15), (18, 2147483647, _TYPES_15)],
     "Or": [(7, 2147483647, _TYPES_4)],
     "PRelu": [(7, 8, _TYPES_1), (9, 15, _TYPES_1), (16, 2147483647, _TYPES_1)],
     "Pad": [
         (2, 10, _TYPES_3),
-        (11, 12, _TYPES_35),
-        (13, 17, _TYPES_36),
-        (18, 18, _TYPES_36),
-        (19, 20, _TYPES_36),
-        (21, 22, _TYPES_37),
-        (23, 23, _TYPES_37),
-        (24, 24, _TYPES_37),
-        (25, 2147483647, _TYPES_37),
+        (11, 12, _TYPES_38),
+        (13, 17, _TYPES_39),
+        (18, 18, _TYPES_39),
+        (19, 20, _TYPES_39),
+        (21, 22, _TYPES_40),
+        (23, 23, _TYPES_40),
+        (24, 24, _TYPES_40),
+        (25, 2147483647, _TYPES_40),
     ],
     "Pow": [
         (7, 11, _TYPES_3),
@@ -538,11 +576,13 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (24, 24, _TYPES_6),
         (25, 2147483647, _TYPES_6),
     ],
-    "RMSNormalization": [(23, 2147483647, _TYPES_22)],
+    "RMSNormalization": [(23, 2147483647, _TYPES_24)],
     "RNN": [(7, 13, _TYPES_1), (14, 21, _TYPES_1), (22, 2147483647, _TYPES_1)],
+    "RandomNormal": [(1, 2147483647, _TYPES_3)],
     "RandomNormalLike": [(1, 2147483647, _TYPES_15)],
+    "RandomUniform": [(1, 2147483647, _TYPES_3)],
     "RandomUniformLike": [(1, 2147483647, _TYPES_15)],
-    "Range": [(11, 26, _TYPES_38), (27, 2147483647, _TYPES_38)],
+    "Range": [(11, 26, _TYPES_41), (27, 2147483647, _TYPES_41)],
     "Reciprocal": [(6, 12, _TYPES_3), (13, 2147483647, _TYPES_3)],
     "ReduceL1": [
         (1, 10, _TYPES_18),
@@ -574,7 +614,7 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (12, 12, _TYPES_5),
         (13, 17, _TYPES_5),
         (18, 19, _TYPES_5),
-        (20, 2147483647, _TYPES_39),
+        (20, 2147483647, _TYPES_42),
     ],
     "ReduceMean": [
         (1, 10, _TYPES_18),
@@ -588,7 +628,7 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (12, 12, _TYPES_5),
         (13, 17, _TYPES_5),
         (18, 19, _TYPES_5),
-        (20, 2147483647, _TYPES_39),
+        (20, 2147483647, _TYPES_42),
     ],
     "ReduceProd": [
         (1, 10, _TYPES_18),
@@ -603,41 +643,41 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (13, 17, _TYPES_18),
         (18, 2147483647, _TYPES_18),
     ],
-    "RegexFullMatch": [(20, 2147483647, _TYPES_40)],
-    "Relu": [(6, 12, _TYPES_3), (13, 13, _TYPES_3), (14, 2147483647, _TYPES_41)],
+    "RegexFullMatch": [(20, 2147483647, _TYPES_43)],
+    "Relu": [(6, 12, _TYPES_3), (13, 13, _TYPES_3), (14, 2147483647, _TYPES_44)],
     "Reshape": [
         (1, 4, _TYPES_15),
         (5, 12, _TYPES_15),
         (13, 13, _TYPES_15),
         (14, 18, _TYPES_15),
         (19, 20, _TYPES_15),
-        (21, 22, _TYPES_29),
-        (23, 23, _TYPES_29),
-        (24, 24, _TYPES_29),
-        (25, 2147483647, _TYPES_29),
+        (21, 22, _TYPES_32),
+        (23, 23, _TYPES_32),
+        (24, 24, _TYPES_32),
+        (25, 2147483647, _TYPES_32),
     ],
     "Resize": [
-        (10, 10, _TYPES_42),
-        (11, 12, _TYPES_21),
-        (13, 17, _TYPES_21),
-        (18, 18, _TYPES_21),
-        (19, 2147483647, _TYPES_21),
+        (10, 10, _TYPES_45),
+        (11, 12, _TYPES_45),
+        (13, 17, _TYPES_45),
+        (18, 18, _TYPES_45),
+        (19, 2147483647, _TYPES_45),
     ],
     "ReverseSequence": [(10, 27, _TYPES_15), (28, 2147483647, _TYPES_15)],
     "RoiAlign": [(10, 15, _TYPES_3), (16, 2147483647, _TYPES_3)],
     "RotaryEmbedding": [(23, 2147483647, _TYPES_6)],
-    "Round": [(11, 21, _TYPES_22), (22, 2147483647, _TYPES_22)],
+    "Round": [(11, 21, _TYPES_24), (22, 2147483647, _TYPES_24)],
     "STFT": [(17, 2147483647, _TYPES_3)],
     "Scan": [
         (8, 8, _TYPES_15),
         (9, 10, _TYPES_15),
         (11, 15, _TYPES_15),
         (16, 18, _TYPES_15),
-        (19, 20, _TYPES_29),
-        (21, 22, _TYPES_29),
-        (23, 23, _TYPES_29),
-        (24, 24, _TYPES_29),
-        (25, 2147483647, _TYPES_29),
+        (19, 20, _TYPES_32),
+        (21, 22, _TYPES_32),
+        (23, 23, _TYPES_32),
+        (24, 24, _TYPES_32),
+        (25, 2147483647, _TYPES_32),
     ],
     "Scatter": [(9, 10, _TYPES_15)],
     "ScatterElements": [
@@ -665,10 +705,10 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (13, 14, _TYPES_15),
         (15, 18, _TYPES_15),
         (19, 20, _TYPES_15),
-        (21, 22, _TYPES_29),
-        (23, 23, _TYPES_29),
-        (24, 24, _TYPES_29),
-        (25, 2147483647, _TYPES_29),
+        (21, 22, _TYPES_32),
+        (23, 23, _TYPES_32),
+        (24, 24, _TYPES_32),
+        (25, 2147483647, _TYPES_32),
     ],
     "Shrink": [(9, 2147483647, _TYPES_7)],
     "Sigmoid": [(6, 12, _TYPES_3), (13, 2147483647, _TYPES_3)],
@@ -676,13 +716,13 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
     "Sin": [(7, 21, _TYPES_3), (22, 2147483647, _TYPES_3)],
     "Sinh": [(9, 21, _TYPES_1), (22, 2147483647, _TYPES_1)],
     "Size": [
-        (1, 12, _TYPES_26),
-        (13, 18, _TYPES_26),
-        (19, 20, _TYPES_26),
-        (21, 22, _TYPES_26),
-        (23, 23, _TYPES_26),
-        (24, 24, _TYPES_26),
-        (25, 2147483647, _TYPES_26),
+        (1, 12, _TYPES_29),
+        (13, 18, _TYPES_29),
+        (19, 20, _TYPES_29),
+        (21, 22, _TYPES_29),
+        (23, 23, _TYPES_29),
+        (24, 24, _TYPES_29),
+        (25, 2147483647, _TYPES_29),
     ],
     "Slice": [
         (1, 9, _TYPES_15),
@@ -701,7 +741,7 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (13, 17, _TYPES_15),
         (18, 2147483647, _TYPES_15),
     ],
-    "SplitToSequence": [(11, 23, _TYPES_43), (24, 2147483647, _TYPES_43)],
+    "SplitToSequence": [(11, 23, _TYPES_46), (24, 2147483647, _TYPES_46)],
     "Sqrt": [(6, 12, _TYPES_3), (13, 2147483647, _TYPES_3)],
     "Squeeze": [
         (1, 10, _TYPES_15),
@@ -712,34 +752,34 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (24, 24, _TYPES_15),
         (25, 2147483647, _TYPES_15),
     ],
-    "StringConcat": [(20, 2147483647, _TYPES_40)],
-    "StringSplit": [(20, 2147483647, _TYPES_40)],
+    "StringConcat": [(20, 2147483647, _TYPES_43)],
+    "StringSplit": [(20, 2147483647, _TYPES_43)],
     "Sub": [(7, 12, _TYPES_2), (13, 13, _TYPES_2), (14, 2147483647, _TYPES_0)],
     "Sum": [(6, 7, _TYPES_3), (8, 12, _TYPES_3), (13, 2147483647, _TYPES_3)],
     "SwiGLU": [],
     "Swish": [],
     "Tan": [(7, 21, _TYPES_1), (22, 2147483647, _TYPES_1)],
     "Tanh": [(6, 12, _TYPES_3), (13, 2147483647, _TYPES_3)],
-    "TensorScatter": [(24, 2147483647, _TYPES_44)],
-    "TfIdfVectorizer": [(9, 2147483647, _TYPES_45)],
+    "TensorScatter": [(24, 2147483647, _TYPES_47)],
+    "TfIdfVectorizer": [(9, 2147483647, _TYPES_48)],
     "ThresholdedRelu": [(1, 9, _TYPES_1), (10, 21, _TYPES_1), (22, 2147483647, _TYPES_1)],
-    "Tile": [(6, 12, _TYPES_26), (13, 2147483647, _TYPES_26)],
+    "Tile": [(6, 12, _TYPES_29), (13, 2147483647, _TYPES_29)],
     "TopK": [
         (1, 9, _TYPES_3),
         (10, 10, _TYPES_3),
-        (11, 23, _TYPES_46),
-        (24, 2147483647, _TYPES_46),
+        (11, 23, _TYPES_49),
+        (24, 2147483647, _TYPES_49),
     ],
     "Transpose": [
         (1, 12, _TYPES_15),
         (13, 20, _TYPES_15),
-        (21, 22, _TYPES_47),
-        (23, 23, _TYPES_47),
-        (24, 24, _TYPES_47),
+        (21, 22, _TYPES_50),
+        (23, 23, _TYPES_50),
+        (24, 24, _TYPES_50),
         (25, 2147483647, _TYPES_11),
     ],
-    "Trilu": [(14, 2147483647, _TYPES_24)],
-    "Unique": [(11, 27, _TYPES_48), (28, 2147483647, _TYPES_49)],
+    "Trilu": [(14, 2147483647, _TYPES_27)],
+    "Unique": [(11, 27, _TYPES_51), (28, 2147483647, _TYPES_52)],
     "Unsqueeze": [
         (1, 10, _TYPES_15),
         (11, 12, _TYPES_15),
@@ -749,7 +789,7 @@ KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
         (24, 24, _TYPES_15),
         (25, 2147483647, _TYPES_15),
     ],
-    "Upsample": [(7, 8, _TYPES_42), (9, 9, _TYPES_42)],
-    "Where": [(9, 15, _TYPES_21), (16, 2147483647, _TYPES_21)],
+    "Upsample": [(7, 8, _TYPES_45), (9, 9, _TYPES_45)],
+    "Where": [(9, 15, _TYPES_53), (16, 2147483647, _TYPES_53)],
     "Xor": [(7, 2147483647, _TYPES_4)],
 }
