@@ -16,9 +16,9 @@ import pathlib
 import onnxruntime
 import onnxruntime.capi.onnxruntime_pybind11_state as ort_c
 
-from lowering.ort_kernels import data_constraint, data_ops
+from lowering.runtimes.ort_kernels import data_constraint, data_ops
 
-# One copy of which input's types count: lowering.ort_kernels reads nodes by it.
+# One copy of which input's types count: lowering.runtimes.ort_kernels reads nodes by it.
 OPS = data_ops()
 
 

@@ -211,14 +211,14 @@ def _callers_first(model: ir.Model, functions: Sequence[ir.Function]) -> list[ir
 
 
 def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
-    declared = set(_dim_params(proto.graph))
+    declared = set(dim_params(proto.graph))
     inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
     _drop_partial_types(inferred.graph)
-    _forget_invented_dims(inferred.graph, declared)
+    forget_invented_dims(inferred.graph, declared)
     return inferred
 
 
-def _forget_invented_dims(graph: onnx.GraphProto, declared: set[str]) -> None:
+def forget_invented_dims(graph: onnx.GraphProto, declared: set[str]) -> None:
     """Make the dims ONNX inference named itself (``unk__0``, ...) unknown again.
 
     Inference names an unknown dim once and hands the name on, also through a
@@ -235,7 +235,7 @@ def _forget_invented_dims(graph: onnx.GraphProto, declared: set[str]) -> None:
                 dim.ClearField("dim_param")
 
 
-def _dim_params(graph: onnx.GraphProto):
+def dim_params(graph: onnx.GraphProto):
     for tensor_type in _tensor_types_in(graph):
         yield from (dim.dim_param for dim in tensor_type.shape.dim if dim.dim_param)
 

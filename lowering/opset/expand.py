@@ -24,6 +24,7 @@ import onnx
 import onnx.shape_inference
 import onnx_ir as ir
 
+from lowering.analysis.type_inference import dim_params, forget_invented_dims
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.opset import schemas
 
@@ -104,8 +105,8 @@ _TEMPLATES: dict[bytes, _Template | None] = {}
 _MAX_CACHED = 4096
 
 
-def _template(node: ir.Node) -> _Template | None:
-    key = onnx.NodeProto(op_type=node.op_type, name=str(node.version))
+def _template(node: ir.Node, as_onnxruntime: bool = False) -> _Template | None:
+    key = onnx.NodeProto(op_type=node.op_type, name=str(node.version), domain=str(as_onnxruntime))
     for attr in node.attributes.values():
         key.attribute.append(ir.serde.serialize_attribute(attr))
     for value in node.inputs:
@@ -116,11 +117,11 @@ def _template(node: ir.Node) -> _Template | None:
     if digest not in _TEMPLATES:
         if len(_TEMPLATES) >= _MAX_CACHED:
             _TEMPLATES.clear()
-        _TEMPLATES[digest] = _build_template(node)
+        _TEMPLATES[digest] = _build_template(node, as_onnxruntime)
     return _TEMPLATES[digest]
 
 
-def _build_template(node: ir.Node) -> _Template | None:
+def _build_template(node: ir.Node, as_onnxruntime: bool) -> _Template | None:
     body = function_body(node)
     if body is None or any(not is_onnx_domain(o.domain) for o in body.opset_import):
         return None
@@ -145,21 +146,50 @@ def _build_template(node: ir.Node) -> _Template | None:
             else:
                 attrs.append(ir.serde.deserialize_attribute(attribute))
         steps.append((proto.op_type, list(proto.input), list(proto.output), attrs))
+    version = next(o.version for o in body.opset_import if is_onnx_domain(o.domain))
+    if not as_onnxruntime and not _literal_reshapes(steps, version):
+        return None
     types: dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]] = {}
     for name, type_proto in _infer_types(body, node).items():
         types[name] = (
             ir.serde.deserialize_type_proto_for_type(type_proto),
             ir.serde.deserialize_type_proto_for_shape(type_proto),
         )
-    version = next(o.version for o in body.opset_import if is_onnx_domain(o.domain))
     return _Template(
         version, schema.since_version, list(body.input), list(body.output), steps, types
     )
 
 
+def _literal_reshapes(steps: list, version: int) -> bool:
+    """Make each Reshape of a shape the body computes read its 0s as 0s; False if it cannot.
+
+    Bodies reshape to shapes they compute from their inputs' (LayerNormalization:
+    ``Reshape(Normalized2D, Shape(X))``), and a Reshape without ``allowzero``
+    reads a 0 there as "copy the input's dim": for an X of shape [5, 0, 1] the
+    body asks for [5, 1, 1] (an error) or, for [0, 0, 3], gives [0, 3, 3]
+    (a wrong shape). Such a Reshape gets ``allowzero = 1``, which reads every
+    dim as it is, so a body at opset 14 or later means what its op means;
+    the Reshape-14 adapter then goes below 14 only where no 0 can occur. A
+    body older than 14 with such a Reshape is not expanded, unless the body
+    is what onnxruntime runs for the original node itself (it has no kernel
+    for it, and inlines the same body: SoftmaxCrossEntropyLoss-13): then it
+    is taken as it is. Constant shapes are the body's own choice and stay.
+    """
+    constants = {out for op, _, outs, _ in steps if op == "Constant" for out in outs}
+    for op_type, inputs, _, attrs in steps:
+        if op_type != "Reshape" or len(inputs) < 2 or inputs[1] in constants:
+            continue
+        if any(a.name == "allowzero" for a in attrs):
+            continue
+        if version < 14:
+            return False
+        attrs.append(ir.Attr("allowzero", ir.AttributeType.INT, 1))
+    return True
+
+
 def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
     """Replace ``node`` in ``sandbox`` by its function body; the new nodes, or None."""
-    template = _template(node)
+    template = _template(node, plan.original_inlined)
     if template is None:
         return None
     env: dict[str, ir.Value | None] = {"": None}
@@ -223,6 +253,11 @@ def _infer_types(body: onnx.FunctionProto, node: ir.Node) -> dict[str, onnx.Type
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception:  # noqa: BLE001 - inference is a help, not a requirement
         return {}
+    # The dims inference names itself (unk__0) are named afresh in each body:
+    # two expansions would claim one size for their own, and onnxruntime
+    # reuses one's buffer for the other ("Shape mismatch attempting to re-use
+    # buffer"). Only the names the node's inputs carry are the model's.
+    forget_invented_dims(inferred.graph, set(dim_params(graph)))
     types = {}
     for info in (*inferred.graph.value_info, *inferred.graph.output):
         if not info.type.WhichOneof("value"):

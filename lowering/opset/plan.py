@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import onnx.defs
 import onnx_ir as ir
 
 from lowering.irutils.naming import adopt_name, fresh
@@ -34,6 +35,7 @@ from lowering.opset import expand, schemas
 from lowering.opset.fold import FOLDED_OPS, fold
 from lowering.opset.insert_guard import InsertGuard, insert_guard
 from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
+from lowering.runtimes.ort_kernels import node_unsupported, runs_as_function
 
 
 @dataclasses.dataclass
@@ -65,6 +67,13 @@ class Plan:
     guard: InsertGuard | None = None
     adapted: list[str] = dataclasses.field(default_factory=list)
     expanded: list[str] = dataclasses.field(default_factory=list)
+    # Whether onnxruntime runs the original node: then every node the plan
+    # writes must run there too (see final_form_problem).
+    original_runs: bool = True
+    # The original node's schema version.
+    since: int = 0
+    # Whether onnxruntime runs the original only by inlining ONNX's body of it.
+    original_inlined: bool = False
 
     def commit(self, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]) -> None:
         """Apply the plan.
@@ -315,29 +324,38 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         return blocked(current, f"{op} is not an ONNX op at opset {current}")
     since = now.since_version
     then = schemas.schema(op, target)
-    if then is not None and then.since_version == since:
-        return Plan(node)
-    # Dry run: a chain of relabels changes nothing in the node.
-    typed = None
+    typed: ir.Node | None = None
+    runs, inlined = True, False
+    if target != current:
+        typed = twin() or node
+        runs = ort_runs(typed, current)
+        inlined = node_unsupported(typed, current) is not None and runs
     version = since
     stuck = ""
-    while then is None or then.since_version != version:
+    if then is not None and then.since_version == since:
+        # The same schema: onnxruntime may still run it at one opset only
+        # (Softsign-1 on doubles, as ONNX's body of it from opset 18).
+        no_kernel = None if typed is None else _kernel_problem(typed, target, runs)
+        if no_kernel is None:
+            return Plan(node)
+        stuck = f"{op}-{since}: {no_kernel}"
+    # Dry run: a chain of relabels changes nothing in the node.
+    while not stuck and (then is None or then.since_version != version):
         step = schemas.next_step(op, version, target)
         if step is None or not step[0] or schemas.relabel_reason(op, *step) is None:
             break
         destination = step[0] if target < version else step[1]
-        if typed is None:
-            typed = twin() or node
+        assert typed is not None, "the node is typed where its opset changes"
         dest_schema = schemas.schema(op, destination)
         assert dest_schema is not None, "next_step only names versions that exist"
-        wrong = schemas.types_not_taken(node, dest_schema) or schemas.types_not_taken(
-            typed, dest_schema
+        wrong = _relabel_problem(node, dest_schema, then, target, runs) or _relabel_problem(
+            typed, dest_schema, then, target, runs
         )
         if wrong:
-            stuck = f"{op}-{destination} {wrong}"
+            stuck = wrong
             break
         version = destination
-    else:
+    if not stuck and then is not None and then.since_version == version:
         return Plan(node)
     if has_subgraphs(node):
         if target < 13 and (guard := insert_guard(node)) is not None:
@@ -347,7 +365,7 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         # Nodes with subgraphs (If, Loop, Scan) only ever gained types.
         return blocked(version, stuck or f"{op}-{version} has no relabel to opset {target}")
     sandbox = Sandbox(node, since, twin())
-    plan = Plan(node, sandbox=sandbox)
+    plan = Plan(node, sandbox=sandbox, original_runs=runs, since=since, original_inlined=inlined)
     blocker = _convert(sandbox, target, plan)
     if blocker is not None:
         needs, reason = blocker
@@ -385,23 +403,30 @@ def _convert_node(
         return (version, f"{op} is not an ONNX op at opset {version}")
     since = now.since_version
     then = schemas.schema(op, target)
-    if then is not None and then.since_version == since:
-        node.version = target
-        return []
-    step = schemas.next_step(op, since, target)
     going_down = target < since
+    may_expand = going_down or plan.original_inlined  # its body is what onnxruntime runs
     failure = None
-    if step is not None and step[0]:
+    step = schemas.next_step(op, since, target)
+    if then is not None and then.since_version == since:
+        failure = final_form_problem(node, then, target, plan.original_runs)
+        if failure is None:
+            node.version = target
+            return []
+        # Not a form to write: ONNX's body of the op may be (Softsign-1 on
+        # doubles, which onnxruntime runs only as its body from opset 18).
+        may_expand = True
+    elif step is not None and step[0]:
         old, new = step
         destination = old if going_down else new
         dest_schema = schemas.schema(op, destination)
         assert dest_schema is not None, "next_step only names versions that exist"
         if schemas.relabel_reason(op, old, new):
-            wrong = schemas.types_not_taken(node, dest_schema)
-            if wrong is None:
+            failure = _relabel_problem(node, dest_schema, then, target, plan.original_runs)
+            if failure is None:
                 node.version = destination
                 return [node]
-            failure = f"{op}-{destination} {wrong}"
+            # Its final form blocks: its body may not (as above).
+            may_expand = may_expand or (then is not None and then.since_version == destination)
         adapter = ADAPTERS.get((op, old, new, "down" if going_down else "up"))
         if adapter is not None:
             result = _run_adapter(sandbox, node, adapter, destination, target, plan)
@@ -418,7 +443,7 @@ def _convert_node(
             )
     else:
         failure = f"{op} does not exist at opset {target}"
-    if going_down:
+    if going_down or may_expand:
         expanded = expand.expand(sandbox, node, plan)
         if expanded is not None:
             return expanded
@@ -431,7 +456,60 @@ def _convert_node(
                 return (since, f"{failure}; {decline}")
             plan.expanded.append(f"{op}-{since}")
             return rewriter.created
+    if since <= target:  # the final form blocks: the original's version is known to do
+        return (max(plan.since, target + 1), failure)
     return (since if going_down else target, failure)
+
+
+def ort_runs(node: ir.Node, opset: int) -> bool:
+    """Whether onnxruntime runs ``node`` at ``opset``: a kernel, or ONNX's body of its op."""
+    return node_unsupported(node, opset) is None or runs_as_function(node, opset)
+
+
+def _kernel_problem(node: ir.Node, opset: int, original_runs: bool) -> str | None:
+    """Why onnxruntime would not run ``node`` at ``opset`` where it ran the original.
+
+    A node written must have a kernel: onnxruntime's inlining of ONNX's body
+    is not counted on, as that body may hold ops it has no kernel for
+    (Bernoulli-22's RandomUniformLike-22); the planner expands the node
+    itself, and checks each node of the body.
+    """
+    return node_unsupported(node, opset) if original_runs else None
+
+
+def _relabel_problem(
+    node: ir.Node,
+    dest_schema: onnx.defs.OpSchema,
+    final: onnx.defs.OpSchema | None,
+    target: int,
+    original_runs: bool,
+) -> str | None:
+    """Why ``node`` may not be relabelled to ``dest_schema``: types, or, where that is
+    its final form (``final``, in force at the target), no onnxruntime kernel."""
+    if final is not None and final.since_version == dest_schema.since_version:
+        return final_form_problem(node, final, target, original_runs)
+    wrong = schemas.types_not_taken(node, dest_schema)
+    return None if wrong is None else f"{node.op_type}-{dest_schema.since_version} {wrong}"
+
+
+def final_form_problem(
+    node: ir.Node, schema: onnx.defs.OpSchema, target: int, original_runs: bool
+) -> str | None:
+    """Why ``node``, under ``schema`` (the one in force at ``target``), may not be written.
+
+    Every node the conversion writes ends here, the original relabelled and
+    each node an adapter or an expansion made: its actual types must be
+    taken by the schema (an ONNX function body may compute ``Log`` of an
+    int64 where its op takes ints: ReduceLogSum-18), and onnxruntime must run
+    it where it ran the original node (Clip-11 has no double kernel, Clip-12
+    has).
+    """
+    form = f"{node.op_type}-{schema.since_version}"
+    wrong = schemas.types_not_taken(node, schema)
+    if wrong is not None:
+        return f"{form} {wrong}"
+    no_kernel = _kernel_problem(node, target, original_runs)
+    return None if no_kernel is None else f"{form}: {no_kernel}"
 
 
 def _run_adapter(

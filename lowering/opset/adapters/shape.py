@@ -47,9 +47,11 @@ def no_allowzero(rw, node: ir.Node) -> None:
     if shape is not None and not (shape == 0).any():
         return
     # With allowzero=1 a 0 in the shape gives a 0 in the output: an output
-    # whose dimensions are all known and non-zero had no 0 in its shape.
+    # whose dimensions are all known and non-zero had no 0 in its shape. Nor
+    # had one of data with elements: a Reshape keeps the count of elements.
     dims = rw.static_shape(node.outputs[0])
-    if dims is None or 0 in dims:
+    data = rw.static_shape(node.inputs[0])
+    if (dims is None or 0 in dims) and (data is None or 0 in data):
         node.attributes["allowzero"] = attr
         raise Decline("allowzero=1 with a shape that may hold a 0")
 
