@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import logging
 import os
 import stat
@@ -22,12 +23,12 @@ import onnx
 import onnx_ir as ir
 
 from lowering import model_io
+from lowering.api import lower_in_place
 from lowering.errors import LoweringError
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.walk import model_nodes
 from lowering.options import DEFAULT_MAX_UNROLL, STRATEGIES, OptionError, Options
 from lowering.passes.target_opset import lowest_opset
-from lowering.pipeline import Pipeline
 from lowering.rewrites import Rewrite
 from lowering.runtimes.profiles import DEFAULT_RUNTIME, RUNTIMES
 
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = model_io.checker_problem(source)
         before, opsets = _op_counts(model), _opsets(model)
         stage = "lower"
-        rewrites = Pipeline(args.options)(model).rewrites
+        rewrites = lower_in_place(model, **dataclasses.asdict(args.options))
         after = _op_counts(model)
         stage, file = "write", _label(args.output)
         with model_io.kept_original(source, out, keep=args.verify) as original:

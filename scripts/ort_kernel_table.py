@@ -76,6 +76,6 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    target = pathlib.Path(__file__).parent.parent / "lowering" / "ort_kernel_table.py"
+    target = pathlib.Path(__file__).parent.parent / "lowering" / "runtimes" / "ort_kernel_table.py"
     target.write_text(render())
     print(f"wrote {target}")
