@@ -41,14 +41,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
-from lowering.irutils.constants import constant_array
 from lowering.irutils.node_inference import operand, seen_wrong
 from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 logger = logging.getLogger(__name__)
@@ -326,16 +325,7 @@ def unproven_shapes(graph: GraphLike, tainted: set[ir.Value] | None = None) -> s
             unproven_shapes(sub, tainted)
             wrong = wrong or any(v in tainted for v in sub.outputs)
         if is_onnx_domain(node.domain) and not wrong:
-            wrong = seen_wrong(node, [operand(v, _small_constant(v)) for v in node.inputs])
+            wrong = seen_wrong(node, [operand(v, small_constant(v)) for v in node.inputs])
         if wrong:
             tainted.update(node.outputs)
     return tainted
-
-
-def _small_constant(value: ir.Value | None) -> np.ndarray | None:
-    """A constant operand's value, unless it is a large initializer: the cases
-    :func:`lowering.irutils.node_inference.doubted` reads are bounds, steps and axes, and a
-    model's weights (maybe external data) are never read."""
-    if value is not None and value.const_value is not None and value.const_value.size > 1024:
-        return None
-    return constant_array(value)

@@ -28,10 +28,12 @@ copies, their element reads and the shared constants), and at the branches
 it inlines into them. It folds a closed list of ops, on proven facts only:
 
     Shape(x), Size(x)                     x of static shape (declared, or inferred below)
-    Cast, CastLike                        of a constant, between integer, bool and float types
+    Cast, CastLike                        of a constant, exact and not wrapping (one Cast rule)
     Equal, Less(OrEqual), Greater(OrEqual) of constants (numbers and bools)
     Not, And, Or, Xor                     of bool constants
     Add, Sub, Mul                         of integer constants (wrapping, as runtimes do)
+
+each by its rule in the one constant evaluator (:mod:`lowering.irutils.static_values`).
     If(c)                                 c a constant: the taken branch's nodes take its place
 
 A constant is an initializer that is not also a graph input (a caller can
@@ -52,24 +54,15 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from lowering.irutils.constants import constant_array
 from lowering.irutils.dead_code import unread
 from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import infer_outputs, operand
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import GraphLike
-from lowering.irutils.static_values import INTEGER_TYPES
+from lowering.irutils.static_values import evaluate_node, small_constant
 from lowering.irutils.walk import nodes_within, subgraphs
 
-# Larger results stay computed at run time: a fold must not make the model grow.
-MAX_FOLDED_ELEMENTS = 1024
-
-_INTEGERS = INTEGER_TYPES
-_FLOATS = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE])
-_NUMBERS = _INTEGERS | _FLOATS | {ir.DataType.BOOL}
-
-Rule = Callable[[ir.Node, list[np.ndarray | None]], np.ndarray | None]
 Discard = Callable[[GraphLike, list[ir.Node]], None]
 
 
@@ -133,17 +126,10 @@ def release(graph: ir.Graph) -> set[ir.Value]:
 
 def fold_node(node: ir.Node) -> bool:
     """Turn ``node`` into a Constant holding its value, if its rule can work it out."""
-    rule = _RULES.get(node.op_type)
-    if rule is None or len(node.outputs) != 1:
+    if node.op_type not in FOLDED_OPS:
         return False
-    if any(isinstance(a, ir.Attr) and a.is_ref() for a in node.attributes.values()):
-        return False
-    values = [_small_constant(v) for v in node.inputs]
-    try:
-        result = rule(node, values)
-    except ValueError:  # operands that do not broadcast, an unknown type: not ours to judge
-        return False
-    if result is None or result.size > MAX_FOLDED_ELEMENTS:
+    result = evaluate_node(node, [small_constant(v) for v in node.inputs])
+    if result is None:
         return False
     output = node.outputs[0]
     dtype = ir.DataType.from_numpy(result.dtype)
@@ -162,108 +148,27 @@ def fold_node(node: ir.Node) -> bool:
     return True
 
 
-def _small_constant(value: ir.Value | None) -> np.ndarray | None:
-    """The value of a constant of at most MAX_FOLDED_ELEMENTS elements.
-
-    Larger initializers (weights, maybe external) are never read into memory.
-    """
-    tensor = value.const_value if value is not None else None
-    if tensor is not None and tensor.size > MAX_FOLDED_ELEMENTS:
-        return None
-    array = constant_array(value)
-    return array if array is None or array.size <= MAX_FOLDED_ELEMENTS else None
-
-
-def _static_shape(value: ir.Value | None) -> list[int] | None:
-    if value is None or value.shape is None or not value.shape.is_static():
-        return None
-    return [d for d in value.shape if isinstance(d, int)]  # is_static(): all of them
-
-
-def _shape(node: ir.Node, values) -> np.ndarray | None:
-    dims = _static_shape(node.inputs[0])
-    if dims is None:
-        return None
-    start = node.attributes.get_int("start", 0)
-    end = node.attributes.get_int("end", len(dims))
-    return np.array(dims[start:end], np.int64)  # Shape clamps start and end like a slice
-
-
-def _size(node: ir.Node, values) -> np.ndarray | None:
-    dims = _static_shape(node.inputs[0])
-    return None if dims is None else np.array(int(np.prod(dims, dtype=np.int64)), np.int64)
-
-
-def _castable(source: ir.DataType, target: ir.DataType) -> bool:
-    """Casts whose result numpy computes exactly as ONNX defines it.
-
-    Float to integer is left out: ONNX leaves out-of-range values and NaN
-    undefined. So are strings, bfloat16 and the float8 types.
-    """
-    exact = _INTEGERS | {ir.DataType.BOOL}
-    return (source in exact and target in _NUMBERS) or (source in _FLOATS and target in _FLOATS)
-
-
-def _cast_to(value: np.ndarray | None, target: ir.DataType) -> np.ndarray | None:
-    if value is None or value.dtype == object:
-        return None
-    source = ir.DataType.from_numpy(value.dtype)
-    if not _castable(source, target):
-        return None
-    return value.astype(target.numpy())
-
-
-def _cast(node: ir.Node, values) -> np.ndarray | None:
-    to = node.attributes.get_int("to")
-    if to is None:
-        return None
-    return _cast_to(values[0], ir.DataType(to))  # (an unknown ``to`` raises ValueError)
-
-
-def _cast_like(node: ir.Node, values) -> np.ndarray | None:
-    like = node.inputs[1]
-    if like is None or like.type is None or not isinstance(like.type, ir.TensorType):
-        return None
-    if like.type.dtype == ir.DataType.UNDEFINED:
-        return None
-    return _cast_to(values[0], like.type.dtype)
-
-
-def _of_types(types: frozenset, function: Callable[..., np.ndarray]) -> Rule:
-    """A rule applying ``function`` to constant inputs of one dtype among ``types``."""
-
-    def rule(node: ir.Node, values) -> np.ndarray | None:
-        if not values or any(v is None or v.dtype == object for v in values):
-            return None
-        dtypes = {ir.DataType.from_numpy(v.dtype) for v in values}
-        if len(dtypes) != 1 or not dtypes <= types:
-            return None
-        with np.errstate(over="ignore"):  # integer arithmetic wraps in ONNX runtimes too
-            return np.asarray(function(*values))
-
-    return rule
-
-
-_BOOL = frozenset([ir.DataType.BOOL])
-
-_RULES: dict[str, Rule] = {
-    "Shape": _shape,
-    "Size": _size,
-    "Cast": _cast,
-    "CastLike": _cast_like,
-    "Equal": _of_types(_NUMBERS, np.equal),
-    "Less": _of_types(_NUMBERS, np.less),
-    "LessOrEqual": _of_types(_NUMBERS, np.less_equal),
-    "Greater": _of_types(_NUMBERS, np.greater),
-    "GreaterOrEqual": _of_types(_NUMBERS, np.greater_equal),
-    "Not": _of_types(_BOOL, np.logical_not),
-    "And": _of_types(_BOOL, np.logical_and),
-    "Or": _of_types(_BOOL, np.logical_or),
-    "Xor": _of_types(_BOOL, np.logical_xor),
-    "Add": _of_types(_INTEGERS, np.add),
-    "Sub": _of_types(_INTEGERS, np.subtract),
-    "Mul": _of_types(_INTEGERS, np.multiply),
-}
+#: The ops folded in unrolled copies, by the rules of :mod:`lowering.irutils.static_values`.
+FOLDED_OPS = frozenset(
+    {
+        "Shape",
+        "Size",
+        "Cast",
+        "CastLike",
+        "Equal",
+        "Less",
+        "LessOrEqual",
+        "Greater",
+        "GreaterOrEqual",
+        "Not",
+        "And",
+        "Or",
+        "Xor",
+        "Add",
+        "Sub",
+        "Mul",
+    }
+)
 
 
 def _inline_if(
@@ -282,7 +187,7 @@ def _inline_if(
     output is not made inside the branch, or when an If output is a graph
     output (which the If's caller tracks).
     """
-    cond = _small_constant(node.inputs[0]) if node.inputs else None
+    cond = small_constant(node.inputs[0]) if node.inputs else None
     if cond is None or cond.dtype != np.bool_ or cond.size != 1:
         return None
     name = "then_branch" if bool(cond.reshape(())) else "else_branch"
@@ -341,7 +246,7 @@ def _infer_shapes(node: ir.Node, opset: int) -> None:
         return
     if any(v is not None and v.type is None for v in node.inputs):
         return
-    operands = [operand(v, _small_constant(v)) for v in node.inputs]
+    operands = [operand(v, small_constant(v)) for v in node.inputs]
     for output, proven in zip(node.outputs, infer_outputs(node, operands, opset), strict=True):
         if output.type is None and proven.dtype is not None:
             output.type = ir.TensorType(proven.dtype)

@@ -1,33 +1,50 @@
-"""Values known before the model runs: constants, and a few ops applied to them.
+"""The one constant evaluator: what an op computes from constants, one rule per op.
 
-Exporters rarely write a SequenceInsert position or a Loop trip count as a
-bare constant. paddle2onnx writes ``Squeeze(Constant int64[1])``; others
-reshape, cast or pass the constant through Identity. :func:`static_array`
-computes such values with numpy, through an allowlist of ops whose result
-is fixed by their inputs and attributes::
+Exporters rarely write a SequenceInsert position, a Loop trip count or an
+axes input as a bare constant: paddle2onnx writes ``Squeeze(Constant
+int64[1])``, torch ``Reshape(Constant[1], Constant[-1])`` or ``Concat`` of
+constants, and unrolled bodies test ``Equal(Size(Shape(e)), 0)``. This
+module computes such values with numpy, by one rule per op, for every
+caller; each caller names the ops it reads through (:data:`POSITION_OPS`
+for positions and trip counts, :mod:`lowering.opset.fold` for adapters,
+:mod:`lowering.irutils.static_fold` for unrolled copies)::
 
-    Constant / initializer (not a graph input)   -> its tensor
+    Constant / initializer (not a graph input)   -> its tensor (small ones, unless asked)
     Identity(s)                                  -> s
-    Cast<to>(s)          integer s, integer to   -> s, if every value fits in ``to``
-    Squeeze(s[, axes])   axes input or attribute -> s without those size-1 axes
-    Unsqueeze(s, axes)   axes input or attribute -> s with new size-1 axes
-    Reshape(s, shape)    shape constant          -> s reshaped (0 copies, -1 infers)
+    Cast<to>(s), CastLike(s, like)               -> s cast exactly, or nothing (below)
+    Squeeze(s[, axes]), Unsqueeze(s, axes)       -> s without / with those size-1 axes
+    Reshape(s, shape)                            -> s reshaped (0 copies unless allowzero)
+    Concat, Gather                               -> of constants
+    Shape(x), Size(x)                            -> x of static shape
+    Add, Sub, Mul, Range                         -> of integers of one type (wrapping)
+    Equal, Less(OrEqual), Greater(OrEqual)       -> of numbers of one type
+    Not, And, Or, Xor                            -> of bools
 
-Anything else, or a malformed use of these (an axis out of range, a squeezed
-axis of size other than 1, a Cast that would wrap), is not static: the value
-is left to the runtime, whose error then stays in place. An initializer that
-is also a graph input is never static, since a caller may feed another value.
+One Cast rule: a cast is folded only where numpy computes what ONNX
+defines, and never where it would wrap: integer or bool to any number
+(an integer target must hold every value), float to float. Float to
+integer (ONNX leaves out-of-range values and NaN undefined), strings,
+bfloat16 and float8 stay casts, as does a narrowing cast that wraps:
+runtimes need not agree. Anything else, or a malformed use (an axis out of
+range, a squeezed axis of size other than 1), is not static: the value is
+left to the runtime, whose error then stays in place. An initializer that
+is also a graph input is never static: a caller may feed another value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.constants import constant_array
 from lowering.irutils.op_facts import is_onnx_domain
+
+#: Larger values stay computed at run time: a fold must not make the model grow,
+#: and weights (maybe external data) are never read.
+MAX_ELEMENTS = 1024
+_MAX_DEPTH = 8
 
 INTEGER_TYPES = frozenset(
     [
@@ -41,57 +58,131 @@ INTEGER_TYPES = frozenset(
         ir.DataType.UINT64,
     ]
 )
+FLOAT_TYPES = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE])
+NUMBER_TYPES = INTEGER_TYPES | FLOAT_TYPES | {ir.DataType.BOOL}
+_BOOL = frozenset([ir.DataType.BOOL])
+
+Rule = Callable[[ir.Node, list[np.ndarray | None]], np.ndarray | None]
 
 
-def static_array(value: ir.Value | None) -> np.ndarray | None:
-    """The value's contents when they are known without running the model."""
-    constant = constant_array(value)
+def small_constant(value: ir.Value | None, limit: int | None = MAX_ELEMENTS) -> np.ndarray | None:
+    """The value of a constant of at most ``limit`` elements (None: any), else None."""
+    tensor = value.const_value if value is not None else None
+    if limit is not None and tensor is not None and tensor.size > limit:
+        return None
+    array = constant_array(value)
+    return array if array is None or limit is None or array.size <= limit else None
+
+
+def evaluate_node(
+    node: ir.Node, values: list[np.ndarray | None], limit: int | None = MAX_ELEMENTS
+) -> np.ndarray | None:
+    """What ``node`` computes from its inputs' ``values`` (None: not known), by its rule;
+    None too for a result of more than ``limit`` elements."""
+    rule = RULES.get(node.op_type)
+    if rule is None or not is_onnx_domain(node.domain) or len(node.outputs) != 1:
+        return None
+    if any(isinstance(a, ir.Attr) and a.is_ref() for a in node.attributes.values()):
+        return None
+    try:
+        result = rule(node, values)
+    except (ValueError, IndexError, TypeError):
+        return None  # a malformed use, an unknown type: left to the runtime
+    if result is None:
+        return None
+    result = np.asarray(result)
+    return result if limit is None or result.size <= limit else None
+
+
+def evaluate(
+    value: ir.Value | None,
+    ops: Collection[str],
+    limit: int | None = MAX_ELEMENTS,
+    depth: int = 0,
+) -> np.ndarray | None:
+    """The value of ``value``: a constant, or computed from constants through ``ops`` only.
+
+    ``limit``: the most elements a constant read or a value computed may have.
+    """
+    constant = small_constant(value, limit)
     if constant is not None or value is None:
         return constant
     node = value.producer()
-    if node is None or not is_onnx_domain(node.domain):
+    if node is None or node.op_type not in ops or depth > _MAX_DEPTH:
         return None
-    rule = _RULES.get(node.op_type)
-    if rule is None or not node.inputs or node.inputs[0] is None:
+    if node.op_type in _SHAPE_ONLY:
+        values: list[np.ndarray | None] = [None] * len(node.inputs)
+    else:
+        values = [evaluate(v, ops, limit, depth + 1) for v in node.inputs]
+    return evaluate_node(node, values, limit)
+
+
+#: What positions, trip counts and lengths are read through (the insert pass
+#: removes these chains when it folds one).
+POSITION_OPS = frozenset({"Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"})
+FOLDABLE_OPS = frozenset({"Constant", *POSITION_OPS})
+
+
+def static_array(value: ir.Value | None) -> np.ndarray | None:
+    """A position's, trip count's or split's value, when known before the model runs.
+
+    Any size: a split of 10,000 lengths is read whole.
+    """
+    return evaluate(value, POSITION_OPS, limit=None)
+
+
+def _identity(node: ir.Node, values) -> np.ndarray | None:
+    return values[0]
+
+
+def _castable(source: ir.DataType, target: ir.DataType) -> bool:
+    exact = INTEGER_TYPES | _BOOL
+    return (source in exact and target in NUMBER_TYPES) or (
+        source in FLOAT_TYPES and target in FLOAT_TYPES
+    )
+
+
+def _cast_to(value: np.ndarray | None, target: ir.DataType) -> np.ndarray | None:
+    if value is None or value.dtype == object:
         return None
-    source = static_array(node.inputs[0])
-    if source is None:
-        return None
-    try:
-        return rule(node, source)
-    except (ValueError, IndexError, TypeError):
-        return None  # a malformed use: leave it to the runtime
-
-
-def _identity(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
-    return source
-
-
-def _cast(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
-    target = ir.DataType(node.attributes.get_int("to", 0))
-    if target not in INTEGER_TYPES or source.dtype.kind not in "iu":
+    source = ir.DataType.from_numpy(value.dtype)
+    if not _castable(source, target):
         return None
     dtype = target.numpy()
-    info = np.iinfo(dtype)
-    if source.size and (source.min() < info.min or source.max() > info.max):
-        return None  # would wrap: runtimes need not agree
-    return source.astype(dtype)
+    if target in INTEGER_TYPES and source in INTEGER_TYPES and value.size:
+        info = np.iinfo(dtype)  # compared as Python ints: uint64 against int64 limits
+        if int(value.min()) < int(info.min) or int(value.max()) > int(info.max):
+            return None  # would wrap: runtimes need not agree
+    with np.errstate(over="ignore"):  # a float too large for float16 is inf, as in ONNX
+        return value.astype(dtype)
 
 
-def _axes(node: ir.Node) -> list[int] | None:
+def _cast(node: ir.Node, values) -> np.ndarray | None:
+    to = node.attributes.get_int("to")
+    return None if to is None else _cast_to(values[0], ir.DataType(to))
+
+
+def _cast_like(node: ir.Node, values) -> np.ndarray | None:
+    like = node.inputs[1] if len(node.inputs) > 1 else None
+    if like is None or not isinstance(like.type, ir.TensorType):
+        return None
+    if like.type.dtype == ir.DataType.UNDEFINED:
+        return None
+    return _cast_to(values[0], like.type.dtype)
+
+
+def _axes(node: ir.Node, values) -> list[int] | None:
     """The axes of a Squeeze or Unsqueeze, or None if it has none.
 
     Raises ValueError where they are given but not static.
     """
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        axes = static_array(node.inputs[1])
+        axes = values[1]
         if axes is None or axes.ndim > 1:
             raise ValueError("axes not static")
         return [int(a) for a in axes.reshape(-1)]
     attr = node.attributes.get("axes")
-    if attr is None:
-        return None
-    return list(attr.as_ints())
+    return None if attr is None else list(attr.as_ints())
 
 
 def _normalized(axes: list[int], rank: int) -> list[int]:
@@ -101,8 +192,11 @@ def _normalized(axes: list[int], rank: int) -> list[int]:
     return result
 
 
-def _squeeze(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
-    axes = _axes(node)
+def _squeeze(node: ir.Node, values) -> np.ndarray | None:
+    source = values[0]
+    if source is None:
+        return None
+    axes = _axes(node, values)
     if axes is None:
         return source.reshape([d for d in source.shape if d != 1])
     axes = _normalized(axes, source.ndim)
@@ -111,9 +205,10 @@ def _squeeze(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
     return source.reshape([d for i, d in enumerate(source.shape) if i not in axes])
 
 
-def _unsqueeze(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
-    axes = _axes(node)
-    if not axes:
+def _unsqueeze(node: ir.Node, values) -> np.ndarray | None:
+    source = values[0]
+    axes = _axes(node, values)
+    if source is None or not axes:
         return None
     rank = source.ndim + len(axes)
     new = _normalized(axes, rank)
@@ -121,11 +216,9 @@ def _unsqueeze(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
     return source.reshape([1 if i in new else next(dims) for i in range(rank)])
 
 
-def _reshape(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
-    if len(node.inputs) < 2:
-        return None
-    shape = static_array(node.inputs[1])
-    if shape is None or shape.ndim != 1 or shape.dtype != np.int64:
+def _reshape(node: ir.Node, values) -> np.ndarray | None:
+    source, shape = values[0], values[1] if len(values) > 1 else None
+    if source is None or shape is None or shape.ndim != 1 or shape.dtype != np.int64:
         return None
     allow_zero = node.attributes.get_int("allowzero", 0)
     dims = []
@@ -138,14 +231,84 @@ def _reshape(node: ir.Node, source: np.ndarray) -> np.ndarray | None:
     return source.reshape(dims)
 
 
-_RULES: dict[str, Callable[[ir.Node, np.ndarray], np.ndarray | None]] = {
+def _concat(node: ir.Node, values) -> np.ndarray | None:
+    if not values or any(v is None for v in values):
+        return None
+    axis = node.attributes.get_int("axis")
+    return None if axis is None else np.concatenate(values, axis=axis)
+
+
+def _gather(node: ir.Node, values) -> np.ndarray | None:
+    data, indices = values[0], values[1] if len(values) > 1 else None
+    if data is None or indices is None or indices.dtype.kind not in "iu":
+        return None
+    return np.take(data, indices, axis=node.attributes.get_int("axis", 0))
+
+
+def _static_shape(value: ir.Value | None) -> list[int] | None:
+    if value is None or value.shape is None or not value.shape.is_static():
+        return None
+    return [d for d in value.shape if isinstance(d, int)]  # is_static(): all of them
+
+
+def _shape(node: ir.Node, values) -> np.ndarray | None:
+    dims = _static_shape(node.inputs[0])
+    if dims is None:
+        return None
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", len(dims))
+    return np.array(dims[start:end], np.int64)  # Shape clamps start and end like a slice
+
+
+def _size(node: ir.Node, values) -> np.ndarray | None:
+    dims = _static_shape(node.inputs[0])
+    return None if dims is None else np.array(int(np.prod(dims, dtype=np.int64)), np.int64)
+
+
+def _of_types(types: frozenset, function: Callable[..., np.ndarray]) -> Rule:
+    """A rule applying ``function`` to constant inputs of one dtype among ``types``."""
+
+    def rule(node: ir.Node, values) -> np.ndarray | None:
+        if not values or any(v is None or v.dtype == object for v in values):
+            return None
+        dtypes = {ir.DataType.from_numpy(v.dtype) for v in values}
+        if len(dtypes) != 1 or not dtypes <= types:
+            return None
+        with np.errstate(over="ignore"):  # integer arithmetic wraps in ONNX runtimes too
+            return np.asarray(function(*values))
+
+    return rule
+
+
+def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    return np.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype)
+
+
+#: Ops whose result is read from their input's declared shape, not its value.
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+RULES: dict[str, Rule] = {
     "Identity": _identity,
     "Cast": _cast,
+    "CastLike": _cast_like,
     "Squeeze": _squeeze,
     "Unsqueeze": _unsqueeze,
     "Reshape": _reshape,
+    "Concat": _concat,
+    "Gather": _gather,
+    "Shape": _shape,
+    "Size": _size,
+    "Add": _of_types(INTEGER_TYPES, np.add),
+    "Sub": _of_types(INTEGER_TYPES, np.subtract),
+    "Mul": _of_types(INTEGER_TYPES, np.multiply),
+    "Range": _of_types(INTEGER_TYPES, _range),
+    "Equal": _of_types(NUMBER_TYPES, np.equal),
+    "Less": _of_types(NUMBER_TYPES, np.less),
+    "LessOrEqual": _of_types(NUMBER_TYPES, np.less_equal),
+    "Greater": _of_types(NUMBER_TYPES, np.greater),
+    "GreaterOrEqual": _of_types(NUMBER_TYPES, np.greater_equal),
+    "Not": _of_types(_BOOL, np.logical_not),
+    "And": _of_types(_BOOL, np.logical_and),
+    "Or": _of_types(_BOOL, np.logical_or),
+    "Xor": _of_types(_BOOL, np.logical_xor),
 }
-
-
-#: What :func:`static_array` folds through: the ops a folded value's chain may hold.
-FOLDABLE_OPS = frozenset({"Constant", *_RULES})

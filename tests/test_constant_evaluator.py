@@ -1,0 +1,155 @@
+"""One constant evaluator, one rule per op, whoever asks (issue 23, item 3).
+
+Positions and trip counts (``static_array``), an adapter's axes and shapes
+(``opset.fold``) and the fold of unrolled copies (``static_fold.fold_node``)
+read constants through one module. For every op two of them read through,
+they agree; and what any of them folds is what onnxruntime computes. The
+Cast rule: a cast is folded only where it is exact and does not wrap.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+from lowering.irutils import static_values
+from lowering.irutils.static_fold import FOLDED_OPS as COPY_OPS
+from lowering.irutils.static_fold import fold_node
+from lowering.opset.fold import FOLDED_OPS as ADAPTER_OPS
+from lowering.opset.fold import fold
+from lowering.runtimes.sessions import open_session
+
+DTYPES = {
+    "int8": ir.DataType.INT8,
+    "uint8": ir.DataType.UINT8,
+    "int32": ir.DataType.INT32,
+    "int64": ir.DataType.INT64,
+    "uint64": ir.DataType.UINT64,
+    "bool": ir.DataType.BOOL,
+    "float16": ir.DataType.FLOAT16,
+    "float": ir.DataType.FLOAT,
+    "double": ir.DataType.DOUBLE,
+}
+VALUES = {
+    "int8": [-128, -1, 0, 127],
+    "uint8": [0, 200, 255],
+    "int32": [-(2**31), -300, -1, 0, 255, 300, 2**31 - 1],
+    "int64": [-(2**40), -1, 0, 200, 300, 2**40],
+    "uint64": [0, 255, 2**63],
+    "bool": [False, True],
+    "float16": [-2.5, 0.0, 1.5],
+    "float": [-2.5, 0.0, 1.5, 1e30],
+    "double": [-2.5, 0.0, 1.5, 1e300],
+}
+
+
+def _cast_of(source: str, value, target: str) -> tuple[ir.Node, ir.Value]:
+    array = np.array(value, dtype=DTYPES[source].numpy())
+    constant = ir.Value(name="c", const_value=ir.tensor(array, name="c"))
+    graph = ir.Graph([], [], nodes=[], name="g", opset_imports={"": 19})
+    graph.register_initializer(constant)
+    node = ir.node("Cast", [constant], {"to": DTYPES[target]})
+    graph.append(node)
+    graph.outputs.append(node.outputs[0])
+    return node, node.outputs[0]
+
+
+def _in_onnxruntime(source: str, value, target: str) -> np.ndarray:
+    node, output = _cast_of(source, value, target)
+    output.dtype = DTYPES[target]
+    output.shape = ir.Shape([])
+    graph = node.graph
+    assert graph is not None
+    model = ir.Model(graph, ir_version=9)
+    proto = ir.serde.serialize_model(model)
+    return open_session(proto.SerializeToString()).run(None, {})[0]
+
+
+def _wraps(source: str, value, target: str) -> bool:
+    t = DTYPES[target]
+    if t not in static_values.INTEGER_TYPES or DTYPES[source] not in static_values.INTEGER_TYPES:
+        return False
+    info = np.iinfo(t.numpy())
+    return not info.min <= int(value) <= info.max
+
+
+CASTS = [
+    (source, value, target)
+    for source, target in itertools.product(DTYPES, DTYPES)
+    for value in VALUES[source]
+]
+
+
+@pytest.mark.parametrize(("source", "value", "target"), CASTS)
+def test_one_cast_rule_for_every_caller(source, value, target):
+    """The three readers agree; a folded cast is onnxruntime's; none wraps or
+    folds a float to an integer."""
+    results = []
+    node, output = _cast_of(source, value, target)
+    results.append(static_values.static_array(output))
+    node, output = _cast_of(source, value, target)
+    results.append(fold(output))
+    node, output = _cast_of(source, value, target)
+    results.append(node.attributes["value"].as_tensor().numpy() if fold_node(node) else None)
+    exact = DTYPES[source] in static_values.INTEGER_TYPES | {ir.DataType.BOOL} or (
+        DTYPES[target] in static_values.FLOAT_TYPES
+    )
+    folds = exact and not _wraps(source, value, target)
+    # static_array reads positions: integer to integer only matters there, but
+    # the rule is the same one: it folds exactly where the others do.
+    for result in results:
+        assert (result is not None) == folds, (results, folds)
+    if folds:
+        expected = _in_onnxruntime(source, value, target)
+        for result in results:
+            assert result.dtype == expected.dtype
+            np.testing.assert_array_equal(result, expected)
+
+
+def _op(op_type: str, inputs: list[np.ndarray], **attributes) -> ir.Value:
+    graph = ir.Graph([], [], nodes=[], name="g", opset_imports={"": 19})
+    values = []
+    for i, array in enumerate(inputs):
+        value = ir.Value(name=f"c{i}", const_value=ir.tensor(array, name=f"c{i}"))
+        graph.register_initializer(value)
+        values.append(value)
+    node = ir.node(op_type, values, attributes)
+    graph.append(node)
+    return node.outputs[0]
+
+
+SHARED = sorted((ADAPTER_OPS & COPY_OPS) - {"Shape"})
+OPERANDS = {
+    "Cast": ([np.array([1, 2], np.int64)], {"to": ir.DataType.INT32}),
+    "Add": ([np.array([1, 2], np.int64), np.array([3, 4], np.int64)], {}),
+    "Sub": ([np.array([1, 2], np.int64), np.array([3, 4], np.int64)], {}),
+    "Mul": ([np.array([2**62], np.int64), np.array([4], np.int64)], {}),  # wraps, as runtimes
+}
+
+
+@pytest.mark.parametrize("op", SHARED)
+def test_callers_agree_on_every_op_they_share(op):
+    arrays, attributes = OPERANDS[op]
+    by_fold = fold(_op(op, arrays, **attributes))
+    value = _op(op, arrays, **attributes)
+    node = value.producer()
+    assert node is not None and fold_node(node)
+    np.testing.assert_array_equal(by_fold, node.attributes["value"].as_tensor().numpy())
+
+
+def test_every_callers_ops_have_a_rule():
+    for ops in (ADAPTER_OPS, COPY_OPS, static_values.POSITION_OPS):
+        assert ops <= set(static_values.RULES), ops - set(static_values.RULES)
+
+
+def test_weights_are_never_read():
+    """A constant of more than MAX_ELEMENTS elements is not read by the folds."""
+    big = np.zeros(static_values.MAX_ELEMENTS + 1, np.int64)
+    assert fold(_op("Identity", [big])) is None
+    value = _op("Identity", [big])
+    assert static_values.evaluate(value, {"Identity"}) is None
+    # Positions and split sizes are read whole (a split of 10,000 lengths).
+    assert static_values.static_array(_op("Identity", [big])) is not None
