@@ -125,6 +125,19 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
             name_fresh(model)
         return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites)
 
+    def ensures(self, model: ir.Model) -> None:
+        """Every position left is an int64 scalar, where its type is declared."""
+        for located in find_nodes(model, lambda node: is_onnx_op(node, "SequenceInsert")):
+            inputs = located.node.inputs
+            p = inputs[2] if len(inputs) > 2 else None
+            if p is None or p.dtype is None:
+                continue
+            if p.dtype != _INT64 or (p.shape is not None and p.shape.rank() != 0):
+                raise ir.passes.PostconditionError(
+                    f"SequenceInsert {located.node.name!r} in {located.scope.description} "
+                    f"keeps a position of type {p.dtype}{'' if p.shape is None else list(p.shape)}"
+                )
+
 
 def _needs_types(position: ir.Value | None) -> bool:
     return (

@@ -16,6 +16,7 @@ from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.scopes import iter_scopes
+from lowering.opset import schemas
 from lowering.opset.plan import DEAD_CHAIN_OPS, Plan, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
 from lowering.rewrites import LoweringResult, Rewrite
@@ -84,6 +85,16 @@ class TargetOpsetPass(ir.passes.InPlacePass):
                 if imports.get(key, self.target) != self.target:
                     raise ir.passes.PostconditionError(
                         f"the model still imports opset {imports[key]}, not {self.target}"
+                    )
+        for scope in iter_scopes(model):
+            for node in scope.owner:
+                if (
+                    is_onnx_domain(node.domain)
+                    and schemas.schema(node.op_type, self.target) is None
+                ):
+                    raise ir.passes.PostconditionError(
+                        f"{node.op_type} (node {node.name!r} in {scope.description}) "
+                        f"is not an op of opset {self.target}"
                     )
 
 

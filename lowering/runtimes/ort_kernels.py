@@ -26,6 +26,7 @@ import onnx
 import onnx.defs
 import onnx_ir as ir
 
+from lowering.irutils.op_facts import is_onnx_domain
 from lowering.runtimes.ort_kernel_table import KERNELS, ONNXRUNTIME_VERSION
 
 # Kernels that exist and give wrong results, with what goes wrong.
@@ -163,7 +164,7 @@ def data_ops() -> list[str]:
         {
             s.name
             for s in onnx.defs.get_all_schemas_with_history()
-            if s.domain in ("", "ai.onnx") and data_constraint(s.name, s.since_version)
+            if is_onnx_domain(s.domain) and data_constraint(s.name, s.since_version)
         }
     )
 
