@@ -23,7 +23,8 @@ class Rewrite:
             kept unoptimized (``reason`` says why).
         original: The node as it was, serialized before the rewrite, when
             the pass was asked to keep it (it costs a copy of the body).
-        new_nodes: The nodes that replaced it (render after names are fixed).
+        written: The nodes the rewrite wrote in its place; :attr:`new_nodes`
+            is those still in the model (a later pass may remove some).
         strategy: How it was rewritten (e.g. "loop", "uniform").
         reason: Why that strategy was chosen.
         rejected_by: The runtimes (:mod:`lowering.runtimes.profiles`) that cannot run
@@ -35,11 +36,16 @@ class Rewrite:
     scope: str
     node_name: str
     op_type: str
-    original: onnx.NodeProto | None
-    new_nodes: list[ir.Node]
+    original: onnx.NodeProto | None = dataclasses.field(repr=False)
+    written: list[ir.Node] = dataclasses.field(repr=False)
     strategy: str = ""
     reason: str = ""
     rejecting: Callable[[], list[str]] = dataclasses.field(default=list, repr=False, compare=False)
+
+    @property
+    def new_nodes(self) -> list[ir.Node]:
+        """The nodes that replaced it and are still in the model (render after names are fixed)."""
+        return [node for node in self.written if node.graph is not None]
 
     @property
     def rejected_by(self) -> list[str]:

@@ -192,7 +192,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 node_name=plan.node.name or "",
                 op_type="SequenceMap",
                 original=originals[index],
-                new_nodes=replaced[index],
+                written=replaced[index],
                 strategy=choices[index][0],
                 reason=choices[index][1],
                 rejecting=functools.partial(_rejected, replaced[index], body_ops[index]),

@@ -118,7 +118,7 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
                     node_name=plan.located.node.name or "",
                     op_type="SequenceInsert",
                     original=original,
-                    new_nodes=[*new_nodes, plan.located.node],
+                    written=[*new_nodes, plan.located.node],
                 )
             )
         if rewrites:

@@ -113,7 +113,7 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
                 node_name=node.name or "",
                 op_type="SequenceMap",
                 original=None,
-                new_nodes=[],
+                written=[],
                 strategy="removed",
                 reason="its body is an attribute of a function that no call reaches",
             )
