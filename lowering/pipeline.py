@@ -53,12 +53,14 @@ class Step:
     """One pass of the pipeline and when it runs (``when`` reads what ran before)."""
 
     name: str
-    make: Callable[[Options, _Progress], ir.passes.PassBase]
-    when: Callable[[Options, _Progress], bool]
+    make: Callable[[Options, Progress], ir.passes.PassBase]
+    when: Callable[[Options, Progress], bool]
 
 
 @dataclasses.dataclass
-class _Progress:
+class Progress:
+    """What the steps run so far did, for the next steps' conditions."""
+
     has_maps: bool = False
     maps_lowered: bool = False
     rewritten: bool = False
@@ -122,7 +124,7 @@ class Pipeline(ir.passes.InPlacePass):
     @property
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run, in order (each runs only when its step says)."""
-        return [step.make(self.options, _Progress()) for step in STEPS]
+        return [step.make(self.options, Progress()) for step in STEPS]
 
     def call(self, model: ir.Model) -> LoweringResult:
         restore = snapshot(model) if self.atomic else None
@@ -134,7 +136,7 @@ class Pipeline(ir.passes.InPlacePass):
             raise
 
     def _call(self, model: ir.Model) -> LoweringResult:
-        progress = _Progress(has_maps=bool(_maps(model)))
+        progress = Progress(has_maps=bool(_maps(model)))
         rewrites = []
         modified = False
         specialized: SpecializeResult | None = None
