@@ -136,7 +136,7 @@ def test_swapped_output_order_is_caught(tmp_path, capsys):
 
 def test_runtime_dtype_difference_is_caught():
     row = verify.Row("y", "tensor(float)")
-    verify._compare_value(
+    verify.compare_value(
         row, np.zeros(2, np.float32), np.zeros(2, np.float64), verify.Tolerance(0, 0), "y"
     )
     assert row.problem == "y: dtype float32 in A, float64 in B"
@@ -145,8 +145,8 @@ def test_runtime_dtype_difference_is_caught():
 def test_values_within_tolerance_match_and_outside_do_not():
     close, far = verify.Row("y", "t"), verify.Row("y", "t")
     a = np.array([1.0, np.nan, np.inf], np.float32)
-    verify._compare_value(close, a, a + np.float32(1e-7), verify.Tolerance(), "y")
-    verify._compare_value(far, a, a + np.float32(1e-2), verify.Tolerance(), "y")
+    verify.compare_value(close, a, a + np.float32(1e-7), verify.Tolerance(), "y")
+    verify.compare_value(far, a, a + np.float32(1e-2), verify.Tolerance(), "y")
     assert close.problem is None
     assert far.problem is not None and far.max_abs == pytest.approx(1e-2, rel=1e-3)
 
@@ -154,9 +154,9 @@ def test_values_within_tolerance_match_and_outside_do_not():
 def test_strings_and_bools_compare_exactly():
     row = verify.Row("y", "t")
     words = np.array(["a", "b"], dtype=object)
-    verify._compare_value(row, words, words.copy(), verify.Tolerance(1, 1), "y")
+    verify.compare_value(row, words, words.copy(), verify.Tolerance(1, 1), "y")
     assert row.problem is None
-    verify._compare_value(
+    verify.compare_value(
         row, words, np.array(["a", "c"], dtype=object), verify.Tolerance(1, 1), "y"
     )
     assert row.problem == "y: 1 of 2 values differ"
@@ -174,17 +174,17 @@ ALL_DTYPES = [
 @pytest.mark.parametrize("values", list(verify.VALUE_MODES))
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=onnx.helper.tensor_dtype_to_string)
 def test_synthesis_covers_every_dtype_in_every_value_mode(dtype, values):
-    port = verify._Port("x", False, dtype, (2, "N"))
+    port = verify.Port("x", False, dtype, (2, "N"))
     spec = verify.RunSpec(2, "large", values)
-    feeds, bound = verify._synthesize([port], spec, np.random.default_rng(0), fixed={})
+    feeds, bound = verify.synthesize([port], spec, np.random.default_rng(0), fixed={})
     array = feeds["x"]
     assert array.shape == (2, bound["N"]) and bound["N"] >= 5
     if dtype == onnx.TensorProto.STRING:
         assert array.dtype == object and all(isinstance(v, str) for v in array.ravel())
     else:
         assert array.dtype == onnx.helper.tensor_dtype_to_np_dtype(dtype)
-    scalar = verify._Port("s", False, dtype, ())
-    feeds, _ = verify._synthesize([scalar], spec, np.random.default_rng(0), fixed={})
+    scalar = verify.Port("s", False, dtype, ())
+    feeds, _ = verify.synthesize([scalar], spec, np.random.default_rng(0), fixed={})
     assert isinstance(feeds["s"], np.ndarray) and feeds["s"].shape == ()  # not np.float32(1)
     assert feeds["s"].dtype == array.dtype
 
@@ -221,12 +221,12 @@ def test_every_dtype_onnxruntime_takes_round_trips(dtype, tmp_path, capsys):
 
 def test_sequences_pair_up_and_shapes_vary_between_elements():
     ports = [
-        verify._Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
-        verify._Port("a", True, onnx.TensorProto.FLOAT, ("N", "H")),
-        verify._Port("b", True, onnx.TensorProto.FLOAT, ("H",)),
+        verify.Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
+        verify.Port("a", True, onnx.TensorProto.FLOAT, ("N", "H")),
+        verify.Port("b", True, onnx.TensorProto.FLOAT, ("H",)),
     ]
     runs = [
-        verify._synthesize(ports, spec, np.random.default_rng(run), fixed={})[0]
+        verify.synthesize(ports, spec, np.random.default_rng(run), fixed={})[0]
         for run, spec in enumerate(verify.schedule())
     ]
     for feeds in runs:
@@ -241,12 +241,12 @@ def test_sequences_pair_up_and_shapes_vary_between_elements():
 
 def test_dim_option_fixes_a_dim_everywhere():
     ports = [
-        verify._Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
-        verify._Port("a", True, onnx.TensorProto.FLOAT, ("H",)),
+        verify.Port("t", False, onnx.TensorProto.FLOAT, ("N",)),
+        verify.Port("a", True, onnx.TensorProto.FLOAT, ("H",)),
     ]
     for run, spec in enumerate(verify.schedule()):
         rng = np.random.default_rng(run)
-        feeds, bound = verify._synthesize(ports, spec, rng, fixed={"N": 6, "H": 5})
+        feeds, bound = verify.synthesize(ports, spec, rng, fixed={"N": 6, "H": 5})
         assert feeds["t"].shape == (6,) and bound == {"N": 6, "H": 5}
         assert [a.shape for a in feeds["a"]] == [(5,)] * spec.length
 

@@ -339,8 +339,8 @@ def test_old_schedule_would_not_catch_them():
     for family in ("trip count capped at 16", "raises on empty elements",
                    "overridable initializer folded", "trip count from another sequence"):  # fmt: skip
         text, mutant, _ = FAMILIES[family]
-        ports = verify._ports(parse(text), "input")
-        feeds = [verify._synthesize(ports, spec, np.random.default_rng(k), {})[0]
+        ports = verify.model_ports(parse(text), "input")
+        feeds = [verify.synthesize(ports, spec, np.random.default_rng(k), {})[0]
                  for k, spec in enumerate(old)]  # fmt: skip
         assert verify.compare(parse(text), mutant(), inputs=feeds).exit_code == 0, family
 
@@ -404,7 +404,7 @@ def test_absent_optionals_replay_from_a_saved_file(tmp_path):
     saved = tmp_path / "runs.npz"
     report = verify.compare(original, lowering.lower(original), save_inputs=saved)
     assert report.exit_code == 0
-    runs = verify.read_inputs(str(saved), verify._ports(original, "input"))
+    runs = verify.read_inputs(str(saved), verify.model_ports(original, "input"))
     assert any(feeds["bias"] is None for _, feeds in runs)
     assert any(feeds["bias"] is not None for _, feeds in runs)
     assert verify.compare(original, _absent_as_ones(), inputs=saved).exit_code == 1
@@ -427,9 +427,9 @@ g (int64 n, int64[2] shape, int64[3] data, int64 k) => (float[M] r, int64[P,Q] s
 def test_counts_stay_small_and_data_reaches_its_limits():
     model = parse(COUNTS)
     assert verify.size_inputs(model) == {"n", "shape"}
-    ports = verify._ports(model, "input")
+    ports = verify.model_ports(model, "input")
     values: dict[str, list] = {p.name: [] for p in ports}
-    for _, _, feeds in verify._feed_sets(ports, None, None, 0, None, None, []):
+    for _, _, feeds in verify.feed_sets(ports, None, None, 0, None, None, []):
         for name, value in feeds.items():
             values[name].append(np.asarray(value).astype(object))
     for name in ("n", "shape"):

@@ -45,15 +45,15 @@ def _save(tmp_path, a: onnx.ModelProto, b: onnx.ModelProto) -> tuple[str, str]:
 # The schedule.
 
 PORTS = [
-    verify._Port("s", True, F32, ("N", "H")),
-    verify._Port("t", False, F32, ("N",)),
-    verify._Port("k", False, onnx.TensorProto.INT64, ()),
-    verify._Port("u", False, F32, None),
+    verify.Port("s", True, F32, ("N", "H")),
+    verify.Port("t", False, F32, ("N",)),
+    verify.Port("k", False, onnx.TensorProto.INT64, ()),
+    verify.Port("u", False, F32, None),
 ]
 
 
 def test_the_default_schedule_covers_the_edges():
-    runs = verify._feed_sets(PORTS, None, None, 0, None, None, [])
+    runs = verify.feed_sets(PORTS, None, None, 0, None, None, [])
     lengths = {len(feeds["s"]) for _, _, feeds in runs}
     assert {0, 1, 2, 3} <= lengths
     assert any(4 < n < 8 for n in lengths) and any(n >= 8 for n in lengths)
@@ -106,7 +106,7 @@ def test_val_range_parses_names_with_colons():
 
 def test_val_range_keeps_every_run_in_range():
     ranges = {None: verify.ValueRange(-1, 2), "k": verify.ValueRange(3, 5)}
-    runs = verify._feed_sets(PORTS, None, None, 0, None, ranges, [])
+    runs = verify.feed_sets(PORTS, None, None, 0, None, ranges, [])
     for _, _, feeds in runs:
         for value in [feeds["t"], feeds["u"], *feeds["s"]]:
             assert np.all((value >= -1) & (value <= 2))  # no NaN either
@@ -287,8 +287,8 @@ def test_save_inputs_writes_every_run_and_replays_them(tmp_path, capsys, tempora
     )
     assert verify.main([a, b, "--inputs", path]) == 0
     assert f"({len(verify.DEFAULT_SCHEDULE)} runs)" in capsys.readouterr().err
-    ports = verify._ports(original, "input")
-    synthesized = verify._feed_sets(ports, None, None, 5, None, None, [])
+    ports = verify.model_ports(original, "input")
+    synthesized = verify.feed_sets(ports, None, None, 5, None, None, [])
     replayed = verify.read_inputs(path, ports)
     assert [label for label, _ in replayed] == list(range(len(verify.DEFAULT_SCHEDULE)))
     for (_, _, expected), (_, got) in zip(synthesized, replayed, strict=True):
@@ -323,9 +323,9 @@ def test_saved_inputs_of_every_dtype_replay(dtype, tmp_path, capsys):
     path = str(tmp_path / "all.npz")
     assert verify.main([a, b, "--save-inputs", path]) == 0, capsys.readouterr()
     assert verify.main([a, b, "--inputs", path]) == 0, capsys.readouterr()
-    ports = verify._ports(model, "input")
-    first = verify._feed_sets(ports, None, None, 0, None, None, [])
-    again = verify._feed_sets(ports, path, None, 0, None, None, [])
+    ports = verify.model_ports(model, "input")
+    first = verify.feed_sets(ports, None, None, 0, None, None, [])
+    again = verify.feed_sets(ports, path, None, 0, None, None, [])
     for (_, _, expected), (_, _, got) in zip(first, again, strict=True):
         for name in ["x", "s"] if sequence else ["x"]:
             values, stored = expected[name], got[name]
@@ -364,7 +364,7 @@ def test_lowering_cli_verify_with_options(tmp_path, capsys):
     assert cli.main([*args, *options]) == 0
     err = capsys.readouterr().err
     assert "(4 runs)" in err and f"saved to {saved}" in err
-    runs = verify.read_inputs(str(saved), verify._ports(parse(MAP), "input"))
+    runs = verify.read_inputs(str(saved), verify.model_ports(parse(MAP), "input"))
     assert len(runs) == 4 and all(feeds["t"].shape == (2,) for _, feeds in runs)
     assert all(np.all(np.abs(feeds["t"]) <= 1) for _, feeds in runs)
     assert cli.main([*args, "--inputs", str(saved)]) == 0
@@ -444,12 +444,12 @@ _PORTS = st.lists(
 @hypothesis.given(_PORTS)
 def test_every_symbolic_dim_takes_1_and_at_least_5_for_any_inputs(specs):
     ports = [
-        verify._Port(f"i{k}", sequence, dtype, tuple(dims))
+        verify.Port(f"i{k}", sequence, dtype, tuple(dims))
         for k, (sequence, dtype, dims) in enumerate(specs)
     ]
     seen: dict[str, set[int]] = {}
     lengths = set()
-    for _, _, feeds in verify._feed_sets(ports, None, None, 0, None, None, []):
+    for _, _, feeds in verify.feed_sets(ports, None, None, 0, None, None, []):
         for port in ports:
             value = feeds[port.name]
             if port.sequence:

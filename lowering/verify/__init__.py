@@ -1,0 +1,147 @@
+"""Check with onnxruntime that two models compute the same results.
+
+``python -m lowering.verify A.onnx B.onnx`` (or ``onnx-verify A B``) runs
+both models on the same inputs and compares every output, position by
+position: the same name, the same kind, and for sequences the same length
+and, element by element, the same dtype, shape and values (floats within
+rtol/atol, NaN only where the other has NaN, infinities exactly, everything
+else exactly). Each output is also checked against what its own model
+declares: dtype, rank, static dims, and symbolic dims that agree with each
+other and with the inputs. ``python -m lowering IN OUT --verify`` does the
+same for a model and its lowering, with the same options (:func:`add_options`).
+Python: :func:`compare` returns a :class:`Report`.
+
+A is the reference. The exit codes say who is to blame:
+
+- 1: a mismatch on some run, or B (the rewrite) cannot be read, loaded or
+  run where A runs. A mismatch always wins over everything below.
+- 2: usage, or inputs that cannot be used (``--inputs`` unreadable, missing
+  an input, or of a dtype that cannot be converted without changing values).
+- 3: no run could be compared, because A itself cannot be loaded or run.
+- 0: otherwise. Runs where A fails are listed with onnxruntime's reason and
+  not counted: a rewrite that handles an input the original rejects (an
+  empty sequence into ConcatFromSequence) is not wrong.
+
+Inputs come from ``--inputs FILE.npz`` or are synthesized from A's declared
+input types by a schedule (:data:`DEFAULT_SCHEDULE`, printed with ``-v``)
+built to hit the edges where rewrites break: sequence lengths 0, 1, 2, 3, 4,
+5, 8 and 9; every symbolic dim 1 in some runs and 5..7 in others; values
+normal, zero-heavy (with -0.0), large (1e3..1e6 for float32) and, for
+floats, NaN and +-inf. ``--runs K`` takes the first K runs of the schedule,
+cycling with new random values past its end. ``--val-range [NAME:]LO,HI``
+keeps an input's values (every numeric input's, without NAME) inside
+[LO, HI], for models that are only defined there.
+
+Files: ``--save-inputs FILE.npz`` writes every run's inputs to FILE (the one
+name the user gave). On a mismatch, the failing run's inputs are written to
+a new file in the system's temporary folder (``tempfile.mkstemp``, never an
+existing file) and the path is printed, so ``--inputs PATH`` replays it.
+
+In an npz file a tensor input ``X`` is the array ``X``; a sequence input
+``S`` is the arrays ``S[0]``, ``S[1]``, ... in order, and an empty sequence
+is the single key ``S[]`` (its array is ignored). A file of several runs
+(what ``--save-inputs`` writes for more than one run) has the key
+``__runs__`` listing the run numbers and the keys ``K/X``, ``K/S[0]``, ...
+for run K. Arrays whose dtype differs from the declared one are converted
+when no value changes (float64 to float32 rounds, with a note), and
+refused otherwise.
+
+The package, one module per idea (each named after it):
+
+- :mod:`~lowering.verify.runs`: the schedule of synthesized runs;
+- :mod:`~lowering.verify.ports`: a model's inputs and outputs, which ints
+  are sizes, which sequences share a length;
+- :mod:`~lowering.verify.values`: the contents of one synthesized array;
+- :mod:`~lowering.verify.inputs`: every run's feeds, synthesized or given;
+- :mod:`~lowering.verify.npz`: inputs files, read and written;
+- :mod:`~lowering.verify.dtypes`: the ml_dtypes tables;
+- :mod:`~lowering.verify.tolerance`: how close two values must be;
+- :mod:`~lowering.verify.declared`: outputs against their declarations;
+- :mod:`~lowering.verify.runtime`: where B runs;
+- :mod:`~lowering.verify.comparison`: :func:`compare`, running A and B;
+- :mod:`~lowering.verify.report`: the report, statuses and exit codes;
+- :mod:`~lowering.verify.cli`: ``onnx-verify`` and the shared options.
+"""
+
+from __future__ import annotations
+
+from lowering.verify.cli import add_options, compare_kwargs, joined_values, main, parse_val_range
+from lowering.verify.comparison import compare
+from lowering.verify.declared import blame_declarations, declaration_problems
+from lowering.verify.inputs import feed_sets, synthesize
+from lowering.verify.npz import RUNS_KEY, read_inputs, write_inputs
+from lowering.verify.ports import (
+    SIZE_POSITIONS,
+    Feeds,
+    ModelLike,
+    Port,
+    model_ports,
+    sequence_groups,
+    size_inputs,
+)
+from lowering.verify.report import (
+    BAD_INPUTS,
+    COULD_NOT_COMPARE,
+    EXIT_CODES,
+    MATCH,
+    MISMATCH,
+    CannotCompare,
+    InputsError,
+    Report,
+    Row,
+    RunRecord,
+    summary,
+)
+from lowering.verify.runs import DEFAULT_SCHEDULE, DIM_MODES, VALUE_MODES, RunSpec, schedule
+from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime, verify_runtime
+from lowering.verify.tolerance import ATOL, NARROW_FLOATS, RTOL, ULPS, Tolerance, compare_value
+from lowering.verify.values import ValueRange
+
+__all__ = [
+    "ATOL",
+    "BAD_INPUTS",
+    "COULD_NOT_COMPARE",
+    "DEFAULT_SCHEDULE",
+    "DIM_MODES",
+    "EXIT_CODES",
+    "MATCH",
+    "MISMATCH",
+    "NARROW_FLOATS",
+    "RTOL",
+    "RUNS_KEY",
+    "SIZE_POSITIONS",
+    "ULPS",
+    "VALUE_MODES",
+    "VERIFY_RUNTIMES",
+    "CannotCompare",
+    "Feeds",
+    "InputsError",
+    "ModelLike",
+    "Port",
+    "Report",
+    "Row",
+    "RunRecord",
+    "RunSpec",
+    "Tolerance",
+    "ValueRange",
+    "add_options",
+    "blame_declarations",
+    "compare",
+    "compare_kwargs",
+    "compare_value",
+    "declaration_problems",
+    "feed_sets",
+    "joined_values",
+    "main",
+    "missing_runtime",
+    "model_ports",
+    "parse_val_range",
+    "read_inputs",
+    "schedule",
+    "sequence_groups",
+    "size_inputs",
+    "summary",
+    "synthesize",
+    "verify_runtime",
+    "write_inputs",
+]

@@ -1,0 +1,193 @@
+"""``onnx-verify`` (``python -m lowering.verify``), and the options ``onnx-lower --verify`` shares.
+
+lowering/cli.py adds the same options (:func:`add_options`), turns them
+into :func:`compare`'s arguments (:func:`compare_kwargs`) and reads
+``--val-range -1,1`` the same way (:func:`joined_values`), so the two
+command lines cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from lowering.verify.comparison import compare
+from lowering.verify.report import BAD_INPUTS, MATCH, summary
+from lowering.verify.runs import DEFAULT_SCHEDULE
+from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime, verify_runtime
+from lowering.verify.tolerance import ATOL, RTOL, ULPS
+from lowering.verify.values import ValueRange
+
+
+def parse_val_range(text: str) -> tuple[str | None, ValueRange]:
+    """``[NAME:]LO,HI``. NAME may itself contain ``:``; the bounds never do."""
+    name, sep, bounds = text.rpartition(":")
+    low, comma, high = bounds.partition(",")
+    try:
+        lo, hi = float(low), float(high)
+    except ValueError:
+        lo = hi = math.nan
+    if not comma or not (math.isfinite(lo) and math.isfinite(hi)):
+        raise argparse.ArgumentTypeError(f"expected [NAME:]LO,HI with finite LO, HI, got {text!r}")
+    if lo > hi:
+        raise argparse.ArgumentTypeError(f"LO must not exceed HI in {text!r}")
+    if sep and not name:
+        raise argparse.ArgumentTypeError(f"empty input name in {text!r}")
+    return (name if sep else None), ValueRange(lo, hi)
+
+
+def _dim(text: str) -> tuple[str, int]:
+    name, sep, size = text.partition("=")
+    if not sep or not name or not size.isdigit():
+        raise argparse.ArgumentTypeError(f"expected NAME=SIZE, got {text!r}")
+    return name, int(size)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}")
+    return value
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The comparison's options, shared by ``lowering.verify`` and ``onnx-lower --verify``."""
+    group = parser.add_argument_group("comparison options (onnx-lower: with --verify)")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument(
+        "--inputs",
+        metavar="FILE.npz",
+        help="run on these inputs instead of synthesized ones (one or several runs)",
+    )
+    source.add_argument(
+        "--runs",
+        type=_positive,
+        metavar="K",
+        help=f"the first K runs of the schedule, cycling past its end "
+        f"(default: all {len(DEFAULT_SCHEDULE)}; -v prints it)",
+    )
+    group.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
+    group.add_argument(
+        "--rtol", type=_tolerance, default=RTOL, help=f"float32/float64 (default {RTOL})"
+    )
+    group.add_argument(
+        "--atol", type=_tolerance, default=ATOL, help=f"float32/float64 (default {ATOL})"
+    )
+    group.add_argument(
+        "--ulps",
+        type=_positive,
+        default=ULPS,
+        metavar="K",
+        help=f"float16, bfloat16, float8: K units in the last place (default {ULPS})",
+    )
+    group.add_argument(
+        "--dim",
+        type=_dim,
+        action="append",
+        default=[],
+        metavar="NAME=SIZE",
+        help="fix a symbolic dim everywhere (repeatable)",
+    )
+    group.add_argument(
+        "--val-range",
+        type=parse_val_range,
+        action="append",
+        default=[],
+        metavar="[NAME:]LO,HI",
+        help="synthesize the values of input NAME (of every numeric input without NAME) "
+        "in [LO, HI] (repeatable)",
+    )
+    group.add_argument(
+        "--save-inputs",
+        metavar="FILE.npz",
+        help="write every run's inputs to FILE.npz, for --inputs",
+    )
+
+
+def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`compare`'s keyword arguments from options that :func:`add_options` added."""
+    return {
+        "inputs": args.inputs,
+        "runs": args.runs,
+        "seed": args.seed,
+        "rtol": args.rtol,
+        "atol": args.atol,
+        "ulps": args.ulps,
+        "dims": dict(args.dim),
+        "val_ranges": dict(args.val_range),
+        "save_inputs": args.save_inputs,
+        "save_failing": True,
+        "show_schedule": bool(getattr(args, "verbose", False)),
+        "runtime": verify_runtime(getattr(args, "runtime", None)),
+    }
+
+
+def joined_values(argv: Sequence[str]) -> list[str]:
+    """``--val-range -1,1`` as ``--val-range=-1,1``: argparse takes a value that
+    starts with '-' (and is no plain negative number) for an option."""
+    joined: list[str] = []
+    pending = False
+    for token in argv:
+        if pending and token.startswith("-"):
+            joined[-1] += f"={token}"
+        else:
+            joined.append(token)
+        pending = token == "--val-range"
+    return joined
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``onnx-verify``: prints as ``onnx-lower --verify`` does, everything on
+    stderr: the table (not with -q on a match), then the verdict."""
+    from lowering import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="onnx-verify",
+        description="Run two models on the same inputs and compare every output "
+        "(also: python -m lowering.verify). Exit 0 match, 1 mismatch or B broken "
+        "where A runs, 2 usage or unusable inputs, 3 could not compare (A itself cannot "
+        "run, or only on empty inputs).",
+    )
+    parser.add_argument("a", metavar="A.onnx", help="the reference, run in onnxruntime")
+    parser.add_argument("b", metavar="B.onnx", help="the model to check, e.g. a lowering")
+    parser.add_argument(
+        "--runtime",
+        choices=list(VERIFY_RUNTIMES),
+        default="onnxruntime",
+        help="run B in this runtime (default onnxruntime); A runs in onnxruntime",
+    )
+    add_options(parser)
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument(
+        "-v", "--verbose", action="store_true", help="print the schedule: every run and its fate"
+    )
+    noise.add_argument("-q", "--quiet", action="store_true", help="print nothing on a match")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    args = parser.parse_args(joined_values(sys.argv[1:] if argv is None else argv))
+    problem = missing_runtime(args.runtime)
+    if problem is not None:
+        parser.error(problem)
+    report = compare(args.a, args.b, **compare_kwargs(args))
+    if report.status == BAD_INPUTS:
+        print(f"{parser.prog}: error: {report.input_error}", file=sys.stderr)
+        return report.exit_code
+    if not args.quiet or report.status != MATCH:
+        print(report.table(), file=sys.stderr)
+        print(summary(report, args.a, args.b), file=sys.stderr)
+    return report.exit_code

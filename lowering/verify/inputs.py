@@ -1,0 +1,220 @@
+"""Every run's feeds: synthesized from the ports by the schedule, or given and conformed.
+
+Synthesis (:func:`synthesize`) shares symbolic dims the way SequenceMap
+needs them. Given inputs (a feed dict, a list of them, an npz file) are
+converted to the declared dtypes only when no value changes, and refused
+(exit 2) otherwise: a silent cast would compare other inputs than the
+user's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from lowering.verify.dtypes import ML_FLOATS, SMALL_INTS
+from lowering.verify.npz import read_inputs
+from lowering.verify.ports import Feeds, Port
+from lowering.verify.report import InputsError
+from lowering.verify.runs import RunSpec, dim_size, schedule
+from lowering.verify.values import ValueRange, make_array
+
+
+def feed_sets(
+    ports, inputs, runs, seed, dims, val_ranges, notes, groups=None
+) -> list[tuple[int, str, Feeds]]:
+    """(label, description, feeds) for every run: read from an npz path or given
+    as feed dicts (both conformed to the declared dtypes), or else synthesized
+    by the first ``runs`` runs of the schedule, run i seeded with seed + i."""
+    if inputs is not None and (dims or val_ranges):
+        raise InputsError("--dim and --val-range shape synthesized inputs; not given with --inputs")
+    if isinstance(inputs, (str, os.PathLike)):
+        path = os.fspath(inputs)
+        return [
+            (label, f"from {path}", _conform_feeds(ports, feeds, f"{path} run {label}", notes))
+            for label, feeds in read_inputs(path, ports)
+        ]
+    if isinstance(inputs, Mapping):
+        inputs = [inputs]
+    if inputs is not None:
+        return [
+            (i, "given inputs", _conform_feeds(ports, dict(feeds), f"run {i}", notes))
+            for i, feeds in enumerate(inputs)
+        ]
+    ranges = dict(val_ranges or {})
+    _check_ranges(ports, ranges)
+    sets = []
+    for run, spec in enumerate(schedule(runs)):
+        feeds, bound = synthesize(
+            ports, spec, np.random.default_rng(seed + run), dict(dims or {}), ranges, groups
+        )
+        sizes = ", ".join(f"{name}={size}" for name, size in sorted(bound.items()))
+        sets.append((run, spec.describe() + (f"; {sizes}" if sizes else ""), feeds))
+    return sets
+
+
+def _check_ranges(ports: Sequence[Port], ranges: dict) -> None:
+    by_name = {p.name: p for p in ports}
+    for name in ranges:
+        if name is None:
+            continue
+        if name not in by_name:
+            known = ", ".join(by_name) or "none"
+            raise InputsError(
+                f"--val-range names {name!r}, which is not an input (inputs: {known})"
+            )
+        if not _numeric(by_name[name].dtype):
+            raise InputsError(f"--val-range does not apply to {name!r}, a {by_name[name].kind()}")
+
+
+def _numeric(dtype: int) -> bool:
+    return dtype not in (onnx.TensorProto.STRING, onnx.TensorProto.BOOL)
+
+
+def synthesize(
+    ports: Sequence[Port],
+    spec: RunSpec,
+    rng: np.random.Generator,
+    fixed: dict[str, int],
+    ranges: Mapping[str | None, ValueRange] | None = None,
+    groups: Mapping[str, int] | None = None,
+) -> tuple[Feeds, dict[str, int]]:
+    """One run's feeds, and the size each shared symbolic dim took.
+
+    A symbolic dim that any tensor input uses is one size across all inputs;
+    a symbolic dim only sequence elements use takes a new size for each
+    element index, shared by the sequences, so elements differ in shape while
+    paired elements still fit together (SequenceMap needs that). Every
+    sequence input has the run's length, except with ``spec.independent``:
+    then sequences of another group (``groups``, from :func:`sequence_groups`:
+    sequences no map ties together) are longer by their group's number.
+    An input that is also an initializer is left out (its default holds)
+    unless ``spec.override``; an optional input is absent with ``spec.absent``.
+    """
+    ranges = ranges or {}
+    groups = groups or {}
+    tensor_dims = {d for p in ports if not p.sequence for d in (p.dims or ()) if isinstance(d, str)}
+    shared = dict(fixed)
+    for name in sorted(tensor_dims - set(shared)):
+        shared[name] = dim_size(spec.dims, rng)
+
+    def length(port: Port) -> int:
+        return spec.length + (groups.get(port.name, 0) if spec.independent else 0)
+
+    longest = max([spec.length, *(length(p) for p in ports if p.sequence)])
+    per_element = [dict(shared) for _ in range(longest)]
+    feeds: Feeds = {}
+    for port in ports:
+        if port.default is not None and (port.count or not spec.override):
+            continue
+        if port.optional and spec.absent:
+            feeds[port.name] = None
+            continue
+        value_range = ranges.get(port.name, ranges.get(None)) if _numeric(port.dtype) else None
+        if port.sequence:
+            feeds[port.name] = [
+                make_array(port, _shape(port.dims, per_element[i], spec.dims, rng), spec.values, value_range, rng)
+                for i in range(length(port))
+            ]  # fmt: skip
+        else:
+            shape = _shape(port.dims, shared, spec.dims, rng)
+            feeds[port.name] = make_array(port, shape, spec.values, value_range, rng)
+    return feeds, {name: shared[name] for name in sorted(tensor_dims | set(fixed))}
+
+
+def _shape(dims, bound: dict[str, int], mode: str, rng) -> tuple[int, ...]:
+    if dims is None:
+        return tuple(dim_size(mode, rng) for _ in range(int(rng.integers(0, 3))))
+    shape = []
+    for dim in dims:
+        if isinstance(dim, int):
+            shape.append(dim)
+        elif isinstance(dim, str):
+            if dim not in bound:
+                bound[dim] = dim_size(mode, rng)
+            shape.append(bound[dim])
+        else:
+            shape.append(dim_size(mode, rng))
+    return tuple(shape)
+
+
+def _conform_feeds(ports: Sequence[Port], feeds: Feeds, where: str, notes: list[str]) -> Feeds:
+    """Each array in its port's declared dtype, or InputsError saying why not."""
+    by_name = {p.name: p for p in ports}
+    missing = [name for name, p in by_name.items() if name not in feeds and p.default is None]
+    if missing:
+        raise InputsError(f"{where}: no value for input(s) {', '.join(missing)}")
+    extra = [name for name in feeds if name not in by_name]
+    if extra:
+        raise InputsError(f"{where}: {', '.join(map(repr, extra))} is not an input of the model")
+    conformed: Feeds = {}
+    for name, value in feeds.items():
+        port = by_name[name]
+        if value is None:
+            if not port.optional:
+                raise InputsError(f"{where}: {name!r} is a {port.kind()}; it cannot be absent")
+            conformed[name] = None
+            continue
+        if port.sequence != isinstance(value, (list, tuple)):
+            expected = "a list of arrays" if port.sequence else "an array"
+            raise InputsError(f"{where}: {name!r} is a {port.kind()}; give {expected}")
+        if port.sequence:
+            conformed[name] = [
+                _conform(port, element, f"{where}: {name}[{i}]", notes)
+                for i, element in enumerate(value)
+            ]
+        else:
+            conformed[name] = _conform(port, value, f"{where}: {name}", notes)
+    return conformed
+
+
+def _conform(port: Port, value, where: str, notes: list[str]) -> np.ndarray:
+    """Convert to the declared dtype when no value changes but float rounding."""
+    array = np.asarray(value)
+    if port.dtype == onnx.TensorProto.STRING:
+        if array.dtype.kind in "OU":
+            return array.astype(object)
+        raise InputsError(f"{where} is {array.dtype}, but the input is {port.kind()}")
+    target = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(port.dtype))
+    if array.dtype == target:
+        return array
+    if array.dtype.kind == "V" and array.dtype.itemsize == target.itemsize:
+        return array.view(target)  # np.load gives ml_dtypes arrays back as raw bytes
+    converted = _converted(array, target)
+    if converted is None:
+        raise InputsError(
+            f"{where} is {array.dtype}, but the input is {port.kind()}, and converting would "
+            f"change values; save the array as {target}"
+        )
+    if array.dtype.kind != "b":
+        notes.append(f"{where}: {array.dtype} converted to {target}, the declared dtype")
+    return converted
+
+
+def _converted(array: np.ndarray, target: np.dtype) -> np.ndarray | None:
+    """``array`` as ``target`` if that keeps every value (floats may round), else None."""
+    source_kind = array.dtype.kind
+    target_float = target.kind == "f" or target.type in ML_FLOATS
+    target_int = target.kind in "iu" or target.type in SMALL_INTS
+    if target.kind == "b":
+        if source_kind == "b":
+            return array.astype(target)
+        if source_kind in "iu" and np.all((array == 0) | (array == 1)):
+            return array.astype(target)
+        return None
+    if source_kind == "b" or source_kind in "OUSVcM":
+        return None
+    with np.errstate(all="ignore"):
+        converted = array.astype(target)
+        back = converted.astype(np.float64) if source_kind == "f" else converted.astype(array.dtype)
+    if target_float and source_kind == "f":
+        grew = np.isinf(back) & ~np.isinf(array)  # overflow, not rounding
+        return None if np.any(grew) else converted
+    if target_float or target_int:
+        if source_kind == "f" and not np.all(np.isfinite(array)):
+            return None
+        return converted if np.array_equal(back, array) else None
+    return None

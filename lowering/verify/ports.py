@@ -1,0 +1,246 @@
+"""A model's ports: its graph inputs and outputs as the comparison sees them.
+
+:func:`model_ports` reads each as a :class:`Port` (tensor, sequence or
+optional; dtype and dims; the default of an input that is also an
+initializer). Two facts about the inputs decide how they are fed:
+:func:`size_inputs` (ints that reach a trip count or a size stay small: a
+Loop of 2**63 trips never ends) and :func:`sequence_groups` (sequences one
+map ties together share a length).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+import onnx
+
+from lowering.verify.report import CannotCompare
+
+#: A model to compare: its path, or the model itself (run without being written).
+ModelLike = str | os.PathLike | onnx.ModelProto
+#: One run's inputs by name: an array, a list of arrays (a sequence) or None
+#: (an absent optional); an input left out keeps its initializer's value.
+Feeds = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    """A graph input or output: name, whether a sequence, element dtype, dims.
+
+    ``optional``: of an ``optional(...)`` type (fed present or absent).
+    ``default``: an input that is also an initializer holds this value
+    unless fed. ``count``: an integer input whose value reaches a trip
+    count, a size or a shape (Loop, Range, Tile, Reshape, ...): its values
+    stay small.
+    """
+
+    name: str
+    sequence: bool
+    dtype: int
+    dims: tuple[int | str | None, ...] | None
+    optional: bool = False
+    default: np.ndarray | None = dataclasses.field(default=None, compare=False)
+    count: bool = False
+
+    def kind(self) -> str:
+        dtype = onnx.helper.tensor_dtype_to_string(self.dtype).split(".")[-1].lower()
+        kind = f"seq(tensor({dtype}))" if self.sequence else f"tensor({dtype})"
+        return f"optional({kind})" if self.optional else kind
+
+    def declared(self) -> str:
+        """In ONNX text syntax: ``float[N,3]``, ``seq(int64[?])``, ``float`` for unknown shape."""
+        dtype = onnx.helper.tensor_dtype_to_string(self.dtype).split(".")[-1].lower()
+        if self.dims is not None:
+            dtype += "[" + ",".join("?" if d is None else str(d) for d in self.dims) + "]"
+        declared = f"seq({dtype})" if self.sequence else dtype
+        return f"optional({declared})" if self.optional else declared
+
+
+def model_ports(model: onnx.ModelProto, which: str) -> list[Port]:
+    """The graph's inputs or outputs. An input that is also an initializer is a
+    port with its default (fed other values in some runs); one whose data is
+    external, or not a tensor, keeps its default."""
+    graph = model.graph
+    initializers = {init.name: init for init in graph.initializer}
+    counts = size_inputs(model) if which == "input" else set()
+    ports = []
+    for info in getattr(graph, which):
+        port = _port(info)
+        if which == "input":
+            port = dataclasses.replace(port, count=port.name in counts)
+        if which == "input" and info.name in initializers:
+            initializer = initializers[info.name]
+            if initializer.data_location == onnx.TensorProto.EXTERNAL or port.sequence:
+                continue
+            try:
+                default = onnx.numpy_helper.to_array(initializer)
+            except Exception:  # noqa: BLE001, S112 -- a dtype numpy cannot hold: its default holds
+                continue
+            port = dataclasses.replace(port, dims=tuple(default.shape), default=default)
+        ports.append(port)
+    return ports
+
+
+def _port(info: onnx.ValueInfoProto) -> Port:
+    type_proto = info.type
+    optional = type_proto.WhichOneof("value") == "optional_type"
+    if optional:
+        type_proto = type_proto.optional_type.elem_type
+    sequence = type_proto.WhichOneof("value") == "sequence_type"
+    if sequence:
+        type_proto = type_proto.sequence_type.elem_type
+    if type_proto.WhichOneof("value") != "tensor_type":
+        raise CannotCompare(
+            f"{info.name!r} is not a tensor, a sequence of tensors or an optional one"
+        )
+    tensor = type_proto.tensor_type
+    dims = None
+    if tensor.HasField("shape"):
+        dims = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in tensor.shape.dim
+        )
+    return Port(info.name, sequence, tensor.elem_type, dims, optional)
+
+
+# The inputs of these ops (by position) are trip counts, sizes, shapes, axes
+# or indices: an input whose value reaches one is fed small values, which
+# every op takes; one that reaches none is data, fed values near its type's
+# limits too.
+SIZE_POSITIONS: dict[str, tuple[int, ...]] = {
+    "Loop": (0,),
+    "Range": (0, 1, 2),
+    "Tile": (1,),
+    "Reshape": (1,),
+    "ConstantOfShape": (0,),
+    "Expand": (1,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
+    "OneHot": (1,),
+    "TopK": (1,),
+    "Pad": (1, 3),
+    "Slice": (3,),
+    "Split": (1,),
+    "SplitToSequence": (1,),
+    "SequenceAt": (1,),
+    "SequenceInsert": (2,),
+    "SequenceErase": (1,),
+    "Gather": (1,),
+    "GatherElements": (1,),
+    "GatherND": (1,),
+    "ScatterElements": (1,),
+    "ScatterND": (1,),
+    "Scatter": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "CumSum": (1,),
+    "CenterCropPad": (1, 2),
+    "Col2Im": (1, 2),
+    "MaxUnpool": (1, 2),
+    "NonMaxSuppression": (2,),
+    "RoiAlign": (2,),
+    "DFT": (1, 2),
+    "STFT": (1, 2, 3),
+    "ReverseSequence": (1,),
+    **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                           "ReduceSumSquare")},
+}  # fmt: skip
+
+
+def size_inputs(model: onnx.ModelProto) -> set[str]:
+    """The graph inputs whose values reach a :data:`SIZE_POSITIONS` input of
+    some node, through any ops, subgraphs and model-local functions.
+
+    Names are followed as written, ignoring shadowing: a name that might
+    reach one counts, which only keeps more values small.
+    """
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    formals: dict[tuple[str, str], onnx.FunctionProto] = {
+        (f.domain, f.name): f for f in model.functions
+    }
+
+    def index(nodes) -> None:
+        for node in nodes:
+            for name in node.input:
+                readers.setdefault(name, []).append(node)
+            for attr in node.attribute:
+                for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    index(graph.node)
+                    # a subgraph's inputs are fed from its node's inputs
+                    for formal in graph.input:
+                        for name in node.input:
+                            readers.setdefault(name, []).append(_pass_on(formal.name))
+
+    index(model.graph.node)
+    for function in model.functions:
+        index(function.node)
+    found = set()
+    for info in model.graph.input:
+        seen, todo = set(), [info.name]
+        while todo and info.name not in found:
+            name = todo.pop()
+            if name in seen or not name:
+                continue
+            seen.add(name)
+            for node in readers.get(name, []):
+                if any(
+                    node.input[i] == name
+                    for i in SIZE_POSITIONS.get(node.op_type, ())
+                    if i < len(node.input)
+                ):
+                    found.add(info.name)
+                    break
+                todo += node.output
+                callee = formals.get((node.domain, node.op_type))
+                if callee is not None:
+                    todo += [f for f, actual in zip(callee.input, node.input) if actual == name]
+    return found
+
+
+def _pass_on(name: str) -> onnx.NodeProto:
+    """A stand-in reader that hands a value on to ``name`` (a subgraph input)."""
+    return onnx.NodeProto(op_type="", output=[name])
+
+
+def sequence_groups(model: onnx.ModelProto) -> dict[str, int]:
+    """The sequence inputs, numbered by group: sequences read by one map, at any
+    depth (or derived from such: a map's output has its first input's length),
+    share a group and must have one length; the others may differ."""
+    inputs = [
+        info.name
+        for info in model.graph.input
+        if info.type.WhichOneof("value") in ("sequence_type", "optional_type")
+    ]
+    root: dict[str, str] = {name: name for name in inputs}
+
+    def find(name: str) -> str:
+        while root[name] != name:
+            name = root[name]
+        return name
+
+    source: dict[str, str] = {name: name for name in inputs}  # value -> the input it follows
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if node.op_type == "SequenceMap":
+                tied = [source[n] for n in node.input if n in source]
+                for other in tied[1:]:
+                    root[find(other)] = find(tied[0])
+                if node.input and node.input[0] in source:
+                    for output in node.output:
+                        source[output] = source[node.input[0]]
+            elif node.op_type == "Identity" and node.input and node.input[0] in source:
+                source[node.output[0]] = source[node.input[0]]
+            for attr in node.attribute:
+                for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    visit(graph.node)
+
+    visit(model.graph.node)
+    for function in model.functions:
+        visit(function.node)
+    numbers: dict[str, int] = {}
+    return {name: numbers.setdefault(find(name), len(numbers)) for name in inputs}

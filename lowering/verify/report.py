@@ -1,0 +1,183 @@
+"""What a comparison found: a row per output, a record per run, a status and its exit code.
+
+The statuses say who is to blame (the package doc lists them): a mismatch
+(1) wins over inputs that cannot be used (2, :class:`InputsError`), which
+wins over A itself failing (3, :class:`CannotCompare`). :meth:`Report.table`
+and :func:`summary` are what both command lines print.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+MATCH, MISMATCH, BAD_INPUTS, COULD_NOT_COMPARE = (
+    "match",
+    "mismatch",
+    "bad inputs",
+    "could not compare",
+)
+EXIT_CODES = {MATCH: 0, MISMATCH: 1, BAD_INPUTS: 2, COULD_NOT_COMPARE: 3}
+
+
+class CannotCompare(Exception):
+    """A model that cannot be read, loaded or given inputs."""
+
+
+class InputsError(ValueError):
+    """Inputs the user gave (a file, a range, a feed dict) that cannot be used."""
+
+
+def one_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return " ".join(text.split())
+
+
+@dataclasses.dataclass
+class Row:
+    """One output's comparison over all runs."""
+
+    name: str
+    kind: str
+    elements: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    problem: str | None = None
+    failures: int = 0
+    tolerance: str = ""  # the float tolerance its values were held to ("" if none)
+
+    @property
+    def verdict(self) -> str:
+        return "ok" if self.problem is None else f"MISMATCH: {self.problem}"
+
+    def fail(self, problem: str) -> None:
+        self.failures += 1
+        if self.problem is None:
+            self.problem = problem
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What happened to one run: compared, mismatch, skipped (A fails) or not compared."""
+
+    label: int
+    description: str
+    outcome: str = "compared"
+    note: str | None = None
+
+    def line(self) -> str:
+        text = f"run {self.label} ({self.description}): {self.outcome}"
+        return text + (f": {self.note}" if self.note else "")
+
+
+@dataclasses.dataclass
+class Report:
+    """The outcome: a row per output, a record per run, and notes.
+
+    ``reason`` says why no run could be compared (exit 3); ``input_error``
+    why the inputs could not be used (exit 2). A failed row (exit 1) wins
+    over both.
+    """
+
+    rows: list[Row]
+    runs: int
+    reason: str | None = None
+    records: list[RunRecord] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    input_error: str | None = None
+    failing_run: int | None = None
+    saved_to: str | None = None  # where inputs were saved for --inputs
+    saved_runs: int = 0  # how many runs (--save-inputs); 0: the failing run alone
+    show_schedule: bool = False
+
+    @property
+    def status(self) -> str:
+        if any(row.problem for row in self.rows):
+            return MISMATCH
+        if self.input_error is not None:
+            return BAD_INPUTS
+        if self.reason is not None:
+            return COULD_NOT_COMPARE
+        return MATCH
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    def mismatched(self) -> list[str]:
+        return [row.name for row in self.rows if row.problem]
+
+    def table(self) -> str:
+        if self.status == BAD_INPUTS:
+            return f"cannot use the inputs: {self.input_error}"
+        lines = []
+        if self.show_schedule:
+            lines += [record.line() for record in self.records]
+        if self.rows and (self.runs or self.status == MISMATCH):
+            header = ("output", "kind", "elements", "max abs", "max rel", "tolerance", "verdict")
+            cells = [header] + [
+                (
+                    r.name,
+                    r.kind,
+                    str(r.elements),
+                    f"{r.max_abs:.3g}",
+                    f"{r.max_rel:.3g}",
+                    r.tolerance or "exact",
+                    r.verdict,
+                )
+                for r in self.rows
+            ]
+            widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
+            lines += [
+                "  ".join(cell.ljust(width) for cell, width in zip(c, widths, strict=False))
+                + "  "
+                + c[-1]
+                for c in cells
+            ]
+        total = len(self.records)
+        if total and self.runs != total:
+            lines.append(f"({self.runs} of {total} runs compared)")
+        else:
+            lines.append(f"({self.runs} run{'s' if self.runs != 1 else ''})")
+        if not self.show_schedule:
+            lines += _grouped(self.records)
+        lines += [f"note: {note}" for note in self.notes]
+        if self.reason is not None and self.status == COULD_NOT_COMPARE:
+            lines.append(f"could not compare: {self.reason}")
+        if self.saved_to is not None:
+            if self.saved_runs:
+                s = "s" if self.saved_runs != 1 else ""
+                what = f"inputs of {self.saved_runs} run{s} saved to {self.saved_to}"
+                if self.failing_run is not None:
+                    what += f" (run {self.failing_run} fails)"
+            else:
+                what = f"inputs of failing run {self.failing_run} saved to {self.saved_to}"
+            lines.append(f"{what}; replay with --inputs {self.saved_to}")
+        return "\n".join(lines)
+
+
+def _grouped(records: list[RunRecord]) -> list[str]:
+    """The runs that were not plain matches, runs with the same fate on one line."""
+    groups: dict[tuple[str, str | None], list[RunRecord]] = {}
+    for record in records:
+        if record.outcome != "compared":
+            groups.setdefault((record.outcome, record.note), []).append(record)
+    lines = []
+    for (outcome, note), members in groups.items():
+        if len(members) == 1 and outcome != "mismatch":
+            lines.append(members[0].line())
+            continue
+        labels = ", ".join(str(r.label) for r in members)
+        lines.append(f"run{'s' if len(members) > 1 else ''} {labels}: {outcome}")
+        lines[-1] += f": {note}" if note else ""
+    return lines
+
+
+def summary(report: Report, a: str, b: str) -> str:
+    """One line saying what the comparison found."""
+    if report.status == MATCH:
+        return f"{b} matches {a} on every output"
+    if report.status == MISMATCH:
+        return f"{b} does not match {a}: {', '.join(map(repr, report.mismatched()))}"
+    if report.status == BAD_INPUTS:
+        return f"cannot use the inputs: {report.input_error}"
+    return f"could not compare {a} and {b}: {report.reason}"

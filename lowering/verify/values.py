@@ -1,0 +1,132 @@
+"""The contents of one synthesized array, in a :data:`VALUE_MODES` mode or a ``--val-range``.
+
+Every dtype is covered, strings and bools included. Ints that are counts
+(:attr:`Port.count`) stay within +-1000; ints that are data go beyond
+int16 and to their type's limits, where a body computed in a narrower
+type breaks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import ml_dtypes
+import numpy as np
+import onnx
+
+from lowering.verify.dtypes import SMALL_INTS
+from lowering.verify.ports import Port
+from lowering.verify.report import InputsError
+
+_WORDS = np.array(["", "a", "onnx", "Loop", "sequence", "ünï", "x y"], dtype=object)
+_ODD_WORDS = np.array(["", " ", "\t\n", "ünï 名前", "a" * 64, "0", "-1"], dtype=object)
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueRange:
+    """``--val-range``: the values of one input (or of all, name None) stay in [lo, hi]."""
+
+    lo: float
+    hi: float
+
+
+def make_array(port: Port, shape, values: str, value_range: ValueRange | None, rng) -> np.ndarray:
+    """Contents of the port's element dtype, as an array even for a scalar.
+
+    onnxruntime takes no numpy scalar (np.float32(1.0)), only arrays.
+    """
+    dtype = object if port.dtype == onnx.TensorProto.STRING else None
+    return np.asarray(_contents(port, shape, values, value_range, rng), dtype=dtype)
+
+
+def _contents(port: Port, shape, values: str, value_range: ValueRange | None, rng):
+    if port.dtype == onnx.TensorProto.STRING:
+        words = {"normal": _WORDS, "zeros": np.array([""], dtype=object)}.get(values, _ODD_WORDS)
+        return np.asarray(rng.choice(words, size=shape), dtype=object)
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(port.dtype))
+    if dtype == np.bool_:
+        fill = {"zeros": False, "large": True}.get(values)
+        return np.full(shape, fill) if fill is not None else rng.random(shape) < 0.5
+    if value_range is not None:
+        return _in_range(dtype, shape, values, value_range, rng)
+    if dtype.kind == "c":
+        real = np.dtype(np.float64 if dtype.itemsize == 16 else np.float32)
+        complex_values = np.empty(shape, dtype)
+        complex_values.real = _floats(real, shape, values, rng)
+        complex_values.imag = _floats(real, shape, values, rng)
+        return complex_values
+    if dtype.kind in "iu" or dtype.type in SMALL_INTS:
+        return _ints(dtype, shape, values, rng, count=port.count)
+    return _floats(dtype, shape, values, rng)
+
+
+def _ints(dtype: np.dtype, shape, values: str, rng, count: bool = False) -> np.ndarray:
+    """``count``: the values reach a trip count, a size or a shape (:func:`size_inputs`),
+    and stay within +-1000; data goes beyond int16 and to the type's limits."""
+    info = ml_dtypes.iinfo(dtype) if dtype.type in SMALL_INTS else np.iinfo(dtype)
+    low, high = int(info.min), int(info.max)
+    if count and dtype.itemsize > 2:  # no 2**63 trips or allocations
+        low, high = max(low, -1000), min(high, 1000)
+    if values == "zeros":
+        picked = rng.choice([0, 0, 0, 1, -1] if low < 0 else [0, 0, 1], size=shape)
+    elif values == "large" and not count and high > 2**15:
+        # beyond int16 (an int64 or int32 body computed in a narrower type),
+        # and near the type's own limits
+        sign = -1 if low < 0 and rng.random() < 0.5 else 1
+        beyond = rng.integers(2**15, min(high, 2**40), size=shape, endpoint=True).astype(object)
+        near = high - rng.integers(0, 1000, size=shape).astype(object)
+        picked = sign * np.where(rng.random(shape) < 0.5, beyond, near)
+    elif values == "large":
+        sign = -1 if low < 0 and rng.random() < 0.5 else 1
+        smallest = max(1, min(high // 4, 100))
+        picked = sign * rng.integers(smallest, max(smallest + 1, min(high // 2, 1000)), size=shape)
+    elif values == "special":
+        extremes = [low, high, 0, 1] + ([-1, low + 1] if low < 0 else [high - 1])
+        picked = rng.choice(np.array(extremes, dtype=object), size=shape)
+    else:
+        picked = rng.integers(max(low, -9), min(high, 9) + 1, size=shape, dtype=np.int64)
+    return np.array(np.asarray(picked).tolist(), dtype=dtype).reshape(shape)
+
+
+def _floats(dtype: np.dtype, shape, values: str, rng) -> np.ndarray:
+    normal = rng.standard_normal(shape) * 2
+    if values == "zeros":
+        picked = rng.choice(np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, 0.5]), size=shape)
+        return np.where(rng.random(shape) < 0.8, picked, normal).astype(dtype)
+    if values == "large":
+        largest = float(ml_dtypes.finfo(dtype).max)
+        high = min(6.0, math.log10(largest) - 0.5)
+        low = min(3.0, high - 1.0)
+        sign = -1.0 if rng.random() < 0.5 else 1.0  # one sign: no cancellation in sums
+        return (sign * 10.0 ** rng.uniform(low, high, shape)).astype(dtype)
+    if values == "special":
+        # A third of the values (all three kinds from 4 values on, one of 2,
+        # half the scalars) are NaN, inf or -inf; the rest stay finite so
+        # that a multiplier or an offset input does not make every output NaN.
+        flat = normal.reshape(-1)
+        size = flat.size
+        count = max(math.ceil(size / 3), min(3, size - 1)) if size > 1 else int(rng.random() < 0.5)
+        specials = np.roll(np.array([np.nan, np.inf, -np.inf]), int(rng.integers(3)))
+        for k, position in enumerate(rng.permutation(flat.size)[:count]):
+            flat[position] = specials[k % 3]
+        return normal.astype(dtype)
+    return normal.astype(dtype)
+
+
+def _in_range(dtype: np.dtype, shape, values: str, value_range: ValueRange, rng) -> np.ndarray:
+    """Values in [lo, hi]: uniform, or the bounds and 0 for the edge modes."""
+    lo, hi = value_range.lo, value_range.hi
+    if dtype.kind in "iu" or dtype.type in SMALL_INTS:
+        info = ml_dtypes.iinfo(dtype) if dtype.type in SMALL_INTS else np.iinfo(dtype)
+        lo, hi = max(math.ceil(lo), int(info.min)), min(math.floor(hi), int(info.max))
+        if lo > hi:
+            raise InputsError(f"--val-range {value_range.lo},{value_range.hi} holds no {dtype}")
+        uniform = rng.integers(lo, hi + 1, size=shape, dtype=np.int64)
+        edges = np.array([lo, hi, min(max(0, lo), hi)], dtype=np.int64)
+    else:
+        uniform = rng.uniform(lo, hi, shape)
+        edges = np.array([lo, hi, min(max(0.0, lo), hi)])
+    if values != "normal":
+        uniform = np.where(rng.random(shape) < 0.7, rng.choice(edges, size=shape), uniform)
+    return np.asarray(uniform).astype(dtype)
