@@ -878,7 +878,7 @@ def test_no_vectorization_outlives_the_call():
     vectorizable that another strategy lowers, leave nothing behind."""
     import gc
 
-    from lowering.maps.strategies.vectorize import _Vectorizer
+    from lowering.maps.strategies.vectorize.batcher import Batcher as _Vectorizer
     from tests.test_functions import ADD_C, SQUARE, apply_model
 
     trial = ir.serde.deserialize_model(apply_model([SQUARE, ADD_C], 2))

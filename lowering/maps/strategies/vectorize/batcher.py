@@ -1,0 +1,531 @@
+"""The batcher: the interpreter that walks a map's body once, on stacked elements.
+
+:class:`Batcher` stacks the map's sequence inputs, visits each body node in
+order and either moves it out unchanged (it reads no element: an invariant
+op) or applies its op's batching rule (:data:`RULES`, merged from the rule
+families this module imports), and returns the stacked value of each body
+output. Rules build their nodes with its building blocks (:meth:`Batcher.op`,
+:meth:`Batcher.like`, :meth:`Batcher.unsqueeze`, ...), which record every
+node they make, so that a dry run can be detached and attached again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+import onnx_ir as ir
+
+from lowering.irutils.axes import axes_as_input
+from lowering.irutils.constants import constant_array
+from lowering.irutils.naming import fresh
+from lowering.irutils.node_inference import Operand, infer_outputs
+from lowering.irutils.nodes import attribute
+from lowering.irutils.op_facts import SAME_DTYPE_OPS, is_onnx_domain, is_onnx_op
+from lowering.maps.plan import MapPlan, split_source
+from lowering.maps.strategies.vectorize import (
+    elementwise,
+    indexing,
+    linear_algebra,
+    nn,
+    reductions,
+    shape_ops,
+)
+from lowering.maps.strategies.vectorize.body_values import BodyValue, Dims, static
+from lowering.maps.strategies.vectorize.family import Rule, RuleFamily
+
+#: Every family of batching rules; a new family module is listed here.
+FAMILIES: tuple[RuleFamily, ...] = (
+    elementwise.FAMILY,
+    reductions.FAMILY,
+    shape_ops.FAMILY,
+    indexing.FAMILY,
+    linear_algebra.FAMILY,
+    nn.FAMILY,
+)
+
+
+def _merged(families: Sequence[RuleFamily]) -> dict[str, Rule]:
+    rules: dict[str, Rule] = {}
+    for family in families:
+        for op_type, rule in family.rules.items():
+            if op_type in rules:
+                raise ValueError(f"{op_type} has batching rules in two families ({family.module})")
+            rules[op_type] = rule
+    return rules
+
+
+#: The batching rule of each op (an allowlist, like JAX's ``primitive_batchers``).
+RULES: dict[str, Rule] = _merged(FAMILIES)
+
+# Ops that may run once, outside, on values the same for every element.
+_INVARIANT_OPS = frozenset([*RULES, "Constant", "ConstantOfShape", "Range"])
+
+
+class Decline(Exception):
+    """A body that cannot be vectorized; the message says why."""
+
+
+class Batcher:
+    """One vectorization of one map: built by :meth:`run`, then committed or detached."""
+
+    def __init__(self, plan: MapPlan, opset: int) -> None:
+        self.plan = plan
+        self.opset = opset
+        self.body = plan.body
+        self.nodes: list[ir.Node] = []  # the new nodes and the moved ones, in order
+        self.created: list[ir.Node] = []
+        self.moved: list[ir.Node] = []
+        self.info: dict[ir.Value, BodyValue] = {}
+        self.stacks: list[ir.Value] = []
+        self.stack_free = True
+        self._batch_size: ir.Value | None = None
+        self._constants: dict[tuple[str, tuple[int, ...], bytes], ir.Value] = {}
+        self._node: ir.Node | None = None  # the body node being batched, for reasons
+        self._inputs: list[list[ir.Value | None]] = []
+        self.results: list[ir.Value] = []
+        self.batch_dim: int | None = None
+        self.emitted: list[tuple[str, ir.DataType | None]] = []  # ops beyond the body's
+        self._dtypes: dict[ir.Value, ir.DataType | None] = {}
+
+    # -- the walk ---------------------------------------------------------
+
+    def run(self) -> list[ir.Value]:
+        """Build the rewrite; returns the stacked value of each body output."""
+        self._stack_inputs()
+        for node in self.body:
+            self._node = node
+            self._visit(node)
+        self._node = None
+        results: list[ir.Value] = []
+        for k, value in enumerate(self.body.outputs):
+            info = self.arg(value)
+            result = info.value if info.batched else self.broadcast(info, f"output {k}")
+            producer = result.producer()
+            if producer is None or producer not in self.created or result in results:
+                result = self.op("Identity", [result])  # never retype a value not made here
+            results.append(result)
+        return results
+
+    def detach(self) -> None:
+        """Undo a dry run: the new nodes stop using the model's values."""
+        self._inputs = [list(node.inputs) for node in self.created]
+        for node in self.created:
+            _detach(node)
+
+    def reattach(self) -> None:
+        """Redo a detached run. Nothing it reads changes in between: rewrites
+        of other maps only touch their own bodies and their outputs' readers,
+        and a body with a map in it is never vectorized."""
+        for node, inputs in zip(self.created, self._inputs, strict=True):
+            for index, value in enumerate(inputs):
+                node.replace_input_with(index, value)
+
+    def commit(self, results: list[ir.Value]) -> list[ir.Node]:
+        """Take the moved nodes out of the body and drop the rest of it."""
+        for node in self.moved:
+            for index, value in enumerate(node.inputs):
+                if value is not None and value in self.info:
+                    node.replace_input_with(index, self.info[value].value)
+        self.body.outputs.clear()
+        moved = set(self.moved)
+        rest = [node for node in self.body if node not in moved]
+        for node in rest:
+            _detach(node)
+        for node in reversed(self.moved):  # e.g. a Constant only the body's own ops read
+            if not any(o.uses() or o.is_graph_output() or o in results for o in node.outputs):
+                self.moved.remove(node)
+                self.nodes.remove(node)
+                _detach(node)
+                rest.append(node)
+        for node in reversed(self.created):  # e.g. the stack of an input the body ignores
+            if not any(o.uses() or o in results for o in node.outputs):
+                self.nodes.remove(node)
+                _detach(node)
+        if self.moved:
+            self.body.remove(self.moved)
+        if rest:
+            self.body.remove(rest)
+        self.body.inputs.clear()
+        return list(self.nodes)
+
+    def decline(self, why: str) -> Decline:
+        """The reason to give up, naming the body node being batched."""
+        if self._node is not None:
+            node = self._node
+            where = f"node {node.name!r} ({node.op_type})" if node.name else node.op_type
+            return Decline(f"{where}: {why}")
+        return Decline(why)
+
+    def _stack_inputs(self) -> None:
+        node, plan = self.plan.node, self.plan
+        for outer, inner, sequence, element in zip(
+            node.inputs, self.body.inputs, plan.is_sequence, plan.element_types, strict=True
+        ):
+            assert outer is not None  # plan_map refuses omitted inputs
+            if not sequence:
+                self.info[inner] = self._outer(outer)
+                continue
+            dtype = element[0].dtype if element is not None else None
+            shape = _dims(element[1]) if element is not None else None
+            source = split_source(outer)
+            if source is not None:
+                stack, shape = self._split_stack(outer, *source, shape)
+            else:
+                stack, shape = self._concat_stack(outer, dtype, shape)
+                self.stack_free = False
+            self.stacks.append(stack)
+            if dtype is not None and self.dtype_of(stack) is None:
+                self._dtypes[stack] = dtype  # what ops on the stack are checked on
+            self.info[inner] = BodyValue(stack, shape, True, dtype)
+
+    def _split_stack(
+        self, sequence: ir.Value, tensor: ir.Value, axis: int, keepdims: bool, shape: Dims | None
+    ) -> tuple[ir.Value, Dims]:
+        dims = _dims(tensor.shape)
+        rank = len(dims) if dims is not None else None
+        if rank is None and shape is not None:
+            rank = len(shape) + (0 if keepdims else 1)
+        if axis < 0:
+            if rank is None:
+                raise self.decline(f"the rank of {tensor.name!r}, split on axis {axis}, is unknown")
+            axis += rank
+        if shape is None and dims is not None:
+            shape = (*dims[:axis], *([1] if keepdims else []), *dims[axis + 1 :])
+        if shape is None:
+            raise self.decline(f"the rank of the elements of {sequence.name!r} is unknown")
+        assert rank is not None, "known from the tensor's shape or the element's"
+        if not self.stacks and dims is not None:
+            self.batch_dim = dims[axis]  # the number of elements, when static
+        stack = tensor
+        if axis != 0:
+            perm = [axis, *(i for i in range(rank) if i != axis)]
+            stack = self.op("Transpose", [stack], {"perm": perm})
+        if keepdims:
+            stack = self.unsqueeze(stack, [axis + 1])
+        return stack, shape
+
+    def _concat_stack(
+        self, sequence: ir.Value, dtype: ir.DataType | None, shape: Dims | None
+    ) -> tuple[ir.Value, Dims]:
+        static_shape = static(shape)
+        if static_shape is None:
+            raise self.decline(
+                f"the elements of {sequence.name!r} may differ in shape (not a SplitToSequence "
+                "without split, nor of static shape)"
+            )
+        producer = sequence.producer()
+        if (
+            producer is not None
+            and is_onnx_op(producer, "SequenceConstruct")
+            and producer.inputs
+            and all(v is not None for v in producer.inputs)
+        ):
+            # The elements are at hand: stack them, and the count is static.
+            parts = [self.unsqueeze(v, [0]) for v in producer.inputs if v is not None]
+            if not self.stacks:
+                self.batch_dim = len(parts)
+            return self.op("Concat", parts, {"axis": 0}), tuple(static_shape)
+        if dtype is None or dtype == ir.DataType.STRING:
+            # ConstantOfShape, which makes the filler, takes no strings.
+            raise self.decline(f"elements of type {dtype} cannot be stacked")
+        try:
+            zero = ir.Tensor(np.zeros([1], dtype.numpy()), dtype=dtype)
+        except Exception as error:  # noqa: BLE001 -- no numpy twin (string, float8, ...)
+            raise self.decline(f"elements of type {dtype} cannot be stacked: {error}") from None
+        # onnxruntime's ConcatFromSequence fails on an empty sequence: append a
+        # zero element, stack, and slice it off again.
+        filler = self.op("ConstantOfShape", [self.const(static_shape)], {"value": zero})
+        appended = self.op("SequenceInsert", [sequence, filler])
+        stacked = self.op("ConcatFromSequence", [appended], {"axis": 0, "new_axis": 1})
+        stack = self.op("Slice", [stacked, self.const([0]), self.const([-1])])
+        return stack, tuple(static_shape)
+
+    def _visit(self, node: ir.Node) -> None:
+        if not is_onnx_domain(node.domain):
+            raise self.decline(f"an op of domain {node.domain!r} has no batching rule")
+        for attr in node.attributes.values():
+            if not isinstance(attr, ir.Attr) or attr.is_ref():
+                raise self.decline(f"its attribute {attr.name!r} refers to a function attribute")
+            if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+                raise self.decline("it has a subgraph")
+        args = [None if value is None else self.arg(value) for value in node.inputs]
+        if not any(a is not None and a.batched for a in args):
+            if node.op_type not in _INVARIANT_OPS:
+                raise self.decline("it reads no element, but is not known to be deterministic")
+            self.nodes.append(node)
+            self.moved.append(node)
+            inferred = _infer_outputs(node, args, self.opset)
+            for output, (dtype, dims) in zip(node.outputs, inferred, strict=True):
+                known = _value_dims(output)
+                dtype = output.dtype if output.type is not None else dtype
+                self.info[output] = BodyValue(
+                    output, known if known is not None else dims, False, dtype
+                )
+            return
+        rule = RULES.get(node.op_type)
+        if rule is None:
+            raise self.decline("it has no batching rule")
+        infos = rule(self, node, args)
+        for output, info in zip(node.outputs, infos, strict=False):
+            if info.dtype is None and output.type is not None:
+                info.dtype = output.dtype
+            made_here = info.value.producer() in self.created
+            if info.dtype is not None and info.value.type is None and made_here:
+                info.value.type = ir.TensorType(info.dtype)
+            self.info[output] = info
+
+    def arg(self, value: ir.Value) -> BodyValue:
+        """What is known of ``value``, which a body node reads."""
+        info = self.info.get(value)
+        if info is None:
+            if value.graph is self.body and value.is_initializer():
+                constant = self.op("Constant", [], {"value": value.const_value})
+                info = BodyValue(constant, _value_dims(value), False, value.dtype)
+            else:
+                info = self._outer(value)
+            self.info[value] = info
+        return info
+
+    @staticmethod
+    def _outer(value: ir.Value) -> BodyValue:
+        return BodyValue(value, _value_dims(value), False, value.dtype if value.type else None)
+
+    # -- building blocks ----------------------------------------------------
+
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: Mapping[str, object] | None = None,
+    ) -> ir.Value:
+        """A new node of ``op_type`` (one output), recorded as made here."""
+        return self._build(op_type, inputs, attributes, 1)[0]
+
+    def _build(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: Mapping[str, object] | None,
+        num_outputs: int,
+    ) -> list[ir.Value]:
+        attrs = [attribute(name, value) for name, value in (attributes or {}).items()]
+        node = fresh(ir.Node("", op_type, inputs, attrs, num_outputs=num_outputs))
+        dtype = self.dtype_of(inputs[0]) if inputs else None
+        if op_type not in ("Constant",):
+            self.emitted.append((op_type, dtype))
+        if op_type == "Shape":
+            dtype = ir.DataType.INT64
+        elif op_type in ("Constant", "ConstantOfShape"):
+            dtype = attrs[0].value.dtype if attrs else ir.DataType.FLOAT
+        for output in node.outputs:
+            self._dtypes[output] = dtype
+        self.created.append(node)
+        self.nodes.append(node)
+        return list(node.outputs)
+
+    def dtype_of(self, value: ir.Value | None) -> ir.DataType | None:
+        """The element type of ``value`` (of its elements, for a sequence), if known."""
+        if value is None:
+            return None
+        type_ = value.type
+        while isinstance(type_, ir.SequenceType):  # a sequence's ops: its elements' type
+            type_ = type_.elem_type
+        if isinstance(type_, ir.TensorType) and type_.dtype != ir.DataType.UNDEFINED:
+            return type_.dtype
+        if value in self._dtypes:
+            return self._dtypes[value]
+        info = self.info.get(value)
+        return info.dtype if info is not None else None
+
+    def like(
+        self,
+        node: ir.Node,
+        inputs: Sequence[ir.Value | None],
+        drop: Sequence[str] = (),
+        **overrides: object,
+    ) -> ir.Value:
+        """A copy of body node ``node`` reading ``inputs``, its attributes changed;
+        its one output (the body node's only one, or its first: the others unread)."""
+        return self.like_all(node, inputs, drop, 1, **overrides)[0]
+
+    def like_all(
+        self,
+        node: ir.Node,
+        inputs: Sequence[ir.Value | None],
+        drop: Sequence[str] = (),
+        num_outputs: int | None = None,
+        **overrides: object,
+    ) -> list[ir.Value]:
+        """:meth:`like` with ``num_outputs`` outputs (default: as many as ``node``'s)."""
+        attributes: dict[str, object] = {
+            name: ir.Attr(name, attr.type, attr.value)
+            for name, attr in node.attributes.items()
+            if name not in drop and name not in overrides
+        }
+        attributes.update(overrides)
+        emitted = len(self.emitted)
+        outs = self._build(node.op_type, inputs, attributes, num_outputs or len(node.outputs))
+        del self.emitted[emitted:]  # the body's own op, on the types it ran on before
+        for new, old in zip(outs, node.outputs, strict=False):
+            if old.type is not None and old.dtype not in (None, ir.DataType.UNDEFINED):
+                self._dtypes[new] = old.dtype
+            elif node.op_type not in SAME_DTYPE_OPS:
+                self._dtypes[new] = None  # unknown; self.op assumed the first input's
+        return outs
+
+    def const(self, values: npt.ArrayLike, dtype: npt.DTypeLike = np.int64) -> ir.Value:
+        """A Constant of ``values``, one per distinct value in the rewrite."""
+        array = np.array(values, dtype)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key in self._constants:
+            return self._constants[key]
+        node = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.Tensor(array))]))
+        node.outputs[0].dtype = ir.DataType.from_numpy(array.dtype)
+        node.outputs[0].shape = ir.Shape(array.shape)
+        self.created.append(node)
+        self.nodes.append(node)
+        self._constants[key] = node.outputs[0]
+        return node.outputs[0]
+
+    def unsqueeze(self, value: ir.Value, axes: list[int]) -> ir.Value:
+        """``Unsqueeze(value, axes)``, spelt for the opset; undoes a Squeeze made here."""
+        producer = value.producer()
+        if (  # Unsqueeze(Squeeze(v, axes), axes) == v, for a Squeeze made here
+            producer is not None
+            and producer in self.created
+            and producer.op_type == "Squeeze"
+            and producer.meta.get("vectorize_axes") == tuple(axes)
+        ):
+            return producer.inputs[0] or value
+        return self._axes_op("Unsqueeze", value, axes)
+
+    def squeeze(self, value: ir.Value, axes: list[int]) -> ir.Value:
+        """``Squeeze(value, axes)``, spelt for the opset; undoes an Unsqueeze made here."""
+        producer = value.producer()
+        if (
+            producer is not None
+            and producer in self.created
+            and producer.op_type == "Unsqueeze"
+            and producer.meta.get("vectorize_axes") == tuple(axes)
+        ):
+            return producer.inputs[0] or value
+        return self._axes_op("Squeeze", value, axes)
+
+    def _axes_op(self, op_type: str, value: ir.Value, axes: list[int]) -> ir.Value:
+        if not axes:  # an empty axes list means "every unit dim" to a Squeeze: never emit one
+            return self.op("Identity", [value])
+        if axes_as_input(op_type, self.opset):
+            out = self.op(op_type, [value, self.const(axes)])
+        else:
+            out = self.op(op_type, [value], {"axes": list(axes)})
+        producer = out.producer()
+        assert producer is not None, "made by self.op"
+        producer.meta["vectorize_axes"] = tuple(axes)
+        return out
+
+    def lift(self, info: BodyValue, rank: int) -> ir.Value:
+        """A batched value with its element unsqueezed, after the batch axis, to ``rank``."""
+        return self.lift_value(info.value, self.rank(info), rank)
+
+    def lift_value(self, value: ir.Value, have: int, rank: int) -> ir.Value:
+        """:meth:`lift` of a stack whose element has rank ``have``."""
+        if have >= rank:
+            return value
+        return self.unsqueeze(value, list(range(1, rank - have + 1)))
+
+    def batch_size(self) -> ir.Value:
+        """``[n]``, read from the first stack."""
+        if self._batch_size is None:
+            shape = self.op("Shape", [self.stacks[0]])
+            self._batch_size = self.op("Slice", [shape, self.const([0]), self.const([1])])
+        return self._batch_size
+
+    def broadcast(self, info: BodyValue, what: str) -> ir.Value:
+        """An invariant value repeated n times along a new batch axis."""
+        if info.shape is None:
+            raise self.decline(f"{what} is the same for every element, and its rank is unknown")
+        rank = len(info.shape)
+        # Tile, not Expand: onnxruntime's optimizer drops an Expand of [1, ..]
+        # to [0, 1, ..] (an empty batch) and keeps one element.
+        repeats = self.op("Concat", [self.batch_size(), self.const([1] * rank)], {"axis": 0})
+        return self.op("Tile", [self.unsqueeze(info.value, [0]), repeats])
+
+    def batched(self, info: BodyValue) -> ir.Value:
+        """``info``'s value as a stack: an invariant one broadcast."""
+        return info.value if info.batched else self.broadcast(info, repr(info.value.name))
+
+    def dims(self, info: BodyValue) -> Dims:
+        """The element shape of ``info``, which a rule needs the rank of."""
+        if info.shape is None:
+            name = info.value.name
+            raise self.decline(f"the rank of {name!r} is unknown" if name else "a rank is unknown")
+        return info.shape
+
+    def rank(self, info: BodyValue) -> int:
+        """The element rank of ``info``, which a rule needs."""
+        return len(self.dims(info))
+
+    @overload
+    def constant(self, info: BodyValue, what: str) -> np.ndarray: ...
+    @overload
+    def constant(self, info: BodyValue | None, what: str) -> np.ndarray | None: ...
+    def constant(self, info: BodyValue | None, what: str) -> np.ndarray | None:
+        """The value of an invariant operand that must be a constant (None if absent)."""
+        if info is None:
+            return None
+        array = None if info.batched else constant_array(info.value)
+        if array is None:
+            raise self.decline(f"its {what} is not a constant")
+        return array
+
+    def axis(self, axis: int, rank: int) -> int:
+        """``axis`` of an element of ``rank``, made non-negative."""
+        if not -rank <= axis < rank:
+            raise self.decline(f"axis {axis} is out of range for rank {rank}")
+        return axis % rank
+
+    def only_first_batched(
+        self, args: Sequence[BodyValue | None], what: str = "its data"
+    ) -> BodyValue:
+        """The first operand, the only one that may differ from element to element."""
+        first = args[0]
+        if first is None or not first.batched or any(a and a.batched for a in args[1:]):
+            raise self.decline(f"only {what} may differ from element to element")
+        return first
+
+
+def _detach(node: ir.Node) -> None:
+    for index in range(len(node.inputs)):
+        node.replace_input_with(index, None)
+
+
+def _infer_outputs(
+    node: ir.Node, args: Sequence[BodyValue | None], opset: int
+) -> list[tuple[ir.DataType | None, Dims | None]]:
+    """Dtypes and proven shapes of an invariant node's outputs (a ConstantOfShape's
+    shape is its input's value, for example): :mod:`lowering.irutils.node_inference`."""
+    operands = [
+        None
+        if a is None
+        else Operand(a.dtype, a.shape, None if a.batched else constant_array(a.value))
+        for a in args
+    ]
+    return [(o.dtype, o.dims) for o in infer_outputs(node, operands, opset)]
+
+
+def _dims(shape: ir.Shape | None) -> Dims | None:
+    if shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else None for d in shape)
+
+
+def _value_dims(value: ir.Value) -> Dims | None:
+    dims = _dims(value.shape)
+    if dims is None:
+        array = constant_array(value)
+        if array is not None:
+            dims = tuple(array.shape)
+    return dims

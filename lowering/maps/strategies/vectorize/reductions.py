@@ -1,0 +1,89 @@
+"""Batching rules of ops along axes of their input: reductions, scans, selections.
+
+Only the input differs from element to element; its axes shift by one past
+the batch axis, which is never reduced::
+
+    ReduceSum<axes = [0]>(e)   ->   ReduceSum<axes = [1]>(E)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import onnx_ir as ir
+
+from lowering.irutils.axes import axes_as_input
+from lowering.irutils.op_facts import REDUCE_OPS
+from lowering.maps.strategies.vectorize.body_values import BodyValue, required
+from lowering.maps.strategies.vectorize.family import RuleFamily
+
+if TYPE_CHECKING:
+    from lowering.maps.strategies.vectorize.batcher import Batcher
+
+FAMILY = RuleFamily(__name__)
+
+
+@FAMILY.rule(*sorted(REDUCE_OPS))
+def _reduce(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
+    x = v.only_first_batched(args)
+    dims = v.dims(x)
+    rank = len(dims)
+    if rank == 0:
+        raise v.decline("it reduces a scalar")
+    keepdims = node.attributes.get_int("keepdims", 1)
+    noop = node.attributes.get_int("noop_with_empty_axes", 0)
+    as_input = axes_as_input(node.op_type, v.opset)
+    axes: list[int] | None
+    if as_input:
+        array = v.constant(args[1] if len(args) > 1 else None, "axes")
+        axes = None if array is None else [int(a) for a in array.reshape(-1)]
+    else:
+        listed = node.attributes.get_ints("axes", None)
+        axes = None if listed is None else list(listed)
+    if not axes:
+        if noop:
+            out = v.like(node, [x.value], drop=("axes",))
+            return [BodyValue(out, x.shape, True)]
+        axes = list(range(rank))
+    axes = sorted({v.axis(a, rank) for a in axes})
+    shifted = [a + 1 for a in axes]
+    if as_input:
+        out = v.like(node, [x.value, v.const(shifted)], drop=("noop_with_empty_axes",))
+    else:
+        out = v.like(node, [x.value], axes=shifted)
+    shape = tuple(1 if i in axes else d for i, d in enumerate(dims) if keepdims or i not in axes)
+    return [BodyValue(out, shape, True)]
+
+
+@FAMILY.rule("ArgMax", "ArgMin")
+def _arg_reduce(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
+    x = v.only_first_batched(args)
+    dims = v.dims(x)
+    rank = len(dims)
+    if rank == 0:
+        raise v.decline("it reduces a scalar")
+    axis = v.axis(node.attributes.get_int("axis", 0), rank)
+    keepdims = node.attributes.get_int("keepdims", 1)
+    out = v.like(node, [x.value], axis=axis + 1)
+    shape = tuple(1 if i == axis else d for i, d in enumerate(dims) if keepdims or i != axis)
+    return [BodyValue(out, shape, True, ir.DataType.INT64)]
+
+
+@FAMILY.rule("CumSum")
+def _cumsum(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
+    x = v.only_first_batched(args)
+    axis = v.constant(required(args, 2)[1], "axis")
+    shifted = v.axis(int(axis.reshape(-1)[0]), v.rank(x)) + 1
+    return [BodyValue(v.like(node, [x.value, v.const(shifted, axis.dtype)]), x.shape, True)]
+
+
+@FAMILY.rule("TopK")
+def _topk(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
+    v.only_first_batched(args)
+    x, k = required(args)
+    dims = v.dims(x)
+    axis = v.axis(node.attributes.get_int("axis", -1), len(dims))
+    values, indices = v.like_all(node, [x.value, k.value], num_outputs=2, axis=axis + 1)
+    shape = tuple(None if i == axis else d for i, d in enumerate(dims))
+    return [BodyValue(values, shape, True), BodyValue(indices, shape, True, ir.DataType.INT64)]

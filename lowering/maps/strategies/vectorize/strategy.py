@@ -1,0 +1,166 @@
+"""The vectorize strategy's entry points: whether a map can be vectorized, and the rewrite.
+
+:func:`vectorize_reason` is a dry run of the :class:`~.batcher.Batcher`,
+detached and kept on the plan; :func:`lower_by_vectorizing` attaches it
+again and makes the map's outputs read the stacks it returns (the
+SequenceAt, SequenceLength and ConcatFromSequence readers read the stack
+itself; a split is built only for any other reader).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import cast
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.irutils.constants import constant_node
+from lowering.irutils.naming import fresh
+from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_op
+from lowering.maps.plan import MapPlan, Replacer, same_length_inputs, tensor_dtype, typed
+from lowering.maps.strategies.uniform import (
+    concat_kind,
+    count_of,
+    read_stack,
+    read_stack_in_readers,
+)
+from lowering.maps.strategies.vectorize.batcher import Batcher, Decline
+
+logger = logging.getLogger(__name__)
+_MEMO = "vectorized"  # a map's detached rewrite, from vectorize_reason to lower_by_vectorizing
+
+
+def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
+    """``(vectorizable, stack_free, why)`` for ``plan``'s map, changing nothing.
+
+    ``stack_free``: every sequence input is a split tensor, so the stack
+    costs no copy. ``why`` says why it can, or which node stops it.
+    """
+    if not same_length_inputs(plan):
+        return False, False, "its sequence inputs may differ in length (the first one's counts)"
+    rewrite = Batcher(plan, opset)
+    try:
+        rewrite.results = rewrite.run()
+    except Decline as why:
+        return False, False, str(why)
+    except Exception as error:  # a bug in a rule must not stop the lowering
+        logger.warning("Vectorizing %r failed: %r", plan.node.name, error, exc_info=True)
+        return False, False, f"a batching rule failed ({error!r})"
+    finally:
+        rewrite.detach()
+    plan.memo[_MEMO] = rewrite  # the rewrite reattaches it rather than build it again
+    if rewrite.stack_free:
+        how = (
+            "its input is a split tensor"
+            if len(rewrite.stacks) == 1
+            else "its inputs are split tensors"
+        )
+    else:
+        how = "its elements have one static shape and are stacked"
+    return True, rewrite.stack_free, f"every op in its body has a batching rule, and {how}"
+
+
+def emitted_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
+    """The ops, with the element type of their first input, that vectorizing
+    ``plan``'s map adds beyond copies of the body's own ops (which run on the
+    types they ran on before), for a check against a runtime's kernels.
+
+    Only for a map :func:`vectorize_reason` found vectorizable; then the
+    result is the output's: its SplitToSequence, Reshape or Transpose.
+    """
+    rewrite = cast("Batcher | None", plan.memo.get(_MEMO))
+    if rewrite is None:
+        raise ValueError("emitted_ops() is only for a map found vectorizable")
+    ops = list(rewrite.emitted)
+    for (type_, _), _output in zip(plan.result_types, plan.node.outputs, strict=True):
+        dtype = tensor_dtype(type_)
+        ops += [(op, dtype) for op in ("SplitToSequence", "Reshape", "Transpose", "Identity")]
+    return list(dict.fromkeys(ops))
+
+
+def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[ir.Node]:
+    """Rewrite ``plan``'s map as the package sketches; returns the nodes that replace it.
+
+    The map must have been found vectorizable by :func:`vectorize_reason`.
+    """
+    rewrite = cast("Batcher | None", plan.memo.pop(_MEMO, None))
+    if rewrite is not None and rewrite.opset == opset:
+        rewrite.reattach()
+        results = rewrite.results
+    else:
+        rewrite = Batcher(plan, opset)
+        try:
+            results = rewrite.run()
+        except Decline:
+            rewrite.detach()
+            raise
+    new_nodes = rewrite.commit(results)
+    node = plan.node
+    sequences: list[ir.Value | None] = []
+    for output, result, (type_, shape) in zip(
+        node.outputs, results, plan.result_types, strict=True
+    ):
+        stack_shape = None if shape is None else ir.Shape([rewrite.batch_dim, *shape])
+        stack = typed(result, (type_, stack_shape))
+        rank = None if shape is None else len(shape)
+        # SequenceAt, SequenceLength and concats read the stack (scan_outputs' rules).
+        count_nodes = count_of(stack, rewrite.batch_dim)
+        count = count_nodes[-1].outputs[0]
+        constants = read_stack_in_readers(output, stack, type_, shape, count, opset)
+        if count.uses():
+            new_nodes += count_nodes
+        new_nodes += constants
+        for user, index in list(output.uses()):
+            kind = concat_kind(user, index, rank, shape)
+            if kind is None:
+                new_nodes += _merge_along(user, index, stack, shape)
+                continue
+            along = stack
+            if kind == ("stack", kind[1]) and kind[1] != 0 and rank is not None:
+                b = kind[1]
+                perm = [*range(1, b + 1), 0, *range(b + 1, rank + 1)]
+                transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
+                new_nodes.append(transpose)
+                along = transpose.outputs[0]
+            new_nodes += read_stack(user, along, shape)
+        if output.uses() or output.is_graph_output():
+            split = fresh(new_node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
+            new_nodes.append(split)
+            sequences.append(split.outputs[0])
+        else:
+            sequences.append(None)
+    replacer.replace(plan, new_nodes, sequences)
+    return new_nodes
+
+
+def _merge_along(
+    user: ir.Node, index: int, stack: ir.Value, shape: ir.Shape | None
+) -> list[ir.Node]:
+    """Let ``ConcatFromSequence<axis = k, new_axis = 0>`` with k > 0 read the stack::
+
+        ConcatFromSequence<axis = k>(seq) == Reshape(Transpose(stack, 0 to k),
+                                                     [d_0, .., d_k-1, -1, d_k+1, ..])
+
+    when every other dim of the element is static and non-zero, so that -1 is
+    resolved even for an empty stack. Returns the new nodes (none if it does not apply).
+    """
+    if index != 0 or not is_onnx_op(user, "ConcatFromSequence") or shape is None:
+        return []
+    rank, axis = len(shape), user.attributes.get_int("axis", 0)
+    if user.attributes.get_int("new_axis", 0) or not -rank <= axis < rank or rank == 0:
+        return []
+    k = axis % rank
+    dims = list(shape)
+    if k == 0 or not all(isinstance(d, int) and d > 0 for i, d in enumerate(dims) if i != k):
+        return []
+    perm = [*range(1, k + 1), 0, *range(k + 1, rank + 1)]
+    transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
+    target = constant_node(np.array([*dims[:k], -1, *dims[k + 1 :]], np.int64), "merged_shape")
+    user.attributes.clear()
+    user.op_type = "Reshape"
+    user.replace_input_with(0, transpose.outputs[0])
+    user.resize_inputs(2)
+    user.replace_input_with(1, target.outputs[0])
+    return [transpose, target]
