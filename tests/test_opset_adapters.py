@@ -399,6 +399,30 @@ def _examples():
             "a, b, c = Split <axis = 0> (x)",
         ),
     )
+    # Only the split axis is static: its sizes are constants, whatever the batch.
+    yield Example(
+        ("Split", 13, 18, "down"),
+        18,
+        11,
+        _model(
+            18,
+            "(float[N,6] x) => (float[N] a, float[K] b, float[J] c)",
+            "a, b, c = Split <axis = 1, num_outputs = 3> (x)",
+        ),
+        feeds=(("x", np.arange(18, dtype=np.float32).reshape(3, 6)),),
+    )
+    # A computed split at 11 (here from the Shape arithmetic): a Slice per output.
+    yield Example(
+        ("Split", 11, 13, "down"),
+        18,
+        11,
+        _model(
+            18,
+            "(float[M,2] x) => (float[N] a, float[K] b, float[J] c)",
+            "a, b, c = Split <axis = 0, num_outputs = 3> (x)",
+        ),
+        feeds=(("x", np.arange(14, dtype=np.float32).reshape(7, 2)),),
+    )
     bn_sig = "(float[2,3,4] x) => (float[N] y)"
     bn_consts = (
         "s = Constant <value = float[3] {1, 2, 3}> ()\nb = Constant <value = float[3] {0, 1, 0}> ()\n"

@@ -557,8 +557,8 @@ def _concat(e: Entry) -> list[Case]:
 @builds("Split")
 def _split(e: Entry) -> list[Case]:
     x = "float[5,6] x"
+    seven = (("x", np.arange(14, dtype=np.float32).reshape(7, 2)),)
     if e.version >= 18:
-        refused_dynamic = "computed" if e.other < 13 else None
         return [
             Case(
                 "num-outputs-uneven",
@@ -575,12 +575,39 @@ def _split(e: Entry) -> list[Case]:
                 "float[M,2] x",
                 "a, b, c",
                 "a, b, c = Split <axis = 0, num_outputs = 3> (x)",
-                (("x", np.arange(14, dtype=np.float32).reshape(7, 2)),),
-                refused=refused_dynamic,
+                seven,
+            ),
+            # Only the split axis need be static: GRU/LSTM gates with a dynamic batch.
+            Case(
+                "num-outputs-dynamic-batch",
+                "float[N,6] x",
+                "a, b, c",
+                "a, b, c = Split <axis = -1, num_outputs = 3> (x)",
+                (("x", np.arange(24, dtype=np.float32).reshape(4, 6)),),
+            ),
+            Case(
+                "num-outputs-empty-batch",
+                "float[N,6] x",
+                "a, b",
+                "a, b = Split <axis = 1, num_outputs = 2> (x)",
+                (("x", np.zeros((0, 6), np.float32)),),
+            ),
+            Case(
+                "num-outputs-dynamic-empty",
+                "float[M,2] x",
+                "a, b",
+                "a, b = Split <axis = 0, num_outputs = 2> (x)",
+                (("x", np.zeros((0, 2), np.float32)),),
+            ),
+            Case(
+                "num-outputs-int64",
+                "int64[M,3] x",
+                "a, b",
+                "a, b = Split <axis = 0, num_outputs = 2> (x)",
+                (("x", np.arange(15, dtype=np.int64).reshape(5, 3)),),
             ),
         ]
     if e.version >= 13:
-        refused = "computed" if e.other < 13 else None
         return [
             Case("sizes", x, "a, b", _axes("s", [2, 3]) + "a, b = Split <axis = 0> (x, s)"),
             Case("equal", x, "a, b, c", "a, b, c = Split <axis = 1> (x)"),
@@ -591,7 +618,20 @@ def _split(e: Entry) -> list[Case]:
                 "a, b",
                 "a, b = Split <axis = 0> (x, s)",
                 (("s", np.array([1, 4])),),
-                refused=refused,
+            ),
+            Case(
+                "computed-sizes-with-zero",
+                "float[5,N] x, int64[3] s",
+                "a, b, c",
+                "a, b, c = Split <axis = -1> (x, s)",
+                (("x", np.ones((5, 4), np.float32)), ("s", np.array([3, 0, 1]))),
+            ),
+            Case(
+                "computed-sizes-bool",
+                "bool[4,2] x, int64[2] s",
+                "a, b",
+                "a, b = Split <axis = 0> (x, s)",
+                (("s", np.array([3, 1])),),
             ),
         ]
     return [

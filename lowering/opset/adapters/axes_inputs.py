@@ -1,6 +1,8 @@
 """Axes (and Split's sizes) moved from an attribute to an input.
 
-Squeeze, Unsqueeze, Split and ReduceSum at 13, the other Reduce ops at 18::
+Squeeze, Unsqueeze, Split and ReduceSum at 13, the other Reduce ops at 18
+(Split-13's step down is :mod:`lowering.opset.adapters.split`'s, which
+calls this one for constant sizes)::
 
     ReduceMean-18(x, Constant[1, 2])  <-->  ReduceMean-13 <axes=[1, 2]> (x)
 
@@ -46,7 +48,7 @@ def _name(node: ir.Node) -> str:
     return "split" if node.op_type == "Split" else "axes"
 
 
-@down(["Squeeze", "Unsqueeze", "Split", "ReduceSum"], 11, 13, outputs=ALL)
+@down(["Squeeze", "Unsqueeze", "ReduceSum"], 11, 13, outputs=ALL)
 @down(_REDUCE_18, 13, 18)
 def to_attribute(rw, node: ir.Node) -> None:
     """Constant axes input -> attribute."""
