@@ -347,6 +347,22 @@ def _examples():
         "s = Constant <value = int64[2] {3, 2}> ()\ny = Reshape <allowzero = 1> (x, s)",
         "s = Constant <value = int64[2] {3, 2}> ()\ny = Reshape(x, s)",
     )
+    # A shape read from Shape(x): its entries are x's own dims (allowzero goes), or not
+    # (an If on Size(x) == 0). The symbolic dims are fed as 0.
+    own = "h = Shape(x)\ny = Reshape <allowzero = 1> (x, h)"
+    other = (
+        "h = Shape(x)\ni = Constant <value = int64[1] {0}> ()\nn = Gather(h, i)\n"
+        "t = Constant <value = int64[1] {3}> ()\ns = Concat <axis = 0> (t, n)\n"
+        "y = Reshape <allowzero = 1> (x, s)"
+    )
+    for body in (own, other):
+        for target in (11, 13):
+            yield Example(
+                ("Reshape", 13, 14, "down"),
+                14,
+                target,
+                _model(14, "(float[N,3] x) => (float[N] y)", body),
+            )
     for op in ("Max", "Min"):
         yield Example(
             (op, 8, 12, "down"),

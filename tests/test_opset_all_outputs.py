@@ -477,7 +477,32 @@ def _reshape(e: Entry) -> list[Case]:
         ),
     ]
     if e.version >= 14:
-        refused = "allowzero=1" if e.other < 14 else None
+        # torch's repeat_kv: [b, kv, n, s, d] -> [b, kv * n, s, d], the shape
+        # read from the Shape of a tensor of another rank (an If below 14).
+        kv = (
+            _axes("i", [0])
+            + _axes("j", [2, 3])
+            + "r = Shape(k)\nh = Gather(r, i)\nq = Gather(r, j)\n"
+            + shape([8])
+            + _axes("a", [2])
+            + "t = Concat <axis = 0> (h, s, q)\nu = Unsqueeze(k, a)\n"
+            + "e = Expand(u, w)\ny = Reshape <allowzero = 1> (e, t)"
+        )
+        kv_inputs = "float[B,2,S,3] k, int64[5] w"
+
+        def kv_feeds(b, length):
+            k = np.arange(b * 2 * length * 3, dtype=np.float32).reshape(b, 2, length, 3)
+            return (("k", k), ("w", np.array([b, 2, 4, length, 3])))
+
+        same = (
+            _axes("z", [0])
+            + _axes("o", [1])
+            + _axes("w", [2])
+            + _axes("m", [3])
+            + "h = Shape(x)\ni = Constant <value = int64[2] {0, 2}> ()\nj = Gather(h, i)\n"
+            + "b = Slice(j, z, o)\nc = Slice(j, o, w)\n"
+            + "t = Concat <axis = 0> (b, m, c)\ny = Reshape <allowzero = 1> (x, t)"
+        )
         cases += [
             Case(
                 "allowzero-no-zero",
@@ -491,7 +516,6 @@ def _reshape(e: Entry) -> list[Case]:
                 "y",
                 shape([3, 0]) + "y = Reshape <allowzero = 1> (x, s)",
                 (("x", np.zeros((0, 3), np.float32)),),
-                refused=refused,
             ),
             # Data with elements: a 0 in s fails either way, so allowzero goes.
             Case(
@@ -507,9 +531,82 @@ def _reshape(e: Entry) -> list[Case]:
                 "y",
                 "y = Reshape <allowzero = 1> (x, s)",
                 (("x", np.zeros((2, 3, 4), np.float32)), ("s", np.array([6, 4]))),
-                refused=refused,
+            ),
+            Case(
+                "allowzero-computed-empty",
+                "float[N,3,4] x, int64[3] s",
+                "y",
+                "y = Reshape <allowzero = 1> (x, s)",
+                (("x", np.zeros((0, 3, 4), np.float32)), ("s", np.array([3, 0, 4]))),
+            ),
+            # An empty result's -1 is 0.
+            Case(
+                "allowzero-computed-empty-minus-one",
+                "float[N,3,4] x, int64[2] s",
+                "y",
+                "y = Reshape <allowzero = 1> (x, s)",
+                (("x", np.zeros((0, 3, 4), np.float32)), ("s", np.array([-1, 4]))),
+            ),
+            Case(
+                "allowzero-computed-empty-int64",
+                "int64[N,3] x, int64[2] s",
+                "y",
+                "y = Reshape <allowzero = 1> (x, s)",
+                (("x", np.zeros((0, 3), np.int64)), ("s", np.array([0, 5]))),
+            ),
+            Case(
+                "allowzero-computed-bool",
+                "bool[N,3] x, int64[2] s",
+                "y",
+                "y = Reshape <allowzero = 1> (x, s)",
+                (("x", np.ones((2, 3), bool)), ("s", np.array([3, 2]))),
+            ),
+            Case(
+                "allowzero-repeat-kv",
+                kv_inputs,
+                "y",
+                kv,
+                kv_feeds(2, 5),
+            ),
+            Case(
+                "allowzero-repeat-kv-empty-cache",
+                kv_inputs,
+                "y",
+                kv,
+                kv_feeds(2, 0),
+            ),
+            Case(
+                "allowzero-repeat-kv-empty-batch",
+                kv_inputs,
+                "y",
+                kv,
+                kv_feeds(0, 5),
+            ),
+            # Each entry that may be 0 is x's own dim there: allowzero just goes.
+            Case(
+                "allowzero-own-dims",
+                "float[N,3,M] x",
+                "y",
+                same,
+                (("x", np.zeros((0, 3, 2), np.float32)),),
+            ),
+            Case(
+                "allowzero-own-dims-full",
+                "float[N,3,M] x",
+                "y",
+                same,
+                (("x", np.ones((2, 3, 5), np.float32)),),
+            ),
+            Case(
+                "allowzero-string",
+                "string[N,3] x, int64[2] s",
+                "y",
+                "y = Reshape <allowzero = 1> (x, s)",
+                refused="ConstantOfShape" if e.other < 14 else None,
             ),
         ]
+        if e.other >= 14:
+            cases.pop()  # random strings are not fed
     return cases
 
 
