@@ -599,3 +599,20 @@ def test_a_squeeze_of_every_unit_dim_spells_its_axes_where_they_are_static(x_typ
 
         onnx.save(converted, tmp_path / "squeeze.onnx")
         assert_same(run_tract(tmp_path / "squeeze.onnx", [x]), [np.squeeze(x)])
+
+
+@pytest.mark.parametrize("target", [11, 13, 18])
+@pytest.mark.parametrize("shape", [(0, 3), (2, 3), (1, 1)])
+def test_a_wrap_pad_is_numpy_s_wrap_even_where_onnxruntime_fails(shape, target):
+    """onnxruntime 1.32's Pad-19 fails on an empty input ("Unexpected mode of 3"):
+    the converted model is checked against numpy's wrap, which ONNX's reference uses."""
+    text = _model(
+        19,
+        "(float[N,M] x) => (float[N] y)",
+        'p = Constant <value = int64[4] {0, 2, 0, 1}> ()\ny = Pad <mode = "wrap"> (x, p)',
+    )
+    converted, opset_pass = convert(text, target)
+    onnx.checker.check_model(converted, full_check=True)
+    assert any(label.startswith("Pad-19 -> Pad-18") for label in opset_pass.adapted)
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    assert_same(run(converted, {"x": x}), [np.pad(x, [(0, 0), (2, 1)], mode="wrap")])

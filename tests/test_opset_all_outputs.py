@@ -806,16 +806,46 @@ def _pad(e: Entry) -> list[Case]:
             )
         )
     if e.version >= 19:
-        refused = "wrap" if e.other < 19 else None
-        cases.append(
+        wrap = 'y = Pad <mode = "wrap"> (x, p)'
+        refused = "negative pad" if e.other < 19 else None
+        cases += [
+            Case("wrap", "float[2,3] x", "y", pads + wrap),
+            # Pads longer than the dim wrap round again (a Gather).
+            Case("wrap-long", "float[2,3] x", "y", _axes("p", [3, 4, 5, 7]) + wrap),
             Case(
-                "wrap",
+                "wrap-dynamic",
+                "float[N,M] x",
+                "y",
+                _axes("p", [1, 2, 0, 3]) + wrap,
+                (("x", _uniform((3, 4))),),
+            ),
+            Case(
+                "wrap-dynamic-short",
+                "float[N,M] x",
+                "y",
+                _axes("p", [0, 1, 0, 1]) + wrap,
+                (("x", _uniform((1, 1))),),
+            ),
+            Case(
+                "wrap-axes",
+                "int64[2,3,4] x",
+                "y",
+                _axes("p", [1, 2, 2, 0])
+                + _axes("a", [-1, 0])
+                + 'y = Pad <mode = "wrap"> (x, p, , a)',
+            ),
+            # (onnxruntime 1.32 fails on an empty x: see test_opset_adapters)
+            Case("wrap-bool", "bool[2,3] x", "y", pads + wrap),
+            Case(
+                "wrap-negative",
                 "float[2,3] x",
                 "y",
-                pads + 'y = Pad <mode = "wrap"> (x, p)',
+                _axes("p", [0, -1, 0, 2]) + wrap,
                 refused=refused,
-            )
-        )
+            ),
+        ]
+        if refused is None:
+            cases.pop()
     return cases
 
 

@@ -1,7 +1,8 @@
 """Attribute values a newer version added: fine going down when not used.
 
+(Pad-19's ``wrap`` is written out by :mod:`lowering.opset.adapters.pad`.)
+
 Resize-19 <coordinate_transformation_mode != half_pixel_symmetric> --> Resize-18
-Pad-19 <mode != wrap>                                               --> Pad-18
 ScatterND-18 <reduction not max/min>                                --> ScatterND-16
 """
 
@@ -13,7 +14,6 @@ from lowering.opset.registry import Decline, down, up
 
 _NEW_VALUES = {
     (("Resize",), 18, 19): ("coordinate_transformation_mode", {"half_pixel_symmetric"}),
-    (("Pad",), 18, 19): ("mode", {"wrap"}),
     (("ScatterND", "ScatterElements"), 16, 18): ("reduction", {"max", "min"}),
 }
 
