@@ -7,6 +7,8 @@ the pass reports the expansion.
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -117,3 +119,69 @@ def test_trilu_has_a_hand_written_expansion(dtype, attributes, k, target):
     x = (np.arange(24).reshape(2, 3, 4) + 1).astype(np.float32 if dtype == "float" else np.int64)
     [got], [want] = run(converted, {"x": x}), run(original, {"x": x})
     np.testing.assert_array_equal(got, want)
+
+
+def _chained(op_text: str, count: int, dtype: str = "float") -> str:
+    body = "\n".join(f"  x{i + 1} = {op_text.format(x=f'x{i}')}" for i in range(count))
+    return (
+        '<ir_version: 10, opset_import: ["" : 20]>\n'
+        f"g ({dtype}[N,8] x0) => ({dtype}[N,8] x{count}) {{\n{body}\n}}"
+    )
+
+
+FOLDED = {
+    # op text, the most nodes each may take once converted
+    "Gelu": ("Gelu({x})", 6),
+    "Gelu-tanh": ('Gelu <approximate = "tanh"> ({x})', 12),
+    "HardSwish": ("HardSwish({x})", 3),
+    "Mish": ("Mish({x})", 5),
+}
+
+
+@pytest.mark.parametrize("target", [11, 13, 16])
+@pytest.mark.parametrize("name", sorted(FOLDED))
+def test_expansions_come_out_folded_with_their_constants_shared(name, target, monkeypatch):
+    """200 chained expansions: no Cast of a constant, no Identity, a bounded count of
+    nodes each, and bit for bit what the unfolded expansion computes."""
+    from lowering.opset import plan
+    from lowering.runtimes.sessions import open_session
+
+    op_text, most = FOLDED[name]
+    count = 200
+    original = parse(_chained(op_text, count))
+    folded = lowering_lower(original, target)
+    onnx.checker.check_model(folded, full_check=True)
+    nodes = list(folded.graph.node)
+    assert len(nodes) <= most * count, collections.Counter(n.op_type for n in nodes)
+    made = {o: n for n in nodes for o in n.output}
+    for node in nodes:
+        assert node.op_type != "Identity"
+        if node.op_type in ("Cast", "CastLike", "Sqrt"):
+            assert made[node.input[0]].op_type != "Constant", node
+    constants = [n for n in nodes if n.op_type == "Constant"]
+    values = {n.attribute[0].t.SerializeToString() for n in constants}
+    assert len(values) == len(constants)  # each value once
+    monkeypatch.setattr(plan.Sandbox, "tidy", lambda self, target: None)
+    monkeypatch.setattr(plan, "_share_constants", lambda sandbox, owner: [])
+    plain = lowering_lower(original, target)
+    assert len(plain.graph.node) >= len(nodes)
+    x = np.random.default_rng(0).uniform(-4, 4, (3, 8)).astype(np.float32)
+    for empty in (x, x[:0]):
+        got = open_session(folded.SerializeToString()).run(None, {"x0": empty})[0]
+        want = open_session(plain.SerializeToString()).run(None, {"x0": empty})[0]
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def lowering_lower(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    import lowering
+
+    return lowering.lower(model, target_opset=target)
+
+
+def test_a_second_conversion_reads_the_shared_constants_in_order():
+    """Converted twice (20 -> 16 -> 11), each constant still comes before its readers."""
+    model = ir.serde.deserialize_model(parse(_chained("Gelu({x})", 3)))
+    TargetOpsetPass(16)(model)
+    TargetOpsetPass(11)(model)
+    proto = ir.serde.serialize_model(model)
+    onnx.checker.check_model(proto, full_check=True)

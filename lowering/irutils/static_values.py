@@ -17,8 +17,16 @@ for positions and trip counts, :mod:`lowering.opset.fold` for adapters,
     Concat, Gather                               -> of constants
     Shape(x), Size(x)                            -> x of static shape
     Add, Sub, Mul, Range                         -> of integers of one type (wrapping)
+    Add, Sub, Mul, Div, Sqrt                     -> of floats of one type (IEEE, below)
     Equal, Less(OrEqual), Greater(OrEqual)       -> of numbers of one type
     Not, And, Or, Xor                            -> of bools
+
+Float arithmetic is folded only for the operations IEEE 754 rounds
+correctly (+, -, *, /, sqrt), which numpy and onnxruntime both compute so,
+bit for bit, infinities and NaNs included (float16 by way of float32, which
+rounds twice to the same result for these five); not Pow, Exp, Erf or the
+like, whose results are the library's. Integer Div is not folded (ONNX
+truncates, numpy floors).
 
 One Cast rule: a cast is folded only where numpy computes what ONNX
 defines, and never where it would wrap: integer or bool to any number
@@ -274,7 +282,8 @@ def _of_types(types: frozenset, function: Callable[..., np.ndarray]) -> Rule:
         dtypes = {ir.DataType.from_numpy(v.dtype) for v in values}
         if len(dtypes) != 1 or not dtypes <= types:
             return None
-        with np.errstate(over="ignore"):  # integer arithmetic wraps in ONNX runtimes too
+        # Integer arithmetic wraps in ONNX runtimes too; floats follow IEEE.
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             return np.asarray(function(*values))
 
     return rule
@@ -298,9 +307,11 @@ RULES: dict[str, Rule] = {
     "Gather": _gather,
     "Shape": _shape,
     "Size": _size,
-    "Add": _of_types(INTEGER_TYPES, np.add),
-    "Sub": _of_types(INTEGER_TYPES, np.subtract),
-    "Mul": _of_types(INTEGER_TYPES, np.multiply),
+    "Add": _of_types(INTEGER_TYPES | FLOAT_TYPES, np.add),
+    "Sub": _of_types(INTEGER_TYPES | FLOAT_TYPES, np.subtract),
+    "Mul": _of_types(INTEGER_TYPES | FLOAT_TYPES, np.multiply),
+    "Div": _of_types(FLOAT_TYPES, np.divide),
+    "Sqrt": _of_types(FLOAT_TYPES, np.sqrt),
     "Range": _of_types(INTEGER_TYPES, _range),
     "Equal": _of_types(NUMBER_TYPES, np.equal),
     "Less": _of_types(NUMBER_TYPES, np.less),

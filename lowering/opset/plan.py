@@ -22,6 +22,7 @@ blocker and the model was never touched. This is what makes
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -29,6 +30,7 @@ import onnx.defs
 import onnx_ir as ir
 
 from lowering.irutils.naming import adopt_name, fresh
+from lowering.irutils.static_values import MAX_ELEMENTS, RULES, evaluate_node, small_constant
 from lowering.irutils.walk import has_subgraphs
 from lowering.opset import adapters as _registered  # noqa: F401  (registers the adapters)
 from lowering.opset import expand, schemas
@@ -131,10 +133,79 @@ class Sandbox:
             return None
         return fold(self.real.get(value, value))
 
+    def tidy(self, target: int) -> None:
+        """Fold what the conversion made constant, and drop its Identities and dead nodes.
+
+        Expansions compute their constants at run time (Gelu's body:
+        ``Sqrt(CastLike(Constant 2, X))``, and CastLike below 15 is a Cast)::
+
+            Constant 2 -> Cast -> Sqrt -> Div(X, .)    -->    Constant 1.4142135 -> Div(X, .)
+
+        Each node of the sandbox whose inputs are all constants is replaced
+        by a Constant of its value, by the rules of the one constant
+        evaluator (:mod:`lowering.irutils.static_values`: exact casts, IEEE
+        arithmetic), so what the model computes does not change; Shape and
+        Size are not read from declared dims here. An Identity the
+        conversion made is bypassed, and what nothing reads is removed.
+        """
+        graph = self.graph
+        known: dict[ir.Value, np.ndarray] = {}
+        for node in list(graph):
+            if node.op_type == "Constant":
+                value = _tensor_of(node)
+                if value is not None:
+                    known[node.outputs[0]] = value
+                continue
+            if node.op_type not in SANDBOX_FOLDS or len(node.outputs) != 1:
+                continue
+            values = [self._known(v, known) for v in node.inputs]
+            if any(value is None for value in values):
+                continue
+            result = evaluate_node(node, values)
+            output = node.outputs[0]
+            if result is None or output.dtype not in (None, ir.DataType.from_numpy(result.dtype)):
+                continue
+            constant = ir.Node(
+                "", "Constant", [], [ir.AttrTensor("value", ir.Tensor(result))], version=target
+            )
+            constant.outputs[0].dtype = ir.DataType.from_numpy(result.dtype)
+            constant.outputs[0].shape = ir.Shape(result.shape)
+            graph.insert_before(node, constant)
+            self._bypass(node, constant.outputs[0])
+            known[constant.outputs[0]] = result
+        for node in list(graph):
+            source = node.inputs[0] if node.op_type == "Identity" and node.inputs else None
+            if source is not None and source not in self.real and source not in graph.outputs:
+                self._bypass(node, source)
+        for node in reversed(list(graph)):
+            if all(not v.uses() and v not in graph.outputs for v in node.outputs):
+                graph.remove(node, safe=True)
+
+    def _known(self, value: ir.Value | None, known: dict) -> np.ndarray | None:
+        if value is None:
+            return None
+        if value in known:
+            return known[value]
+        real = self.real.get(value)
+        return small_constant(real) if real is not None else None
+
+    def _bypass(self, node: ir.Node, value: ir.Value) -> None:
+        """Let ``value`` stand for ``node``'s only output everywhere; remove ``node``."""
+        output = node.outputs[0]
+        if value.type is None:
+            value.type = output.type
+        if value.shape is None and output.shape is not None:
+            value.shape = output.shape
+        output.replace_all_uses_with(value, replace_graph_outputs=True)
+        self.graph.remove(node, safe=True)
+
     def commit(
         self, node: ir.Node, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]
     ) -> None:
         """Put the sandbox's nodes in place of ``node`` in its graph."""
+        owner = node.graph
+        assert owner is not None, "a planned node stays in its graph until its plan commits"
+        shared = _share_constants(self.graph, owner)
         outputs = list(self.graph.outputs)
         seen: set[ir.Value] = set()
         for index, value in enumerate(outputs):
@@ -163,8 +234,6 @@ class Sandbox:
                 if output.name and output.name.startswith("__"):
                     output.name = None
                 fresh(output)
-        owner = node.graph
-        assert owner is not None, "a planned node stays in its graph until its plan commits"
         for new_value, old_value in zip(outputs, node.outputs):
             if old_value.type is not None:
                 new_value.type = old_value.type
@@ -172,6 +241,10 @@ class Sandbox:
                 new_value.shape = old_value.shape
         replaced.update(zip(node.outputs, outputs))
         names = [value.name for value in node.outputs]
+        if shared:
+            # The model's first constants of their value: at the top of the
+            # graph, where every later node of every conversion can read them.
+            owner.insert_before(next(iter(owner)), shared)
         ir.convenience.replace_nodes_and_values(
             owner, node, [node], new_nodes, list(node.outputs), outputs
         )
@@ -185,6 +258,60 @@ class Sandbox:
             while value in replaced:
                 value = replaced[value]
             maybe_dead.add(value)
+
+
+def _tensor_of(node: ir.Node) -> np.ndarray | None:
+    """A small Constant's value (the sandbox's are ``value`` tensors: read directly)."""
+    attr = node.attributes.get("value")
+    if len(node.attributes) == 1 and attr is not None and attr.type == ir.AttributeType.TENSOR:
+        tensor = attr.value
+        return tensor.numpy() if tensor.size <= MAX_ELEMENTS else None
+    return small_constant(node.outputs[0])
+
+
+#: The ops :meth:`Sandbox.tidy` folds: every rule of the constant evaluator but
+#: those read from declared shapes.
+SANDBOX_FOLDS = frozenset(RULES) - {"Shape", "Size"}
+
+# Per graph: the shared Constant of each small value the conversion wrote.
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MAX_SHARED = 64  # elements: the constants of expansions and adapters are small
+
+
+def _share_constants(sandbox: ir.Graph, owner: ir.Graph) -> list[ir.Node]:
+    """Let the sandbox's Constants read an equal one ``owner`` already has at its top.
+
+    Returns the sandbox's Constants that become shared ones (moved out of
+    the sandbox, for the caller to put at the top of ``owner``).
+    """
+    table = _SHARED.setdefault(owner, {})
+    first = []
+    for node in list(sandbox):
+        output = node.outputs[0] if node.op_type == "Constant" and node.outputs else None
+        if output is None or output in sandbox.outputs:
+            continue
+        value = _tensor_of(node)
+        if (
+            value is None
+            or value.size > _MAX_SHARED
+            or value.dtype == object
+            or output.dtype is None
+        ):
+            continue
+        key = (output.dtype, value.shape, value.tobytes())
+        known = table.get(key)
+        producer = known.producer() if known is not None else None
+        if known is not None and producer is not None and producer.graph is owner:
+            output.replace_all_uses_with(known)
+            sandbox.remove(node, safe=True)
+            continue
+        table[key] = output
+        sandbox.remove(node)  # its readers follow it into the model
+        node.version = None
+        fresh(node)
+        fresh(output)
+        first.append(node)
+    return first
 
 
 def _copy_type(mine: ir.Value, theirs: ir.Value, typed: ir.Value | None) -> None:
@@ -370,6 +497,7 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
     if blocker is not None:
         needs, reason = blocker
         return blocked(needs, reason)
+    sandbox.tidy(target)
     return plan
 
 
