@@ -162,7 +162,7 @@ def test_expansions_come_out_folded_with_their_constants_shared(name, target, mo
     values = {n.attribute[0].t.SerializeToString() for n in constants}
     assert len(values) == len(constants)  # each value once
     monkeypatch.setattr(plan.Sandbox, "tidy", lambda self, target: None)
-    monkeypatch.setattr(plan, "_share_constants", lambda sandbox, owner: [])
+    monkeypatch.setattr(plan, "_share_constants", lambda sandbox, owner, shared: [])
     plain = lowering_lower(original, target)
     assert len(plain.graph.node) >= len(nodes)
     x = np.random.default_rng(0).uniform(-4, 4, (3, 8)).astype(np.float32)

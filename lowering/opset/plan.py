@@ -22,7 +22,6 @@ blocker and the model was never touched. This is what makes
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -77,14 +76,19 @@ class Plan:
     # Whether onnxruntime runs the original only by inlining ONNX's body of it.
     original_inlined: bool = False
 
-    def commit(self, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]) -> None:
+    def commit(
+        self,
+        replaced: dict[ir.Value, ir.Value],
+        maybe_dead: set[ir.Value],
+        shared: SharedConstants | None = None,
+    ) -> None:
         """Apply the plan.
 
         ``replaced`` maps outputs of nodes committed earlier to their new
         values; the inputs the node read are added to ``maybe_dead``.
         """
         if self.sandbox is not None:
-            self.sandbox.commit(self.node, replaced, maybe_dead)
+            self.sandbox.commit(self.node, replaced, maybe_dead, shared)
         if self.guard is not None:
             self.guard.unguard(maybe_dead)
 
@@ -200,12 +204,16 @@ class Sandbox:
         self.graph.remove(node, safe=True)
 
     def commit(
-        self, node: ir.Node, replaced: dict[ir.Value, ir.Value], maybe_dead: set[ir.Value]
+        self,
+        node: ir.Node,
+        replaced: dict[ir.Value, ir.Value],
+        maybe_dead: set[ir.Value],
+        constants: SharedConstants | None = None,
     ) -> None:
         """Put the sandbox's nodes in place of ``node`` in its graph."""
         owner = node.graph
         assert owner is not None, "a planned node stays in its graph until its plan commits"
-        shared = _share_constants(self.graph, owner)
+        shared = _share_constants(self.graph, owner, constants)
         outputs = list(self.graph.outputs)
         seen: set[ir.Value] = set()
         for index, value in enumerate(outputs):
@@ -273,18 +281,21 @@ def _tensor_of(node: ir.Node) -> np.ndarray | None:
 #: those read from declared shapes.
 SANDBOX_FOLDS = frozenset(RULES) - {"Shape", "Size"}
 
-# Per graph: the shared Constant of each small value the conversion wrote.
-_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Per graph, the shared Constant of each small value one conversion wrote
+#: (owned by the pass's run: nothing is kept from one run to the next).
+SharedConstants = dict[ir.Graph, dict[tuple, ir.Value]]
 _MAX_SHARED = 64  # elements: the constants of expansions and adapters are small
 
 
-def _share_constants(sandbox: ir.Graph, owner: ir.Graph) -> list[ir.Node]:
+def _share_constants(
+    sandbox: ir.Graph, owner: ir.Graph, shared: SharedConstants | None
+) -> list[ir.Node]:
     """Let the sandbox's Constants read an equal one ``owner`` already has at its top.
 
     Returns the sandbox's Constants that become shared ones (moved out of
     the sandbox, for the caller to put at the top of ``owner``).
     """
-    table = _SHARED.setdefault(owner, {})
+    table = {} if shared is None else shared.setdefault(owner, {})
     first = []
     for node in list(sandbox):
         output = node.outputs[0] if node.op_type == "Constant" and node.outputs else None

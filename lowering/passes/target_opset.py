@@ -17,7 +17,7 @@ from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.scopes import iter_scopes
 from lowering.opset import schemas
-from lowering.opset.plan import DEAD_CHAIN_OPS, Plan, plan_node
+from lowering.opset.plan import DEAD_CHAIN_OPS, Plan, SharedConstants, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
 from lowering.rewrites import LoweringResult, Rewrite
 
@@ -56,10 +56,11 @@ class TargetOpsetPass(ir.passes.InPlacePass):
         result = TargetOpsetResult(model, modified=False)
         replaced: dict[ir.Value, ir.Value] = {}
         maybe_dead: set[ir.Value] = set()
+        constants: SharedConstants = {}  # equal small constants shared, for this run only
         for plan in plans:
             result.adapted.update(plan.adapted)
             result.expanded.update(plan.expanded)
-            plan.commit(replaced, maybe_dead)
+            plan.commit(replaced, maybe_dead, constants)
         for value in maybe_dead:
             remove_unread(value, DEAD_CHAIN_OPS)
         for line in result.summary():
