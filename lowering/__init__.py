@@ -5,7 +5,7 @@ Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models);
 valid on its own (:class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
 :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
 :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
-:class:`ConstantValueFormPass`, :class:`TargetOpsetPass`) and
+:class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
 :func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
 ``lowering.verify.compare``.
@@ -18,6 +18,7 @@ from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
 from lowering.passes.fresh_names import FreshNamesPass
+from lowering.passes.ir_version import IrVersionPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
@@ -31,6 +32,7 @@ __all__ = [
     "EliminateSequencesPass",
     "FoldInsertChainsPass",
     "FreshNamesPass",
+    "IrVersionPass",
     "LowerSequenceMapPass",
     "LoweringError",
     "LoweringResult",

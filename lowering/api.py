@@ -21,6 +21,7 @@ def lower_in_place(
     runtime: RuntimeName = "onnxruntime",
     optimize: bool = False,
     target_opset: int | None = None,
+    ir_version: int | None = None,
     keep_originals: bool = False,
 ) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
@@ -43,6 +44,7 @@ def lower_in_place(
         runtime=runtime,
         optimize=optimize,
         target_opset=target_opset,
+        ir_version=ir_version,
         keep_originals=keep_originals,
     )
     return Pipeline(options)(model).rewrites
@@ -58,6 +60,7 @@ def lower(
     runtime: RuntimeName = ...,
     optimize: bool = ...,
     target_opset: int | None = ...,
+    ir_version: int | None = ...,
     keep_originals: bool = ...,
 ) -> onnx.ModelProto: ...
 @overload
@@ -70,6 +73,7 @@ def lower(
     runtime: RuntimeName = ...,
     optimize: bool = ...,
     target_opset: int | None = ...,
+    ir_version: int | None = ...,
     keep_originals: bool = ...,
 ) -> ir.Model: ...
 def lower(
@@ -81,6 +85,7 @@ def lower(
     runtime: RuntimeName = "onnxruntime",
     optimize: bool = False,
     target_opset: int | None = None,
+    ir_version: int | None = None,
     keep_originals: bool = False,
 ) -> onnx.ModelProto | ir.Model:
     """Rewrite every SequenceMap in ``model`` into an equivalent Loop.
@@ -98,7 +103,10 @@ def lower(
     unless ``normalize_inserts`` is False, every SequenceInsert position is
     put into canonical form (see :mod:`lowering.passes.normalize_inserts`).
     ``optimize`` folds constants afterwards; ``target_opset`` declares an
-    older (or newer) default-domain opset.
+    older (or newer) default-domain opset, and then the lowest IR version
+    the content allows; ``ir_version`` declares that IR version instead
+    (LoweringError if the content needs a higher one). Without either, the
+    output keeps the input's IR version.
 
     Takes an ``onnx.ModelProto`` or an ``onnx_ir.Model`` and returns the same
     kind. A ModelProto is left unchanged and a new one is returned; an
@@ -118,6 +126,7 @@ def lower(
         runtime=runtime,
         optimize=optimize,
         target_opset=target_opset,
+        ir_version=ir_version,
         keep_originals=keep_originals,
     )
     if isinstance(model, onnx.ModelProto):
@@ -129,7 +138,7 @@ def lower(
         working.CopyFrom(model)
         ir_model = ir.serde.deserialize_model(working)
         rewrites = Pipeline(options, atomic=False)(ir_model).rewrites
-        if not rewrites and target_opset is None:
+        if not rewrites and target_opset is None and ir_version is None:
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)

@@ -17,6 +17,7 @@ import stat
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 import onnx
@@ -94,6 +95,14 @@ def _parser() -> argparse.ArgumentParser:
         "adapting what changed where it can; exit 1 listing what blocks",
     )
     parser.add_argument(
+        "--ir-version",
+        type=int,
+        metavar="N",
+        help="declare IR version N (exit 1 naming what needs more); by default the output "
+        "keeps IN's IR version, or with --target-opset declares the lowest its content allows "
+        "(old runtimes refuse a model by its IR version alone)",
+    )
+    parser.add_argument(
         "--no-normalize-inserts",
         dest="normalize_inserts",
         action="store_false",
@@ -144,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         out = model_io.target(args.output)
         model, source = model_io.read(args.input)
         problem = model_io.checker_problem(source)
-        before, opsets = _op_counts(model), _opsets(model)
+        before, opsets, ir_version = _op_counts(model), _opsets(model), model.ir_version
         stage = "lower"
         rewrites = lower_in_place(model, **dataclasses.asdict(args.options))
         after = _op_counts(model)
@@ -154,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                 model,
                 source,
                 out,
-                changed=bool(rewrites) or _opsets(model) != opsets,
+                changed=bool(rewrites)
+                or _opsets(model) != opsets
+                or model.ir_version != ir_version,
                 external_data=args.external_data,
             )
             elapsed = time.perf_counter() - started
@@ -176,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     except model_io.ModelFileError as error:
         return _fail(f"{error.file or file}: {error}", args.verbose)
     except LoweringError as error:
-        return _fail(f"{file}: {error}", args.verbose)
+        return _fail(f"{file}: {error}", args.verbose, error.details)
     except Exception as error:  # noqa: BLE001 -- an unexpected failure still gets one clear line
         return _fail(
             f"{file}: internal error while trying to {stage} the model: "
@@ -195,6 +206,7 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             runtime=args.runtime,
             optimize=args.optimize,
             target_opset=args.target_opset,
+            ir_version=args.ir_version,
             keep_originals=args.verbose,
         )
     except OptionError as error:
@@ -267,10 +279,13 @@ def _lowest_opset(model: ir.Model) -> int | None:
         return None
 
 
-def _fail(message: str, verbose: bool) -> int:
+def _fail(message: str, verbose: bool, details: Sequence[str] = ()) -> int:
     if verbose:
         traceback.print_exc()
     print(f"{PROG}: error: {message}", file=sys.stderr)
+    if verbose:
+        for line in details:
+            print(line, file=sys.stderr)
     return 1
 
 
@@ -304,6 +319,8 @@ def _summary(
         why = []
         if args.target_opset is not None:
             why.append(f"declared default-domain opset {args.target_opset}")
+        if args.target_opset is not None or args.ir_version is not None:
+            why.append(f"IR version {model.ir_version}")
         lines.append(
             f"{PROG}: {source.label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
             f", {timing})"
@@ -331,6 +348,8 @@ def _summary(
             f"  the output could declare default-domain opset {lowest} "
             f"(it declares {model.opset_imports.get('', lowest)})"
         )
+    if rewrites and (args.target_opset is not None or args.ir_version is not None):
+        lines.append(f"  declared IR version {model.ir_version}")
     lines += [f"  --optimize: {r.reason}" for r in unoptimized]
     for how in ("expanded", "adapted"):
         conversions = [r.reason for r in converted if r.strategy == how]

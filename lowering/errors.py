@@ -17,12 +17,22 @@ class LoweringError(Exception):
         reason: What is wrong, in one sentence.
         node: The offending node, when there is one.
         scope: A human description of the graph or function the node sits in.
+        details: More lines, one per place, for ``-v`` (every node that
+            blocks a ``--target-opset``, where the message counts them).
     """
 
-    def __init__(self, reason: str, *, node: ir.Node | None = None, scope: str | None = None):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        node: ir.Node | None = None,
+        scope: str | None = None,
+        details: list[str] | None = None,
+    ):
         self.reason = reason
         self.node = node
         self.scope = scope
+        self.details = list(details or [])
         super().__init__(self._format())
 
     def _format(self) -> str:

@@ -27,6 +27,8 @@ STRATEGIES: tuple[str, ...] = get_args(Strategy)
 DEFAULT_MAX_UNROLL = 16
 #: The oldest default-domain opset the output can declare (SequenceInsert is from 11).
 MIN_OPSET = 11
+#: The oldest IR version the output can declare (opset_import came with IR 3).
+MIN_IR_VERSION = 3
 
 assert set(get_args(RuntimeName)) == set(RUNTIMES), "RuntimeName lists every runtime"
 
@@ -90,6 +92,23 @@ def check_target_opset(target_opset: object) -> int | None:
     return target_opset
 
 
+def check_ir_version(ir_version: object) -> int | None:
+    if ir_version is None:
+        return None
+    if (
+        isinstance(ir_version, bool)
+        or not isinstance(ir_version, int)
+        or not MIN_IR_VERSION <= ir_version <= onnx.IR_VERSION
+    ):
+        raise OptionError(
+            "ir_version",
+            f"be from {MIN_IR_VERSION} to {onnx.IR_VERSION} (the newest IR version the "
+            f"installed onnx {onnx.__version__} knows)",
+            ir_version,
+        )
+    return ir_version
+
+
 def check_flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise OptionError(name, "be True or False", value)
@@ -110,6 +129,7 @@ class Options:
     runtime: RuntimeName = "onnxruntime"
     optimize: bool = False
     target_opset: int | None = None
+    ir_version: int | None = None
     keep_originals: bool = False
 
     def __post_init__(self) -> None:
@@ -117,5 +137,6 @@ class Options:
         check_strategy(self.strategy)
         check_max_unroll(self.max_unroll)
         check_target_opset(self.target_opset)
+        check_ir_version(self.ir_version)
         for name in ("normalize_inserts", "optimize", "keep_originals"):
             check_flag(name, getattr(self, name))

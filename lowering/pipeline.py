@@ -11,6 +11,7 @@
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
     TargetOpsetPass               declare target_opset     (target_opset=N)
+    IrVersionPass                 the lowest IR version    (target_opset=N or ir_version=N)
 
     *   only when the model holds a SequenceMap
     **  only when a map was lowered
@@ -39,6 +40,7 @@ from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
 from lowering.passes.hide_unproven_outputs import HIDING_OPS, HideUnprovenOutputsPass
+from lowering.passes.ir_version import IrVersionPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
@@ -99,6 +101,11 @@ STEPS: tuple[Step, ...] = (
         "target opset",
         lambda o, p: TargetOpsetPass(o.target_opset),  # type: ignore[arg-type]
         lambda o, p: o.target_opset is not None,
+    ),
+    Step(
+        "ir version",
+        lambda o, p: IrVersionPass(o.ir_version),
+        lambda o, p: o.target_opset is not None or o.ir_version is not None,
     ),
 )
 

@@ -242,7 +242,7 @@ def test_bad_option_values_are_value_errors_before_any_work(options, message):
 def test_options_are_listed_explicitly(function):
     """IDEs and mypy see every option: keyword-only parameters, no ``**kwargs``."""
     parameters = list(inspect.signature(function).parameters.values())
-    assert [p.kind for p in parameters[1:]] == [inspect.Parameter.KEYWORD_ONLY] * 7
+    assert [p.kind for p in parameters[1:]] == [inspect.Parameter.KEYWORD_ONLY] * 8
     assert [p.name for p in parameters[1:]] == [
         "normalize_inserts",
         "strategy",
@@ -250,6 +250,7 @@ def test_options_are_listed_explicitly(function):
         "runtime",
         "optimize",
         "target_opset",
+        "ir_version",
         "keep_originals",
     ]
     assert all(p.annotation is not inspect.Parameter.empty for p in parameters)

@@ -167,6 +167,7 @@ def test_the_pipelines_passes_are_listed_in_order():
         "OptimizePass",
         "ConstantValueFormPass",
         "TargetOpsetPass",
+        "IrVersionPass",
     ]
 
 
@@ -177,6 +178,7 @@ def test_the_pipelines_passes_are_listed_in_order():
         ({"max_unroll": -1}, "max_unroll must be an int of at least 0, not -1"),
         ({"runtime": "trt"}, "runtime must be one of onnxruntime, "),
         ({"target_opset": 10}, "target_opset must be from 11 to "),
+        ({"ir_version": 2}, "ir_version must be from 3 to "),
         ({"optimize": "yes"}, "optimize must be True or False, not 'yes'"),
     ],
 )
@@ -193,6 +195,8 @@ def test_options_are_checked_in_one_place_with_one_message(options, message):
     if option == "target_opset":
         attempts.append(lambda: lowering.TargetOpsetPass(value))
         attempts.append(lambda: lowering.NormalizeSequenceInsertPass(target_opset=value))
+    if option == "ir_version":
+        attempts.append(lambda: lowering.IrVersionPass(value))
     for attempt in attempts:
         with pytest.raises(lowering.OptionError) as caught:
             attempt()

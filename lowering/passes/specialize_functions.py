@@ -73,10 +73,13 @@ class SpecializeResult(LoweringResult):
         original is what the user wrote).
         """
         scope = error.scope
+        details = list(error.details)
         for copy, original in self.origins.items():
+            named = f"{original} (as specialized for one of its calls)"
             if scope is not None and copy in scope:
-                scope = scope.replace(copy, f"{original} (as specialized for one of its calls)")
-        return LoweringError(error.reason, node=error.node, scope=scope)
+                scope = scope.replace(copy, named)
+            details = [line.replace(copy, named) for line in details]
+        return LoweringError(error.reason, node=error.node, scope=scope, details=details)
 
 
 class SpecializeFunctionsPass(ir.passes.InPlacePass):

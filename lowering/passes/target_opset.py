@@ -52,7 +52,9 @@ class TargetOpsetPass(ir.passes.InPlacePass):
         plans = plan_model(model, self.target)
         blockers = [p.blocker for p in plans if p.blocker is not None]
         if blockers:
-            raise LoweringError(blocked_message(self.target, blockers))
+            raise LoweringError(
+                blocked_message(self.target, blockers), details=blocked_details(blockers)
+            )
         result = TargetOpsetResult(model, modified=False)
         replaced: dict[ir.Value, ir.Value] = {}
         maybe_dead: set[ir.Value] = set()
@@ -123,17 +125,58 @@ class TargetOpsetResult(LoweringResult):
         return lines
 
 
+#: In the one line, at most this many other nodes of a group are named; -v names them all.
+NAMED_PER_GROUP = 5
+
+
 def blocked_message(target: int, blockers: list) -> str:
-    """One line: each blocking op, its first node and graph, the lowest opset it needs."""
-    by_op: dict[tuple[str, int], list] = collections.defaultdict(list)
+    """One line naming every blocker: a count per op and opset, then each kind with its nodes.
+
+    ::
+
+        the model cannot declare opset 13 (GridSample x1 needs 16; Resize x2 needs 18):
+        GridSample (node 'gs' in main graph 'g') needs opset 16: <reason>;
+        Resize (node 'r1' in main graph 'g') needs opset 18: <reason> (also 'r2')
+
+    (one line, wrapped here). Blockers of one op, opset and reason are one
+    kind: its first node is written out in full (op, node, graph, reason),
+    the others by name, up to :data:`NAMED_PER_GROUP`.
+    :func:`blocked_details` has one line per blocker, for ``-v``.
+    """
+    counts: collections.Counter[tuple[str, int, bool]] = collections.Counter(
+        (b.op, b.needs, b.going_up) for b in blockers
+    )
+    order = sorted(counts, key=lambda key: (-key[1], key[0]))
+    summary = "; ".join(
+        f"{op} x{counts[op, needs, up]} {'cannot go up to' if up else 'needs'} {needs}"
+        for op, needs, up in order
+    )
+    kinds: dict[tuple[str, int, bool, str], list] = collections.defaultdict(list)
     for blocker in blockers:
-        by_op[(blocker.op, blocker.needs)].append(blocker)
+        kinds[(blocker.op, blocker.needs, blocker.going_up, blocker.reason)].append(blocker)
     parts = []
-    for (_, _), group in sorted(by_op.items(), key=lambda item: (-item[0][1], item[0][0])):
-        first = group[0]
-        more = f" (and {len(group) - 1} more)" if len(group) > 1 else ""
-        parts.append(f"{first}{more}")
-    return f"the model cannot declare opset {target}: " + "; ".join(parts)
+    for key in sorted(kinds, key=lambda key: (-key[1], key[0])):
+        first, *others = kinds[key]
+        text = str(first)
+        if others:
+            named = [_other(first, b) for b in others[:NAMED_PER_GROUP]]
+            rest = len(others) - len(named)
+            if rest:
+                named.append(f"{rest} other{'s' if rest > 1 else ''} (-v names every node)")
+            text += f" (also {', '.join(named)})"
+        parts.append(text)
+    return f"the model cannot declare opset {target} ({summary}): " + "; ".join(parts)
+
+
+def blocked_details(blockers: list) -> list[str]:
+    """Every blocker on a line of its own, in the model's order: what ``-v`` prints."""
+    return [f"  blocks: {b}" for b in blockers]
+
+
+def _other(first, blocker) -> str:
+    if blocker.graph == first.graph:
+        return repr(blocker.node)
+    return f"{blocker.node!r} in {blocker.graph}"
 
 
 def lowest_opset(model: ir.Model) -> int | None:
