@@ -3,7 +3,10 @@
     python scripts/runtime_matrix.py [--only SUBSTRING] [--runtimes A,B] > matrix.md
 
 Rows are (model, form), columns the runtimes of ``lowering/runtimes/runners.py``
-(onnxruntime, onnx.reference, OpenVINO, tract, TVM, tinygrad, MNN). The
+(onnxruntime, onnx.reference, OpenVINO, tract, TVM, tinygrad, MNN), then
+old onnxruntime releases (1.14, 1.16, 1.18), each in a venv of its own that
+``lowering/runtimes/releases.py`` builds under ~/.cache/lowering the first
+time (pip from PyPI; 1.14 needs a Python 3.10, found on PATH or in pyenv). The
 models are ``tests/matrix_models.py``'s: the committed torch exports and
 hand-written maps, each with an expectation computed in plain numpy (torch's
 own outputs for the torch corpus). The forms:
@@ -42,6 +45,7 @@ import onnx
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import lowering
+from lowering.runtimes.releases import RELEASES
 from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
 from tests.matrix_models import Case, matches, synthetic_cases, torch_cases
 
@@ -54,7 +58,10 @@ RUNTIME_OPTION = {
     "TVM": "tvm",
     "tinygrad": "tinygrad",
     "MNN": "mnn",
+    **{column: "onnxruntime" for column in RELEASES},
 }
+#: Every column: the package's runtimes, then the old onnxruntime releases.
+COLUMNS = [*RUNNERS, *RELEASES]
 
 CHECK = "✓"
 
@@ -100,7 +107,8 @@ def measure(
         for number, (name, case) in enumerate(cases.items()):
             for form, make in makers.items():
                 per_runtime = form == "--runtime NAME"
-                path = folder / (runtime if per_runtime else "all") / f"{number}_{form[:9]}.onnx"
+                path = folder / (runtime.replace(" ", "_") if per_runtime else "all")
+                path = path / f"{number}_{form[:9]}.onnx"
                 path = path.with_name(path.name.replace(" ", "_").replace("-", ""))
                 if not path.exists() and not path.with_suffix(".error").exists():
                     path.parent.mkdir(exist_ok=True)
@@ -134,12 +142,16 @@ def markdown(table: dict[tuple[str, str], dict[str, str]], runtimes: list[str]) 
 def default_failures(
     table: dict[tuple[str, str], dict[str, str]], cases: dict[str, Case]
 ) -> list[str]:
-    """Every default-form cell that fails, and whether issue 14 allows it."""
+    """Every default-form cell of the package's runtimes that fails, and whether issue 14
+    allows it (an old release refuses the default form by its IR version: that is what
+    ``--target-opset 11`` is for)."""
     found = []
     for (name, form), cells in table.items():
         if form != "default":
             continue
         for runtime, text in cells.items():
+            if runtime not in RUNNERS:
+                continue
             if text != CHECK:
                 allowed = cases[name].loop_expected
                 why = f" (allowed: {allowed})" if allowed else ""
@@ -150,12 +162,12 @@ def default_failures(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="only the models whose name contains this")
-    parser.add_argument("--runtimes", default=",".join(RUNNERS), help="comma-separated columns")
+    parser.add_argument("--runtimes", default=",".join(COLUMNS), help="comma-separated columns")
     args = parser.parse_args()
     runtimes = args.runtimes.split(",")
-    unknown = [r for r in runtimes if r not in RUNNERS]
+    unknown = [r for r in runtimes if r not in COLUMNS]
     if unknown:
-        parser.error(f"unknown runtimes {unknown}; known: {', '.join(RUNNERS)}")
+        parser.error(f"unknown runtimes {unknown}; known: {', '.join(COLUMNS)}")
     cases = {
         name: case
         for name, case in {**torch_cases(), **synthetic_cases()}.items()

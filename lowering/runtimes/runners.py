@@ -35,6 +35,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 
+from lowering.runtimes import releases
+from lowering.runtimes.child import load_values, save_values, serve
 from lowering.runtimes.sessions import THREADS as SESSION_THREADS
 from lowering.runtimes.sessions import open_session
 
@@ -304,6 +306,12 @@ def versions() -> dict[str, str]:
             found[name] = f"{package} {importlib.metadata.version(package)}"
         except importlib.metadata.PackageNotFoundError:
             found[name] = f"{package} not installed"
+    for name, release in releases.RELEASES.items():
+        found[name] = (
+            releases.installed_version(release)
+            if releases.is_built(release)
+            else f"{name} not built (lowering/runtimes/releases.py builds it when run)"
+        )
     return found
 
 
@@ -328,7 +336,10 @@ def run_many(
 ) -> list[list[np.ndarray] | RuntimeFailure]:
     """Run each (model, inputs) job in one child process, restarted after a crash.
 
-    One child runs the jobs in order (a runtime's import costs seconds, so
+    ``runtime`` is a column of :data:`RUNNERS`, or of
+    :data:`lowering.runtimes.releases.RELEASES` (an old onnxruntime, whose
+    child runs in that release's venv, built first if need be). One child
+    runs the jobs in order (a runtime's import costs seconds, so
     not one child per job) and leaves each job's answer in its own folder;
     when it crashes or hangs, the job it was on fails and a fresh child goes
     on with the next.
@@ -339,7 +350,7 @@ def run_many(
         for number, (path, inputs) in enumerate(jobs):
             job = pathlib.Path(folder) / str(number)
             job.mkdir()
-            np.savez(job / "inputs.npz", *[np.asarray(x) for x in inputs])
+            save_values(job / "inputs.npz", inputs)
             (job / "model").write_text(str(path))
             folders.append(job)
         root = pathlib.Path(__file__).resolve().parent.parent
@@ -347,9 +358,12 @@ def run_many(
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
         }
+        if runtime in releases.RELEASES:
+            command = releases.child_command(releases.RELEASES[runtime])
+        else:
+            command = [sys.executable, "-m", "lowering.runtimes.runners", runtime]
         while len(results) < len(folders):
             pending = folders[len(results) :]
-            command = [sys.executable, "-m", "lowering.runtimes.runners", runtime]
             try:
                 subprocess.run(
                     [*command, *map(str, pending)],
@@ -378,8 +392,9 @@ def _read_result(job: pathlib.Path) -> list[np.ndarray] | RuntimeFailure:
         log = (job / "log.txt").read_text(errors="replace")
         said = [line for line in log.splitlines() if "Not Support" in line]
         return RuntimeFailure(" ".join([answer["error"], *said]))
-    with np.load(job / "outputs.npz") as data:
-        return [data[f"arr_{k}"] for k in range(answer["outputs"])]
+    outputs = load_values(job / "outputs.npz")
+    assert len(outputs) == answer["outputs"], job
+    return outputs
 
 
 def short_error(text: str, limit: int = 90) -> str:
@@ -402,6 +417,7 @@ _ERROR_NOISE = [
     r"While validating ONNX node '<Node\([^)]*\): [^>]*>':",
     r"Exception from \S+:\d+:",
     r"Stack backtrace:.*",
+    r"Load model from .*? failed:\S+ \S+\(.*?\)(?= \w)",  # onnxruntime: the path, the C++ frame
 ]
 
 #: The one part of each runtime's error that names the problem.
@@ -417,29 +433,8 @@ _ERROR_CORES = [
 
 
 def _child(runtime: str, jobs: list[str]) -> None:
-    """Run each job folder's model; the runtime's own printing goes to the job's log."""
-    for job in map(pathlib.Path, jobs):
-        with np.load(job / "inputs.npz") as data:
-            inputs = [data[f"arr_{k}"] for k in range(len(data.files))]
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
-        with open(job / "log.txt", "wb") as log:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            try:
-                outputs = RUNNERS[runtime](pathlib.Path((job / "model").read_text()), inputs)
-            except Exception as error:  # noqa: BLE001 -- the error is the answer
-                answer: dict[str, object] = {"error": f"{type(error).__name__}: {error}"}
-            else:
-                np.savez(job / "outputs.npz", *outputs)
-                answer = {"outputs": len(outputs)}
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os.dup2(saved[0], 1)
-                os.dup2(saved[1], 2)
-        (job / "result.json").write_text(json.dumps(answer))
+    """Serve the jobs with ``runtime``'s runner (:func:`lowering.runtimes.child.serve`)."""
+    serve(RUNNERS[runtime], jobs)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""``--target-opset 11`` outputs load, run and match in an old onnxruntime (1.16).
+
+onnxruntime 1.16 reads at most IR version 9, and refuses a torch export
+(IR 10) before reading anything else; the same model converted to opset 11
+declares IR 6 (``lowering/passes/ir_version.py``) and must run there and
+give what onnxruntime 1.32 gives on the original. 1.16 runs in a venv of
+its own (``lowering/runtimes/releases.py``), which pip builds in about a
+minute: only when ``LOWERING_OLD_RUNTIMES`` asks for it (``1.16``, or
+``all``; CI sets it) or it is already built; otherwise the tests skip,
+saying so. scripts/runtime_matrix.py measures 1.14 and 1.18 as well.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+
+import lowering
+from lowering.runtimes import releases
+from lowering.runtimes.child import run_onnxruntime
+from lowering.runtimes.runners import RuntimeFailure, run_many
+from tests.helpers import assert_same
+from tests.matrix_models import torch_cases
+
+RELEASE = releases.RELEASES["onnxruntime 1.16"]
+VARIABLE = "LOWERING_OLD_RUNTIMES"
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def _asked() -> bool:
+    wanted = {v.strip() for v in os.environ.get(VARIABLE, "").split(",")}
+    return "all" in wanted or RELEASE.version in wanted
+
+
+@pytest.fixture(scope="module")
+def release_python() -> pathlib.Path:
+    if not (_asked() or releases.is_built(RELEASE)):
+        pytest.skip(
+            f"{RELEASE.column} runs in a venv of its own: set {VARIABLE}={RELEASE.version} "
+            f"to build it (pip, about a minute) under {releases.cache_folder()}"
+        )
+    try:
+        return releases.python_for(RELEASE)
+    except releases.ReleaseUnavailable as error:
+        if _asked():
+            raise
+        pytest.skip(str(error))
+
+
+def _cases() -> dict[str, tuple[onnx.ModelProto, list, int]]:
+    """Name -> (model, inputs, target opset): 11, or 13 for a Loop that carries a sequence."""
+    rng = np.random.default_rng(0)
+    images = [rng.standard_normal(shape).astype(np.float32) for shape in ((2, 3), (4, 1), (3, 3))]
+    cases = {
+        "examples/shapes_and_sums": (
+            onnx.load(EXAMPLES / "shapes_and_sums.onnx"),
+            [images, np.array(1.5, np.float32)],
+            13,  # its lowered map keeps a Loop over sequences (Loop-11 carries none)
+        ),
+        "examples/torch_atleast_2d": (
+            onnx.load(EXAMPLES / "torch_atleast_2d.onnx"),
+            [
+                np.array(2.0, np.float32),
+                rng.standard_normal(3).astype(np.float32),
+                rng.standard_normal((2, 3)).astype(np.float32),
+                rng.standard_normal((2, 3, 4)).astype(np.float32),
+            ],
+            11,
+        ),
+    }
+    for name, case in torch_cases().items():
+        if "scatter_add" not in name:  # blocks at 11: ScatterElements reduction needs 16
+            cases[name] = (case.model, case.inputs, 11)
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.fixture(scope="module")
+def outcomes(release_python, tmp_path_factory) -> dict[str, list | RuntimeFailure]:
+    """Every case's opset-11 (13) form, run in 1.16 in one child process."""
+    folder = tmp_path_factory.mktemp("old_opset")
+    jobs = []
+    for number, (model, inputs, target) in enumerate(CASES.values()):
+        path = folder / f"{number}.onnx"
+        converted = lowering.lower(model, target_opset=target)
+        assert converted.ir_version <= 7, "what 1.16 reads, and lower"
+        onnx.save(converted, path)
+        jobs.append((path, inputs))
+    return dict(zip(CASES, run_many(RELEASE.column, jobs)))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_opset_11_output_runs_in_1_16_as_the_original_in_1_32(name, outcomes, tmp_path):
+    model, inputs, _ = CASES[name]
+    got = outcomes[name]
+    assert not isinstance(got, RuntimeFailure), f"{RELEASE.column}: {got}"
+    path = tmp_path / "original.onnx"
+    onnx.save(model, path)
+    expected = run_onnxruntime(path, inputs)
+    assert len(got) == len(expected)
+    for k, (a, e) in enumerate(zip(got, expected)):
+        assert_same(a, e, f"{name} output {k}")
+
+
+def test_the_original_export_is_refused_by_1_16_for_its_ir_version(release_python, tmp_path):
+    """Why the IR version must come down: 1.16 reads at most IR 9."""
+    model, inputs, _ = CASES["examples/torch_atleast_2d"]
+    assert model.ir_version == 10
+    path = tmp_path / "original.onnx"
+    onnx.save(model, path)
+    (result,) = run_many(RELEASE.column, [(path, inputs)])
+    assert isinstance(result, RuntimeFailure)
+    assert "Unsupported model IR version: 10, max supported IR version: 9" in str(result)
