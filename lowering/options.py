@@ -15,6 +15,7 @@ from typing import Literal, get_args
 
 import onnx
 
+from lowering.irutils.ir_versions import MIN_IR_VERSION
 from lowering.runtimes.profiles import RUNTIMES
 
 #: How each map is lowered: "auto" picks the fastest correct form, "loop" the general one.
@@ -27,8 +28,6 @@ STRATEGIES: tuple[str, ...] = get_args(Strategy)
 DEFAULT_MAX_UNROLL = 16
 #: The oldest default-domain opset the output can declare (SequenceInsert is from 11).
 MIN_OPSET = 11
-#: The oldest IR version the output can declare (opset_import came with IR 3).
-MIN_IR_VERSION = 3
 
 assert set(get_args(RuntimeName)) == set(RUNTIMES), "RuntimeName lists every runtime"
 

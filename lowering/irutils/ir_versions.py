@@ -33,7 +33,6 @@ import onnx_ir as ir
 
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.scopes import describe_function, iter_scopes
-from lowering.options import MIN_IR_VERSION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +43,9 @@ class Feature:
     ir_version: int
     evidence: str
 
+
+#: The lowest IR version the package writes: opset_import came with IR 3.
+MIN_IR_VERSION = 3
 
 #: Feature key -> what it needs. One row per fact; element types are keyed by
 #: their ir.DataType name.
