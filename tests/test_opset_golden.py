@@ -6,6 +6,7 @@ never matter, but the graph's own input and output names must be kept.
 
 from __future__ import annotations
 
+import onnx
 import pytest
 
 import lowering
@@ -14,7 +15,9 @@ from tests.helpers import parse
 
 
 def _m(opset: int, text: str) -> str:
-    return f'<ir_version: 10, opset_import: ["" : {opset}]>\n{text}'
+    """A model at ``opset``, declaring the IR version the output of one declares."""
+    ir_version = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
+    return f'<ir_version: {ir_version}, opset_import: ["" : {opset}]>\n{text}'
 
 
 GOLDEN = {
