@@ -15,18 +15,13 @@ import pytest
 import lowering
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
 from lowering.passes.specialize_functions import SpecializeFunctionsPass
+from tests.cases.functions import ADD_C, FUNCTION, HEADER, SQUARE, apply_model
 from tests.golden import canonical_text
 from tests.helpers import all_nodes, assert_same, lowered, parse, run
 
 STRATEGIES = ["auto", "loop"]
 LENGTHS = [0, 3]
-HEADER = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
-FUNCTION = '<domain: "local", opset_import: ["" : 17, "local" : 1]>'
-
-# Bodies as graph attributes, untyped as torch.onnx writes them, with their oracles.
-# ADD_C reads ``c`` from the scope of the call that passes it.
-SQUARE = "body (e) => (d) { d = Mul(e, e) }"
-ADD_C = "body (e) => (d) { d = Add(e, c) }"
+# The oracles of the bodies passed as graph attributes.
 ORACLES = {SQUARE: lambda e, c: e * e, ADD_C: lambda e, c: e + c}
 
 
@@ -114,38 +109,6 @@ def test_map_body_calling_a_function_with_a_map():
     for strategy in STRATEGIES:
         for n in LENGTHS:
             _check(model, strategy, n, lambda f: [[e * e for e in f["x"]]])
-
-
-def apply_model(graphs: list[str], depth: int, call_in_map: bool = False) -> onnx.ModelProto:
-    """main calls ``wrap<depth-1>`` once per graph in ``graphs``; wrap<k> hands its
-    graph attribute on to wrap<k-1>, and wrap0 maps with it as the body."""
-    functions = [
-        f"{FUNCTION}\n wrap0 <fn> (s) => (t) {{ t = SequenceMap <body: graph = @fn> (s) }}"
-    ]
-    for k in range(1, depth):
-        functions.append(
-            f"{FUNCTION}\n wrap{k} <g> (a) => (b) "
-            f"{{ b = local.wrap{k - 1} <{'fn' if k == 1 else 'g'}: graph = @g> (a) }}"
-        )
-    attr = "fn" if depth == 1 else "g"
-    outputs = ", ".join(f"seq(float[2]) y{i}" for i in range(len(graphs)))
-    calls = []
-    for i, graph in enumerate(graphs):
-        call = f"local.wrap{depth - 1} <{attr} = {graph}> (x)"
-        if call_in_map:  # the call site sits in a map's body in the main graph
-            call = f"""SequenceMap <body = outer (float[2] e) => (float[2] r) {{
-                      single = SequenceConstruct(e)
-                      mapped = {call.replace("(x)", "(single)")}
-                      zero = Constant <value = int64 {{0}}> ()
-                      r = SequenceAt(mapped, zero)
-                    }}> (x)"""
-        calls.append(f"y{i} = {call}")
-    text = f"""{HEADER}
-    g (seq(float[2]) x, float[2] c) => ({outputs}) {{
-      {chr(10).join(calls)}
-    }}
-    {"".join(functions)}"""
-    return parse(text)
 
 
 def _apply_oracle(graphs: list[str]):

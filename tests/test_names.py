@@ -11,6 +11,7 @@ import pytest
 
 import lowering
 from lowering.passes.fresh_names import FreshNamesPass
+from tests.cases.fuzz_regressions import FUZZ, fuzz_feeds
 from tests.helpers import (
     assert_same,
     lowered,
@@ -19,7 +20,6 @@ from tests.helpers import (
     parse,
     run,
 )
-from tests.test_optimize import FUZZ, _fuzz_feeds
 
 # Names a lowering is tempted to use, the ones this project generates, and
 # the ones ONNX's own SequenceMap expansion generates, all taken already, in
@@ -107,7 +107,7 @@ def test_float16_elements_read_in_a_function_share_no_name_with_the_main_graph()
     (``InsertedPrecisionFreeCast_acc_1``); renaming either ``acc_1`` made it
     run. The loop and no-unrolling forms ran; now every form does."""
     model = onnx.load(FUZZ / "float16_casts_in_inlined_functions.onnx")
-    feeds = _fuzz_feeds("float16_casts_in_inlined_functions")
+    feeds = fuzz_feeds("float16_casts_in_inlined_functions")
     expected = run(lowered(model, strategy="loop"), feeds)
     assert_same(run(lowered(model), feeds), expected)
     assert_same(run(lowered(model, max_unroll=0), feeds), expected)

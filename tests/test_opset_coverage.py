@@ -20,7 +20,7 @@ from lowering.opset.allowlist import RELABEL
 from lowering.opset.registry import ADAPTERS
 from lowering.opset.schemas import type_only
 from lowering.options import MIN_OPSET
-from tests.test_opset_adapters import EXAMPLES
+from tests.cases.opset_adapters import EXAMPLES
 
 OPS = sorted({s.name for s in onnx.defs.get_all_schemas_with_history() if s.domain == ""})
 VERSIONS = range(MIN_OPSET, schemas.LATEST + 1)

@@ -7,8 +7,6 @@ becomes ``len``). The lowering hides those values from it.
 
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -16,6 +14,7 @@ import pytest
 
 import lowering
 from lowering.cli import main
+from tests.cases.fuzz_regressions import FUZZ, fuzz_feeds
 from tests.helpers import assert_same, lowered, parse, run, session
 
 OVERRIDABLE = """<ir_version: 8, opset_import: ["" : 17]>
@@ -181,19 +180,8 @@ def test_equal_empty_sequences_of_different_declared_shapes(first, second, reade
 # Shrunk by scripts/fuzz.py (20,000-example runs of 2026-11-30): bodies naming
 # a dim per run (a function inlined per call, an If branch unrolled per
 # element) whose copies read elements of different sizes.
-FUZZ = pathlib.Path(__file__).parent / "data" / "fuzz"
 NAMED_DIMS = ["named_dims_function_inlined", "named_dims_function_inlined_2"]
 NAMED_DIMS += ["named_dims_unrolled_branch"]
-
-
-def _fuzz_feeds(name: str) -> dict:
-    stored = np.load(FUZZ / f"{name}.npz")
-    feeds: dict = {k: stored[k] for k in stored.files if "__" not in k}
-    for key in stored.files:
-        if key.endswith("__len"):
-            sequence = key.removesuffix("__len")
-            feeds[sequence] = [stored[f"{sequence}__{i}"] for i in range(int(stored[key]))]
-    return feeds
 
 
 @pytest.mark.parametrize("name", NAMED_DIMS)
@@ -201,7 +189,7 @@ def test_copies_of_a_body_do_not_share_the_dims_it_names(name):
     """The optimizer spread one named dim to elements of different sizes, and onnxruntime
     reused one buffer for them ("Shape mismatch attempting to re-use buffer")."""
     model = onnx.load(FUZZ / f"{name}.onnx")
-    feeds = _fuzz_feeds(name)
+    feeds = fuzz_feeds(name)
     expected = run(lowering.lower(model), feeds)
     result = lowering.lower(model, optimize=True)
     onnx.checker.check_model(result, full_check=True)

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 import lowering
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.runtimes.sessions import open_session
+from tests.cases.differential import CASES
+from tests.cases.sequence_insert import GOLDEN as INSERTS
+from tests.cases.sequence_insert import H as INSERT_HEADER
 from tests.fuzz_models import structured_models
 from tests.helpers import parse
-from tests.test_differential import CASES
-from tests.test_sequence_insert import GOLDEN as INSERTS
-from tests.test_sequence_insert import H as INSERT_HEADER
 
 PASSES = {
     "SpecializeFunctionsPass": lambda: lowering.SpecializeFunctionsPass(),

@@ -29,8 +29,8 @@ import onnxruntime as ort
 import pytest
 
 from lowering.runtimes.sessions import open_session
+from tests.cases.differential import CASES
 from tests.helpers import parse
-from tests.test_differential import CASES
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

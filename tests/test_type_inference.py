@@ -16,8 +16,8 @@ import pytest
 
 import lowering
 from lowering.analysis.type_inference import TypeOracle
+from tests.cases.fuzz_regressions import FUZZ, fuzz_feeds
 from tests.helpers import assert_same, parse, run
-from tests.test_optimize import FUZZ, _fuzz_feeds
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_elements_read_at_different_positions_do_not_share_an_invented_dim(strat
     """The fuzzer's shrunk example: nested maps in Loop, Scan, If and function
     bodies over ragged boolean sequences, untyped bodies."""
     model = onnx.load(FUZZ / "inferred_dims_sequence_elements.onnx")
-    feeds = _fuzz_feeds("inferred_dims_sequence_elements")
+    feeds = fuzz_feeds("inferred_dims_sequence_elements")
     expected = run(lowering.lower(model, max_unroll=1000), feeds)  # unrolled: no Loop at all
     result = lowering.lower(model, strategy=strategy, max_unroll=0)
     onnx.checker.check_model(result, full_check=True)
