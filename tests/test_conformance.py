@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-import warnings
-
 import pytest
-from onnx.backend.test.case.node import collect_testcases
 
+from tests.cases.onnx_node_tests import node_test_cases
 from tests.helpers import assert_same, lowered, op_types, run
-
-
-@functools.cache
-def _cases() -> dict:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {case.name: case for case in collect_testcases(None)}
-
 
 SEQUENCE_MAP_CASES = [
     "test_sequence_map_identity_1_sequence",
@@ -31,7 +20,7 @@ SEQUENCE_MAP_CASES = [
 def test_every_sequence_map_case_is_covered():
     shipped = {
         name
-        for name in _cases()
+        for name in node_test_cases()
         if name.startswith("test_sequence_map_") and not name.endswith("_expanded")
     }
     assert shipped == set(SEQUENCE_MAP_CASES)
@@ -39,7 +28,7 @@ def test_every_sequence_map_case_is_covered():
 
 @pytest.mark.parametrize("name", SEQUENCE_MAP_CASES)
 def test_conformance_case(name):
-    case = _cases()[name]
+    case = node_test_cases()[name]
     result = lowered(case.model)
     assert "Loop" in op_types(result)
     input_names = [i.name for i in result.graph.input]

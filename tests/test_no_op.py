@@ -8,23 +8,17 @@ expected outputs in onnxruntime.
 
 from __future__ import annotations
 
-import functools
-import warnings
-
 import numpy as np
 import onnx
 import pytest
-from onnx.backend.test.case.node import collect_testcases
 
 from lowering.cli import main
+from tests.cases.onnx_node_tests import node_test_cases
 from tests.helpers import all_nodes, assert_same, run, try_run
 
 
-@functools.cache
 def _cases():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return collect_testcases(None)
+    return node_test_cases().values()
 
 
 def _ops(model: onnx.ModelProto) -> set[str]:

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import onnx
 import onnx.reference
 import onnx_ir as ir
 import pytest
-from onnx.backend.test.case.node import collect_testcases
 
 import lowering
 from lowering import FreshNamesPass, NormalizeSequenceInsertPass, TargetOpsetPass
 from lowering.cli import main
+from tests.cases.onnx_node_tests import node_test_cases
 from tests.cases.sequence_insert import F2, GOLDEN, H
 from tests.golden import canonical_text
 from tests.helpers import all_nodes, assert_same, lowered, op_types, parse, run
@@ -141,16 +139,9 @@ def test_onnx_reference_is_wrong_before_normalization():
     assert not np.array_equal(raw, oracle(3, 3))
 
 
-@functools.cache
-def _onnx_cases() -> dict:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {c.name: c for c in collect_testcases(None) if "sequence_insert" in c.name}
-
-
 @pytest.mark.parametrize("name", ["test_sequence_insert_at_back", "test_sequence_insert_at_front"])
 def test_onnx_conformance_case(name):
-    case = _onnx_cases()[name]
+    case = node_test_cases()[name]
     result = lowered(case.model)
     names = [i.name for i in result.graph.input]
     for inputs, expected in case.data_sets:
