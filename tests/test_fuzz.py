@@ -53,6 +53,7 @@ def check(model: FuzzModel, seed: int = 0) -> None:
         assert_same(original, expected, "onnxruntime on the original")
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fuzz_models())
 def test_random_models_lower_correctly(model):
@@ -73,6 +74,7 @@ def _features() -> frozenset:
     return CI_FEATURES if text is None else parse_features(text)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
     deadline=None,

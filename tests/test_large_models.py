@@ -76,6 +76,7 @@ def _need_disk(folder: pathlib.Path, gib: float) -> None:
         pytest.skip(f"needs {gib:g} GiB of free disk, {free / 1024**3:.1f} GiB free here")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("elsewhere", [False, True])
 def test_one_gib_of_weights_is_lowered_in_little_memory(tmp_path, elsewhere):
     _need_disk(tmp_path, 1.5 if elsewhere else 0.1)  # the copy is written out in full
@@ -89,6 +90,7 @@ def test_one_gib_of_weights_is_lowered_in_little_memory(tmp_path, elsewhere):
     assert (target_dir / "weights.bin").stat().st_size == 1024**3
 
 
+@pytest.mark.slow
 def test_a_model_over_2_gib_round_trips(tmp_path):
     source = weighted_model(tmp_path, 35, 16 * 1024 * 1024, real=False)  # 35 x 64 MiB = 2.19 GiB
     target = tmp_path / "lowered.onnx"  # beside the input: no copy of 2 GiB of zeros

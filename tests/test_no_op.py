@@ -33,6 +33,7 @@ def _valid(model: onnx.ModelProto) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_models_come_out_identical_and_every_output_passes_the_checker(tmp_path):
     """One pass over the models, every failure listed: those with neither
     SequenceMap nor SequenceInsert come out byte for byte, and every model

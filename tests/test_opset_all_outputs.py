@@ -2508,6 +2508,7 @@ def _typed_outputs(model: onnx.ModelProto, results: list) -> onnx.ModelProto:
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("entry", "case"), PARAMS)
 def test_every_output_matches_in_onnxruntime(entry: Entry, case: Case | None, monkeypatch):
     """Converted, every output matches; or the conversion is refused because

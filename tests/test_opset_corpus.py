@@ -21,6 +21,9 @@ import lowering
 from lowering.passes.target_opset import lowest_opset
 from tests.helpers import run
 
+# Real models at every target: a long run (docs/testing.md).
+pytestmark = pytest.mark.slow
+
 DATA = pathlib.Path(__file__).parent / "data" / "torch"
 NAMES = [
     "resnet",

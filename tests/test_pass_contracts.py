@@ -75,6 +75,7 @@ def _maps_in_every_structure():
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PASSES))
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(example=_maps_in_every_structure())
@@ -108,6 +109,7 @@ OPTION_SETS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", OPTION_SETS, ids=str)
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(example=_maps_in_every_structure())

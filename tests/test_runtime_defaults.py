@@ -70,6 +70,7 @@ def test_the_expectation_is_exact_in_float32_and_off_in_bfloat16():
     assert (rounded @ W).item() == -1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", list(RUNNERS))
 def test_a_dot_product_matches_numpy_in_every_runtime(runtime, dot_path):
     pytest.importorskip(MODULES[runtime], reason=f"{runtime} is not installed")

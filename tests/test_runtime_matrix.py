@@ -44,6 +44,7 @@ PARAMS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("runtime", "name"), PARAMS)
 def test_default_output_runs_and_matches_numpy(runtime, name, tmp_path: pathlib.Path):
     pytest.importorskip(MODULES[runtime], reason=f"{runtime} is not installed")

@@ -112,6 +112,7 @@ def _positions(model: onnx.ModelProto) -> list[list[str]]:
     return [list(n.input[2:]) for n in all_nodes(model) if n.op_type == "SequenceInsert"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n,p,dtype,shape,source,placement,sequence", SWEEP)
 def test_position_sweep(n, p, dtype, shape, source, placement, sequence):
     model, feeds = sweep_model(n, p, dtype, shape, source, placement, sequence)

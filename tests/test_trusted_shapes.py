@@ -743,6 +743,7 @@ def test_every_trusted_op_is_checked():
     assert set(GENERATORS) == TRUSTED_SHAPE_OPS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", sorted(TRUSTED_SHAPE_OPS))
 def test_trusted_shapes_are_onnxruntimes(op):
     ran, claimed = check_op(op)
