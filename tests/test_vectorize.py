@@ -725,7 +725,7 @@ NOT_FOR_TRACT = {"cast_shape_and_constants"}
 def test_split_map_concat_runs_in_openvino_and_tract(name, tmp_path):
     openvino = pytest.importorskip("openvino", reason="OpenVINO is not installable here")
     tract = pytest.importorskip("tract", reason="tract is not installable here")
-    from tests.test_portability import run_openvino, run_tract
+    from lowering.runtimes.runners import run_openvino, run_tract
 
     family = FAMILIES[name]
     text = split_model(family).replace(", seq(", ", seqq(").split("=> (y, seqq(")[0]
@@ -879,7 +879,7 @@ def test_no_vectorization_outlives_the_call():
     import gc
 
     from lowering.maps.strategies.vectorize.batcher import Batcher as _Vectorizer
-    from tests.test_functions import ADD_C, SQUARE, apply_model
+    from tests.cases.functions import ADD_C, SQUARE, apply_model
 
     trial = ir.serde.deserialize_model(apply_model([SQUARE, ADD_C], 2))
     lowering.lower_in_place(trial)

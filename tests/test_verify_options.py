@@ -22,8 +22,8 @@ import pytest
 
 import lowering
 from lowering import cli, verify
+from tests.cases.verify_mutants import MAP, MUTANTS
 from tests.helpers import parse
-from tests.test_verify import MAP, MUTANTS
 
 F32 = onnx.TensorProto.FLOAT
 

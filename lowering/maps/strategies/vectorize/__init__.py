@@ -83,6 +83,4 @@ from lowering.maps.strategies.vectorize.strategy import (
     vectorize_reason,
 )
 
-_RULES = RULES  # the name tests/test_fuzz.py reads the registry by
-
 __all__ = ["RULES", "emitted_ops", "lower_by_vectorizing", "vectorize_reason"]

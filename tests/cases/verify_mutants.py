@@ -1,0 +1,121 @@
+"""The mutants of issue 12, shared by tests/test_verify.py and tests/test_verify_options.py.
+
+Each is a correct lowering made wrong only on some inputs; the default
+schedule must find every one (exit 1).
+"""
+
+from __future__ import annotations
+
+import onnx
+
+import lowering
+from tests.helpers import parse
+
+MAP = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x, float[N] t) => (seq(float[N]) y) {
+  y = SequenceMap <body = body (float[N] a, float[N] b) => (float[N] c) { c = Mul(a, b) }> (x, t)
+}"""
+
+
+def _mutant(outer: str, inner: str) -> onnx.ModelProto:
+    """MAP's correct Loop lowering with the body's element ``c`` recomputed.
+
+    ``outer`` runs first in the main graph (it reads x and t and defines
+    ``cond``); ``inner`` computes ``c`` in the body from ``c_ok`` (the right
+    element), ``a`` (the element of x) and ``cond``.
+    """
+    model = lowering.lower(parse(MAP), strategy="loop")
+    outer_nodes = onnx.parser.parse_graph(
+        f"outer (seq(float[N]) x, float[N] t) => (bool[] cond) {{ {outer} }}"
+    ).node
+    inner_nodes = onnx.parser.parse_graph(
+        f"inner (float[N] a, float[N] c_ok, bool[] cond) => (float[N] c) {{ {inner} }}"
+    ).node
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend([*outer_nodes, *nodes])
+    loop = next(n for n in model.graph.node if n.op_type == "Loop")
+    body = loop.attribute[0].g
+    mul = next(n for n in body.node if n.op_type == "Mul")
+    mul.output[0] = "c_ok"
+    position = list(body.node).index(mul) + 1
+    for offset, node in enumerate(inner_nodes):
+        body.node.insert(position + offset, node)
+    return model
+
+
+def _wrong_when(condition: str) -> onnx.ModelProto:
+    """Adds 1 to every element when ``condition`` (main graph, defines cond) holds."""
+    return _mutant(
+        condition,
+        "one = Constant <value = float {1.0}> () bad = Add(c_ok, one) c = Where(cond, bad, c_ok)",
+    )
+
+
+def _wrong_declared_shape(dims: str) -> onnx.ModelProto:
+    model = lowering.lower(parse(MAP), strategy="loop")
+    elem = model.graph.output[0].type.sequence_type.elem_type.tensor_type
+    elem.shape.CopyFrom(onnx.TensorShapeProto())
+    for dim in dims.split(","):
+        elem.shape.dim.add().CopyFrom(
+            onnx.TensorShapeProto.Dimension(dim_value=int(dim))
+            if dim.isdigit()
+            else onnx.TensorShapeProto.Dimension(dim_param=dim)
+        )
+    return model
+
+
+LENGTH = "n = SequenceLength(x)"
+DIM = "s = Shape(t)"
+# MAP with a second output, [2N] long, declared [M].
+MAP_AND_CONCAT = MAP.replace("=> (seq(float[N]) y)", "=> (seq(float[N]) y, float[M] z)").replace(
+    "(x, t)\n", "(x, t)\n  z = Concat <axis = 0> (t, t)\n"
+)
+
+
+def _declared_other_dim() -> onnx.ModelProto:
+    """The original's output is [2N] and declared [M]; B declares [N], which t binds."""
+    model = lowering.lower(parse(MAP_AND_CONCAT), strategy="loop")
+    z = model.graph.output[1].type.tensor_type.shape.dim[0]
+    z.Clear()
+    z.dim_param = "N"
+    return model
+
+
+MUTANTS = {
+    "wrong only for sequences of length >= 4": lambda: _wrong_when(
+        f"{LENGTH} k = Constant <value = int64 {{4}}> () cond = GreaterOrEqual(n, k)"
+    ),
+    "wrong only at length 2": lambda: _wrong_when(
+        f"{LENGTH} k = Constant <value = int64 {{2}}> () cond = Equal(n, k)"
+    ),
+    "wrong only when a tensor dim is 1": lambda: _wrong_when(
+        f"{DIM} k = Constant <value = int64[1] {{1}}> () e = Equal(s, k) "
+        "z = Constant <value = int64[1] {0}> () cond = Squeeze(e, z)"
+    ),
+    "wrong only when a dim is >= 5": lambda: _wrong_when(
+        f"{DIM} k = Constant <value = int64[1] {{5}}> () e = GreaterOrEqual(s, k) "
+        "z = Constant <value = int64[1] {0}> () cond = Squeeze(e, z)"
+    ),
+    "NaN only where x > 3": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "three = Constant <value = float {3.0}> () big = Greater(a, three) "
+        "nan = Constant <value = float {nan}> () c = Where(big, nan, c_ok)",
+    ),
+    "wrong only for large values": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "limit = Constant <value = float {10000.0}> () m = Abs(a) big = Greater(m, limit) "
+        "zero = Constant <value = float {0.0}> () c = Where(big, zero, c_ok)",
+    ),
+    "wrong only for NaN inputs": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "isnan = IsNaN(a) zero = Constant <value = float {0.0}> () c = Where(isnan, zero, c_ok)",
+    ),
+    "wrong only for infinite inputs": lambda: _mutant(
+        "cond = Constant <value = bool {1}> ()",
+        "isinf = IsInf(a) zero = Constant <value = float {0.0}> () c = Where(isinf, zero, c_ok)",
+    ),
+    "output declared with a wrong rank": lambda: _wrong_declared_shape("N,1"),
+    "output declared with a wrong static dim": lambda: _wrong_declared_shape("3"),
+    "output declared with a dim that disagrees with the inputs": lambda: _declared_other_dim(),
+}
