@@ -6,6 +6,7 @@ from lowering.opset.adapters import (  # noqa: F401
     constant,
     defaults,
     dropout,
+    einsum,
     grid_sample,
     minmax,
     modes,
