@@ -258,11 +258,22 @@ def test_an_adapted_node_must_take_its_types_at_the_older_version():
 
 
 def test_going_up_without_an_adapter_says_so():
-    """Resize-11 -> 13 has no adapter going up: blocked, and the line says which way."""
+    """DepthToSpace-13 -> 28 has no adapter going up: blocked, and the line says which way."""
+    text = """<ir_version: 8, opset_import: ["" : 13]>
+    g (float[1,4,2,2] x) => (float[1,1,4,4] y) {
+      y = DepthToSpace <blocksize = 2> (x)
+    }"""
+    message = _blockers(text, 28)
+    assert "DepthToSpace (node '<unnamed>' in main graph 'g') cannot go up to opset 28" in message
+    assert "no adapter from DepthToSpace-13 to DepthToSpace-28" in message
+
+
+def test_going_up_where_the_adapter_declines_says_why():
+    """Resize-11's tf_half_pixel_for_nn is not in Resize-13: its adapter declines."""
     text = """<ir_version: 8, opset_import: ["" : 11]>
     g (float[1,1,2,2] x, float[0] roi, float[4] s) => (float[1,1,4,4] y) {
-      y = Resize <mode = "nearest"> (x, roi, s)
+      y = Resize <mode = "nearest", coordinate_transformation_mode = "tf_half_pixel_for_nn"> (x, roi, s)
     }"""
     message = _blockers(text, 13)
     assert "Resize (node '<unnamed>' in main graph 'g') cannot go up to opset 13" in message
-    assert "no adapter from Resize-11 to Resize-13" in message
+    assert "tf_half_pixel_for_nn is not in Resize-13" in message

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import onnx
 import onnx_ir as ir
 
 from lowering.irutils.walk import graphs_within
@@ -28,36 +29,74 @@ def snapshot(model: ir.Model) -> Callable[[], None]:
         model --(initializers -> placeholders)--> proto + {graph i: {name: tensor}}
         restore: deserialize(proto), re-attach the tensors, adopt into ``model``
     """
+    proto, kept = serialize_without_weights(model)
+
+    def restore() -> None:
+        adopt(model, with_weights(proto, kept))
+
+    return restore
+
+
+#: The weights :func:`serialize_without_weights` kept out, per graph (in
+#: :func:`graphs_within` order), by initializer name.
+Kept = list[dict[str, ir.TensorProtocol]]
+
+#: Where a placeholder says its data is (it is never read: the tensor is kept).
+PLACEHOLDER_LOCATION = "__lowering_kept_weights__"
+
+
+def serialize_without_weights(
+    model: ir.Model, *, inline_up_to: int = -1
+) -> tuple[onnx.ModelProto, Kept]:
+    """``model`` as a proto whose initializers are empty external-data placeholders.
+
+    Tensors of at most ``inline_up_to`` elements stay in the proto (for a
+    reader that needs small constants: ``onnx.version_converter``). The
+    model itself is left as it was.
+    """
     graphs = list(graphs_within(model.graph))
-    kept: list[dict[str, ir.TensorProtocol]] = []
+    kept: Kept = []
     try:
         for graph in graphs:
             tensors: dict[str, ir.TensorProtocol] = {}
             kept.append(tensors)
             for name, value in graph.initializers.items():
                 tensor = value.const_value
-                if tensor is not None:
+                if tensor is not None and tensor.size > inline_up_to:
                     tensors[name] = tensor
                     value.const_value = ir.ExternalTensor(
-                        "", 0, 0, tensor.dtype, shape=ir.Shape(tensor.shape.numpy()), name=name
+                        PLACEHOLDER_LOCATION,
+                        0,
+                        0,
+                        tensor.dtype,
+                        shape=ir.Shape(tensor.shape.numpy()),
+                        name=name,
                     )
         proto = ir.serde.serialize_model(model)
     finally:
         for graph, tensors in zip(graphs, kept):
             for name, tensor in tensors.items():
                 graph.initializers[name].const_value = tensor
-
-    def restore() -> None:
-        restored = ir.serde.deserialize_model(proto)
-        for graph, tensors in zip(graphs_within(restored.graph), kept, strict=True):
-            for name, tensor in tensors.items():
-                graph.initializers[name].const_value = tensor
-        _adopt(model, restored)
-
-    return restore
+    return proto, kept
 
 
-def _adopt(model: ir.Model, kept: ir.Model) -> None:
+def with_weights(proto: onnx.ModelProto, kept: Kept) -> ir.Model:
+    """``proto`` read back, each placeholder holding the very tensor it stood for.
+
+    Raises ValueError when ``proto``'s graphs or initializers are not the
+    ones the weights were kept from.
+    """
+    restored = ir.serde.deserialize_model(proto)
+    for graph, tensors in zip(graphs_within(restored.graph), kept, strict=True):
+        for name, tensor in tensors.items():
+            value = graph.initializers.get(name)
+            if value is None:
+                raise ValueError(f"initializer {name!r} of graph {graph.name!r} is gone")
+            value.const_value = tensor
+    return restored
+
+
+def adopt(model: ir.Model, kept: ir.Model) -> None:
     """Put ``kept``'s contents back into ``model`` (the same object the caller holds)."""
     model.graph = kept.graph
     model.functions.clear()

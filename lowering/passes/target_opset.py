@@ -16,8 +16,10 @@ from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.scopes import iter_scopes
+from lowering.irutils.snapshot import adopt
 from lowering.opset import schemas
-from lowering.opset.plan import DEAD_CHAIN_OPS, Plan, SharedConstants, plan_node
+from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opset
+from lowering.opset.plan import DEAD_CHAIN_OPS, Blocker, Plan, SharedConstants, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
 from lowering.rewrites import LoweringResult, Rewrite
 
@@ -49,13 +51,21 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             return self._call(model)
 
     def _call(self, model: ir.Model) -> TargetOpsetResult:
+        original = model
+        upgraded = needs_library(model, self.target)
+        if upgraded:
+            # Below 11 the library goes up (lowering/opset/library.py), on a
+            # copy: a refusal here or below leaves ``original`` as it was.
+            model = _up_by_library(model, self.target)
         plans = plan_model(model, self.target)
         blockers = [p.blocker for p in plans if p.blocker is not None]
         if blockers:
             raise LoweringError(
                 blocked_message(self.target, blockers), details=blocked_details(blockers)
             )
-        result = TargetOpsetResult(model, modified=False)
+        result = TargetOpsetResult(original, modified=upgraded)
+        if upgraded:
+            result.adapted[f"onnx.version_converter to opset {MIN_OPSET}"] += 1
         replaced: dict[ir.Value, ir.Value] = {}
         maybe_dead: set[ir.Value] = set()
         constants: SharedConstants = {}  # equal small constants shared, for this run only
@@ -67,7 +77,9 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             remove_unread(value, DEAD_CHAIN_OPS)
         for line in result.summary():
             _LOG.info("opset %d: %s", self.target, line)
-        result.modified = any(p.sandbox is not None or p.guard is not None for p in plans)
+        result.modified = upgraded or any(
+            p.sandbox is not None or p.guard is not None for p in plans
+        )
         for imports in _opset_tables(model):
             key = "" if "" in imports else "ai.onnx" if "ai.onnx" in imports else None
             if key is not None and imports[key] != self.target:
@@ -75,6 +87,8 @@ class TargetOpsetPass(ir.passes.InPlacePass):
                 result.modified = True
         if result.expanded or result.adapted:  # relabelling alone makes no new values
             name_fresh(model)
+        if model is not original:
+            adopt(original, model)
         result.rewrites = [
             Rewrite("the model", "", "TargetOpset", None, [], how, f"{op} x{count}")
             for how, done in (("expanded", result.expanded), ("adapted", result.adapted))
@@ -177,6 +191,24 @@ def _other(first, blocker) -> str:
     if blocker.graph == first.graph:
         return repr(blocker.node)
     return f"{blocker.node!r} in {blocker.graph}"
+
+
+def _up_by_library(model: ir.Model, target: int) -> ir.Model:
+    """``model`` taken to opset 11 by onnx.version_converter, as a copy; refusals as blockers."""
+    source = _current_opset(model)
+    try:
+        return up_to_min_opset(model)
+    except LibraryRefusal as refusal:
+        nodes = [r for r in refusal.refused if r.op]
+        if not nodes:
+            raise LoweringError(
+                f"the model cannot declare opset {target}: going up from opset {source} "
+                f"to {MIN_OPSET}, {refusal.refused[0].reason}"
+            ) from None
+        blockers = [Blocker(r.op, r.node, r.graph, target, r.reason, True) for r in nodes]
+        raise LoweringError(
+            blocked_message(target, blockers), details=blocked_details(blockers)
+        ) from None
 
 
 def lowest_opset(model: ir.Model) -> int | None:

@@ -297,6 +297,30 @@ def _examples():
         11,
         model_text(13, resize, sizes + 'y = Resize <mode = "nearest"> (x, , , s)'),
     )
+    roi = "r = Constant <value = float[0] {}> ()\n"
+    for mode in (
+        'mode = "linear"',
+        'mode = "nearest", coordinate_transformation_mode = "asymmetric"',
+    ):
+        yield Example(
+            ("Resize", 11, 13, "up"),
+            11,
+            13,
+            model_text(11, resize, roi + scales + f"y = Resize <{mode}> (x, r, c)"),
+        )
+    yield Example(
+        ("Resize", 11, 13, "up"),
+        11,
+        13,
+        model_text(
+            11,
+            resize,
+            roi
+            + "e = Constant <value = float[0] {}> ()\n"
+            + sizes
+            + 'y = Resize <mode = "cubic"> (x, r, e, s)',
+        ),
+    )
     pads = "p = Constant <value = int64[4] {0, 1, 0, 2}> ()\n"
     yield from _pair(
         "Pad",

@@ -2,10 +2,13 @@
 
     Resize-18 <antialias=0, keep_aspect_ratio_policy="stretch", no axes>  -->  Resize-13
     Resize-13(x, , , sizes)  -->  Resize-11(x, roi=[], scales=[], sizes)
+    Resize-11 <not tf_half_pixel_for_nn>  -->  Resize-13 (the same node)
 
 At 11, ``roi`` and ``scales`` are required inputs; an empty tensor stands
 for "not given" (roi only acts under tf_crop_and_resize, and scales must be
-empty when sizes is given).
+empty when sizes is given). Going up, Resize-13 reads an empty roi and
+scales as Resize-11 does; the one thing 13 removed is the
+``tf_half_pixel_for_nn`` coordinate mode, which blocks.
 """
 
 from __future__ import annotations
@@ -49,3 +52,11 @@ def required_inputs(rw, node: ir.Node) -> None:
     for index in (1, 2):
         if node.inputs[index] is not inputs[index]:
             node.replace_input_with(index, inputs[index])
+
+
+@up("Resize", 11, 13)
+def same_resize_11(rw, node: ir.Node) -> None:
+    """Resize-11 is Resize-13 but for the tf_half_pixel_for_nn mode 13 removed."""
+    attr = node.attributes.get("coordinate_transformation_mode")
+    if attr is not None and attr.value == "tf_half_pixel_for_nn":
+        raise Decline("coordinate_transformation_mode tf_half_pixel_for_nn is not in Resize-13")

@@ -1,0 +1,397 @@
+"""Going up from below opset 11: ``onnx.version_converter``, checked, then our own steps.
+
+The package's relabels and adapters start at opset 11 (:data:`MIN_OPSET`,
+the oldest opset the output can declare). Below it the well-kept library
+converts, for the steps it is known to get right::
+
+    model @ opset 7..10
+      | weights swapped for placeholders (small ones kept: its adapters read them)
+      v
+    onnx.version_converter.convert_version(proto, 11)        the library's upward steps
+      | full checker; every node it changed is in LIBRARY_UP (tested in onnxruntime)
+      | its known wrong outputs fixed (FIXES), or refused
+      v
+    model @ opset 11, weights put back     -->  TargetOpsetPass's own plan, 11 -> target
+
+Why only up to 11: from 11 on, the package's own allowlist and adapters are
+the ones checked in onnxruntime in both directions, and the library is
+wrong on some steps above 11 that the package gets right (Hardmax-11 on a
+non-last axis is relabelled to Hardmax-13 as it is, where 13 changed what
+the axis means). Down, the library is never used.
+
+What the library is known to get wrong below 11 (each found by
+``tests/test_opset_upgrade.py`` in onnxruntime) is fixed on its output or
+refused, never written:
+
+- Upsample-7/9 and Resize-10 become Resize-11 with Resize-11's default
+  ``half_pixel`` coordinates, where they meant ``asymmetric`` (and, for
+  nearest, ``floor`` of the source coordinate when upsampling, which is what
+  onnxruntime does for them): the Resize gets both written out; a nearest
+  one whose scales are not constants of at least 1 is refused.
+- Pad-2 in reflect or edge mode keeps its ``value`` attribute, which Pad-11
+  does not have (and those modes ignore): it is dropped.
+
+The library does not convert model-local functions (it drops them): they
+are kept as they were and go through the package's own steps from their own
+opset. It renames the nodes it replaces: each gets back the name of the
+node whose outputs it writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import onnx.version_converter
+import onnx_ir as ir
+
+from lowering.irutils.scopes import iter_scopes
+from lowering.irutils.snapshot import (
+    PLACEHOLDER_LOCATION,
+    serialize_without_weights,
+    with_weights,
+)
+from lowering.irutils.static_values import MAX_ELEMENTS
+from lowering.irutils.walk import graphs_within
+from lowering.opset import schemas
+from lowering.opset.allowlist import RELABEL
+from lowering.options import MIN_OPSET
+
+#: The library's upward conversions known right: (op, schema version the
+#: node is at) -> the op types the library writes for it. Each is run to 11,
+#: and on through the package to 13 and the latest, in onnxruntime against
+#: the original (tests/test_opset_upgrade.py, which fails for an entry no
+#: case exercises). A node whose schema is still in force at 11, or whose
+#: steps up to 11 are all relabels (allowlist.py), needs no entry. Left out
+#: because the library gets them wrong: PRelu-6 (its legacy per-channel
+#: slope is relabelled as PRelu-7's numpy broadcast, which onnxruntime then
+#: refuses to run).
+LIBRARY_UP: dict[tuple[str, int], frozenset[str]] = {
+    ("Add", 6): frozenset({"Add"}),
+    ("ArgMax", 1): frozenset({"ArgMax"}),
+    ("AveragePool", 1): frozenset({"AveragePool"}),
+    ("AveragePool", 7): frozenset({"AveragePool"}),
+    ("BatchNormalization", 6): frozenset({"BatchNormalization"}),
+    ("BatchNormalization", 7): frozenset({"BatchNormalization"}),
+    ("Clip", 6): frozenset({"Clip", "Constant"}),
+    ("Concat", 4): frozenset({"Concat"}),
+    ("Constant", 1): frozenset({"Constant"}),
+    ("Constant", 9): frozenset({"Constant"}),
+    ("Conv", 1): frozenset({"Conv"}),
+    ("ConvTranspose", 1): frozenset({"ConvTranspose"}),
+    ("Div", 6): frozenset({"Div"}),
+    ("Dropout", 7): frozenset({"Dropout"}),
+    ("Flatten", 1): frozenset({"Flatten"}),
+    ("Flatten", 9): frozenset({"Flatten"}),
+    ("Gather", 1): frozenset({"Gather"}),
+    ("Gemm", 6): frozenset({"Gemm"}),
+    ("Gemm", 9): frozenset({"Gemm"}),
+    ("Hardmax", 1): frozenset({"Hardmax"}),
+    ("LogSoftmax", 1): frozenset({"LogSoftmax"}),
+    ("MatMul", 1): frozenset({"MatMul"}),
+    ("Max", 6): frozenset({"Max"}),
+    ("MaxPool", 1): frozenset({"MaxPool"}),
+    ("MaxPool", 8): frozenset({"MaxPool"}),
+    ("Min", 6): frozenset({"Min"}),
+    ("Mul", 6): frozenset({"Mul"}),
+    ("Pad", 2): frozenset({"Constant", "Pad"}),
+    ("Pow", 1): frozenset({"Pow"}),
+    ("ReduceL2", 1): frozenset({"ReduceL2"}),
+    ("ReduceLogSumExp", 1): frozenset({"ReduceLogSumExp"}),
+    ("ReduceMax", 1): frozenset({"ReduceMax"}),
+    ("ReduceMean", 1): frozenset({"ReduceMean"}),
+    ("ReduceProd", 1): frozenset({"ReduceProd"}),
+    ("ReduceSum", 1): frozenset({"ReduceSum"}),
+    ("Resize", 10): frozenset({"Constant", "Resize"}),
+    ("Slice", 1): frozenset({"Constant", "Slice"}),
+    ("Softmax", 1): frozenset({"Softmax"}),
+    ("Split", 2): frozenset({"Split"}),
+    ("Squeeze", 1): frozenset({"Squeeze"}),
+    ("Sub", 6): frozenset({"Sub"}),
+    ("Sum", 6): frozenset({"Sum"}),
+    ("TopK", 1): frozenset({"Constant", "TopK"}),
+    ("Unsqueeze", 1): frozenset({"Unsqueeze"}),
+    ("Upsample", 7): frozenset({"Constant", "Resize"}),
+    ("Upsample", 9): frozenset({"Constant", "Resize"}),
+}
+
+
+@dataclasses.dataclass
+class Refused:
+    """A node the library step cannot take up: its op, name, graph and why."""
+
+    op: str
+    node: str
+    graph: str
+    reason: str
+
+
+class LibraryRefusal(Exception):
+    """The library step refuses the model: ``refused`` names each node (or the model)."""
+
+    def __init__(self, refused: list[Refused]) -> None:
+        super().__init__("; ".join(r.reason for r in refused))
+        self.refused = refused
+
+
+def needs_library(model: ir.Model, target: int) -> bool:
+    """Whether ``model``'s main opset is below :data:`MIN_OPSET` (so ``target`` is above it)."""
+    current = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    return current is not None and current < MIN_OPSET <= target
+
+
+def up_to_min_opset(model: ir.Model) -> ir.Model:
+    """A copy of ``model`` at opset :data:`MIN_OPSET`, by the library; ``model`` is unchanged.
+
+    The copy holds the very weight tensors of ``model`` (none is read or
+    copied), and its functions are ``model``'s, unconverted (so ``model``
+    must not be used afterwards but to adopt the copy).
+    Raises :class:`LibraryRefusal`.
+    """
+    source = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    assert source is not None, "needs_library checked the model's opset"
+    refused = _unknown_steps(model, source)
+    if refused:
+        raise LibraryRefusal(refused)
+    proto, kept = serialize_without_weights(model, inline_up_to=MAX_ELEMENTS)
+    del proto.functions[:]  # the library drops them; they go through the package's steps
+    try:
+        converted = onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as error:  # noqa: BLE001 -- the library raises RuntimeError, IndexError...
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise LibraryRefusal(
+            [Refused("", "", "the model", f"onnx.version_converter failed: {first}")]
+        ) from None
+    # The library writes initializers that are not graph inputs (IR 4), and
+    # opset 11 needs IR 6 anyway: declared here, as the IR version pass would.
+    converted.ir_version = max(
+        converted.ir_version,
+        onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", MIN_OPSET)]),
+    )
+    refused = _fix(model, converted)
+    if refused:
+        raise LibraryRefusal(refused)
+    problem = _checker_problem(converted)
+    if problem is not None:
+        raise LibraryRefusal([Refused("", "", "the model", problem)])
+    try:
+        result = with_weights(converted, kept)
+    except ValueError as error:
+        raise LibraryRefusal(
+            [Refused("", "", "the model", f"onnx.version_converter changed the weights: {error}")]
+        ) from None
+    written = _written_problem(model, result)
+    if written:
+        raise LibraryRefusal(written)
+    _restore_node_names(model, result)
+    for function in model.functions.values():
+        result.functions[function.identifier()] = function
+    return result
+
+
+def _changes(op: str, source: int) -> tuple[int, bool] | None:
+    """(the node's schema version, whether its steps to 11 are all relabels), or None if none."""
+    now = schemas.schema(op, source)
+    then = schemas.schema(op, MIN_OPSET)
+    if now is None or (then is not None and then.since_version == now.since_version):
+        return None
+    version = now.since_version
+    while then is not None and version != then.since_version:
+        step = schemas.next_step(op, version, MIN_OPSET)
+        if step is None or step not in {(o, n) for (p, o, n) in RELABEL if p == op}:
+            return now.since_version, False
+        version = step[1]
+    return now.since_version, then is not None
+
+
+def _unknown_steps(model: ir.Model, source: int) -> list[Refused]:
+    where = _descriptions(model)
+    refused = []
+    for graph in graphs_within(model.graph):
+        for node in graph:
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            change = _changes(node.op_type, source)
+            if change is None or change[1] or (node.op_type, change[0]) in LIBRARY_UP:
+                continue
+            refused.append(
+                Refused(
+                    node.op_type,
+                    node.name or "<unnamed>",
+                    where.get(graph, repr(graph.name)),
+                    f"{node.op_type}-{change[0]} -> opset {MIN_OPSET} by onnx.version_converter "
+                    "is not among its upward conversions checked in onnxruntime",
+                )
+            )
+    return refused
+
+
+def _descriptions(model: ir.Model) -> dict[ir.Graph, str]:
+    """How messages name each graph of the main graph's tree ("main graph 'g'", ...)."""
+    return {s.owner: s.description for s in iter_scopes(model) if s.function is None}  # type: ignore[misc]
+
+
+def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    return {name: node for node in graph.node for name in node.output if name}
+
+
+def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
+    """Fix what the library is known to write wrong (module docstring); the nodes it cannot."""
+    refused = []
+    where = _descriptions(model)
+    pairs = zip(graphs_within(model.graph), _proto_graphs(converted.graph))
+    for graph, proto_graph in pairs:
+        written = _producers(proto_graph)
+        constants = _constants(proto_graph)
+        for node in graph:
+            out = node.outputs[0].name if node.outputs else None
+            new = written.get(out or "")
+            if new is None or node.domain not in ("", "ai.onnx"):
+                continue
+            since = schemas.schema(node.op_type, _source(model))
+            version = since.since_version if since else 0
+            if (node.op_type in ("Upsample",) or (node.op_type, version) == ("Resize", 10)) and (
+                new.op_type == "Resize"
+            ):
+                reason = _fix_resize(new, constants, graph)
+                if reason:
+                    refused.append(
+                        Refused(
+                            node.op_type,
+                            node.name or "<unnamed>",
+                            where.get(graph, repr(graph.name)),
+                            reason,
+                        )
+                    )
+            if node.op_type == "Pad" and new.op_type == "Pad":
+                mode = next((a.s for a in new.attribute if a.name == "mode"), b"constant")
+                if mode != b"constant":
+                    kept = [a for a in new.attribute if a.name != "value"]
+                    del new.attribute[:]
+                    new.attribute.extend(kept)
+    return refused
+
+
+def _source(model: ir.Model) -> int:
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
+
+
+def _proto_graphs(graph: onnx.GraphProto):
+    """``graph`` and its subgraphs, parents first, in :func:`graphs_within`'s order."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _proto_graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _proto_graphs(sub)
+
+
+def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    """The graph's inline initializers and Constant values (``value`` only), by name."""
+    found = {}
+    for tensor in graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            found[tensor.name] = onnx.numpy_helper.to_array(tensor)
+    for node in graph.node:
+        if node.op_type == "Constant" and len(node.attribute) == 1:
+            attr = node.attribute[0]
+            if attr.name == "value":
+                found[node.output[0]] = onnx.numpy_helper.to_array(attr.t)
+    return found
+
+
+def _fix_resize(node: onnx.NodeProto, constants: dict, graph: ir.Graph) -> str | None:
+    """Upsample-7/9 and Resize-10 as the Resize-11 they mean: asymmetric, nearest by floor."""
+    attrs = {a.name: a for a in node.attribute}
+    mode = attrs["mode"].s if "mode" in attrs else b"nearest"
+    if "coordinate_transformation_mode" in attrs:
+        return "onnx.version_converter wrote a coordinate mode for it: unchecked"
+    if mode == b"nearest":
+        scales = constants.get(node.input[2]) if len(node.input) > 2 else None
+        if scales is None or scales.size == 0 or not bool(np.all(scales >= 1)):
+            return (
+                "nearest with scales that are not constants of at least 1: onnxruntime "
+                "rounds those its own way, which Resize-11 has no mode for"
+            )
+        node.attribute.append(onnx.helper.make_attribute("nearest_mode", "floor"))
+    elif mode != b"linear":
+        return f"mode {mode.decode()!r}: unchecked"
+    node.attribute.append(
+        onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric")
+    )
+    return None
+
+
+def _checker_problem(converted: onnx.ModelProto) -> str | None:
+    """The full checker's complaint about the library's output, or None.
+
+    The placeholders' data is nowhere (the checker would look for a file),
+    so in the copy checked each becomes a main-graph input of its type.
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(converted)
+    for graph in _proto_graphs(copy.graph):
+        placeholders = [t for t in graph.initializer if _is_placeholder(t)]
+        for tensor in placeholders:
+            graph.initializer.remove(tensor)
+            copy.graph.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims))
+            )
+    try:
+        onnx.checker.check_model(copy, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        first = str(error).strip().splitlines()[0]
+        return f"onnx.version_converter wrote a model the checker refuses: {first}"
+    return None
+
+
+def _is_placeholder(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
+        e.key == "location" and e.value == PLACEHOLDER_LOCATION for e in tensor.external_data
+    )
+
+
+def _written_problem(model: ir.Model, result: ir.Model) -> list[Refused]:
+    """The op types the library wrote that no entry of :data:`LIBRARY_UP` it used writes."""
+    source = _source(model)
+    allowed: set[str] = set()
+    for graph in graphs_within(model.graph):
+        for node in graph:
+            allowed.add(node.op_type)
+            change = _changes(node.op_type, source)
+            if change is not None:
+                allowed |= LIBRARY_UP.get((node.op_type, change[0]), frozenset())
+    refused = []
+    where = _descriptions(result)
+    for graph in graphs_within(result.graph):
+        for node in graph:
+            if node.op_type not in allowed:
+                refused.append(
+                    Refused(
+                        node.op_type,
+                        node.name or "<unnamed>",
+                        where.get(graph, repr(graph.name)),
+                        f"onnx.version_converter wrote {node.op_type}, which none of its "
+                        "checked conversions of this model writes",
+                    )
+                )
+    return refused
+
+
+def _restore_node_names(model: ir.Model, result: ir.Model) -> None:
+    """A node the library replaced takes back the name of the one whose outputs it writes."""
+    for graph, new_graph in zip(graphs_within(model.graph), graphs_within(result.graph)):
+        names = {v.name: n.name for n in graph for v in n.outputs if v.name and n.name}
+        taken = {n.name for n in new_graph if n.name}
+        for node in new_graph:
+            if node.name:
+                continue
+            for output in node.outputs:
+                name = names.get(output.name or "")
+                if name and name not in taken:
+                    node.name = name
+                    taken.add(name)
+                    break
