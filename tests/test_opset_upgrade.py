@@ -1,6 +1,6 @@
 """Going up from opsets 6-10: onnx.version_converter to 11, then the package, in onnxruntime.
 
-Every case (tests/upgrade_models.py, and the models of onnx's backend test
+Every case (tests/cases/upgrade_models.py, and the models of onnx's backend test
 data at opsets below 11, with their expected outputs) is taken to 11, 12, 13
 and the latest opset; the result must declare it, pass the full checker and
 compute what onnxruntime computes on the original (or the backend test's
@@ -21,8 +21,8 @@ import lowering
 from lowering.errors import LoweringError
 from lowering.opset import schemas
 from lowering.opset.library import LIBRARY_UP, _changes
+from tests.cases.upgrade_models import cases, init, model, resize_cases, vi
 from tests.helpers import assert_same, run, try_run
-from tests.upgrade_models import cases, init, model, resize_cases, vi
 
 TARGETS = (11, 12, 13, schemas.LATEST)
 CASES = dict([*cases(), *resize_cases()])
