@@ -79,6 +79,7 @@ STEPS: tuple[Step, ...] = (
             max_unroll=o.max_unroll,
             runtime=o.runtime,
             keep_originals=o.keep_originals,
+            target_opset=o.target_opset,
         ),
         lambda o, p: p.has_maps,
     ),

@@ -73,24 +73,25 @@ GOLDEN = {
           y = SequenceEmpty <dtype = 7> ()
         }""",
     ),
-    # Elements of a split are read with Gather (no split) or one Split (sizes).
+    # Elements of a split are read with Gather (no split) or one Split (sizes); a
+    # body that works row by row (Relu) is vectorized instead (test_ragged.py).
     "split_sizes_and_concat": (
         H
         + """
-        g (float[5,2] x) => (float[5,2] y) {
+        g (float[5,2] x) => (float[2,5] y) {
           sizes = Constant <value = int64[2] {2, 3}> ()
           s = SplitToSequence(x, sizes)
-          m = SequenceMap <body = body (float[N,2] e) => (float[N,2] c) { c = Relu(e) }> (s)
-          y = ConcatFromSequence <axis = 0> (m)
+          m = SequenceMap <body = body (float[N,2] e) => (float[2,N] c) { c = Transpose(e) }> (s)
+          y = ConcatFromSequence <axis = 1> (m)
         }""",
         H
         + """
-        g (float[5,2] x) => (float[5,2] y) {
+        g (float[5,2] x) => (float[2,5] y) {
           split_sizes = Constant <value = int64[2] {2, 3}> ()
           p0, p1 = Split <axis = 0> (x, split_sizes)
-          c0 = Relu(p0)
-          c1 = Relu(p1)
-          y = Concat <axis = 0> (c0, c1)
+          c0 = Transpose(p0)
+          c1 = Transpose(p1)
+          y = Concat <axis = 1> (c0, c1)
         }""",
     ),
 }

@@ -852,8 +852,8 @@ def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
 
     seen = []
 
-    def spy(plan, opset):
-        answer = vectorize_reason(plan, opset)
+    def spy(plan, opset, **options):
+        answer = vectorize_reason(plan, opset, **options)
         seen.append(emitted_ops(plan))
         return answer
 

@@ -16,7 +16,12 @@ import pytest
 
 from lowering.maps.strategies import vectorize
 from lowering.maps.strategies.vectorize import batcher
-from lowering.maps.strategies.vectorize.batcher import FAMILIES, RULES
+from lowering.maps.strategies.vectorize.batcher import (
+    FAMILIES,
+    RAGGED_FAMILIES,
+    RAGGED_RULES,
+    RULES,
+)
 from lowering.maps.strategies.vectorize.family import RuleFamily
 
 
@@ -36,7 +41,14 @@ def test_every_family_module_is_in_the_registry():
     assert len(declared) >= 6
     for module, families in declared.items():
         assert [f.module for f in families] == [module], "one family a module, named after it"
-    assert sorted(f.module for f in FAMILIES) == sorted(declared)
+    assert sorted(f.module for f in (*FAMILIES, *RAGGED_FAMILIES)) == sorted(declared)
+
+
+def test_every_op_with_a_ragged_rule_has_a_rule_for_stacks():
+    """A ragged rule narrows what the op's own rule does (rows along one axis):
+    an op with one is an op the vectorizer batches anyway."""
+    assert RAGGED_RULES
+    assert set(RAGGED_RULES) <= set(RULES)
 
 
 def test_every_op_the_batcher_claims_has_its_rule_in_exactly_one_family_module():

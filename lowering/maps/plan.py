@@ -307,6 +307,26 @@ def split_source(sequence: ir.Value) -> tuple[ir.Value, int, bool] | None:
     )
 
 
+def ragged_source(sequence: ir.Value) -> tuple[ir.Value, ir.Value, int] | None:
+    """``(X, split, axis)`` when ``sequence`` is ``SplitToSequence(X, split)``.
+
+    Element i of such a sequence is the i-th run of ``split`` (its lengths,
+    or one chunk length) along ``axis`` of X, the axis kept (keepdims is
+    ignored when a split is given): the elements may differ in length along
+    that one axis, and concatenated along it they are X again.
+    """
+    producer = sequence.producer()
+    if (
+        producer is None
+        or not is_onnx_op(producer, "SplitToSequence")
+        or producer.inputs[0] is None
+        or len(producer.inputs) < 2
+        or producer.inputs[1] is None
+    ):
+        return None
+    return producer.inputs[0], producer.inputs[1], producer.attributes.get_int("axis", 0)
+
+
 def same_length_inputs(plan: MapPlan) -> bool:
     """Whether all the map's sequence inputs provably have one length.
 
@@ -322,6 +342,9 @@ def same_length_inputs(plan: MapPlan) -> bool:
     static = [lengths(v) for v in sequences]
     if all(n is not None for n in static):
         return len(set(static)) == 1
+    splits = {id(source[1]) if source else None for source in map(ragged_source, sequences)}
+    if len(splits) == 1 and None not in splits:
+        return True  # each split by one split value: one length
     dims = []
     for value in sequences:
         source = split_source(value)

@@ -52,7 +52,14 @@ from lowering.maps.strategies.loop import lower_to_sequence_loop
 from lowering.maps.strategies.scan import lower_to_scan, scan_axes
 from lowering.maps.strategies.uniform import lower_to_scan_outputs, uniform_reason
 from lowering.maps.strategies.unroll import lower_by_unrolling
-from lowering.maps.strategies.vectorize import emitted_ops, lower_by_vectorizing, vectorize_reason
+from lowering.maps.strategies.vectorize import (
+    emitted_ops,
+    lower_by_vectorizing,
+    vectorize_reason,
+    vectorized_stacks,
+)
+from lowering.maps.strategies.vectorize.batcher import Upstream
+from lowering.maps.strategies.vectorize.body_values import Ragged
 from lowering.options import (
     DEFAULT_MAX_UNROLL,
     RuntimeName,
@@ -60,6 +67,7 @@ from lowering.options import (
     check_max_unroll,
     check_runtime,
     check_strategy,
+    check_target_opset,
 )
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import first_unsupported
@@ -118,9 +126,11 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         max_unroll: int = DEFAULT_MAX_UNROLL,
         runtime: RuntimeName = "onnxruntime",
         keep_originals: bool = False,
+        target_opset: int | None = None,
     ) -> None:
         super().__init__()
         self.strategy = check_strategy(strategy)
+        self.target_opset = check_target_opset(target_opset)
         self.max_unroll = check_max_unroll(max_unroll)
         self.runtime = RUNTIMES[check_runtime(runtime)]
         # Without a Loop, a uniform map over split tensors is a Scan whatever reads it.
@@ -153,11 +163,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         link_outer_outputs(model)
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
             _import_default_domain(opset_imports)
-        # Innermost first: an outer map's uniformity was judged on its body as
-        # written, and each rewrite only touches its own body and scope.
         replaced: dict[int, list[ir.Node]] = {}
         replacer = Replacer()
-        for index in reversed(range(len(plans))):
+        for index in _rewrite_order(plans):
             plan, (strategy, _) = plans[index], choices[index]
             if strategy == "vectorize":
                 replaced[index] = lower_by_vectorizing(plan, replacer, plan.opset)
@@ -227,9 +235,19 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 for loc in found
             ]
         lengths = SequenceLengths()
-        return plans, functions, lengths, [self._choose(plan, lengths) for plan in plans]
+        # In the order of each graph, as they are rewritten (_rewrite_order): a
+        # map that reads a vectorized map's output will read its stack.
+        upstream: dict[ir.Value, tuple[ir.Value, Ragged | None]] = {}
+        choices = []
+        for plan in plans:
+            choices.append(self._choose(plan, lengths, upstream))
+            if choices[-1][0] == "vectorize":
+                upstream.update(vectorized_stacks(plan))
+        return plans, functions, lengths, choices
 
-    def _choose(self, plan: MapPlan, lengths: SequenceLengths) -> tuple[str, str]:
+    def _choose(
+        self, plan: MapPlan, lengths: SequenceLengths, upstream: Upstream | None = None
+    ) -> tuple[str, str]:
         """The first strategy that fits ``plan`` and that both onnxruntime and
         the target runtime run.
 
@@ -246,7 +264,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if self.strategy == "loop":
             return self._loop_form(plan, "forced by --strategy loop", [])
         passed_over: list[str] = []
-        vectorized, stack_free, batching = vectorize_reason(plan, plan.opset)
+        vectorized, stack_free, batching = vectorize_reason(
+            plan, plan.opset, upstream=upstream, target_opset=self.target_opset
+        )
         if vectorized and (blocked := first_unsupported(emitted_ops(plan), plan.opset)):
             vectorized, batching = False, blocked
         if vectorized and stack_free:
@@ -324,6 +344,24 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             raise ir.passes.PostconditionError(
                 f"{len(left)} SequenceMap node(s) left, first in {left[0].scope.description}"
             )
+
+
+def _rewrite_order(plans: list[MapPlan]) -> list[int]:
+    """The plans' indices in the order to rewrite them: innermost graphs first
+    (an outer map's uniformity was judged on its body as written, and each
+    rewrite only touches its own body and scope), and within a graph in its
+    order, so that a map reading another's output finds it rewritten.
+
+    ``plans`` come a scope at a time, outer scopes first (``find_nodes``).
+    """
+    groups: list[list[int]] = []
+    for index, plan in enumerate(plans):
+        owner = plan.located.scope.owner
+        if groups and plans[groups[-1][0]].located.scope.owner is owner:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return [index for group in reversed(groups) for index in group]
 
 
 def _joined(why: str, passed_over: list[str]) -> str:

@@ -81,6 +81,7 @@ from lowering.maps.strategies.vectorize.strategy import (
     emitted_ops,
     lower_by_vectorizing,
     vectorize_reason,
+    vectorized_stacks,
 )
 
-__all__ = ["RULES", "emitted_ops", "lower_by_vectorizing", "vectorize_reason"]
+__all__ = ["RULES", "emitted_ops", "lower_by_vectorizing", "vectorize_reason", "vectorized_stacks"]

@@ -7,11 +7,16 @@ families this module imports), and returns the stacked value of each body
 output. Rules build their nodes with its building blocks (:meth:`Batcher.op`,
 :meth:`Batcher.like`, :meth:`Batcher.unsqueeze`, ...), which record every
 node they make, so that a dry run can be detached and attached again.
+
+An input split by lengths is *ragged* (:class:`~.body_values.Ragged`): its
+elements are not stacked but left concatenated, as the split tensor, and a
+node with a ragged operand is batched by :data:`RAGGED_RULES` (the
+:mod:`.ragged` family) instead; an op without a rule there declines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import overload
 
 import numpy as np
@@ -24,16 +29,17 @@ from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import Operand, infer_outputs
 from lowering.irutils.nodes import attribute
 from lowering.irutils.op_facts import SAME_DTYPE_OPS, is_onnx_domain, is_onnx_op
-from lowering.maps.plan import MapPlan, split_source
+from lowering.maps.plan import MapPlan, ragged_source, split_source
 from lowering.maps.strategies.vectorize import (
     elementwise,
     indexing,
     linear_algebra,
     nn,
+    ragged,
     reductions,
     shape_ops,
 )
-from lowering.maps.strategies.vectorize.body_values import BodyValue, Dims, static
+from lowering.maps.strategies.vectorize.body_values import BodyValue, Dims, Ragged, static
 from lowering.maps.strategies.vectorize.family import Rule, RuleFamily
 
 #: Every family of batching rules; a new family module is listed here.
@@ -60,6 +66,17 @@ def _merged(families: Sequence[RuleFamily]) -> dict[str, Rule]:
 #: The batching rule of each op (an allowlist, like JAX's ``primitive_batchers``).
 RULES: dict[str, Rule] = _merged(FAMILIES)
 
+#: The families of rules for ragged operands (elements of different lengths).
+RAGGED_FAMILIES: tuple[RuleFamily, ...] = (ragged.FAMILY,)
+
+#: The rule of each op that takes ragged operands.
+RAGGED_RULES: dict[str, Rule] = _merged(RAGGED_FAMILIES)
+
+#: Where a map's input is the output of a map to be vectorized before it (in
+#: its graph), what that map's rewrite stacks it as: the result and, for a
+#: ragged one, how it is split. The later map then reads the stack.
+Upstream = Mapping[ir.Value, tuple[ir.Value, Ragged | None]]
+
 # Ops that may run once, outside, on values the same for every element.
 _INVARIANT_OPS = frozenset([*RULES, "Constant", "ConstantOfShape", "Range"])
 
@@ -71,15 +88,29 @@ class Decline(Exception):
 class Batcher:
     """One vectorization of one map: built by :meth:`run`, then committed or detached."""
 
-    def __init__(self, plan: MapPlan, opset: int) -> None:
+    def __init__(
+        self,
+        plan: MapPlan,
+        opset: int,
+        upstream: Upstream | None = None,
+        target_opset: int | None = None,
+    ) -> None:
         self.plan = plan
         self.opset = opset
+        # Ops are spelt for ``opset``; an op that a lower target (--target-opset)
+        # lacks, which the down-conversion could not undo, is not emitted.
+        self.lowest_opset = opset if target_opset is None else min(opset, target_opset)
+        self.upstream = upstream or {}
+        self.read_inputs = list(plan.node.inputs)  # what the rewrite was built on
         self.body = plan.body
         self.nodes: list[ir.Node] = []  # the new nodes and the moved ones, in order
         self.created: list[ir.Node] = []
         self.moved: list[ir.Node] = []
         self.info: dict[ir.Value, BodyValue] = {}
         self.stacks: list[ir.Value] = []
+        self.raggeds: list[Ragged | None] = []  # of each stack
+        self.result_raggeds: list[Ragged | None] = []  # of each result
+        self.cache: dict[Hashable, ir.Value] = {}  # values rules share (segment ids)
         self.stack_free = True
         self._batch_size: ir.Value | None = None
         self._constants: dict[tuple[str, tuple[int, ...], bytes], ir.Value] = {}
@@ -100,9 +131,11 @@ class Batcher:
             self._visit(node)
         self._node = None
         results: list[ir.Value] = []
+        self.result_raggeds = []
         for k, value in enumerate(self.body.outputs):
             info = self.arg(value)
             result = info.value if info.batched else self.broadcast(info, f"output {k}")
+            self.result_raggeds.append(info.ragged if info.batched else None)
             producer = result.producer()
             if producer is None or producer not in self.created or result in results:
                 result = self.op("Identity", [result])  # never retype a value not made here
@@ -170,16 +203,49 @@ class Batcher:
                 continue
             dtype = element[0].dtype if element is not None else None
             shape = _dims(element[1]) if element is not None else None
-            source = split_source(outer)
+            source, ragged_from = split_source(outer), ragged_source(outer)
+            producer = outer.producer()
+            if outer in self.upstream and producer is not None:
+                if producer.graph is not node.graph:
+                    raise self.decline(f"{outer.name!r} is a map's output in another graph")
+                result, how = self.upstream[outer]
+                if how is None:
+                    source, ragged_from = (result, 0, False), None
+                else:
+                    source, ragged_from = None, (result, how.split, how.axis)
+            split_by: Ragged | None = None
             if source is not None:
                 stack, shape = self._split_stack(outer, *source, shape)
+            elif ragged_from is not None:
+                stack, shape, split_by = self._ragged_stack(outer, *ragged_from, shape)
             else:
                 stack, shape = self._concat_stack(outer, dtype, shape)
                 self.stack_free = False
             self.stacks.append(stack)
+            self.raggeds.append(split_by)
             if dtype is not None and self.dtype_of(stack) is None:
                 self._dtypes[stack] = dtype  # what ops on the stack are checked on
-            self.info[inner] = BodyValue(stack, shape, True, dtype)
+            self.info[inner] = BodyValue(stack, shape, True, dtype, split_by)
+
+    def _ragged_stack(
+        self, sequence: ir.Value, tensor: ir.Value, split: ir.Value, axis: int, shape: Dims | None
+    ) -> tuple[ir.Value, Dims, Ragged]:
+        """The elements of ``SplitToSequence<axis>(tensor, split)`` left as ``tensor``."""
+        dims = _dims(tensor.shape)
+        rank = len(dims) if dims is not None else len(shape) if shape is not None else None
+        if rank is None:
+            raise self.decline(f"the rank of {tensor.name!r}, split by lengths, is unknown")
+        if not -rank <= axis < rank:
+            raise self.decline(f"{tensor.name!r} is split on axis {axis}, out of range")
+        axis %= rank
+        if shape is None or len(shape) != rank:
+            assert dims is not None, "the rank came from the tensor's shape"
+            shape = dims
+        shape = tuple(None if i == axis else d for i, d in enumerate(shape))
+        split_dims = _value_dims(split)
+        if not self.stacks and split_dims is not None and len(split_dims) == 1:
+            self.batch_dim = split_dims[0]  # the number of elements, when static
+        return tensor, shape, Ragged(axis, split)
 
     def _split_stack(
         self, sequence: ir.Value, tensor: ir.Value, axis: int, keepdims: bool, shape: Dims | None
@@ -252,6 +318,14 @@ class Batcher:
             if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 raise self.decline("it has a subgraph")
         args = [None if value is None else self.arg(value) for value in node.inputs]
+        if any(a is not None and a.ragged is not None for a in args):
+            ragged_rule = RAGGED_RULES.get(node.op_type)
+            if ragged_rule is None:
+                raise self.decline(
+                    "it has no batching rule for elements of different lengths (split by lengths)"
+                )
+            self._record(node, ragged_rule(self, node, args))
+            return
         if not any(a is not None and a.batched for a in args):
             if node.op_type not in _INVARIANT_OPS:
                 raise self.decline("it reads no element, but is not known to be deterministic")
@@ -268,7 +342,9 @@ class Batcher:
         rule = RULES.get(node.op_type)
         if rule is None:
             raise self.decline("it has no batching rule")
-        infos = rule(self, node, args)
+        self._record(node, rule(self, node, args))
+
+    def _record(self, node: ir.Node, infos: list[BodyValue]) -> None:
         for output, info in zip(node.outputs, infos, strict=False):
             if info.dtype is None and output.type is not None:
                 info.dtype = output.dtype
@@ -318,6 +394,8 @@ class Batcher:
             self.emitted.append((op_type, dtype))
         if op_type == "Shape":
             dtype = ir.DataType.INT64
+        elif op_type == "Cast":
+            dtype = ir.DataType(attrs[0].value)
         elif op_type in ("Constant", "ConstantOfShape"):
             dtype = attrs[0].value.dtype if attrs else ir.DataType.FLOAT
         for output in node.outputs:
@@ -338,7 +416,10 @@ class Batcher:
         if value in self._dtypes:
             return self._dtypes[value]
         info = self.info.get(value)
-        return info.dtype if info is not None else None
+        if info is not None and info.dtype is not None:
+            return info.dtype
+        array = constant_array(value)  # an untyped Constant's output
+        return ir.DataType.from_numpy(array.dtype) if array is not None else None
 
     def like(
         self,
@@ -437,10 +518,14 @@ class Batcher:
         return self.unsqueeze(value, list(range(1, rank - have + 1)))
 
     def batch_size(self) -> ir.Value:
-        """``[n]``, read from the first stack."""
+        """``[n]``, read from the first stack (from its lengths, for a ragged one)."""
         if self._batch_size is None:
-            shape = self.op("Shape", [self.stacks[0]])
-            self._batch_size = self.op("Slice", [shape, self.const([0]), self.const([1])])
+            first = self.raggeds[0]
+            if first is not None:
+                self._batch_size = self.op("Shape", [ragged.lengths_of(self, first)])
+            else:
+                shape = self.op("Shape", [self.stacks[0]])
+                self._batch_size = self.op("Slice", [shape, self.const([0]), self.const([1])])
         return self._batch_size
 
     def broadcast(self, info: BodyValue, what: str) -> ir.Value:

@@ -5,6 +5,14 @@ whether that value is batched (a stack, with the batch axis in front) or
 invariant, and the shape of *one element* (:data:`Dims`, a static rank with
 None for an unknown dim). Shapes are kept per element so that a rule's
 arithmetic is the op's own; only the axes it emits shift by one.
+
+A batched value is either a *stack* (the batch axis in front, every element
+of one shape) or *ragged* (:class:`Ragged`): the elements, of different
+lengths along one axis, concatenated along it, with no batch axis at all::
+
+    stack   [n, *shape]            element i = stack[i]
+    ragged  shape with T at axis a element i = rows starts[i] .. starts[i] + L[i]
+            (T = sum(L))            of axis a, L = the SplitToSequence's split
 """
 
 from __future__ import annotations
@@ -19,6 +27,26 @@ import onnx_ir as ir
 Dims: TypeAlias = tuple[int | None, ...]  # an element shape with a known rank
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Ragged:
+    """How a ragged value holds its elements: concatenated along ``axis`` (of the
+    element, non-negative), split by ``split`` (SplitToSequence's split input: a
+    1-D list of lengths, or one chunk length as a scalar).
+
+    Two ragged values hold their elements alike when they have one ``split``
+    and their ragged axes are as far from the last axis: broadcasting, which
+    aligns shapes on the right, then lines their rows up.
+    """
+
+    axis: int
+    split: ir.Value
+
+    def lines_up(self, other: Ragged, rank: int, other_rank: int) -> bool:
+        """Whether ``other`` (of element rank ``other_rank``) lines up with this one
+        (of ``rank``) under broadcasting."""
+        return self.split is other.split and rank - self.axis == other_rank - other.axis
+
+
 @dataclasses.dataclass
 class BodyValue:
     """A body value in the rewrite: its new value and what is known of its element."""
@@ -27,6 +55,7 @@ class BodyValue:
     shape: Dims | None  # of one element (None: rank unknown)
     batched: bool
     dtype: ir.DataType | None = None
+    ragged: Ragged | None = None  # batched, and concatenated rather than stacked
 
 
 def required(args: Sequence[BodyValue | None], count: int | None = None) -> list[BodyValue]:

@@ -24,34 +24,50 @@ if TYPE_CHECKING:
 FAMILY = RuleFamily(__name__)
 
 
-@FAMILY.rule(*sorted(REDUCE_OPS))
-def _reduce(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
-    x = v.only_first_batched(args)
-    dims = v.dims(x)
-    rank = len(dims)
+def reduced_axes(
+    v: Batcher, node: ir.Node, args: Sequence[BodyValue | None], rank: int
+) -> list[int] | None:
+    """The axes a Reduce* node reduces in an element of ``rank``, sorted and
+    non-negative; None where it reduces nothing (empty axes, noop_with_empty_axes)."""
     if rank == 0:
         raise v.decline("it reduces a scalar")
-    keepdims = node.attributes.get_int("keepdims", 1)
-    noop = node.attributes.get_int("noop_with_empty_axes", 0)
-    as_input = axes_as_input(node.op_type, v.opset)
     axes: list[int] | None
-    if as_input:
+    if axes_as_input(node.op_type, v.opset):
         array = v.constant(args[1] if len(args) > 1 else None, "axes")
         axes = None if array is None else [int(a) for a in array.reshape(-1)]
     else:
         listed = node.attributes.get_ints("axes", None)
         axes = None if listed is None else list(listed)
     if not axes:
-        if noop:
-            out = v.like(node, [x.value], drop=("axes",))
-            return [BodyValue(out, x.shape, True)]
+        if node.attributes.get_int("noop_with_empty_axes", 0):
+            return None
         axes = list(range(rank))
-    axes = sorted({v.axis(a, rank) for a in axes})
+    return sorted({v.axis(a, rank) for a in axes})
+
+
+def reduce_along(
+    v: Batcher, node: ir.Node, x: ir.Value, axes: list[int], keepdims: int | None = None
+) -> ir.Value:
+    """A copy of Reduce* ``node`` on ``x`` over ``axes`` (of ``x`` itself), spelt for
+    the opset; ``keepdims`` replaces the node's own where given."""
+    kept = node.attributes.get_int("keepdims", 1) if keepdims is None else keepdims
+    if axes_as_input(node.op_type, v.opset):
+        return v.like(node, [x, v.const(axes)], drop=("noop_with_empty_axes",), keepdims=kept)
+    return v.like(node, [x], axes=axes, keepdims=kept)
+
+
+@FAMILY.rule(*sorted(REDUCE_OPS))
+def _reduce(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
+    x = v.only_first_batched(args)
+    dims = v.dims(x)
+    rank = len(dims)
+    keepdims = node.attributes.get_int("keepdims", 1)
+    axes = reduced_axes(v, node, args, rank)
+    if axes is None:
+        out = v.like(node, [x.value], drop=("axes",))
+        return [BodyValue(out, x.shape, True)]
     shifted = [a + 1 for a in axes]
-    if as_input:
-        out = v.like(node, [x.value, v.const(shifted)], drop=("noop_with_empty_axes",))
-    else:
-        out = v.like(node, [x.value], axes=shifted)
+    out = reduce_along(v, node, x.value, shifted)
     shape = tuple(1 if i in axes else d for i, d in enumerate(dims) if keepdims or i not in axes)
     return [BodyValue(out, shape, True)]
 

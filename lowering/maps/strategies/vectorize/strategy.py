@@ -4,7 +4,21 @@
 detached and kept on the plan; :func:`lower_by_vectorizing` attaches it
 again and makes the map's outputs read the stacks it returns (the
 SequenceAt, SequenceLength and ConcatFromSequence readers read the stack
-itself; a split is built only for any other reader).
+itself; a split is built only for any other reader). A ragged result (the
+body on a tensor split by lengths, :mod:`.ragged`) is read the same way: a
+ConcatFromSequence along its ragged axis reads it directly, any other
+reader reads it split by the same lengths::
+
+    out = ConcatFromSequence<axis = a>(ys)   ->   out = Identity(Y)
+    ys                                       ->   SplitToSequence<axis = a>(Y, L)
+
+Maps are rewritten in the order of their graph, so that a map reading
+another one's output finds it as a split of that one's stack, and reads
+the stack (:func:`vectorized_stacks` tells the choice what it will be)::
+
+    m1 = SequenceMap(parts) <Neg>        ->  Y1 = Neg(X)
+    m2 = SequenceMap(m1) <Abs>               Y2 = Abs(Y1)
+    y  = ConcatFromSequence(m2)              y  = Y2
 """
 
 from __future__ import annotations
@@ -26,21 +40,31 @@ from lowering.maps.strategies.uniform import (
     read_stack,
     read_stack_in_readers,
 )
-from lowering.maps.strategies.vectorize.batcher import Batcher, Decline
+from lowering.maps.strategies.vectorize.batcher import Batcher, Decline, Upstream
+from lowering.maps.strategies.vectorize.body_values import Ragged
 
 logger = logging.getLogger(__name__)
 _MEMO = "vectorized"  # a map's detached rewrite, from vectorize_reason to lower_by_vectorizing
 
 
-def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
+def vectorize_reason(
+    plan: MapPlan,
+    opset: int,
+    upstream: Upstream | None = None,
+    target_opset: int | None = None,
+) -> tuple[bool, bool, str]:
     """``(vectorizable, stack_free, why)`` for ``plan``'s map, changing nothing.
 
     ``stack_free``: every sequence input is a split tensor, so the stack
     costs no copy. ``why`` says why it can, or which node stops it.
+    ``upstream``: the stacks of the maps to be vectorized before this one
+    (:func:`vectorized_stacks`), which it reads where it reads their outputs.
+    ``target_opset``: the opset the model is to declare after (``--target-opset``):
+    no op is emitted that only a later one has.
     """
     if not same_length_inputs(plan):
         return False, False, "its sequence inputs may differ in length (the first one's counts)"
-    rewrite = Batcher(plan, opset)
+    rewrite = Batcher(plan, opset, upstream, target_opset)
     try:
         rewrite.results = rewrite.run()
     except Decline as why:
@@ -51,7 +75,12 @@ def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
     finally:
         rewrite.detach()
     plan.memo[_MEMO] = rewrite  # the rewrite reattaches it rather than build it again
-    if rewrite.stack_free:
+    if any(rewrite.raggeds):
+        how = (
+            "its elements, split by lengths, are read from the split tensor (row by row, "
+            "or reduced by segment)"
+        )
+    elif rewrite.stack_free:
         how = (
             "its input is a split tensor"
             if len(rewrite.stacks) == 1
@@ -60,6 +89,20 @@ def vectorize_reason(plan: MapPlan, opset: int) -> tuple[bool, bool, str]:
     else:
         how = "its elements have one static shape and are stacked"
     return True, rewrite.stack_free, f"every op in its body has a batching rule, and {how}"
+
+
+def vectorized_stacks(plan: MapPlan) -> dict[ir.Value, tuple[ir.Value, Ragged | None]]:
+    """What a map found vectorizable stacks each of its outputs as (the result,
+    and how a ragged one is split), for the maps that read them."""
+    rewrite = cast("Batcher | None", plan.memo.get(_MEMO))
+    if rewrite is None:
+        return {}
+    return {
+        output: (result, ragged)
+        for output, result, ragged in zip(
+            plan.node.outputs, rewrite.results, rewrite.result_raggeds, strict=True
+        )
+    }
 
 
 def emitted_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
@@ -86,11 +129,18 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
     The map must have been found vectorizable by :func:`vectorize_reason`.
     """
     rewrite = cast("Batcher | None", plan.memo.pop(_MEMO, None))
-    if rewrite is not None and rewrite.opset == opset:
+    # Built on inputs since replaced (another map's output, now a split of its stack)?
+    current = list(plan.node.inputs)
+    if (
+        rewrite is not None
+        and rewrite.opset == opset
+        and all(a is b for a, b in zip(rewrite.read_inputs, current, strict=True))
+    ):
         rewrite.reattach()
         results = rewrite.results
     else:
-        rewrite = Batcher(plan, opset)
+        target = rewrite.lowest_opset if rewrite is not None else None
+        rewrite = Batcher(plan, opset, target_opset=target)
         try:
             results = rewrite.run()
         except Decline:
@@ -99,9 +149,14 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
     new_nodes = rewrite.commit(results)
     node = plan.node
     sequences: list[ir.Value | None] = []
-    for output, result, (type_, shape) in zip(
-        node.outputs, results, plan.result_types, strict=True
+    for output, result, ragged, (type_, shape) in zip(
+        node.outputs, results, rewrite.result_raggeds, plan.result_types, strict=True
     ):
+        if ragged is not None:
+            split = _read_ragged(output, result, ragged, type_, shape)
+            new_nodes += split
+            sequences.append(split[0].outputs[0] if split else None)
+            continue
         stack_shape = None if shape is None else ir.Shape([rewrite.batch_dim, *shape])
         stack = typed(result, (type_, stack_shape))
         rank = None if shape is None else len(shape)
@@ -133,6 +188,37 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
             sequences.append(None)
     replacer.replace(plan, new_nodes, sequences)
     return new_nodes
+
+
+def _read_ragged(
+    output: ir.Value,
+    result: ir.Value,
+    ragged: Ragged,
+    type_: ir.TypeProtocol,
+    shape: ir.Shape | None,
+) -> list[ir.Node]:
+    """Let the concats of ``output`` along its ragged axis read ``result`` (the
+    body on the split tensor) itself; returns the split for any other reader."""
+    if shape is not None:
+        dims = [None if i == ragged.axis else d for i, d in enumerate(shape)]
+        typed(result, (type_, ir.Shape(dims)))
+    else:
+        typed(result, (type_, None))
+    rank = None if shape is None else len(shape)
+    for user, index in list(output.uses()):
+        if index != 0 or not is_onnx_op(user, "ConcatFromSequence") or rank is None:
+            continue
+        axis = user.attributes.get_int("axis", 0)
+        if user.attributes.get_int("new_axis", 0) or not -rank <= axis < rank:
+            continue
+        if axis % rank == ragged.axis:
+            user.attributes.clear()
+            user.op_type = "Identity"
+            user.replace_input_with(0, result)
+    if not output.uses() and not output.is_graph_output():
+        return []
+    split = fresh(new_node("SplitToSequence", [result, ragged.split], {"axis": ragged.axis}))
+    return [split]
 
 
 def _merge_along(
