@@ -190,6 +190,177 @@ def runtime_table(sizes: list[int], repeats: int) -> str:
     return "\n".join(rows)
 
 
+RAGGED_HEAD = H.replace('"" : 17', '"" : 18')
+
+# split by lengths 1..64 -> map(x * w + b) -> concat, or the sequence returned.
+RAGGED = (
+    RAGGED_HEAD
+    + """
+g (float[T,8] x, int64[N] sizes, float[8] w, float b) => (float[T,8] y) {
+  parts = SplitToSequence <axis = 0> (x, sizes)
+  mapped = SequenceMap <body = body (float[K,8] a) => (float[K,8] c) {
+        aw = Mul(a, w)
+        c = Add(aw, b)
+      }> (parts)
+  y = ConcatFromSequence <axis = 0> (mapped)
+}"""
+)
+RAGGED_SEQUENCE = RAGGED.replace("=> (float[T,8] y)", "=> (seq(float[K,8]) mapped)").replace(
+    "  y = ConcatFromSequence <axis = 0> (mapped)\n", ""
+)
+RAGGED_BEST = (
+    RAGGED_HEAD
+    + """
+g (float[T,8] x, int64[N] sizes, float[8] w, float b) => (float[T,8] y) {
+  aw = Mul(x, w)
+  y = Add(aw, b)
+}"""
+)
+RAGGED_SEQUENCE_BEST = RAGGED_BEST.replace("=> (float[T,8] y)", "=> (seq(float[K,8]) s)").replace(
+    "  y = Add(aw, b)", "  y = Add(aw, b)\n  s = SplitToSequence <axis = 0> (y, sizes)"
+)
+
+# split by lengths -> map(ReduceSum over the rows) -> stacked: a segment sum.
+RAGGED_SUM = (
+    RAGGED_HEAD
+    + """
+g (float[T,8] x, int64[N] sizes, float[8] w, float b) => (float[N,8] y) {
+  parts = SplitToSequence <axis = 0> (x, sizes)
+  rows = Constant <value = int64[1] {0}> ()
+  mapped = SequenceMap <body = body (float[K,8] a) => (float[8] c) {
+        c = ReduceSum <keepdims = 0> (a, rows)
+      }> (parts)
+  y = ConcatFromSequence <axis = 0, new_axis = 1> (mapped)
+}"""
+)
+# The segment sum written by hand: each row's segment from the lengths, then
+# ScatterElements with reduction = add into zeros.
+RAGGED_SUM_BEST = (
+    RAGGED_HEAD
+    + """
+g (float[T,8] x, int64[N] sizes, float[8] w, float b) => (float[N,8] y) {
+  zero = Constant <value = int64 {0}> ()
+  one = Constant <value = int64[1] {1}> ()
+  starts = CumSum <exclusive = 1> (sizes, zero)
+  shape = Shape(x)
+  total = Shape <end = 1> (x)
+  room = Add(total, one)
+  marks0 = ConstantOfShape <value = int64[1] {0}> (room)
+  n = Shape(sizes)
+  ones = ConstantOfShape <value = int64[1] {1}> (n)
+  marks = ScatterElements <axis = 0, reduction = "add"> (marks0, starts, ones)
+  begin = Constant <value = int64[1] {0}> ()
+  cut = Slice(marks, begin, total)
+  counted = CumSum(cut, zero)
+  ids = Sub(counted, one)
+  column = Unsqueeze(ids, one)
+  index = Expand(column, shape)
+  eight = Constant <value = int64[1] {8}> ()
+  out_shape = Concat <axis = 0> (n, eight)
+  zeros = ConstantOfShape <value = float[1] {0}> (out_shape)
+  y = ScatterElements <axis = 0, reduction = "add"> (zeros, index, x)
+}"""
+)
+
+# split (uniform) -> map(Neg) -> map(Abs) -> concat; by hand Abs(Neg(x)).
+CHAINED = (
+    RAGGED_HEAD
+    + """
+g (float[N,16] x) => (float[N,16] y) {
+  parts = SplitToSequence <axis = 0, keepdims = 0> (x)
+  m1 = SequenceMap <body = b1 (float[16] a) => (float[16] c) { c = Neg(a) }> (parts)
+  m2 = SequenceMap <body = b2 (float[16] a) => (float[16] c) { c = Abs(a) }> (m1)
+  y = ConcatFromSequence <axis = 0, new_axis = 1> (m2)
+}"""
+)
+CHAINED_RAGGED = (
+    RAGGED_HEAD
+    + """
+g (float[T,8] x, int64[N] sizes) => (float[T,8] y) {
+  parts = SplitToSequence <axis = 0> (x, sizes)
+  m1 = SequenceMap <body = b1 (float[K,8] a) => (float[K,8] c) { c = Neg(a) }> (parts)
+  m2 = SequenceMap <body = b2 (float[K,8] a) => (float[K,8] c) { c = Abs(a) }> (m1)
+  y = ConcatFromSequence <axis = 0> (m2)
+}"""
+)
+CHAINED_BEST = (
+    RAGGED_HEAD
+    + """
+g (float[N,16] x) => (float[N,16] y) {
+  m = Neg(x)
+  y = Abs(m)
+}"""
+)
+CHAINED_RAGGED_BEST = CHAINED_BEST.replace("float[N,16] x", "float[T,8] x, int64[N] sizes").replace(
+    "float[N,16] y", "float[T,8] y"
+)
+
+
+def ragged_table(sizes: list[int], repeats: int, runs: int = 3) -> str:
+    """Ragged and chained maps: the original, the lowered model and the form
+    written by hand, side by side in one process; each cell the median of
+    ``runs`` medians (a run: the three interleaved, ``repeats`` times)."""
+    rng = np.random.default_rng(0)
+    kinds = {
+        "ragged x * w + b, concat read": (RAGGED, RAGGED_BEST),
+        "ragged x * w + b, sequence returned": (RAGGED_SEQUENCE, RAGGED_SEQUENCE_BEST),
+        "ragged ReduceSum over the rows": (RAGGED_SUM, RAGGED_SUM_BEST),
+        "chained Neg -> Abs, uniform": (CHAINED, CHAINED_BEST),
+        "chained Neg -> Abs, ragged": (CHAINED_RAGGED, CHAINED_RAGGED_BEST),
+    }
+    sessions = {}
+    for label, (text, best) in kinds.items():
+        model = onnx.parser.parse_model(text)
+        sessions[label] = [
+            _session(model),
+            _session(_lowered(model, "vectorize")),
+            _session(onnx.parser.parse_model(best)),
+        ]
+    rows = [
+        (
+            "| map | n | original (ms) | lowered (ms) | by hand (ms) "
+            "| original / lowered | lowered / by hand |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        lengths = rng.integers(1, 65, n).astype(np.int64)
+        ragged_feeds = {
+            "x": rng.standard_normal((int(lengths.sum()), 8)).astype(np.float32),
+            "sizes": lengths,
+            "w": rng.standard_normal(8).astype(np.float32),
+            "b": np.array(0.5, np.float32),
+        }
+        for label, trio in sessions.items():
+            if "uniform" in label:
+                feeds = {"x": rng.standard_normal((n, 16)).astype(np.float32)}
+            else:
+                names = {i.name for i in trio[0].get_inputs()}
+                feeds = {k: v for k, v in ragged_feeds.items() if k in names}
+            _check_same(trio, feeds, label)
+            medians = [_medians_ms(trio, feeds, _reps(n, repeats)) for _ in range(runs)]
+            original, lowered_ms, best = (
+                statistics.median(m[i] for m in medians) for i in range(3)
+            )
+            rows.append(
+                f"| {label} | {n:,} | {original:.2f} | {lowered_ms:.2f} | {best:.2f} "
+                f"| {original / lowered_ms:.1f}x | {lowered_ms / best:.2f}x |"
+            )
+    return "\n".join(rows)
+
+
+def _check_same(sessions: list[ort.InferenceSession], feeds: dict, label: str) -> None:
+    """The three give one answer (a segment sum up to float rounding)."""
+    answers = [session.run(None, feeds)[0] for session in sessions]
+    for answer in answers[1:]:
+        for got, want in zip(
+            answer if isinstance(answer, list) else [answer],
+            answers[0] if isinstance(answers[0], list) else [answers[0]],
+            strict=True,
+        ):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=label)
+
+
 def many_maps_model(count: int) -> onnx.ModelProto:
     """``count`` SequenceMap nodes, each of its own result a graph output."""
     nodes, outputs = [], []
@@ -313,6 +484,8 @@ def main() -> None:
     )
     print("## onnxruntime time per run (median)\n")
     print(runtime_table(sizes, repeats=7 if args.quick else 15), "\n")
+    print("## Ragged and chained maps (median of 3 paired runs)\n")
+    print(ragged_table([100] if args.quick else [1000, 4000, 10000], 7 if args.quick else 9), "\n")
     with tempfile.TemporaryDirectory() as folder:
         print("## The pass's own time\n")
         print(pass_time_table(counts, pathlib.Path(folder)), "\n")
