@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import overload
 
 import onnx
@@ -23,6 +24,7 @@ def lower_in_place(
     target_opset: int | None = None,
     ir_version: int | None = None,
     keep_originals: bool = False,
+    restore_from: Callable[[], ir.Model] | None = None,
 ) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
 
@@ -35,7 +37,9 @@ def lower_in_place(
     that cannot be lowered), ``model`` is left exactly as it was. Each pass
     checks before it changes anything, but a later pass can only find its
     problem after an earlier one ran, so the whole pipeline runs as one
-    transaction (:func:`lowering.irutils.snapshot.snapshot`).
+    transaction (:func:`lowering.irutils.snapshot.snapshot`). ``restore_from``,
+    a function that reads ``model`` again as it was (from the bytes it was
+    loaded from), spares that snapshot: the restore reads it instead.
     """
     options = Options(
         normalize_inserts=normalize_inserts,
@@ -47,7 +51,7 @@ def lower_in_place(
         ir_version=ir_version,
         keep_originals=keep_originals,
     )
-    return Pipeline(options)(model).rewrites
+    return Pipeline(options, restore_from=restore_from)(model).rewrites
 
 
 @overload

@@ -128,11 +128,34 @@ def read(path: str) -> tuple[ir.Model, Source]:
                 source = Source(path, folder, None, file.read())
     if (len(source.raw) if source.raw is not None else os.path.getsize(path)) == 0:
         raise ModelFileError("the file is empty; was it written completely?")
+    model = _parse(source)
+    tensors = list(_external_tensors(model))  # one walk, for both
+    for tensor in tensors:
+        tensor.base_dir = source.folder
+    _check_external_data(tensors, source.folder)
+    return model, source
+
+
+def reread(source: Source) -> ir.Model:
+    """The model :func:`read` read from ``source``, read again, as it was then.
+
+    A stream's bytes are kept; a file is read again (IN is written, if at
+    all, only after the lowering). What a failed lowering restores its model
+    from (:func:`lowering.irutils.snapshot.restorer`), at no cost up front.
+    """
+    model = _parse(source)
+    for tensor in _external_tensors(model):
+        tensor.base_dir = source.folder
+    return model
+
+
+def _parse(source: Source) -> ir.Model:
     try:
         if source.raw is not None:
             proto = onnx.load_model_from_string(source.raw)
         else:
-            proto = onnx.load(path, load_external_data=False)
+            assert source.path is not None
+            proto = onnx.load(source.path, load_external_data=False)
     except (DecodeError, RuntimeError, ValueError) as error:
         raise ModelFileError(
             f"not a valid ONNX model ({_first_line(error)}); the file may be truncated "
@@ -146,10 +169,7 @@ def read(path: str) -> tuple[ir.Model, Source]:
         model = ir.serde.deserialize_model(proto)
     except Exception as error:  # onnx_ir raises many kinds on malformed protos
         raise ModelFileError(f"malformed ONNX model ({_first_line(error)})") from error
-    for tensor in _external_tensors(model):
-        tensor.base_dir = source.folder
-    _check_external_data(model, source.folder)
-    return model, source
+    return model
 
 
 def checker_problem(source: Source) -> str | None:
@@ -194,10 +214,10 @@ def external_files(model: ir.Model) -> dict[str, str]:
     return {os.path.abspath(t.path): os.fspath(t.location) for t in _external_tensors(model)}
 
 
-def _check_external_data(model: ir.Model, folder: str) -> None:
+def _check_external_data(tensors: list[ir.ExternalTensor], folder: str) -> None:
     """Refuse data locations that leave the model's folder, and missing data files."""
     real_folder = os.path.realpath(folder)
-    for tensor in _external_tensors(model):
+    for tensor in tensors:
         location = os.fspath(tensor.location)
         where = f"the external data location {location!r} of tensor {tensor.name!r}"
         if not _plain_relative(location):
@@ -280,22 +300,23 @@ def write(
     if out.is_stream:
         return _write_stream(model, source, out, changed=changed)
     assert out.path is not None
-    for data in external_files(model):
+    files = external_files(model)  # one walk of the model, for every check below
+    for data in files:
         if _same_file(out.path, data):
             raise ModelFileError(
                 f"OUT is {data}, the data file IN reads its weights from; refused: "
                 "give OUT another name"
             )
-    _refuse_split_symlink(model, out, external_data)
+    _refuse_split_symlink(files, out, external_data)
     same_file = source.path is not None and _same_file(source.path, out.path)
-    if not changed and external_data is None and _data_resolves_from(model, out):
+    if not changed and external_data is None and _data_resolves_from(files, out):
         if not same_file:
             with _staging(out.folder) as stage:
                 staged = os.path.join(stage, os.path.basename(out.path))
                 _copy_into(source, staged)
                 _commit(stage, [], staged, out.path)
         return Written(identical=True)
-    plan = _plan_data(model, source, out, external_data, same_file=same_file)
+    plan = _plan_data(files, source, out, external_data, same_file=same_file)
     with _staging(out.folder) as stage:
         for source_file, location in plan.copies:
             staged = os.path.join(stage, location)
@@ -312,10 +333,10 @@ def write(
 
 
 def _write_stream(model: ir.Model, source: Source, out: Target, *, changed: bool) -> Written:
-    if not changed and not any(True for _ in _external_tensors(model)):
+    embedded = any(True for _ in _external_tensors(model))
+    if not changed and not embedded:
         _stream(out, source.bytes())
         return Written(identical=True)
-    embedded = any(True for _ in _external_tensors(model))
     if embedded:
         ir.external_data.load_to_model(model)  # a stream is one file: the weights go in it
     proto = ir.serde.serialize_model(model)
@@ -344,9 +365,10 @@ def _stream(out: Target, data: bytes) -> None:
         raise ModelFileError(f"cannot write the output: {error.strerror or error}") from error
 
 
-def _data_resolves_from(model: ir.Model, out: Target) -> bool:
-    """Whether every data file IN reads is the very file OUT would read."""
-    for source_file, location in external_files(model).items():
+def _data_resolves_from(files: dict[str, str], out: Target) -> bool:
+    """Whether every data file IN reads (``files``: :func:`external_files`) is the
+    very file OUT would read."""
+    for source_file, location in files.items():
         assert out.path is not None
         beside = os.path.join(out.folder, location)
         if not (os.path.lexists(beside) and _same_file(beside, source_file)):
@@ -356,7 +378,7 @@ def _data_resolves_from(model: ir.Model, out: Target) -> bool:
     return True
 
 
-def _refuse_split_symlink(model: ir.Model, out: Target, external_data: str | None) -> None:
+def _refuse_split_symlink(files: dict[str, str], out: Target, external_data: str | None) -> None:
     """OUT is a symlink into another folder, and the model needs data files.
 
     ONNX resolves data locations from the folder of the path a model is opened
@@ -367,7 +389,7 @@ def _refuse_split_symlink(model: ir.Model, out: Target, external_data: str | Non
     link_folder = os.path.realpath(os.path.dirname(os.path.abspath(out.label)))
     if link_folder == out.folder:
         return
-    if external_data is not None or any(True for _ in _external_tensors(model)):
+    if external_data is not None or files:
         raise ModelFileError(
             f"OUT is a symlink to {out.path}, in another folder, and the model has external "
             "data, whose locations would resolve differently through the link; "
@@ -381,18 +403,23 @@ class _DataPlan:
 
 
 def _plan_data(
-    model: ir.Model, source: Source, out: Target, external_data: str | None, *, same_file: bool
+    files: dict[str, str],
+    source: Source,
+    out: Target,
+    external_data: str | None,
+    *,
+    same_file: bool,
 ) -> _DataPlan:
     """Check every data file this run would write, before anything is written."""
     assert out.path is not None
-    ins = list(external_files(model))
+    ins = list(files)
     owned = _locations_of(out.path)
     check = _DataCheck(source, out, ins, owned, same_file)
     if external_data is not None:
         check(external_data, "--external-data")
         return _DataPlan([])
     copies = []
-    for source_file, location in external_files(model).items():
+    for source_file, location in files.items():
         beside = os.path.join(out.folder, location)
         shared = (
             os.path.lexists(beside)

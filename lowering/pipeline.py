@@ -34,7 +34,7 @@ from lowering.errors import LoweringError, refusal
 from lowering.irutils.collector import collector_paused
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.scopes import find_nodes
-from lowering.irutils.snapshot import snapshot
+from lowering.irutils.snapshot import restorer, snapshot
 from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass
@@ -116,13 +116,22 @@ class Pipeline(ir.passes.InPlacePass):
 
     ``atomic``: keep the model to put back on failure (:mod:`lowering.irutils.snapshot`);
     off only where the caller throws the model away on failure (``lower`` on a
-    ModelProto works on a copy).
+    ModelProto works on a copy). ``restore_from``: instead of a snapshot, read
+    the model again from what the caller already holds (the CLI: the bytes or
+    file it read), which costs nothing unless the lowering fails.
     """
 
-    def __init__(self, options: Options, *, atomic: bool = True) -> None:
+    def __init__(
+        self,
+        options: Options,
+        *,
+        atomic: bool = True,
+        restore_from: Callable[[], ir.Model] | None = None,
+    ) -> None:
         super().__init__()
         self.options = options
         self.atomic = atomic
+        self.restore_from = restore_from
 
     def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> LoweringResult:
         result = super().__call__(model_or_result)
@@ -135,7 +144,10 @@ class Pipeline(ir.passes.InPlacePass):
         return [step.make(self.options, Progress()) for step in STEPS]
 
     def call(self, model: ir.Model) -> LoweringResult:
-        restore = snapshot(model) if self.atomic else None
+        restore = None
+        if self.atomic:
+            from_source = self.restore_from
+            restore = snapshot(model) if from_source is None else restorer(model, from_source)
         try:
             return self._call(model)
         except BaseException:

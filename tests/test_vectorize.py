@@ -442,7 +442,8 @@ GOLDEN = {
         }""",
     ),
     # Columns with keepdims: the stack is x transposed, unsqueezed after the
-    # batch axis. Axes shift by one; the merging concat is a Reshape.
+    # batch axis. Axes shift by one; the merging concat is a Reshape. The
+    # batcher's constants lead the graph, one per value for all its maps.
     "columns_matmul_reduce_merge": (
         H
         + """
@@ -459,12 +460,12 @@ GOLDEN = {
         H
         + """
         g (float[3,T] x, float[3,5] w) => (float[M] y) {
-          xt = Transpose <perm = [1, 0]> (x)
           two = Constant <value = int64[1] {2}> ()
+          one = Constant <value = int64[1] {1}> ()
+          xt = Transpose <perm = [1, 0]> (x)
           stack = Unsqueeze(xt, two)
           t = Transpose <perm = [0, 2, 1]> (stack)
           p = MatMul(t, w)
-          one = Constant <value = int64[1] {1}> ()
           c = ReduceSum <keepdims = 0> (p, one)
           merged = Constant <value = int64[1] {-1}> ()
           y = Reshape(c, merged)
@@ -490,12 +491,12 @@ GOLDEN = {
         g (seq(float[2,3]) xs, float b) => (seq(float[6]) ys) {
           shape = Constant <value = int64[2] {2, 3}> ()
           zero = ConstantOfShape <value = float[1] {0.0}> (shape)
-          appended = SequenceInsert(xs, zero)
-          stacked = ConcatFromSequence <axis = 0, new_axis = 1> (appended)
           start = Constant <value = int64[1] {0}> ()
           end = Constant <value = int64[1] {-1}> ()
-          stack = Slice(stacked, start, end)
           target = Constant <value = int64[2] {-1, 6}> ()
+          appended = SequenceInsert(xs, zero)
+          stacked = ConcatFromSequence <axis = 0, new_axis = 1> (appended)
+          stack = Slice(stacked, start, end)
           f = Reshape(stack, target)
           k = Constant <value = float[1] k {2.0}> ()
           g2 = Mul(f, k)

@@ -3,17 +3,23 @@
 ``onnx_ir.convenience.get_const_tensor`` names the tensor it returns, which
 writes through to the proto a model was read from. The rewrites here only
 look, so they read constants with :func:`constant_array`. They make the
-constants they need with :func:`constant_node`, and drop the ones their
-rewrites leave unread with :func:`lowering.irutils.dead_code.remove_unread`.
+constants they need with :func:`constant_node` (or, where many rewrites in
+one graph need the same few, from one :class:`SharedConstants`), and drop
+the ones their rewrites leave unread with
+:func:`lowering.irutils.dead_code.remove_unread`.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.naming import fresh
 from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.walk import GraphLike
 
 _LIST_ATTRIBUTES = {"value_ints": np.int64, "value_floats": np.float32}
 _SCALAR_ATTRIBUTES = {"value_int": np.int64, "value_float": np.float32}
@@ -32,7 +38,9 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         if not isinstance(attr, ir.Attr) or attr.is_ref():
             return None
         if name == "value":
-            return attr.as_tensor().numpy()
+            # attr.value, not attr.as_tensor(): that checks a runtime Protocol,
+            # ~0.1 ms a call, and passes read every Constant of a model.
+            return attr.value.numpy() if attr.type == ir.AttributeType.TENSOR else None
         if name in _SCALAR_ATTRIBUTES:
             return np.array(attr.value, _SCALAR_ATTRIBUTES[name])
         if name in _LIST_ATTRIBUTES:
@@ -49,3 +57,85 @@ def constant_node(value: np.ndarray, stem: str | None = None) -> ir.Node:
     output.dtype = ir.DataType.from_numpy(value.dtype)
     output.shape = ir.Shape(value.shape)
     return node
+
+
+_Key = tuple[str, str, tuple[int, ...], bytes]
+
+
+@dataclasses.dataclass
+class SharedConstants:
+    """One Constant (or zero-filled ``ConstantOfShape``) per value per graph,
+    for rewrites that each need the same few: 10,000 vectorized maps in one
+    graph share one ``[0]`` and one ``[-1]`` for their Slices and one filler
+    per element shape, not 30,000 Constants.
+
+    Rewrites are planned before anything changes, so a value handed out here
+    belongs to no graph until :meth:`place` puts it at the start of its
+    graph, where it precedes every reader; a value that no kept rewrite
+    reads is never placed. Belongs to one pass run (a later pass may change
+    or remove what it placed)::
+
+        make:   rewrite A -> c0 (detached)      rewrite B -> c0 (the same)
+        place:  graph { c0 = Constant(..); ...A...; ...B... }
+    """
+
+    _values: dict[tuple[GraphLike, _Key], ir.Value] = dataclasses.field(default_factory=dict)
+    _owners: dict[ir.Node, GraphLike] = dataclasses.field(default_factory=dict)
+    _last: dict[GraphLike, ir.Node] = dataclasses.field(default_factory=dict)
+
+    def constant(self, owner: GraphLike, value: np.ndarray, stem: str | None = None) -> ir.Value:
+        """A Constant of ``value`` for a node of ``owner``."""
+        key = ("Constant", value.dtype.str, tuple(value.shape), value.tobytes())
+        found = self._values.get((owner, key))
+        if found is None:
+            node = constant_node(value, stem)
+            found = self._values[(owner, key)] = node.outputs[0]
+            self._owners[node] = owner
+        return found
+
+    def zeros(self, owner: GraphLike, shape: Sequence[int], dtype: ir.DataType) -> ir.Value:
+        """``ConstantOfShape(shape)`` of ``dtype`` zeros (one element of that shape)."""
+        key = ("ConstantOfShape", dtype.numpy().str, tuple(shape), b"")
+        found = self._values.get((owner, key))
+        if found is None:
+            dims = self.constant(owner, np.array(shape, np.int64))
+            zero = ir.Tensor(np.zeros([1], dtype.numpy()), dtype=dtype)
+            node = fresh(ir.Node("", "ConstantOfShape", [dims], [ir.AttrTensor("value", zero)]))
+            found = self._values[(owner, key)] = node.outputs[0]
+            found.dtype = dtype
+            found.shape = ir.Shape(shape)
+            self._owners[node] = owner
+        return found
+
+    def place(self, values: list[ir.Value]) -> None:
+        """Put each of ``values`` that something reads, and what it reads, at the
+        start of its graph (in the order they were made), if not there yet."""
+        needed: list[ir.Node] = []
+
+        def need(node: ir.Node) -> None:
+            if node.graph is not None or node in needed:
+                return
+            for value in node.inputs:
+                if value is not None and value.producer() in self._owners:
+                    need(value.producer())  # type: ignore[arg-type]
+            needed.append(node)
+
+        for value in values:
+            node = value.producer()
+            # Placed ones first: uses() copies every use, 10,000 of a shared one.
+            if node is not None and node.graph is None and node in self._owners and value.uses():
+                need(node)
+        for node in needed:
+            owner = self._owners[node]
+            last = self._last.get(owner)
+            if last is not None and last.graph is not None:  # (a function's: its own graph)
+                owner.insert_after(last, node)
+            elif len(owner) > 0:
+                owner.insert_before(next(iter(owner)), node)
+            else:
+                owner.append(node)
+            self._last[owner] = node
+
+    def made(self, value: ir.Value) -> bool:
+        """Whether ``value`` was handed out here."""
+        return value.producer() in self._owners

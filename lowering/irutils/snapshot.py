@@ -4,7 +4,8 @@ Each pass checks a model before it changes it, but some checks can only be
 made after a change: a later pass in :func:`lowering.lower`'s pipeline, or
 maps that only specializing a function reveals
 (:class:`lowering.passes.lower_sequence_maps.LowerSequenceMapPass`). Those run as a
-transaction, with a snapshot to restore the model from.
+transaction, with a snapshot to restore the model from, or (:func:`restorer`)
+a source to read it again from that the caller already holds.
 """
 
 from __future__ import annotations
@@ -78,6 +79,23 @@ def serialize_without_weights(
             for name, tensor in tensors.items():
                 graph.initializers[name].const_value = tensor
     return proto, kept
+
+
+def restorer(model: ir.Model, load: Callable[[], ir.Model]) -> Callable[[], None]:
+    """:func:`snapshot`'s restore, from a source the caller already holds.
+
+    ``load`` reads ``model`` again as it is now (the CLI's: the bytes or
+    file it was just read from, :func:`lowering.model_io.reread`), so
+    nothing is serialized up front: a lowering that succeeds, the usual
+    case, pays nothing for being able to fail::
+
+        restore: load() -> a model like the one read, adopted into ``model``
+    """
+
+    def restore() -> None:
+        adopt(model, load())
+
+    return restore
 
 
 def with_weights(proto: onnx.ModelProto, kept: Kept) -> ir.Model:

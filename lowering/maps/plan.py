@@ -18,7 +18,7 @@ import onnx_ir as ir
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.errors import LoweringError
 from lowering.irutils.axes import axes_as_input, with_axes
-from lowering.irutils.constants import constant_node
+from lowering.irutils.constants import SharedConstants, constant_node
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
@@ -45,6 +45,9 @@ class MapPlan:
     # What a strategy built while checking that it fits, for its rewrite to
     # reuse; it lives as long as the plan does.
     memo: dict[str, object] = dataclasses.field(default_factory=dict)
+    # The constants rewrites share, one per value per graph: the pass gives
+    # every plan of one run the same (by default a plan has its own).
+    constants: SharedConstants = dataclasses.field(default_factory=SharedConstants)
 
     @property
     def node(self) -> ir.Node:

@@ -43,6 +43,7 @@ import onnx_ir as ir
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
+from lowering.irutils.constants import SharedConstants
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
@@ -234,6 +235,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc))
                 for loc in found
             ]
+        shared = SharedConstants()  # one per value per graph, for every map of this run
+        for plan in plans:
+            plan.constants = shared
         lengths = SequenceLengths()
         # In the order of each graph, as they are rewritten (_rewrite_order): a
         # map that reads a vectorized map's output will read its stack.

@@ -113,7 +113,7 @@ class Batcher:
         self.cache: dict[Hashable, ir.Value] = {}  # values rules share (segment ids)
         self.stack_free = True
         self._batch_size: ir.Value | None = None
-        self._constants: dict[tuple[str, tuple[int, ...], bytes], ir.Value] = {}
+        self._shared: list[ir.Value] = []  # from plan.constants, placed by commit
         self._node: ir.Node | None = None  # the body node being batched, for reasons
         self._inputs: list[list[ir.Value | None]] = []
         self.results: list[ir.Value] = []
@@ -182,6 +182,7 @@ class Batcher:
         if rest:
             self.body.remove(rest)
         self.body.inputs.clear()
+        self.plan.constants.place(self._shared)
         return list(self.nodes)
 
     def decline(self, why: str) -> Decline:
@@ -298,12 +299,14 @@ class Batcher:
             # ConstantOfShape, which makes the filler, takes no strings.
             raise self.decline(f"elements of type {dtype} cannot be stacked")
         try:
-            zero = ir.Tensor(np.zeros([1], dtype.numpy()), dtype=dtype)
+            # One filler per element shape and type in the graph, shared by its maps.
+            filler = self.plan.constants.zeros(self.plan.located.scope.owner, static_shape, dtype)
         except Exception as error:  # noqa: BLE001 -- no numpy twin (string, float8, ...)
             raise self.decline(f"elements of type {dtype} cannot be stacked: {error}") from None
+        self._shared.append(filler)
+        self.emitted.append(("ConstantOfShape", ir.DataType.INT64))
         # onnxruntime's ConcatFromSequence fails on an empty sequence: append a
         # zero element, stack, and slice it off again.
-        filler = self.op("ConstantOfShape", [self.const(static_shape)], {"value": zero})
         appended = self.op("SequenceInsert", [sequence, filler])
         stacked = self.op("ConcatFromSequence", [appended], {"axis": 0, "new_axis": 1})
         stack = self.op("Slice", [stacked, self.const([0]), self.const([-1])])
@@ -458,18 +461,11 @@ class Batcher:
         return outs
 
     def const(self, values: npt.ArrayLike, dtype: npt.DTypeLike = np.int64) -> ir.Value:
-        """A Constant of ``values``, one per distinct value in the rewrite."""
-        array = np.array(values, dtype)
-        key = (array.dtype.str, array.shape, array.tobytes())
-        if key in self._constants:
-            return self._constants[key]
-        node = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.Tensor(array))]))
-        node.outputs[0].dtype = ir.DataType.from_numpy(array.dtype)
-        node.outputs[0].shape = ir.Shape(array.shape)
-        self.created.append(node)
-        self.nodes.append(node)
-        self._constants[key] = node.outputs[0]
-        return node.outputs[0]
+        """A Constant of ``values``, one per distinct value in the map's graph
+        (:class:`~lowering.irutils.constants.SharedConstants`, placed by :meth:`commit`)."""
+        value = self.plan.constants.constant(self.plan.located.scope.owner, np.array(values, dtype))
+        self._shared.append(value)
+        return value
 
     def unsqueeze(self, value: ir.Value, axes: list[int]) -> ir.Value:
         """``Unsqueeze(value, axes)``, spelt for the opset; undoes a Squeeze made here."""

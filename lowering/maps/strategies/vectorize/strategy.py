@@ -160,13 +160,15 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
         stack_shape = None if shape is None else ir.Shape([rewrite.batch_dim, *shape])
         stack = typed(result, (type_, stack_shape))
         rank = None if shape is None else len(shape)
-        # SequenceAt, SequenceLength and concats read the stack (scan_outputs' rules).
-        count_nodes = count_of(stack, rewrite.batch_dim)
-        count = count_nodes[-1].outputs[0]
-        constants = read_stack_in_readers(output, stack, type_, shape, count, opset)
-        if count.uses():
-            new_nodes += count_nodes
-        new_nodes += constants
+        # SequenceAt, SequenceLength and concats read the stack (scan_outputs' rules);
+        # an output only the graph returns has no reader (the count is not built).
+        if output.uses():
+            count_nodes = count_of(stack, rewrite.batch_dim)
+            count = count_nodes[-1].outputs[0]
+            constants = read_stack_in_readers(output, stack, type_, shape, count, opset)
+            if count.uses():
+                new_nodes += count_nodes
+            new_nodes += constants
         for user, index in list(output.uses()):
             kind = concat_kind(user, index, rank, shape)
             if kind is None:
