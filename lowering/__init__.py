@@ -9,23 +9,57 @@ valid on its own (:class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
 :func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
 ``lowering.verify.compare``.
+
+Imported lazily (PEP 562): ``import lowering`` costs nothing, so that
+``onnx-lower --help`` imports neither onnx nor onnx_ir; each name loads its
+module when first read.
 """
 
-from lowering.api import lower, lower_in_place
-from lowering.errors import LoweringError, refusal
-from lowering.options import OptionError, Options
-from lowering.passes.constant_form import ConstantValueFormPass
-from lowering.passes.eliminate_sequences import EliminateSequencesPass
-from lowering.passes.fold_insert_chains import FoldInsertChainsPass
-from lowering.passes.fresh_names import FreshNamesPass
-from lowering.passes.ir_version import IrVersionPass
-from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
-from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
-from lowering.passes.optimize import OptimizePass
-from lowering.passes.specialize_functions import SpecializeFunctionsPass
-from lowering.passes.target_opset import TargetOpsetPass
-from lowering.pipeline import Pipeline, pipeline
-from lowering.rewrites import LoweringResult, Rewrite
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lowering.api import lower, lower_in_place
+    from lowering.errors import LoweringError, refusal
+    from lowering.options import OptionError, Options
+    from lowering.passes.constant_form import ConstantValueFormPass
+    from lowering.passes.eliminate_sequences import EliminateSequencesPass
+    from lowering.passes.fold_insert_chains import FoldInsertChainsPass
+    from lowering.passes.fresh_names import FreshNamesPass
+    from lowering.passes.ir_version import IrVersionPass
+    from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
+    from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
+    from lowering.passes.optimize import OptimizePass
+    from lowering.passes.specialize_functions import SpecializeFunctionsPass
+    from lowering.passes.target_opset import TargetOpsetPass
+    from lowering.pipeline import Pipeline, pipeline
+    from lowering.rewrites import LoweringResult, Rewrite
+
+#: Where each public name lives.
+_HOMES = {
+    "lower": "lowering.api",
+    "lower_in_place": "lowering.api",
+    "LoweringError": "lowering.errors",
+    "refusal": "lowering.errors",
+    "OptionError": "lowering.options",
+    "Options": "lowering.options",
+    "ConstantValueFormPass": "lowering.passes.constant_form",
+    "EliminateSequencesPass": "lowering.passes.eliminate_sequences",
+    "FoldInsertChainsPass": "lowering.passes.fold_insert_chains",
+    "FreshNamesPass": "lowering.passes.fresh_names",
+    "IrVersionPass": "lowering.passes.ir_version",
+    "LowerSequenceMapPass": "lowering.passes.lower_sequence_maps",
+    "NormalizeSequenceInsertPass": "lowering.passes.normalize_inserts",
+    "OptimizePass": "lowering.passes.optimize",
+    "SpecializeFunctionsPass": "lowering.passes.specialize_functions",
+    "TargetOpsetPass": "lowering.passes.target_opset",
+    "Pipeline": "lowering.pipeline",
+    "pipeline": "lowering.pipeline",
+    "LoweringResult": "lowering.rewrites",
+    "Rewrite": "lowering.rewrites",
+}
 
 __all__ = [
     "ConstantValueFormPass",
@@ -50,3 +84,16 @@ __all__ = [
     "refusal",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lowering' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # once: later reads find it
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

@@ -19,23 +19,31 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnx
-import onnx_ir as ir
-
-from lowering import model_io
-from lowering.api import lower_in_place
-from lowering.errors import LoweringError
+from lowering.defaults import DEFAULT_MAX_UNROLL, DEFAULT_RUNTIME, RUNTIME_NAMES, STRATEGIES
 from lowering.irutils.collector import collector_paused
-from lowering.irutils.op_facts import is_onnx_domain
-from lowering.irutils.walk import model_nodes
-from lowering.options import DEFAULT_MAX_UNROLL, STRATEGIES, OptionError, Options
-from lowering.passes.target_opset import lowest_opset
-from lowering.rewrites import Rewrite
-from lowering.runtimes.profiles import DEFAULT_RUNTIME, RUNTIMES
+
+if TYPE_CHECKING:
+    import onnx
+    import onnx_ir as ir
+
+    from lowering import model_io
+    from lowering.rewrites import Rewrite
+
+# ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
+# the parser reads only lowering.defaults, and the rest is imported when a model is read.
 
 PROG = "onnx-lower"
+STREAM = "-"  # model_io.STREAM, which the parser's checks need before model_io loads
+
+
+def lower_in_place(model: ir.Model, **options: Any) -> list[Rewrite]:
+    """:func:`lowering.api.lower_in_place`, imported when a model is lowered
+    (and the seam tests replace to sabotage a lowering)."""
+    from lowering.api import lower_in_place as lower
+
+    return lower(model, **options)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--runtime",
-        choices=list(RUNTIMES),
+        choices=list(RUNTIME_NAMES),
         default=DEFAULT_RUNTIME,
         help="the runtime the output is for (default onnxruntime): where a loop is "
         "unavoidable, emit a form it runs (a Scan for tract, a Loop with scan outputs for "
@@ -124,9 +132,9 @@ def _parser() -> argparse.ArgumentParser:
         "(onnxruntime for none or generic) on the same inputs and compare every output "
         "(exit 1 on a mismatch, 3 if they cannot be compared)",
     )
-    from lowering import verify  # the comparison's options; onnxruntime loads only to run
+    from lowering.verify.cli import add_options  # onnxruntime loads only to run
 
-    verify.add_options(parser)
+    add_options(parser)
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument(
         "-v",
@@ -141,10 +149,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
-    from lowering import verify
+    from lowering.verify.cli import joined_values
 
     parser = _parser()
-    args = parser.parse_args(verify.joined_values(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(joined_values(sys.argv[1:] if argv is None else argv))
+    from lowering import model_io
+    from lowering.errors import LoweringError
+
     _check_usage(parser, args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
@@ -213,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Everything that is wrong with the command line itself: exit 2 with the usage line."""
+    from lowering import model_io
+    from lowering.options import OptionError, Options
+
     try:  # every option is checked where the API checks it, and said as a flag
         args.options = Options(
             normalize_inserts=args.normalize_inserts,
@@ -236,7 +250,7 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         name = args.external_data
         if not model_io.valid_data_name(name):
             parser.error(f"--external-data takes a plain file name for OUT's folder, not {name!r}")
-        if args.output == model_io.STREAM or _is_stream(args.output):
+        if args.output == STREAM or _is_stream(args.output):
             parser.error("--external-data needs an OUT file; a stream gets the weights embedded")
         if name in {os.path.basename(args.output), os.path.basename(os.path.realpath(args.output))}:
             parser.error(f"--external-data {name} would be OUT itself; try {name}.data")
@@ -278,7 +292,7 @@ def _verify(
 
 
 def _label(path: str) -> str:
-    return "<stdin>" if path == model_io.STREAM else path
+    return "<stdin>" if path == STREAM else path
 
 
 def _say(text: str) -> None:
@@ -287,6 +301,8 @@ def _say(text: str) -> None:
 
 def _lowest_opset(model: ir.Model) -> int | None:
     """For the summary only: a failure here must not turn a success into a crash."""
+    from lowering.passes.target_opset import lowest_opset
+
     try:
         return lowest_opset(model)
     except Exception:  # OUT is written; the summary line is optional
@@ -322,7 +338,7 @@ def _summary(
     elapsed: float,
     model: ir.Model,
 ) -> str:
-    target = "<stdout>" if args.output == model_io.STREAM else args.output
+    target = "<stdout>" if args.output == STREAM else args.output
     timing = f"in {elapsed:.2f} s"
     if written.identical:
         return f"{PROG}: {source.label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
@@ -432,6 +448,9 @@ def _op_table(before: collections.Counter[str], after: collections.Counter[str])
 
 
 def _op_counts(model: ir.Model) -> collections.Counter[str]:
+    from lowering.irutils.op_facts import is_onnx_domain
+    from lowering.irutils.walk import model_nodes
+
     counts: collections.Counter[str] = collections.Counter()
     for node in model_nodes(model):
         domain = "" if is_onnx_domain(node.domain) else f"{node.domain}."

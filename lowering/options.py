@@ -15,6 +15,7 @@ from typing import Literal, get_args
 
 import onnx
 
+from lowering.defaults import DEFAULT_MAX_UNROLL, MIN_OPSET, RUNTIME_NAMES, STRATEGIES
 from lowering.irutils.ir_versions import MIN_IR_VERSION
 from lowering.runtimes.profiles import RUNTIMES
 
@@ -23,13 +24,11 @@ Strategy = Literal["auto", "loop"]
 #: The runtime the output is for (:mod:`lowering.runtimes.profiles`).
 RuntimeName = Literal["onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "generic"]
 
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
-#: The longest static length "auto" unrolls.
-DEFAULT_MAX_UNROLL = 16
-#: The oldest default-domain opset the output can declare (SequenceInsert is from 11).
-MIN_OPSET = 11
+__all__ = ["DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "OptionError", "Options"]
 
+assert get_args(Strategy) == STRATEGIES, "Strategy lists lowering.defaults.STRATEGIES"
 assert set(get_args(RuntimeName)) == set(RUNTIMES), "RuntimeName lists every runtime"
+assert tuple(RUNTIMES) == RUNTIME_NAMES, "lowering.defaults names every runtime, in order"
 
 
 class OptionError(ValueError):

@@ -15,6 +15,7 @@ here: these are the correctness sides of each saving.
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 
 import numpy as np
@@ -115,3 +116,31 @@ def test_a_refused_model_is_restored_from_its_source_byte_for_byte(tmp_path, mon
     assert "SequenceMap" not in {
         n.op_type for n in ir.traversal.RecursiveGraphIterator(model.graph)
     }
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_import_neither_onnx_nor_onnx_ir(flag):
+    code = (
+        "import sys, runpy\n"
+        f"sys.argv = ['onnx-lower', {flag!r}]\n"
+        "try:\n"
+        "    runpy.run_module('lowering', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnx_ir', 'onnxruntime')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout[-400:]
+    assert "onnx-lower" in done.stdout
+
+
+def test_import_lowering_is_cheap_and_the_api_still_there():
+    code = (
+        "import sys, lowering\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnx_ir')))\n"
+        "print(lowering.lower.__module__, lowering.Options.__module__, lowering.__version__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second = done.stdout.splitlines()[-2:]
+    assert first == "[]"
+    assert second.startswith("lowering.api lowering.options ")

@@ -1,6 +1,7 @@
 """The layout is the pipeline: no module imports from a layer above its own.
 
-    irutils, errors, rewrites   (IR utilities, shared by all)
+    irutils, errors, rewrites,  (IR utilities, shared by all;
+    defaults                     the options' names, importing nothing)
     analysis, runtimes, options (read-only facts; the options and their checks)
     maps, opset                 (what the passes write)
     passes                      (one pass per module)
@@ -22,6 +23,7 @@ LAYERS = {
     "irutils": 0,
     "errors": 0,
     "rewrites": 0,
+    "defaults": 0,
     "analysis": 1,
     "runtimes": 1,
     "options": 1,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from lowering import defaults
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
 
 
@@ -68,7 +69,7 @@ _MEASURED = (
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in _MEASURED}
 RUNTIMES["generic"] = Runtime("generic", frozenset().union(*(r.lacks for r in _MEASURED)))
 
-DEFAULT_RUNTIME = "onnxruntime"
+DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
 
 
 def rejecting(ops: set[str]) -> list[str]:

@@ -65,37 +65,99 @@ The package, one module per idea (each named after it):
 
 from __future__ import annotations
 
-from lowering.verify.cli import add_options, compare_kwargs, joined_values, main, parse_val_range
-from lowering.verify.comparison import compare
-from lowering.verify.declared import blame_declarations, declaration_problems
-from lowering.verify.inputs import feed_sets, synthesize
-from lowering.verify.npz import RUNS_KEY, read_inputs, write_inputs
-from lowering.verify.ports import (
-    SIZE_POSITIONS,
-    Feeds,
-    ModelLike,
-    Port,
-    model_ports,
-    sequence_groups,
-    size_inputs,
-)
-from lowering.verify.report import (
-    BAD_INPUTS,
-    COULD_NOT_COMPARE,
-    EXIT_CODES,
-    MATCH,
-    MISMATCH,
-    CannotCompare,
-    InputsError,
-    Report,
-    Row,
-    RunRecord,
-    summary,
-)
-from lowering.verify.runs import DEFAULT_SCHEDULE, DIM_MODES, VALUE_MODES, RunSpec, schedule
-from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime, verify_runtime
-from lowering.verify.tolerance import ATOL, NARROW_FLOATS, RTOL, ULPS, Tolerance, compare_value
-from lowering.verify.values import ValueRange
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported lazily (PEP 562), as ``lowering`` is: ``onnx-lower --help`` reads
+# this package's option parser (:mod:`.cli`), not the comparison.
+if TYPE_CHECKING:
+    from lowering.verify.cli import (
+        add_options,
+        compare_kwargs,
+        joined_values,
+        main,
+        parse_val_range,
+    )
+    from lowering.verify.comparison import compare
+    from lowering.verify.declared import blame_declarations, declaration_problems
+    from lowering.verify.inputs import feed_sets, synthesize
+    from lowering.verify.npz import RUNS_KEY, read_inputs, write_inputs
+    from lowering.verify.ports import (
+        SIZE_POSITIONS,
+        Feeds,
+        ModelLike,
+        Port,
+        model_ports,
+        sequence_groups,
+        size_inputs,
+    )
+    from lowering.verify.report import (
+        BAD_INPUTS,
+        COULD_NOT_COMPARE,
+        EXIT_CODES,
+        MATCH,
+        MISMATCH,
+        CannotCompare,
+        InputsError,
+        Report,
+        Row,
+        RunRecord,
+        summary,
+    )
+    from lowering.verify.runs import DEFAULT_SCHEDULE, DIM_MODES, VALUE_MODES, RunSpec, schedule
+    from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime, verify_runtime
+    from lowering.verify.tolerance import ATOL, NARROW_FLOATS, RTOL, ULPS, Tolerance, compare_value
+    from lowering.verify.values import ValueRange
+
+#: Where each public name lives.
+_HOMES = {
+    "add_options": "lowering.verify.cli",
+    "compare_kwargs": "lowering.verify.cli",
+    "joined_values": "lowering.verify.cli",
+    "main": "lowering.verify.cli",
+    "parse_val_range": "lowering.verify.cli",
+    "compare": "lowering.verify.comparison",
+    "blame_declarations": "lowering.verify.declared",
+    "declaration_problems": "lowering.verify.declared",
+    "feed_sets": "lowering.verify.inputs",
+    "synthesize": "lowering.verify.inputs",
+    "RUNS_KEY": "lowering.verify.npz",
+    "read_inputs": "lowering.verify.npz",
+    "write_inputs": "lowering.verify.npz",
+    "SIZE_POSITIONS": "lowering.verify.ports",
+    "Feeds": "lowering.verify.ports",
+    "ModelLike": "lowering.verify.ports",
+    "Port": "lowering.verify.ports",
+    "model_ports": "lowering.verify.ports",
+    "sequence_groups": "lowering.verify.ports",
+    "size_inputs": "lowering.verify.ports",
+    "BAD_INPUTS": "lowering.verify.report",
+    "COULD_NOT_COMPARE": "lowering.verify.report",
+    "EXIT_CODES": "lowering.verify.report",
+    "MATCH": "lowering.verify.report",
+    "MISMATCH": "lowering.verify.report",
+    "CannotCompare": "lowering.verify.report",
+    "InputsError": "lowering.verify.report",
+    "Report": "lowering.verify.report",
+    "Row": "lowering.verify.report",
+    "RunRecord": "lowering.verify.report",
+    "summary": "lowering.verify.report",
+    "DEFAULT_SCHEDULE": "lowering.verify.runs",
+    "DIM_MODES": "lowering.verify.runs",
+    "VALUE_MODES": "lowering.verify.runs",
+    "RunSpec": "lowering.verify.runs",
+    "schedule": "lowering.verify.runs",
+    "VERIFY_RUNTIMES": "lowering.verify.runtime",
+    "missing_runtime": "lowering.verify.runtime",
+    "verify_runtime": "lowering.verify.runtime",
+    "ATOL": "lowering.verify.tolerance",
+    "NARROW_FLOATS": "lowering.verify.tolerance",
+    "RTOL": "lowering.verify.tolerance",
+    "ULPS": "lowering.verify.tolerance",
+    "Tolerance": "lowering.verify.tolerance",
+    "compare_value": "lowering.verify.tolerance",
+    "ValueRange": "lowering.verify.values",
+}
 
 __all__ = [
     "ATOL",
@@ -145,3 +207,16 @@ __all__ = [
     "verify_runtime",
     "write_inputs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lowering.verify' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})

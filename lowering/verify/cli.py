@@ -12,18 +12,23 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lowering.verify.comparison import compare
 from lowering.verify.report import BAD_INPUTS, MATCH, summary
 from lowering.verify.runs import DEFAULT_SCHEDULE
-from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime, verify_runtime
-from lowering.verify.tolerance import ATOL, RTOL, ULPS
-from lowering.verify.values import ValueRange
+from lowering.verify.settings import ATOL, RTOL, ULPS
+
+if TYPE_CHECKING:
+    from lowering.verify.values import ValueRange
+
+# What builds the parsers imports neither onnx nor onnx_ir (``onnx-lower --help``):
+# the comparison, the runtimes and the value ranges are imported where used.
 
 
 def parse_val_range(text: str) -> tuple[str | None, ValueRange]:
     """``[NAME:]LO,HI``. NAME may itself contain ``:``; the bounds never do."""
+    from lowering.verify.values import ValueRange
+
     name, sep, bounds = text.rpartition(":")
     low, comma, high = bounds.partition(",")
     try:
@@ -122,6 +127,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """:func:`compare`'s keyword arguments from options that :func:`add_options` added."""
+    from lowering.verify.runtime import verify_runtime
+
     return {
         "inputs": args.inputs,
         "runs": args.runs,
@@ -156,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     """``onnx-verify``: prints as ``onnx-lower --verify`` does, everything on
     stderr: the table (not with -q on a match), then the verdict."""
     from lowering import __version__
+    from lowering.verify.comparison import compare
+    from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime
 
     parser = argparse.ArgumentParser(
         prog="onnx-verify",

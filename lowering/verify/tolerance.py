@@ -14,11 +14,16 @@ import numpy as np
 
 from lowering.verify.dtypes import ML_FLOATS
 from lowering.verify.report import Row
+from lowering.verify.settings import ATOL, RTOL, ULPS
 
-RTOL = 1e-4
-ATOL = 1e-5
-ULPS = 8
-
+__all__ = [  # the defaults are re-exported from lowering.verify.settings
+    "ATOL",
+    "NARROW_FLOATS",
+    "RTOL",
+    "ULPS",
+    "Tolerance",
+    "compare_value",
+]
 
 #: Floating types narrower than float32, and their mantissa bits.
 NARROW_FLOATS: dict[str, int] = {
