@@ -12,7 +12,8 @@
    elements come from SplitToSequence and go back through ConcatFromSequence,
    so every model pays the same input and output conversion.
 2. The pass's own time against a plain onnx_ir load + save of the same model,
-   for models with many SequenceMap nodes.
+   for models with many SequenceMap nodes; and ``python -m lowering IN OUT``
+   as a process against an onnx_ir load + save process, paired runs.
 3. Peak RSS of ``python -m lowering`` on a model with 1 GiB of external
    weights, written to the same folder and to another one.
 4. Down-conversion (``--target-opset``): TargetOpsetPass on the largest
@@ -29,6 +30,7 @@ import os
 import pathlib
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -401,6 +403,37 @@ def pass_time_table(counts: list[int], folder: pathlib.Path) -> str:
     return "\n".join(rows)
 
 
+def _process_seconds(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def cli_time_table(count: int, folder: pathlib.Path, repeats: int) -> str:
+    """``python -m lowering IN OUT`` against an onnx_ir load + save process, on
+    ``count`` maps: each a fresh process, the two run in turns (so that load
+    drift hits both alike), the median of ``repeats`` pairs."""
+    path = folder / f"cli_maps_{count}.onnx"
+    onnx.save(many_maps_model(count), path)
+    load_save = [
+        sys.executable,
+        "-c",
+        f"import onnx_ir as ir; ir.save(ir.load({str(path)!r}), {str(folder / 'copy.onnx')!r})",
+    ]
+    cli = [sys.executable, "-m", "lowering", "-q", str(path), str(folder / "cli_out.onnx")]
+    pairs = [(_process_seconds(load_save), _process_seconds(cli)) for _ in range(repeats)]
+    base = statistics.median(p[0] for p in pairs)
+    lowered = statistics.median(p[1] for p in pairs)
+    ratio = statistics.median(p[1] / p[0] for p in pairs)
+    return "\n".join(
+        [
+            "| SequenceMap nodes | load + save process (s) | CLI (s) | CLI / (load + save), median of pairs |",
+            "|---:|---:|---:|---:|",
+            f"| {count:,} | {base:.2f} | {lowered:.2f} | {ratio:.2f}x ({repeats} pairs) |",
+        ]
+    )
+
+
 TORCH_DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "torch"
 
 
@@ -489,6 +522,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         print("## The pass's own time\n")
         print(pass_time_table(counts, pathlib.Path(folder)), "\n")
+        print("## The CLI against a load + save process\n")
+        print(cli_time_table(counts[-1], pathlib.Path(folder), 3 if args.quick else 5), "\n")
         print("## Down-conversion with --target-opset\n")
         print(down_conversion_table(opset_counts, pathlib.Path(folder)), "\n")
         print("## Peak memory with large external weights\n")
