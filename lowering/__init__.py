@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from lowering.passes.optimize import OptimizePass
     from lowering.passes.specialize_functions import SpecializeFunctionsPass
     from lowering.passes.target_opset import TargetOpsetPass
-    from lowering.pipeline import Pipeline, pipeline
     from lowering.rewrites import LoweringResult, Rewrite
+    from lowering.steps import Pipeline, pipeline
 
 #: Where each public name lives.
 _HOMES = {
@@ -55,8 +55,8 @@ _HOMES = {
     "OptimizePass": "lowering.passes.optimize",
     "SpecializeFunctionsPass": "lowering.passes.specialize_functions",
     "TargetOpsetPass": "lowering.passes.target_opset",
-    "Pipeline": "lowering.pipeline",
-    "pipeline": "lowering.pipeline",
+    "Pipeline": "lowering.steps",
+    "pipeline": "lowering.steps",
     "LoweringResult": "lowering.rewrites",
     "Rewrite": "lowering.rewrites",
 }

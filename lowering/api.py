@@ -9,8 +9,8 @@ import onnx
 import onnx_ir as ir
 
 from lowering.options import DEFAULT_MAX_UNROLL, Options, RuntimeName, Strategy
-from lowering.pipeline import Pipeline
 from lowering.rewrites import Rewrite
+from lowering.steps import Pipeline
 
 
 def lower_in_place(

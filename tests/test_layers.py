@@ -74,3 +74,16 @@ def test_maps_and_opset_do_not_import_each_other():
 def test_every_folder_is_a_package_the_wheel_ships():
     for folder in [p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__"]:
         assert (folder / "__init__.py").exists(), folder
+
+
+def test_no_module_shares_a_name_with_what_the_package_exports():
+    """``import lowering.X`` makes the module the package's attribute ``X``: a module
+    named like an exported function (``lowering.pipeline``) would hide it."""
+    import lowering
+
+    modules = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()
+    }
+    functions = {name for name in lowering.__all__ if callable(getattr(lowering, name))}
+    classes = {name for name in functions if isinstance(getattr(lowering, name), type)}
+    assert not (functions - classes) & modules

@@ -1,4 +1,4 @@
-"""The passes of the pipeline (:mod:`lowering.pipeline`), one per module.
+"""The passes of the pipeline (:mod:`lowering.steps`), one per module.
 
 Each is an ``onnx_ir`` in-place pass, valid on its own: it plans and checks
 before it changes anything, names what it creates, and returns what it

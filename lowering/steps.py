@@ -1,4 +1,7 @@
-"""The pipeline: every pass :func:`lowering.lower` runs, in order, written once.
+"""The steps of the pipeline: every pass :func:`lowering.lower` runs, in order, written once.
+
+(:func:`lowering.pipeline` returns them as one pass; the module has its own
+name so that importing it never hides that function.)
 
 ::
 
@@ -26,8 +29,6 @@ wrapped) leaves the model as it was, names included.
 from __future__ import annotations
 
 import dataclasses
-import sys
-import types
 from collections.abc import Callable
 
 import onnx_ir as ir
@@ -216,19 +217,3 @@ def _run(pass_: ir.passes.PassBase, model: ir.Model) -> ir.passes.PassResult:
         if refused is not None:
             raise refused from None
         raise
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`pipeline`.
-
-    ``import lowering`` is lazy (PEP 562, for a light ``--help``), so
-    ``lowering.pipeline`` is the function only until something imports this
-    module, which makes the module the package's attribute of that name.
-    Called, the module does what the function does, whichever came first.
-    """
-
-    def __call__(self, **options) -> Pipeline:
-        return pipeline(**options)
-
-
-sys.modules[__name__].__class__ = _CallableModule
