@@ -39,6 +39,7 @@ _NOT_TYPE_ONLY = {
     ("NegativeLogLikelihoodLoss", 12, 13): "no type added; doc rewritten; not reviewed",
     ("Max", 8, 12): "Max-12 adds integers; an adapter keeps floats and rewrites integers",
     ("Min", 8, 12): "Min-12 adds integers; an adapter keeps floats and rewrites integers",
+    ("Clip", 11, 12): "Clip-12 adds integers; an adapter keeps floats and rewrites integers",
     ("OptionalHasElement", 15, 18): "OptionalHasElement-18 takes tensors and sequences too",
 }
 

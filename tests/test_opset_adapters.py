@@ -115,3 +115,35 @@ def test_a_wrap_pad_is_numpy_s_wrap_even_where_onnxruntime_fails(shape, target):
     assert any(label.startswith("Pad-19 -> Pad-18") for label in opset_pass.adapted)
     x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
     assert_same(run(converted, {"x": x}), [np.pad(x, [(0, 0), (2, 1)], mode="wrap")])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64", "uint64", "int16"])
+def test_an_integer_clip_below_12_is_numpy_s_clip_or_refused_for_a_kernel(dtype):
+    """Clip-11 takes floats only; the adapter selects with Less/Greater + Where,
+    which onnxruntime runs at 11 for some integer types only (no Where for int16, uint64)."""
+    import lowering
+
+    text = model_text(
+        13,
+        f"({dtype}[6] x) => ({dtype}[6] y)",
+        f"lo = Constant <value = {dtype} {{2}}> ()\nhi = Constant <value = {dtype} {{4}}> ()\n"
+        "y = Clip(x, lo, hi)",
+    )
+    x = np.array([0, 1, 2, 4, 5, 9], dtype)
+    try:
+        converted = lowering.lower(parse(text), target_opset=11)
+    except lowering.LoweringError as error:
+        assert dtype in ("int16", "uint64"), error
+        assert f"onnxruntime {__import__('onnxruntime').__version__} has no Where kernel" in str(
+            error
+        )
+        assert "Clip (node" in str(error) and "\n" not in str(error)
+        return
+    onnx.checker.check_model(converted, full_check=True)
+    assert [n.op_type for n in converted.graph.node if n.op_type != "Constant"] == [
+        "Less",
+        "Where",
+        "Greater",
+        "Where",
+    ]
+    assert_same(run(converted, {"x": x}), [np.clip(x, 2, 4)])

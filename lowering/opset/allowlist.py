@@ -38,11 +38,6 @@ RELABEL: dict[tuple[str, int, int], str] = {
     ("CastLike", 24, 25): "CastLike-25 vs CastLike-24: same signature; adds int2, uint2",
     ("Ceil", 6, 13): "Ceil-13 vs Ceil-6: same signature; adds bfloat16",
     ("Celu", 12, 28): "Celu-28 vs Celu-12: same signature; adds bfloat16, double, float16",
-    (
-        "Clip",
-        11,
-        12,
-    ): "Clip-12 vs Clip-11: same signature; adds int16, int32, int64, int8, uint16, uint32, uint64, uint8",
     ("Clip", 12, 13): "Clip-13 vs Clip-12: same signature; adds bfloat16",
     ("Compress", 11, 28): "Compress-28 vs Compress-11: same signature; adds bfloat16",
     ("Concat", 11, 13): "Concat-13 vs Concat-11: same signature; adds bfloat16",

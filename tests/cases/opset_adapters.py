@@ -402,6 +402,40 @@ def _examples():
             12,
             model_text(11, "(float[2,3] a, float[3] b) => (float[N] y)", f"y = {op}(a, b)"),
         )
+    # Clip on integers (torch's int64 clamp of interpolation indices): both
+    # bounds, each alone, lo > hi (numpy's clip: hi), int32 and a dynamic dim.
+    clip_bodies = {
+        "both": "lo = Constant <value = int64 {-2}> ()\nhi = Constant <value = int64 {3}> ()\n"
+        "y = Clip(x, lo, hi)",
+        "max only": "hi = Constant <value = int64 {1}> ()\ny = Clip(x, , hi)",
+        "min only": "lo = Constant <value = int64 {0}> ()\ny = Clip(x, lo)",
+        "lo > hi": "lo = Constant <value = int64 {2}> ()\nhi = Constant <value = int64 {-1}> ()\n"
+        "y = Clip(x, lo, hi)",
+        "bounds as inputs": "y = Clip(x, lo, hi)",
+    }
+    for what, body in clip_bodies.items():
+        bounds = ", int64 lo, int64 hi" if what == "bounds as inputs" else ""
+        for x in ("int64[3,5]", "int64[2,N]"):  # N: an empty input
+            signature = f"({x} x{bounds}) => (int64[N] y)"
+            yield Example(("Clip", 11, 12, "down"), 13, 11, model_text(13, signature, body))
+    float_clip = (
+        "lo = Constant <value = float {-0.5}> ()\nhi = Constant <value = float {0.25}> ()\n"
+        "y = Clip(x, lo, hi)"
+    )
+    yield from _pair(
+        "Clip", 11, 12, "(float[4,3] x) => (float[N] y)", float_clip, float_clip, down_to=11
+    )
+    yield Example(
+        ("Clip", 11, 12, "down"),
+        12,
+        11,
+        model_text(
+            12,
+            "(int32[4,3] x) => (int32[N] y)",
+            "lo = Constant <value = int32 {-1}> ()\nhi = Constant <value = int32 {1}> ()\n"
+            "y = Clip(x, lo, hi)",
+        ),
+    )
     split3 = "(float[7,2] x) => (float[N] a, float[M] b, float[K] c)"
     yield from _pair(
         "Split",
