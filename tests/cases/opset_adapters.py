@@ -342,6 +342,16 @@ def _examples():
         down_to=13,
         up_from=13,
     )
+    # torch 2.13's circular pad at opset 18: a "wrap" Pad-18 does not define.
+    for target in (13, 11):
+        yield Example(
+            ("Pad", 13, 18, "down"),
+            18,
+            target,
+            model_text(
+                18, "(float[3,4] x) => (float[N] y)", pads + 'y = Pad <mode = "wrap"> (x, p)'
+            ),
+        )
     yield from _pair(
         "Shape",
         13,

@@ -4,7 +4,8 @@
 
 Without ``axes``, ``pads`` covers every axis, as at 13.
 
-``mode = "wrap"`` (torch's circular pad) with constant pads is written, axis
+``mode = "wrap"`` (torch's circular pad; torch 2.13 writes it at opset 18
+too, where Pad-18 does not define it) with constant pads is written, axis
 by axis, with ops every opset has. Where the axis's size ``d`` is static and
 no pad exceeds it, the ends are Slices of the other side::
 
@@ -29,7 +30,14 @@ _INT64_MAX = np.iinfo(np.int64).max
 
 @down("Pad", 13, 18)
 def every_axis(rw, node: ir.Node) -> None:
-    """Pad without an axes input: the same op."""
+    """Pad without an axes input: the same op (a "wrap" torch wrote at 18: unwrapped)."""
+    mode = node.attributes.get("mode")
+    if mode is not None and mode.as_string() == "wrap":
+        # torch 2.13 writes a circular pad at opset 18 as Pad-18 mode="wrap",
+        # a mode only Pad-19 defines; onnxruntime runs it as Pad-19's wrap,
+        # and no Pad below 19 may keep it (onnxruntime 1.14 refuses it).
+        unwrap(rw, node)
+        return
     if len(node.inputs) > 3 and node.inputs[3] is not None:
         raise Decline("its axes input is new in Pad-18")
     if len(node.inputs) > 3:
