@@ -157,7 +157,43 @@ def synthetic_cases() -> dict[str, Case]:
     return cases
 
 
-def torch_cases() -> dict[str, Case]:
+#: Corpus exports that cannot go below an opset, and why: the op has no older
+#: form at all. Read by every test that takes the corpus down.
+GENUINE_LIMITS: dict[str, tuple[int, str]] = {
+    "scatter_add": (16, "ScatterElements/ScatterND reduction='add' is new in 16"),
+    "grid_sample": (16, "GridSample does not exist below 16"),
+    "antialias": (18, "Resize's antialias is new in 18"),
+}
+
+
+def lowest_reachable(stem: str) -> int:
+    """11, or the genuine limit of a corpus export named ``corpus_<name>_...``."""
+    name = stem.removeprefix("corpus_").split("_opset")[0].removesuffix("_legacy")
+    return GENUINE_LIMITS.get(name, (11, ""))[0]
+
+
+#: The 2026 group of the corpus (issue 24). Not in the other runtimes' matrix
+#: (``torch_cases(recent=False)``): with default options their lowered forms
+#: are torch's, which tract does not analyse (symbolic batch dims, Slice on
+#: them, Pad "wrap") and OpenVINO does not run as onnxruntime does (Pad
+#: "wrap", antialias); measured on 2026-12-01: 24 tract, 4 OpenVINO cases.
+RECENT = (
+    "llama_kv",
+    "qwen2_kv",
+    "whisper_encoder",
+    "whisper_decoder",
+    "convnext",
+    "swin",
+    "gru_chunk",
+    "einsum",
+    "circular_pad",
+    "resize",
+    "antialias",
+    "grid_sample",
+)
+
+
+def torch_cases(recent: bool = True) -> dict[str, Case]:
     """The committed torch.onnx exports: atleast_* against numpy, the corpus against torch."""
     cases = {}
     for name, function in (
@@ -172,9 +208,13 @@ def torch_cases() -> dict[str, Case]:
         )
     for path in sorted(DATA.glob("corpus_*.onnx")):
         with np.load(path.with_suffix(".npz")) as data:
-            inputs = [data[k] for k in sorted(data.files) if k.startswith("input_")]
+            inputs = [
+                data[f"input_{k}"] for k in range(sum(f.startswith("input_") for f in data.files))
+            ]
             outputs = [data[f"output_{k}"] for k in range(len(data.files) - len(inputs))]
         name = path.stem.removeprefix("corpus_").replace("_opset", " @ opset ")
+        if not recent and name.split(" @ ")[0].removesuffix("_legacy") in RECENT:
+            continue
         cases[f"torch {name}"] = Case(onnx.load(path), inputs, outputs)
     return cases
 

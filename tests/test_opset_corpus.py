@@ -1,9 +1,16 @@
 """The torch export corpus reaches --target-opset 13 and 11 with torch's results.
 
-The models are real torch.onnx (dynamo) exports at opsets 18 and 20, made by
-scripts/export_torch_models.py and committed with torch's eager inputs and
-outputs, so these tests need no torch. Each also holds a SequenceMap (from
-atleast_2d, hstack or vstack on a tuple) that is lowered in the same run.
+The models are real torch.onnx exports made by scripts/export_torch_models.py
+and committed with torch's eager inputs and outputs, so these tests need no
+torch: dynamo exports at opsets 18 and 20 (each also holds a SequenceMap,
+from atleast_2d, hstack or vstack on a tuple, lowered in the same run) and,
+for the models where its forms differ, the TorchScript exporter's at 17.
+The 2026 group has the patterns of LLaMA/Mistral/Qwen2 decoder layers with
+a KV cache (Qwen2's inputs have an empty cache), Whisper's encoder and
+decoder step, ConvNeXt, Swin, GRU loops with torch.chunk, einsum, circular
+pads, interpolation and grid_sample, with dynamic batch (sequence, past)
+dims. Exports that cannot go down for want of an older form of an op
+(tests/matrix_models.GENUINE_LIMITS) are asserted refused, by name.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import pytest
 import lowering
 from lowering.passes.target_opset import lowest_opset
 from tests.helpers import run
+from tests.matrix_models import GENUINE_LIMITS
 
 # Real models at every target: a long run (docs/testing.md).
 pytestmark = pytest.mark.slow
@@ -35,11 +43,33 @@ NAMES = [
     "bert",
     "gpt2",
 ]
-EXPORTS = [(name, opset) for name in NAMES for opset in (18, 20)]
+#: The 2026 group (issue 24), and those also exported by the TorchScript exporter.
+RECENT = [
+    "llama_kv",
+    "qwen2_kv",
+    "whisper_encoder",
+    "whisper_decoder",
+    "convnext",
+    "swin",
+    "gru_chunk",
+    "einsum",
+    "circular_pad",
+    "resize",
+]
+LEGACY = ["llama_kv", "qwen2_kv", "whisper_decoder", "swin", "gru_chunk", "circular_pad"]
+#: (name, opset) -> file stem, for every committed corpus export
+STEMS = {
+    **{
+        (n, o): f"corpus_{n}_opset{o}" for n in [*NAMES, *RECENT, *GENUINE_LIMITS] for o in (18, 20)
+    },
+    **{(f"{n}_legacy", 17): f"corpus_{n}_legacy_opset17" for n in LEGACY},
+}
+LIMITED = [(n, o) for n in GENUINE_LIMITS for o in (18, 20)]
+EXPORTS = [key for key in STEMS if key not in LIMITED]
 
 
 def _load(name: str, opset: int):
-    stem = f"corpus_{name}_opset{opset}"
+    stem = STEMS[(name, opset)]
     model = onnx.load(DATA / f"{stem}.onnx")
     data = np.load(DATA / f"{stem}.npz")
     feeds = {i.name: data[f"input_{k}"] for k, i in enumerate(model.graph.input)}
@@ -51,14 +81,16 @@ def _declared(model: onnx.ModelProto) -> int:
     return {o.domain: o.version for o in model.opset_import}[""]
 
 
-@pytest.mark.parametrize("target", [13, 11])
+@pytest.mark.parametrize("target", [None, 13, 11])
 @pytest.mark.parametrize(("name", "opset"), EXPORTS, ids=[f"{n}-{o}" for n, o in EXPORTS])
 def test_export_reaches_the_target_with_torchs_results(name, opset, target):
+    """None: the default target (the export's own opset)."""
     model, feeds, expected = _load(name, opset)
     assert _declared(model) == opset
-    assert any(n.op_type == "SequenceMap" for n in model.graph.node)
+    if not name.endswith("_legacy"):  # the TorchScript exporter writes no SequenceMap
+        assert any(n.op_type == "SequenceMap" for n in model.graph.node)
     result = lowering.lower(model, target_opset=target)
-    assert _declared(result) == target
+    assert _declared(result) == (target or opset)
     assert [o.name for o in result.graph.output] == [o.name for o in model.graph.output]
     names = [n.name for n in result.graph.node]
     assert len(set(names)) == len(names), "node names must stay unique"
@@ -79,6 +111,31 @@ def test_with_optimize_too(name):
     onnx.checker.check_model(result, full_check=True)
     for got, want in zip(run(result, feeds), expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("name", "opset"), LIMITED, ids=[f"{n}-{o}" for n, o in LIMITED])
+def test_a_genuine_limit_is_reached_and_named_below_it(name, opset):
+    """GridSample has no form below 16, Resize's antialias none below 18, a
+    scatter reduction none below 16: down to the limit torch's results, then
+    one line naming each blocked node, its op and the opset it needs."""
+    limit, _ = GENUINE_LIMITS[name]
+    model, feeds, expected = _load(name, opset)
+    for target in (None, limit):
+        result = lowering.lower(model, target_opset=target)
+        assert _declared(result) == (target or opset)
+        onnx.checker.check_model(result, full_check=True)
+        for got, want in zip(run(result, feeds), expected, strict=True):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    blocked_op = {"scatter_add": "ScatterElements", "grid_sample": "GridSample"}.get(name, "Resize")
+    for target in (limit - 1, 13, 11):
+        with pytest.raises(lowering.LoweringError) as error:
+            lowering.lower(model, target_opset=target)
+        message = str(error.value)
+        assert "\n" not in message
+        assert f"{blocked_op} (node '" in message and f"needs opset {limit}" in message
+        if name == "antialias":
+            assert "antialias=1 is new in Resize-18" in message
 
 
 @pytest.mark.parametrize("opset", [18, 20])
@@ -162,9 +219,12 @@ def _readme_table() -> dict[tuple[str, int], str]:
 def test_the_docs_table_is_true_at_15_and_17(target):
     """13 and 11 are checked above; scripts/opset_table.py writes the table."""
     cells = _readme_table()
-    for name in [*NAMES, "scatter_add"]:
-        cell = cells[(f"{name} @ opset 20", target)]
-        model = onnx.load(DATA / f"corpus_{name}_opset20.onnx")
+    assert sorted(f"{stem}.onnx" for stem in STEMS.values()) == sorted(
+        p.name for p in DATA.glob("corpus_*.onnx")
+    ), "every committed export is tested"
+    for (name, opset), stem in STEMS.items():
+        cell = cells[(f"{name} @ opset {opset}", target)]
+        model = onnx.load(DATA / f"{stem}.onnx")
         if cell == "✓":
             assert _declared(lowering.lower(model, target_opset=target)) == target
         else:
