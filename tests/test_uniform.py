@@ -85,15 +85,14 @@ GOLDEN = {
         H
         + """
         g (float[T,4] x) => (float[M,4] y, float[T,1,4] z) {
-          stack = Scan <num_scan_inputs = 1, scan_input_axes = [0], scan_output_axes = [0],
+          z = Scan <num_scan_inputs = 1, scan_input_axes = [0], scan_output_axes = [0],
                         body = body (float[4] s) => (float[1,4] c) {
                 axes = Constant <value = int64[1] {0}> ()
                 r = Unsqueeze(s, axes)
                 c = Add(r, r)
               }> (x)
           merged = Constant <value = int64[2] {-1, 4}> ()
-          y = Reshape(stack, merged)
-          z = Identity(stack)
+          y = Reshape(z, merged)
         }""",
     ),
     # Outputs that are not values of the body are copied with Identity.

@@ -35,11 +35,9 @@ GOLDEN = {
         g (float[2] a, float[3] b, float k) => (float[2] ya, float[3] yb) {
           one = Constant <value = float[1] one {1.0}> ()
           ek0 = Mul(a, k)
-          c0 = Add(ek0, one)
+          ya = Add(ek0, one)
           ek1 = Mul(b, k)
-          c1 = Add(ek1, one)
-          ya = Identity(c0)
-          yb = Identity(c1)
+          yb = Add(ek1, one)
         }""",
     ),
     # A result that is itself an output stays a sequence, built by construct.

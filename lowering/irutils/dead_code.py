@@ -20,6 +20,7 @@ from collections.abc import Collection
 
 import onnx_ir as ir
 
+from lowering.irutils.identities import bypass_identity
 from lowering.irutils.op_facts import is_onnx_domain
 
 #: Constants only: what every rewrite may drop.
@@ -56,19 +57,22 @@ def remove_unread(value: ir.Value | None, ops: Collection[str] = CONSTANTS) -> N
 
 
 def become_identity(node: ir.Node, source: ir.Value, owner) -> None:
-    """Make ``node``'s readers read ``source``; keep it as Identity only for a graph output."""
-    output = node.outputs[0]
+    """Make ``node``'s readers read ``source``; ``node`` goes unless it must stay as an Identity.
+
+    It stays, as ``Identity(source)``, only where
+    :func:`lowering.irutils.identities.must_stay` says so (a graph output
+    copying a graph input, say); otherwise a graph output it made is made by
+    ``source``'s producer, under the output's name.
+    """
     inputs = list(node.inputs)
-    for index in range(len(node.inputs)):
-        node.replace_input_with(index, None)
+    node.op_type = "Identity"
+    node.domain = ""
+    node.attributes.clear()
+    node.resize_inputs(1)
+    node.replace_input_with(0, source)
     for value in inputs:
-        remove_unread(value)
-    if output.is_graph_output():
-        node.op_type = "Identity"
-        node.attributes.clear()
-        node.resize_inputs(1)
-        node.replace_input_with(0, source)
-        return
-    for user, index in list(output.uses()):
-        user.replace_input_with(index, source)
-    owner.remove(node, safe=True)
+        if value is not source:
+            remove_unread(value)
+    if bypass_identity(node):
+        node.replace_input_with(0, None)
+        owner.remove(node, safe=True)

@@ -16,7 +16,8 @@ element, a graph input ``b: float[3]`` say, and the test has one answer::
     rank  = Size(shape)          ->  Constant<1>                shape's shape is [1]
     zero  = CastLike(0, rank)    ->  Constant<0>
     cond  = Equal(rank, zero)    ->  Constant<false>
-    y     = If(cond) <..>        ->  y' = Identity(b)           the else branch, inlined
+    y     = If(cond) <..>        ->  y' = Identity(b)           the else branch, inlined,
+                                     readers of y' read b        and its Identity bypassed
 
 and every node, Constant and initializer that only served the test is
 removed. Runtimes that refuse an ``If`` whose branches give different
@@ -35,6 +36,7 @@ it inlines into them. It folds a closed list of ops, on proven facts only:
 
 each by its rule in the one constant evaluator (:mod:`lowering.irutils.static_values`).
     If(c)                                 c a constant: the taken branch's nodes take its place
+    Identity(x)                           bypassed, unless it must stay (:mod:`lowering.irutils.identities`)
 
 A constant is an initializer that is not also a graph input (a caller can
 override those), a ``Constant`` node, or what this fold made. A copy's
@@ -55,6 +57,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.dead_code import unread
+from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import infer_outputs, operand
 from lowering.irutils.nodes import new_node
@@ -99,6 +102,9 @@ def fold_static(
                 continue
         elif is_onnx_domain(node.domain) and fold_node(node):
             kept.append(node)
+            continue
+        elif is_onnx_op(node, "Identity") and bypass_identity(node):
+            kept.append(node)  # read by nothing now: removed with the dead
             continue
         _infer_shapes(node, opset)
         kept.append(node)
