@@ -28,7 +28,9 @@ import numpy as np
 import onnx.defs
 import onnx_ir as ir
 
+from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import adopt_name, fresh
+from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.static_values import MAX_ELEMENTS, RULES, evaluate_node, small_constant
 from lowering.irutils.walk import has_subgraphs
 from lowering.opset import adapters as _registered  # noqa: F401  (registers the adapters)
@@ -150,7 +152,8 @@ class Sandbox:
         evaluator (:mod:`lowering.irutils.static_values`: exact casts, IEEE
         arithmetic), so what the model computes does not change; Shape and
         Size are not read from declared dims here. An Identity the
-        conversion made is bypassed, and what nothing reads is removed.
+        conversion made is bypassed where :mod:`lowering.irutils.identities`
+        lets it go, and what nothing reads is removed.
         """
         graph = self.graph
         known: dict[ir.Value, np.ndarray] = {}
@@ -177,10 +180,9 @@ class Sandbox:
             graph.insert_before(node, constant)
             self._bypass(node, constant.outputs[0])
             known[constant.outputs[0]] = result
-        for node in list(graph):
-            source = node.inputs[0] if node.op_type == "Identity" and node.inputs else None
-            if source is not None and source not in self.real and source not in graph.outputs:
-                self._bypass(node, source)
+        # The sandbox's outputs are the node's: the one rule keeps an Identity
+        # that makes one from a placeholder (a real input) or from another.
+        bypass_identities([node for node in graph if is_onnx_op(node, "Identity")])
         for node in reversed(list(graph)):
             if all(not v.uses() and v not in graph.outputs for v in node.outputs):
                 graph.remove(node, safe=True)
