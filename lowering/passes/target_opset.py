@@ -13,10 +13,12 @@ from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
 from lowering.irutils.collector import collector_paused
 from lowering.irutils.dead_code import remove_unread
+from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
-from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import adopt
+from lowering.irutils.walk import model_nodes
 from lowering.opset import schemas
 from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opset
 from lowering.opset.plan import DEAD_CHAIN_OPS, Blocker, Plan, SharedConstants, plan_node
@@ -69,10 +71,15 @@ class TargetOpsetPass(ir.passes.InPlacePass):
         replaced: dict[ir.Value, ir.Value] = {}
         maybe_dead: set[ir.Value] = set()
         constants: SharedConstants = {}  # equal small constants shared, for this run only
+        # The model's own Identities stay; the conversion's go where the rule allows.
+        theirs = {node for node in model_nodes(model) if is_onnx_op(node, "Identity")}
         for plan in plans:
             result.adapted.update(plan.adapted)
             result.expanded.update(plan.expanded)
             plan.commit(replaced, maybe_dead, constants)
+        bypass_identities(
+            [n for n in model_nodes(model) if is_onnx_op(n, "Identity") and n not in theirs]
+        )
         for value in maybe_dead:
             remove_unread(value, DEAD_CHAIN_OPS)
         for line in result.summary():
