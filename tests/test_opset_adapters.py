@@ -14,6 +14,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
+import lowering
 from lowering.passes.target_opset import TargetOpsetPass, TargetOpsetResult
 from tests.cases.opset_adapters import EXAMPLES, model_text
 from tests.helpers import assert_same, parse, run
@@ -150,3 +151,36 @@ def test_an_integer_clip_below_12_is_numpy_s_clip_or_refused_for_a_kernel(dtype)
         "Where",
     ]
     assert_same(run(converted, {"x": x}), [np.clip(x, 2, 4)])
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize(("kernel", "stride"), [(1, 3), (2, 3), (1, 2), (2, 2), (3, 1)])
+def test_average_pool_same_padding_goes_below_19_only_where_it_pads_forward(
+    auto_pad, kernel, stride
+):
+    """SAME padding with a stride over the kernel is negative on some input sizes
+    (total (ceil(d/s) - 1) * s + k - d < 0): onnxruntime's AveragePool-11 fails
+    there (shown on the -11 form itself), so that is refused; every other case
+    converts and matches on every size."""
+    attrs = f'auto_pad = "{auto_pad}", kernel_shape = [{kernel}], strides = [{stride}]'
+    signature = "(float[1,2,D] x) => (float[N] y)"
+    text = model_text(19, signature, f"y = AveragePool <{attrs}> (x)")
+
+    def pad(d: int) -> int:
+        return (-(-d // stride) - 1) * stride + kernel - d
+
+    if stride > kernel:
+        with pytest.raises(lowering.LoweringError, match="stride over the kernel"):
+            convert(text, 13)
+        d = next(d for d in range(1, 10) if pad(d) < 0)
+        x = np.arange(2 * d, dtype=np.float32).reshape(1, 2, d)
+        old = parse(model_text(11, signature, f"y = AveragePool <{attrs}> (x)"))
+        with pytest.raises(Exception, match="padding values must be non-negative"):
+            run(old, {"x": x})
+        return
+    converted, _ = convert(text, 13)
+    onnx.checker.check_model(converted, full_check=True)
+    for d in range(1, 8):
+        assert pad(d) >= 0
+        x = np.arange(2 * d, dtype=np.float32).reshape(1, 2, d)
+        assert_same(run(converted, {"x": x}), run(parse(text), {"x": x}))

@@ -19,7 +19,6 @@ from lowering.opset.registry import Decline, down, up
 _ADDED: dict[tuple[tuple[str, ...], int, int], dict[str, object]] = {
     (("ArgMax", "ArgMin"), 11, 12): {"select_last_index": 0},
     (("GatherND",), 11, 12): {"batch_dims": 0},
-    (("AveragePool",), 11, 19): {"dilations": "ones"},
     (("LpPool",), 11, 18): {"dilations": "ones", "ceil_mode": 0},
     (("Cast",), 13, 19): {"saturate": None},
     (("CastLike",), 15, 19): {"saturate": None},
@@ -60,3 +59,33 @@ for (_ops, _old, _new), _added in _ADDED.items():
     _down.__doc__ = f"Drop {', '.join(_added)} (defaults: the older behaviour)."
     down(_ops, _old, _new)(_down)
     up(_ops, _old, _new)(_up)
+
+
+_average_pool_down, _average_pool_up = _make({"dilations": "ones"})
+
+
+@down("AveragePool", 11, 19)
+def average_pool_down(rw, node: ir.Node) -> None:
+    """Drop dilations (default: the older behaviour); refuse SAME padding with a stride over the kernel.
+
+    With ``auto_pad = SAME_*`` and a stride larger than the kernel, the
+    padding SAME computes is negative where the input is not a multiple of
+    the stride (input 2, kernel 1, stride 3: (1 - 1) * 3 + 1 - 2 = -1).
+    onnxruntime's AveragePool-19 takes it as no padding; its AveragePool
+    before 19 fails ("padding values must be non-negative")::
+
+        AveragePool-19 <auto_pad=SAME_LOWER, kernel=[1], strides=[3]>  -->  refused below 19
+    """
+    auto_pad = node.attributes.get_string("auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        kernel = node.attributes.get_ints("kernel_shape", [])
+        strides = node.attributes.get_ints("strides", [1] * len(kernel))
+        if any(s > k for s, k in zip(strides, kernel)):
+            raise Decline(
+                f"auto_pad={auto_pad} with a stride over the kernel pads by a negative amount, "
+                "which onnxruntime's AveragePool before 19 refuses"
+            )
+    _average_pool_down(rw, node)
+
+
+up("AveragePool", 11, 19)(_average_pool_up)
