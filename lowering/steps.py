@@ -143,8 +143,12 @@ class Pipeline(ir.passes.InPlacePass):
 
     @property
     def passes(self) -> list[ir.passes.PassBase]:
-        """Every pass the pipeline may run, in order (each runs only when its step says)."""
-        return [step.make(self.options, Progress()) for step in STEPS]
+        """Every pass the pipeline may run with its options, in order (each runs
+        only when its step says: these are the ones whose step could say so)."""
+        anything = Progress(has_maps=True, maps_lowered=True, rewritten=True)
+        return [
+            step.make(self.options, anything) for step in STEPS if step.when(self.options, anything)
+        ]
 
     def call(self, model: ir.Model) -> LoweringResult:
         restore = None

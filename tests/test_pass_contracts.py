@@ -157,6 +157,12 @@ def test_the_pipeline_raises_a_refusal_as_itself():
         lowering.pipeline(runtime="tinygrad")(model)
 
 
+def test_the_passes_listed_are_those_the_options_can_run():
+    names = [type(p).__name__ for p in lowering.pipeline(normalize_inserts=False).passes]
+    assert "TargetOpsetPass" not in names and "OptimizePass" not in names
+    assert "NormalizeSequenceInsertPass" not in names and "LowerSequenceMapPass" in names
+
+
 def test_the_pipelines_passes_are_listed_in_order():
     names = [type(p).__name__ for p in lowering.pipeline(target_opset=11, optimize=True).passes]
     assert names == [
