@@ -52,8 +52,6 @@ BACKEND_REFUSED = {
         for d in ("1d", "2d", "3d")
         for kind in ("", "_multiparam")
     },
-    # Its output reuses a name (an input also given as initializer at IR 3).
-    "pytorch-operator/test_operator_conv": "single static assignment",
 }
 
 

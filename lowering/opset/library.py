@@ -46,6 +46,7 @@ import onnx
 import onnx.version_converter
 import onnx_ir as ir
 
+from lowering.irutils.checker import full_check_problem, proto_graphs
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import (
     PLACEHOLDER_LOCATION,
@@ -240,7 +241,7 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
     """Fix what the library is known to write wrong (module docstring); the nodes it cannot."""
     refused = []
     where = _descriptions(model)
-    pairs = zip(graphs_within(model.graph), _proto_graphs(converted.graph))
+    pairs = zip(graphs_within(model.graph), proto_graphs(converted.graph))
     for graph, proto_graph in pairs:
         written = _producers(proto_graph)
         constants = _constants(proto_graph)
@@ -275,18 +276,6 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
 
 def _source(model: ir.Model) -> int:
     return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
-
-
-def _proto_graphs(graph: onnx.GraphProto):
-    """``graph`` and its subgraphs, parents first, in :func:`graphs_within`'s order."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _proto_graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _proto_graphs(sub)
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -326,26 +315,12 @@ def _fix_resize(node: onnx.NodeProto, constants: dict, graph: ir.Graph) -> str |
 
 
 def _checker_problem(converted: onnx.ModelProto) -> str | None:
-    """The full checker's complaint about the library's output, or None.
-
-    The placeholders' data is nowhere (the checker would look for a file),
-    so in the copy checked each becomes a main-graph input of its type.
-    """
-    copy = onnx.ModelProto()
-    copy.CopyFrom(converted)
-    for graph in _proto_graphs(copy.graph):
-        placeholders = [t for t in graph.initializer if _is_placeholder(t)]
-        for tensor in placeholders:
-            graph.initializer.remove(tensor)
-            copy.graph.input.append(
-                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims))
-            )
-    try:
-        onnx.checker.check_model(copy, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
-        first = str(error).strip().splitlines()[0]
-        return f"onnx.version_converter wrote a model the checker refuses: {first}"
-    return None
+    """The full checker's complaint about the library's output, or None."""
+    problem = full_check_problem(converted, _is_placeholder)
+    if problem is None:
+        return None
+    first = problem.splitlines()[0]
+    return f"onnx.version_converter wrote a model the checker refuses: {first}"
 
 
 def _is_placeholder(tensor: onnx.TensorProto) -> bool:

@@ -14,9 +14,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import onnx
 import onnx_ir as ir
 
+from lowering.irutils.checker import full_check_problem
 from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import iter_scopes
@@ -198,9 +198,9 @@ def _checker_problem(model: ir.Model) -> str | None:
     """What the ONNX checker (full_check: strict shape inference) says of ``model``,
     None if it passes.
 
-    The main graph's large initializers are checked as graph inputs of
-    their type: serialized as they are, they would be copied, and no shape
-    the checker infers reads their values (a shape or an axis is small).
+    The main graph's large initializers are serialized as placeholders and
+    checked as graph inputs of their type (:mod:`lowering.irutils.checker`):
+    serialized as they are, they would be copied.
     """
     graph = model.graph
     large = {
@@ -217,18 +217,7 @@ def _checker_problem(model: ir.Model) -> str | None:
     finally:
         for name, tensor in large.items():
             graph.initializers[name].const_value = tensor
-    inputs = {i.name for i in proto.graph.input}
-    proto.graph.input.extend(
-        ir.serde.serialize_value(graph.initializers[name]) for name in large if name not in inputs
-    )
-    kept = [t for t in proto.graph.initializer if t.name not in large]
-    del proto.graph.initializer[:]
-    proto.graph.initializer.extend(kept)
-    try:
-        onnx.checker.check_model(proto, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
-        return str(error).strip()
-    return None
+    return full_check_problem(proto, lambda t: t.name in large)
 
 
 #: Initializers of more elements than this are checked by type only (:func:`_checker_problem`).
