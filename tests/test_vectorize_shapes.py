@@ -333,3 +333,36 @@ def test_every_batching_rule_has_a_shape_case():
     covered = {_RULES[op] for op in used if op in _RULES}
     missing = sorted(rule.__name__ for rule in set(_RULES.values()) - covered)
     assert missing == [], f"batching rules with no shape case: {missing}"
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+@pytest.mark.parametrize(
+    ("x_shape", "slope_shape"),
+    [((2, 1, 3), (2, 1)), ((2, 1, 3), (3,)), ((2, 1, 3), (1,)), ((1, 3), (2, 1)), ((2, 3), (2, 3))],
+)
+def test_prelu_result_shape_is_onnxruntimes_broadcast(x_shape, slope_shape, n):
+    """onnxruntime broadcasts PRelu both ways ([2,1,3] with a [2,1] slope is [2,2,3];
+    ONNX infers [2,1,3]): the batched map's results and their Size match the original's."""
+    dims = ",".join(map(str, x_shape))
+    sdims = ",".join(map(str, slope_shape))
+    count = int(np.prod(slope_shape))
+    values = ",".join(str(0.1 * (i + 1)) for i in range(count))
+    model = parse(
+        f"""<ir_version: 9, opset_import: ["" : 20]>
+g (seq(float[{dims}]) xs) => (seq(float[?,?,?]) ys, seq(int64) sizes) {{
+  ys, sizes = SequenceMap <body = body (float[{dims}] e) => (float[?,?,?] y, int64 s) {{
+    k = Constant <value = float[{sdims}] {{{values}}}> ()
+    y = PRelu (e, k)
+    s = Size (y)
+  }}> (xs)
+}}"""
+    )
+    rng = np.random.default_rng(0)
+    feeds = {"xs": [rng.standard_normal(x_shape).astype(np.float32) for _ in range(n)]}
+    slope = np.array([0.1 * (i + 1) for i in range(count)], np.float32).reshape(slope_shape)
+    expected_y = [np.where(e > 0, e, e * slope).astype(np.float32) for e in feeds["xs"]]
+    result = lowering.lower(model)
+    assert "SequenceMap" not in {node.op_type for node in result.graph.node}
+    ys, sizes = session(result).run(None, feeds)
+    assert_same(ys, expected_y)
+    assert [int(s) for s in sizes] == [y.size for y in expected_y]

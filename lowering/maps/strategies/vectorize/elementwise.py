@@ -73,12 +73,15 @@ def _elementwise_broadcast(
 
 @FAMILY.rule("PRelu")
 def _prelu(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
+    """PRelu broadcasts both ways in onnxruntime ([2,1,3] with a [2,1] slope is
+    [2,2,3], where ONNX infers X's shape): batched as the broadcasting ops are."""
     x, slope = required(args)
     if not x.batched:
         raise v.decline("its slope differs from element to element but its input does not")
-    rank = v.rank(x)
-    slope_value = v.lift(slope, rank) if slope.batched else slope.value
-    return [BodyValue(v.like(node, [x.value, slope_value]), x.shape, True)]
+    shapes = [v.dims(x), v.dims(slope)]
+    top = max(len(s) for s in shapes)
+    inputs = [v.lift(a, top) if a.batched else a.value for a in (x, slope)]
+    return [BodyValue(v.like(node, inputs), broadcast_dims(shapes), True)]
 
 
 @FAMILY.rule("Dropout")
