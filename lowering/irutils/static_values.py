@@ -47,7 +47,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.constants import constant_array
-from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 
 #: Larger values stay computed at run time: a fold must not make the model grow,
 #: and weights (maybe external data) are never read.
@@ -200,11 +200,39 @@ def _normalized(axes: list[int], rank: int) -> list[int]:
     return result
 
 
+def disputed_reading(node: ir.Node) -> str | None:
+    """Why runtimes compute ``node`` two ways, or None when they agree.
+
+    ``Squeeze`` with axes that may be empty: ONNX (its shape inference and
+    onnx.reference, so onnxscript's folder) squeezes nothing, onnxruntime's
+    kernel every unit dim. Such a node is never evaluated, here or by
+    ``--optimize``: it is left as written (docs/decisions.md).
+    """
+    if not is_onnx_op(node, "Squeeze"):
+        return None
+    axes = node.inputs[1] if len(node.inputs) > 1 else None
+    if axes is None:
+        attribute = node.attributes.get("axes")
+        given = None if attribute is None else attribute.as_ints()
+        proven = given is None or len(given) > 0
+    else:
+        known = static_array(axes)
+        shape = axes.shape
+        proven = (known is not None and known.size > 0) or (
+            shape is not None and shape.rank() == 1 and isinstance(shape[0], int) and shape[0] > 0
+        )
+    if proven:
+        return None
+    return "Squeeze with axes that may be empty: ONNX squeezes no dim, onnxruntime every unit dim"
+
+
 def _squeeze(node: ir.Node, values) -> np.ndarray | None:
     source = values[0]
     if source is None:
         return None
     axes = _axes(node, values)
+    if axes == []:
+        return None  # disputed: see disputed_reading
     if axes is None:
         return source.reshape([d for d in source.shape if d != 1])
     axes = _normalized(axes, source.ndim)

@@ -21,7 +21,8 @@ from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import snapshot
-from lowering.irutils.walk import graphs_within
+from lowering.irutils.static_values import disputed_reading
+from lowering.irutils.walk import graphs_within, model_nodes
 from lowering.rewrites import LoweringResult, Rewrite
 
 
@@ -55,7 +56,8 @@ def optimize_keeping_overridables(model: ir.Model) -> str | None:
                         hide the tensor          optimize          put the tensor back
 
     Subgraphs cannot have graph inputs that are initializers, so only the
-    main graph needs it. The optimizer's own ONNX shape inference is off: it
+    main graph needs it. Nodes that runtimes compute two ways are fenced off
+    (:func:`_fence_disputed_nodes`). The optimizer's own ONNX shape inference is off: it
     would fold Shape from shapes ONNX gets wrong (MaxPool with ceil_mode:
     inferred [1,1,3], computed [1,1,2]); it folds from the shapes the passes
     proved (:mod:`lowering.irutils.node_inference`). Its rewrite rules are
@@ -72,9 +74,12 @@ def optimize_keeping_overridables(model: ir.Model) -> str | None:
     _forget_symbolic_dims_in_bodies(model)
     for value, _ in overridable:
         value.const_value = None  # the optimizer folds any value with a const_value
+    fenced = _fence_disputed_nodes(model)
     try:
         _run_onnxscript_optimizer(model)
     finally:
+        if fenced:
+            _unfence(model)
         for value, tensor in overridable:
             value.const_value = tensor
             if value.name not in graph.initializers and value in graph.inputs:
@@ -88,6 +93,44 @@ def optimize_keeping_overridables(model: ir.Model) -> str | None:
         restore()
         return f"the optimized model fails the ONNX checker, so it was not kept: {problem}"
     return None
+
+
+#: The domain disputed nodes are moved to while the optimizer runs: it folds
+#: and rewrites no op it does not know.
+_FENCE_DOMAIN = "lowering.fenced"
+
+
+def _fence_disputed_nodes(model: ir.Model) -> bool:
+    """Hide from the optimizer every node that runtimes compute two ways.
+
+    onnxscript folds a node of constants by onnx.reference, which reads
+    ``Squeeze(c, [])`` as ONNX does (no dim squeezed) where onnxruntime
+    squeezes every unit dim (:func:`lowering.irutils.static_values.disputed_reading`);
+    folded, the model would mean one of the two. Moved to a domain of its
+    own for the run, such a node is an op the optimizer does not know, so
+    it keeps it, and what it reads, as they are::
+
+        y = Squeeze(Constant [[1]], Constant [])      y = Squeeze(Constant [[1]], Constant [])
+            -> lowering.fenced::Squeeze -> optimize -> back to the ONNX domain
+
+    Returns whether any node was fenced.
+    """
+    fenced = [node for node in model_nodes(model) if disputed_reading(node) is not None]
+    for node in fenced:
+        node.domain = _FENCE_DOMAIN
+    if fenced:
+        model.opset_imports[_FENCE_DOMAIN] = 1
+    return bool(fenced)
+
+
+def _unfence(model: ir.Model) -> None:
+    """Put fenced nodes, and the copies the optimizer's inliner made of them, back."""
+    for node in model_nodes(model):
+        if node.domain == _FENCE_DOMAIN:
+            node.domain = ""
+    model.opset_imports.pop(_FENCE_DOMAIN, None)
+    for function in model.functions.values():
+        function.opset_imports.pop(_FENCE_DOMAIN, None)
 
 
 def _run_onnxscript_optimizer(model: ir.Model, rules: Sequence[Any] | None = None) -> None:
