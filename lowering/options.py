@@ -16,6 +16,7 @@ from typing import Literal, get_args
 import onnx
 
 from lowering.defaults import DEFAULT_MAX_UNROLL, MIN_OPSET, RUNTIME_NAMES, STRATEGIES
+from lowering.extras import EXTRAS, missing
 from lowering.irutils.ir_versions import MIN_IR_VERSION
 from lowering.runtimes.profiles import RUNTIMES
 
@@ -24,7 +25,9 @@ Strategy = Literal["auto", "loop"]
 #: The runtime the output is for (:mod:`lowering.runtimes.profiles`).
 RuntimeName = Literal["onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "generic"]
 
-__all__ = ["DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "OptionError", "Options"]
+__all__ = [
+    "DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "MissingExtraError", "OptionError", "Options",
+]  # fmt: skip
 
 assert get_args(Strategy) == STRATEGIES, "Strategy lists lowering.defaults.STRATEGIES"
 assert set(get_args(RuntimeName)) == set(RUNTIMES), "RuntimeName lists every runtime"
@@ -52,6 +55,29 @@ class OptionError(ValueError):
     def flag(self) -> str:
         """The message as the command line says it."""
         return self.spelled("--" + self.option.replace("_", "-"))
+
+
+class MissingExtraError(OptionError, ImportError):
+    """An option whose extra is not installed (``optimize`` without onnxscript):
+    a usage error, exit 2, naming what to install (:mod:`lowering.extras`).
+    Also an ``ImportError``, which is what it is to a caller that catches one."""
+
+    def __init__(self, extra: str, who: str | None = None) -> None:
+        self.extra = extra
+        super().__init__(extra, f"have {EXTRAS[extra][0]} installed", True)
+        self.args = (self.spelled(who or f"{extra}=True"),)
+
+    def spelled(self, name: str) -> str:
+        module, others = EXTRAS[self.extra]
+        builds = f" (or any build of it: {others})" if others else ""
+        return f"{name} needs {module}: pip install 'lowering[{self.extra}]'{builds}"
+
+
+def check_extra(extra: str, who: str | None = None) -> None:
+    """Raise :class:`MissingExtraError` unless ``extra``'s module can be imported;
+    ``who`` is what needs it (default ``extra=True``)."""
+    if missing(extra):
+        raise MissingExtraError(extra, who)
 
 
 def check_strategy(strategy: object) -> Strategy:
@@ -138,3 +164,5 @@ class Options:
         check_ir_version(self.ir_version)
         for name in ("normalize_inserts", "optimize", "keep_originals"):
             check_flag(name, getattr(self, name))
+        if self.optimize:
+            check_extra("optimize")

@@ -1,7 +1,8 @@
 """The layout is the pipeline: no module imports from a layer above its own.
 
     irutils, errors, rewrites,  (IR utilities, shared by all;
-    defaults                     the options' names, importing nothing)
+    defaults, extras             the options' names and the optional
+                                 packages, importing nothing)
     analysis, runtimes, options (read-only facts; the options and their checks)
     maps, opset                 (what the passes write)
     passes                      (one pass per module)
@@ -24,6 +25,7 @@ LAYERS = {
     "errors": 0,
     "rewrites": 0,
     "defaults": 0,
+    "extras": 0,
     "analysis": 1,
     "runtimes": 1,
     "options": 1,

@@ -23,6 +23,7 @@ from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import snapshot
 from lowering.irutils.static_values import disputed_reading
 from lowering.irutils.walk import graphs_within, model_nodes
+from lowering.options import check_extra
 from lowering.rewrites import LoweringResult, Rewrite
 
 
@@ -30,8 +31,13 @@ class OptimizePass(ir.passes.InPlacePass):
     """Fold constants with onnxscript's optimizer, keeping overridable initializers overridable.
 
     See :func:`optimize_keeping_overridables`. Needs the ``optimize`` extra
-    (onnxscript).
+    (onnxscript): without it, making the pass raises
+    :class:`~lowering.options.MissingExtraError`.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        check_extra("optimize")
 
     def call(self, model: ir.Model) -> LoweringResult:
         refused = optimize_keeping_overridables(model)

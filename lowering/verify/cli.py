@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     noise.add_argument("-q", "--quiet", action="store_true", help="print nothing on a match")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(joined_values(sys.argv[1:] if argv is None else argv))
-    problem = missing_runtime(args.runtime)
+    problem = missing_runtime(args.runtime, who=parser.prog)
     if problem is not None:
         parser.error(problem)
     report = compare(args.a, args.b, **compare_kwargs(args))

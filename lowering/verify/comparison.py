@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from lowering.options import check_extra
 from lowering.runtimes.sessions import open_session
 from lowering.verify.declared import blame_declarations, declaration_problems
 from lowering.verify.dtypes import ML_FLOATS
@@ -54,7 +55,10 @@ def compare(
     ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
+    Needs the ``verify`` extra (onnxruntime): raises
+    :class:`~lowering.options.MissingExtraError` without it.
     """
+    check_extra("verify", "lowering.verify.compare")
     if runtime not in VERIFY_RUNTIMES:
         raise ValueError(f"runtime must be one of {', '.join(VERIFY_RUNTIMES)}, not {runtime!r}")
     if inputs is not None and runs is not None:

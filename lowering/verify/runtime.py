@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import onnx
 
+from lowering.extras import installed, missing
+from lowering.options import MissingExtraError
 from lowering.verify.ports import ModelLike, Port
 from lowering.verify.report import one_line
 
@@ -31,15 +33,16 @@ VERIFY_RUNTIMES: dict[str, tuple[str, str, str] | None] = {
 }
 
 
-def missing_runtime(runtime: str) -> str | None:
-    """What to install for ``runtime``, if it is not installed."""
-    import importlib.util
-
+def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
+    """What to install for ``who`` to run B in ``runtime``, if anything: onnxruntime
+    (the ``verify`` extra), where A always runs, and ``runtime``'s package."""
+    if missing("verify"):
+        return str(MissingExtraError("verify", who))
     entry = VERIFY_RUNTIMES.get(runtime)
     if entry is None:
         return None
     _, module, package = entry
-    if importlib.util.find_spec(module) is None:
+    if not installed(module):
         return f"--runtime {runtime} needs {package}: pip install {package}"
     return None
 
