@@ -92,13 +92,15 @@ def lower(
     ir_version: int | None = None,
     keep_originals: bool = False,
 ) -> onnx.ModelProto | ir.Model:
-    """Rewrite every SequenceMap in ``model`` into an equivalent Loop.
+    """Rewrite every SequenceMap in ``model`` into an equivalent form without it.
 
     Options (the same as :func:`lower_in_place`'s): ``strategy`` "auto"
-    picks, for each map, unrolling where its length is static and at most
-    ``max_unroll`` (default 16), a Loop with scan outputs where every output
-    element has one shape (O(n) in onnxruntime), and the general Loop +
-    SequenceInsert form elsewhere; "loop" forces the general form.
+    picks, for each map, the first form that fits: vectorize (the body once
+    on the stacked elements, no loop), unroll (a static length of at most
+    ``max_unroll``, default 16), scan (split -> map -> concat), uniform (a
+    Loop with scan outputs where every output element has one shape: O(n)),
+    and the general Loop + SequenceInsert form elsewhere
+    (docs/strategies.md); "loop" forces the general form.
     ``runtime`` names the runtime the output is for: where a loop is
     unavoidable it picks a form that runtime runs (a Scan for "tract", a
     Loop with scan outputs for "mnn"), unrolls static maps of any length

@@ -54,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
         options["color"] = False  # plain text, whatever the terminal: scripts parse it
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Rewrite every ONNX SequenceMap into an equivalent Loop.",
+        description="Rewrite every ONNX SequenceMap into an equivalent form without it "
+        "(vectorized, unrolled, a Scan or a Loop), normalize SequenceInsert positions, and "
+        "declare another opset on request.",
         **options,
     )
     parser.add_argument(
@@ -70,9 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         "--strategy",
         choices=STRATEGIES,
         default="auto",
-        help="auto (default): a Loop with scan outputs where every output element has one "
-        "shape, the general Loop + SequenceInsert form elsewhere; loop: the general form "
-        "everywhere",
+        help="auto (default): for each map the first form that fits: vectorize (the body once "
+        "on the stacked elements, no loop), unroll (a static length of at most --max-unroll), "
+        "scan (split -> map -> concat), uniform (a Loop with scan outputs, where every output "
+        "element has one shape), loop (the general Loop + SequenceInsert form); "
+        "loop: the general form everywhere",
     )
     parser.add_argument(
         "--max-unroll",
@@ -121,9 +125,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--external-data",
         metavar="NAME",
-        help="write all weights to the file NAME beside OUT, such as OUT.onnx.data (default: "
-        "keep the input's external data layout, copying the data files when OUT is in "
-        "another folder); a NAME that is IN's data or another existing file is refused",
+        help="write all weights to the file NAME beside OUT (default: OUT in IN's folder "
+        "refers to IN's data files; elsewhere its weights go to OUT.onnx.data, named after "
+        "OUT); a NAME that is IN's data or another existing file is refused",
     )
     parser.add_argument(
         "--verify",
@@ -340,8 +344,12 @@ def _summary(
 ) -> str:
     target = "<stdout>" if args.output == STREAM else args.output
     timing = f"in {elapsed:.2f} s"
+    # The optimizer folds what lowering made static; with nothing lowered it
+    # would only rewrite the model, which then comes out as it went in.
+    not_optimized = "  --optimize: not run, as nothing was lowered" if args.optimize else None
     if written.identical:
-        return f"{PROG}: {source.label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
+        done = f"{PROG}: {source.label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
+        return "\n".join([done, *filter(None, [not_optimized])])
     lines = []
     converted = [r for r in rewrites if r.op_type == "TargetOpset"]
     unoptimized = [r for r in rewrites if r.op_type == "Optimize"]
@@ -356,6 +364,8 @@ def _summary(
             f"{PROG}: {source.label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
             f", {timing})"
         )
+        if not_optimized:
+            lines.append(not_optimized)
     for op_type, done in _DONE.items():
         of_op = [r for r in rewrites if r.op_type == op_type]
         if not of_op:
@@ -374,10 +384,11 @@ def _summary(
     if written.embedded:
         lines.append(f"  weights embedded in {target}")
     lowest = _lowest_opset(model) if rewrites else None
-    if lowest is not None:
+    declared = model.opset_imports.get("", lowest)
+    if lowest is not None and declared is not None and lowest < declared:
         lines.append(
-            f"  the output could declare default-domain opset {lowest} "
-            f"(it declares {model.opset_imports.get('', lowest)})"
+            f"  the output could declare default-domain opset {lowest} with --target-opset "
+            f"{lowest} (it declares {declared})"
         )
     if rewrites and (args.target_opset is not None or args.ir_version is not None):
         lines.append(f"  declared IR version {model.ir_version}")

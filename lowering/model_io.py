@@ -261,7 +261,8 @@ def valid_data_name(name: str) -> bool:
 
 
 def target(path: str) -> Target:
-    """Classify OUT before any work is done, so a bad OUT fails fast."""
+    """Classify OUT before any work is done, so a bad OUT fails fast; each
+    error names OUT (``ModelFileError.file``), not the model being read."""
     if path == STREAM:
         return Target(path, None, True)
     try:
@@ -269,21 +270,22 @@ def target(path: str) -> Target:
     except FileNotFoundError:
         info = None
     except OSError as error:
-        raise ModelFileError(f"cannot use the output path: {error.strerror}") from error
+        raise ModelFileError(f"cannot use the output path: {error.strerror}", file=path) from error
     if info is not None:
         if stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode):
             return Target(path, None, True)
         if stat.S_ISDIR(info.st_mode):
-            raise ModelFileError("the output path is a directory")
+            raise ModelFileError("the output path is a directory", file=path)
         if not stat.S_ISREG(info.st_mode):
             raise ModelFileError(
-                "the output path is neither a regular file, a FIFO nor a character device; refused"
+                "the output path is neither a regular file, a FIFO nor a character device; refused",
+                file=path,
             )
     real = os.path.realpath(path)
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         raise ModelFileError(
-            f"the folder {os.path.dirname(os.path.abspath(path))!r} does not exist"
+            f"the folder {os.path.dirname(os.path.abspath(path))!r} does not exist", file=path
         )
     return Target(path, real, False)
 
@@ -316,16 +318,12 @@ def write(
                 _copy_into(source, staged)
                 _commit(stage, [], staged, out.path)
         return Written(identical=True)
-    plan = _plan_data(files, source, out, external_data, same_file=same_file)
+    external_data = _plan_data(files, source, out, external_data, same_file=same_file)
     with _staging(out.folder) as stage:
-        for source_file, location in plan.copies:
-            staged = os.path.join(stage, location)
-            os.makedirs(os.path.dirname(staged), exist_ok=True)
-            shutil.copyfile(source_file, staged)
         # Named as OUT is: no data location can be that name (see _DataCheck).
         staged_model = os.path.join(stage, os.path.basename(out.path))
         ir.save(model, staged_model, format="protobuf", external_data=external_data)
-        written = [location for _, location in plan.copies]
+        written = []
         if external_data is not None and os.path.exists(os.path.join(stage, external_data)):
             written.append(external_data)
         _commit(stage, written, staged_model, out.path)
@@ -397,11 +395,6 @@ def _refuse_split_symlink(files: dict[str, str], out: Target, external_data: str
         )
 
 
-@dataclasses.dataclass
-class _DataPlan:
-    copies: list[tuple[str, str]]  # (IN's data file, location beside OUT)
-
-
 def _plan_data(
     files: dict[str, str],
     source: Source,
@@ -409,16 +402,20 @@ def _plan_data(
     external_data: str | None,
     *,
     same_file: bool,
-) -> _DataPlan:
-    """Check every data file this run would write, before anything is written."""
+) -> str | None:
+    """The one data file beside OUT that all weights go to, None to keep IN's
+    layout; checked before anything is written.
+
+    OUT in IN's folder refers to IN's very data files. What it cannot share
+    (OUT in another folder) goes to a file named after OUT, ``OUT.onnx.data``:
+    copied under IN's names, two models from same-named inputs would clash
+    in one folder.
+    """
     assert out.path is not None
-    ins = list(files)
-    owned = _locations_of(out.path)
-    check = _DataCheck(source, out, ins, owned, same_file)
+    check = _DataCheck(source, out, list(files), _locations_of(out.path), same_file)
     if external_data is not None:
         check(external_data, "--external-data")
-        return _DataPlan([])
-    copies = []
+        return external_data
     for source_file, location in files.items():
         beside = os.path.join(out.folder, location)
         shared = (
@@ -428,9 +425,10 @@ def _plan_data(
             and _same_file(beside, source_file)
         )
         if not shared:
-            check(location, "IN's data layout")
-            copies.append((source_file, location))
-    return _DataPlan(copies)
+            named = f"{os.path.basename(out.path)}.data"
+            check(named, "named after OUT")
+            return named
+    return None
 
 
 @dataclasses.dataclass
@@ -444,8 +442,11 @@ class _DataCheck:
     def __call__(self, location: str, why: str) -> None:
         assert self.out.path is not None
         dest = os.path.join(self.out.folder, location)
-        advice = "name the data after OUT, with --external-data " + (
-            f"{os.path.basename(self.out.path)}.data"
+        named = f"{os.path.basename(self.out.path)}.data"
+        advice = (
+            "name the data file with --external-data NAME"
+            if location == named
+            else f"name the data after OUT, with --external-data {named}"
         )
 
         def refuse(reason: str) -> ModelFileError:

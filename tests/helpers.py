@@ -236,8 +236,9 @@ g (seq(float[4]) x) => (seq(float[4]) y) {
 
 def weighted_model(folder: pathlib.Path, tensors: int, values: int, real: bool) -> pathlib.Path:
     """A map that reads w0, with ``tensors`` float32 initializers of ``values``
-    each in ``weights.bin``. Unless ``real``, the file is sparse zeros (fast to make)."""
-    model = parse(WEIGHTED_MAP)
+    each in ``weights.bin``; the map's elements have ``values`` too. Unless ``real``,
+    the file is sparse zeros (fast to make)."""
+    model = parse(WEIGHTED_MAP.replace("[4]", f"[{values}]"))
     data = folder / "weights.bin"
     size = values * 4
     if real:

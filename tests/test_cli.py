@@ -140,10 +140,33 @@ def test_failed_run_leaves_in_equal_out_untouched(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
 
 
-def test_missing_output_folder_exits_1(tmp_path, capsys):
+def _socket(path: pathlib.Path) -> pathlib.Path:
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.close()
+    return path
+
+
+#: OUTs that cannot be written, and what the one error line says about each.
+BAD_OUTS = {
+    "a directory": (lambda tmp: tmp, "the output path is a directory"),
+    "in a missing folder": (lambda tmp: tmp / "no" / "out.onnx", "does not exist"),
+    "a socket": (lambda tmp: _socket(tmp / "s"), "neither a regular file, a FIFO"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_OUTS))
+def test_an_error_about_out_names_out(tmp_path, capsys, case):
+    """Not IN: the file the error is about (issue 26)."""
     source = write(tmp_path / "in.onnx", SIMPLE)
-    assert main([str(source), str(tmp_path / "no" / "out.onnx")]) == 1
-    assert "does not exist" in capsys.readouterr().err
+    make, reason = BAD_OUTS[case]
+    out = make(tmp_path)
+    assert main([str(source), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"onnx-lower: error: {out}: "), err
+    assert reason in err and "in.onnx" not in err
 
 
 def test_nothing_to_lower_is_copied_byte_for_byte(tmp_path, capsys):
@@ -155,6 +178,20 @@ def test_nothing_to_lower_is_copied_byte_for_byte(tmp_path, capsys):
     assert main([str(source), str(tmp_path / "out.onnx")]) == 0
     assert (tmp_path / "out.onnx").read_bytes() == source.read_bytes()
     assert "nothing to lower" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [[], ["--target-opset", "13"]])
+def test_optimize_with_nothing_to_lower_says_it_was_not_run(tmp_path, capsys, flags):
+    source = write(
+        tmp_path / "in.onnx",
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[2] x) => (float[2] y) { y = Neg(x) }""",
+    )
+    assert main([str(source), str(tmp_path / "out.onnx"), "--optimize", *flags]) == 0
+    err = capsys.readouterr().err
+    assert "nothing to lower" in err and "  --optimize: not run, as nothing was lowered\n" in err
+    if not flags:
+        assert (tmp_path / "out.onnx").read_bytes() == source.read_bytes()
 
 
 def test_output_permissions_follow_umask(tmp_path):
@@ -416,3 +453,13 @@ def test_summary_says_what_target_opset_expanded_and_adapted(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--target-opset 11 expanded into ONNX function bodies: HardSwish-14 x2" in err
     assert "--target-opset 11 adapted: " in err and "ReduceMean-18 -> ReduceMean-13 x2" in err
+
+
+def test_help_names_every_form_auto_picks(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "into an equivalent form without it (vectorized, unrolled, a Scan or a Loop)" in text
+    auto = text[text.index("auto (default)") :]
+    positions = [auto.index(form) for form in ("vectorize", "unroll", "scan", "uniform", "loop")]
+    assert positions == sorted(positions), auto  # in the order auto tries them

@@ -57,8 +57,12 @@ def weights(path: pathlib.Path) -> np.ndarray:
 
 
 def results(path: pathlib.Path) -> list:
-    x = [np.ones(4, np.float32), np.arange(4, dtype=np.float32)]
-    return run(onnx.load(path), {"x": x})
+    model = onnx.load(path)
+    (width,) = (
+        d.dim_value for d in model.graph.input[0].type.sequence_type.elem_type.tensor_type.shape.dim
+    )
+    x = [np.ones(width, np.float32), np.arange(width, dtype=np.float32)]
+    return run(model, {"x": x})
 
 
 def one_error_line(capsys, *expected: str) -> str:
@@ -104,27 +108,42 @@ def test_out_is_never_ins_data_file(tmp_path, capsys):
 def _two_models(tmp_path) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
     for name in ("a", "b", "shared"):
         (tmp_path / name).mkdir()
-    a = weighted_model(tmp_path / "a", 3, 4, real=True)
-    b = weighted_model(tmp_path / "b", 3, 4, real=True)
-    other = np.arange(12, dtype=np.float32) + 100  # b's weights differ from a's
+    a = weighted_model(tmp_path / "a", 3, 1024, real=True)
+    b = weighted_model(tmp_path / "b", 3, 1024, real=True)
+    other = np.arange(3 * 1024, dtype=np.float32) + 100  # b's weights differ from a's
     (tmp_path / "b" / "weights.bin").write_bytes(other.tobytes())
     return a, b, tmp_path / "shared"
 
 
-def test_another_models_data_is_never_overwritten(tmp_path, capsys):
+def test_models_from_same_named_inputs_share_a_folder(tmp_path, capsys):
+    """Copied to another folder, IN's weights are named after OUT (issue 26):
+    a second model whose input has the same data file name does not clash."""
     a, b, shared = _two_models(tmp_path)
+    before = snapshot(tmp_path)
     assert lower("-q", a, shared / "a.onnx") == 0
+    assert changed(before, snapshot(tmp_path)) == {"shared/a.onnx", "shared/a.onnx.data"}
     expected = results(shared / "a.onnx")
     before = snapshot(tmp_path)
-    assert lower(b, shared / "b.onnx") == 1
-    one_error_line(capsys, str(shared / "weights.bin"), "--external-data b.onnx.data")
-    assert changed(before, snapshot(tmp_path)) == set()
-    assert_same(results(shared / "a.onnx"), expected)
-    # What the message suggests works, and still leaves a.onnx alone.
-    assert lower("-q", b, shared / "b.onnx", "--external-data", "b.onnx.data") == 0
+    assert lower("-q", b, shared / "b.onnx") == 0
     assert changed(before, snapshot(tmp_path)) == {"shared/b.onnx", "shared/b.onnx.data"}
     assert_same(results(shared / "a.onnx"), expected)
+    np.testing.assert_array_equal(weights(shared / "a.onnx"), weights(a))
     np.testing.assert_array_equal(weights(shared / "b.onnx"), weights(b))
+
+
+def test_a_file_named_like_outs_data_is_never_overwritten(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "m.onnx.data").write_bytes(b"precious")
+    source = weighted_model(tmp_path, 3, 1024, real=True)
+    before = snapshot(tmp_path)
+    assert lower(source, tmp_path / "out" / "m.onnx") == 1
+    one_error_line(
+        capsys,
+        "m.onnx.data (named after OUT)",
+        "not a data file of the OUT being replaced",
+        "name the data file with --external-data NAME",
+    )
+    assert changed(before, snapshot(tmp_path)) == set()
 
 
 def test_an_unrelated_existing_file_is_never_overwritten(tmp_path, capsys):
@@ -216,9 +235,11 @@ def test_data_is_never_written_through_a_symlinked_folder(tmp_path, capsys):
     (tmp_path / "victim").mkdir()
     (tmp_path / "out" / "sub").symlink_to(tmp_path / "victim")
     before = snapshot(tmp_path)
-    assert lower(source, tmp_path / "out" / "m.onnx") == 1
-    one_error_line(capsys, "a folder on its path is a symlink")
-    assert changed(before, snapshot(tmp_path)) == set()
+    # IN's location sub/weights.bin would lead through the link: the weights
+    # go to the file named after OUT instead, and the link's target is untouched.
+    assert lower("-q", source, tmp_path / "out" / "m.onnx") == 0
+    assert changed(before, snapshot(tmp_path)) == {"out/m.onnx", "out/m.onnx.data"}
+    np.testing.assert_array_equal(weights(tmp_path / "out" / "m.onnx"), weights(source))
 
 
 # --- 4. OUT kinds: symlink, FIFO, character device, stdout; IN from stdin ----------------
@@ -380,29 +401,32 @@ def test_verify_compares_what_was_streamed(tmp_path):
     _lowered_bytes_ok(result.stdout)
 
 
-def test_a_data_location_named_like_out_is_refused(tmp_path, capsys):
+def test_a_data_location_named_like_out_is_not_copied_under_that_name(tmp_path):
+    """IN's weights in a file named as OUT will be: copied under IN's name,
+    they would be OUT itself; named after OUT, they are OUT.data."""
     source = _relocated(tmp_path, "lowered.onnx")
     os.replace(tmp_path / "model" / "weights.bin", tmp_path / "model" / "lowered.onnx")
     (tmp_path / "out").mkdir()
     before = snapshot(tmp_path)
-    assert lower(source, tmp_path / "out" / "lowered.onnx") == 1
-    one_error_line(capsys, "it is OUT itself")
-    assert changed(before, snapshot(tmp_path)) == set()
+    assert lower("-q", source, tmp_path / "out" / "lowered.onnx") == 0
+    assert changed(before, snapshot(tmp_path)) <= {"out/lowered.onnx", "out/lowered.onnx.data"}
+    np.testing.assert_array_equal(weights(tmp_path / "out" / "lowered.onnx"), weights(source))
 
 
 def test_a_data_file_that_became_a_symlink_is_replaced_not_followed(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "out").mkdir()
-    source = weighted_model(tmp_path / "in", 3, 4, real=True)
+    source = weighted_model(tmp_path / "in", 3, 1024, real=True)
     target = tmp_path / "out" / "lowered.onnx"
     assert lower("-q", source, target) == 0
+    data = tmp_path / "out" / "lowered.onnx.data"
     victim = tmp_path / "victim.bin"
     victim.write_bytes(b"not yours")
-    os.unlink(tmp_path / "out" / "weights.bin")
-    (tmp_path / "out" / "weights.bin").symlink_to(victim)
+    os.unlink(data)
+    data.symlink_to(victim)
     assert lower("-q", source, target) == 0  # OUT's own data file: replaced...
     assert victim.read_bytes() == b"not yours"  # ...but never written through
-    assert not (tmp_path / "out" / "weights.bin").is_symlink()
+    assert not data.is_symlink()
     np.testing.assert_array_equal(weights(target), weights(source))
 
 

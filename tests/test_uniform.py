@@ -140,7 +140,7 @@ def _strategies(text: str, **options) -> list[tuple[str, str]]:
 
 
 SPLIT_MAP = (
-    H
+    '<ir_version: 8, opset_import: ["" : 17, "com.acme" : 1]>'
     + """
 g (float[T,D] x, int64[2] outer_shape) => (seq(float[M]) y) {{
   rows = SplitToSequence <axis = 0, keepdims = 0> (x)
@@ -150,35 +150,51 @@ g (float[T,D] x, int64[2] outer_shape) => (seq(float[M]) y) {{
 }}"""
 )
 
+#: body -> (strategy, what the reason says of the node that breaks the proof)
 CHOICES = {
-    "shape_from_outer_value": ("c = Reshape(r, outer_shape)", "uniform"),
+    "shape_from_outer_value": ("c = Reshape(r, outer_shape)", "uniform", None),
     "shape_from_constant": (
         "s = Constant <value = int64[2] {1, -1}> ()\n c = Reshape(r, s)",
         "uniform",
+        None,
     ),
     "shape_from_shape_of_element": (
         "s = Shape(r)\n z = ConstantOfShape(s)\n c = Add(r, z)",
         "uniform",
+        None,
     ),
-    "shape_from_data": ("nz = NonZero(r)\n c = Cast <to = 1> (nz)", "loop"),
-    "reshape_by_data": (
-        "i = Cast <to = 7> (r)\n k = Slice(i, outer_shape, outer_shape)\n c = Reshape(r, k)",
+    "shape_from_data": (
+        "[nz] nz = NonZero(r)\n c = Cast <to = 1> (nz)",
         "loop",
+        "NonZero ('nz') computes a shape from data",
+    ),
+    "reshape_by_data": (
+        "i = Cast <to = 7> (r)\n k = Slice(i, outer_shape, outer_shape)\n [rs] c = Reshape(r, k)",
+        "loop",
+        "Reshape ('rs') takes its shape from 'k', which varies",
     ),
     "subgraph_in_body": (
         """b = Constant <value = bool {1}> ()
-        c = If (b) <then_branch = t () => (float[D] o) { o = Identity(r) },
+        [branch] c = If (b) <then_branch = t () => (float[D] o) { o = Identity(r) },
                      else_branch = e () => (float[D] o2) { o2 = Neg(r) }>""",
         "loop",
+        "If ('branch') has a subgraph, whose shapes are not followed",
+    ),
+    "custom_domain_op": (
+        "n = Neg(r)\n [frob] c = com.acme.Frob(n)",
+        "loop",
+        "com.acme.Frob ('frob') is an op of domain 'com.acme', with no shape inference",
     ),
 }
 
 
 @pytest.mark.parametrize("name", list(CHOICES))
 def test_strategy_choice(name, without_vectorizing):
-    body, expected = CHOICES[name]
+    body, expected, why = CHOICES[name]
     [(strategy, reason)] = _strategies(SPLIT_MAP.format(body=body))
     assert strategy == expected, reason
+    if why is not None:
+        assert f"may differ in shape from element to element: {why};" in reason, reason
 
 
 def test_elements_of_unknown_shape_keep_the_general_form():

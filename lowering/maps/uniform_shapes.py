@@ -96,6 +96,35 @@ class UniformShapes:
     def is_uniform(self, value: ir.Value | None) -> bool:
         return value in self._uniform or self._is_invariant(value)
 
+    def why_not(self, value: ir.Value) -> str:
+        """Why ``value`` is not proven uniform: the first node on its way that
+        breaks the proof, named, and what it is (for the summary)."""
+        seen: set[ir.Value] = set()
+        while value not in seen:
+            seen.add(value)
+            node = value.producer()
+            if node is None or node.graph is not self._body:
+                return f"{value.name!r} may differ in shape"
+            culprit = _describe(node)
+            if not is_onnx_domain(node.domain):
+                return f"{culprit} is an op of domain {node.domain!r}, with no shape inference"
+            if has_subgraphs(node):
+                return f"{culprit} has a subgraph, whose shapes are not followed"
+            shape_operands = (
+                () if node.op_type in SHAPE_FROM_SHAPES_OPS else _SHAPE_OPERANDS.get(node.op_type)
+            )
+            if shape_operands is None:
+                return f"{culprit} computes a shape from data"
+            for index in shape_operands:
+                operand = node.inputs[index] if index < len(node.inputs) else None
+                if operand is not None and not self._is_invariant(operand):
+                    return f"{culprit} takes its shape from {operand.name!r}, which varies"
+            varying = [v for v in node.inputs if v is not None and not self.is_uniform(v)]
+            if not varying:
+                return f"{culprit} may give each element another shape"
+            value = varying[0]
+        return f"{value.name!r} may differ in shape"
+
     def _is_invariant(self, value: ir.Value | None) -> bool:
         if value is None:
             return True
@@ -133,3 +162,8 @@ class UniformShapes:
             elif not self.is_uniform(value):
                 return
         self._uniform.update(outputs)
+
+
+def _describe(node: ir.Node) -> str:
+    op = node.op_type if is_onnx_domain(node.domain) else f"{node.domain}.{node.op_type}"
+    return f"{op} ({node.name!r})" if node.name else op

@@ -93,7 +93,7 @@ class MapsResult(LoweringResult):
 
 
 class LowerSequenceMapPass(ir.passes.InPlacePass):
-    """Replace every SequenceMap, in every scope, with an equivalent Loop.
+    """Replace every SequenceMap, in every scope, with an equivalent form without it.
 
     It names what it creates, and returns what it rewrote in a
     :class:`~lowering.rewrites.LoweringResult`. A map whose body is a
@@ -102,12 +102,13 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
     (both are steps of :func:`lowering.pipeline`).
 
     Attributes:
-        strategy: "auto" picks the fastest correct strategy for each map:
-            unrolled when its length is static and at most ``max_unroll``;
-            one Scan for split -> map -> concat; a Loop with scan outputs
-            when its output shapes are uniform; the general Loop +
-            SequenceInsert form otherwise. "loop" forces the general form
-            everywhere.
+        strategy: "auto" picks, for each map, the first strategy that fits
+            (the module's docstring): vectorized where every body op has a
+            batching rule; unrolled when its length is static and at most
+            ``max_unroll``; one Scan for split -> map -> concat; a Loop with
+            scan outputs when its output shapes are uniform; the general
+            Loop + SequenceInsert form otherwise. "loop" forces the general
+            form everywhere.
         max_unroll: The longest static length that "auto" unrolls (0: never).
         runtime: The runtime the output is for (:mod:`lowering.runtimes.profiles`):
             where a loop is unavoidable, a form it runs is chosen (a Scan

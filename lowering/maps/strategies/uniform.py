@@ -94,7 +94,7 @@ def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
         if not shapes.is_uniform(result):
             return False, (
                 f"output {k} ({node.outputs[k].name!r}) may differ in shape from element "
-                "to element: its body computes a shape from data"
+                f"to element: {shapes.why_not(result)}"
             )
     return True, (
         "every input element comes from a SplitToSequence without split, and the body "
