@@ -461,5 +461,6 @@ def test_help_names_every_form_auto_picks(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "into an equivalent form without it (vectorized, unrolled, a Scan or a Loop)" in text
     auto = text[text.index("auto (default)") :]
-    positions = [auto.index(form) for form in ("vectorize", "unroll", "scan", "uniform", "loop")]
+    forms = ("vectorize (", "unroll (", "scan (", "uniform (", "loop (")
+    positions = [auto.index(form) for form in forms]
     assert positions == sorted(positions), auto  # in the order auto tries them
