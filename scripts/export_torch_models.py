@@ -18,10 +18,16 @@ Two groups, all under tests/data/torch/ with an .npz of torch's eager inputs
   Qwen2-style decoder layers with a KV cache (Qwen2's stored inputs have an
   empty cache, past 0), a Whisper encoder and decoder step, ConvNeXt, Swin,
   GRU loops with torch.chunk, einsum, circular pads, an interpolation
-  grab-bag, antialiased downsampling and grid_sample; the models in LEGACY
-  also by the TorchScript exporter (``corpus_<name>_legacy_opset17``).
-  A RoiAlign/NMS head would need torchvision: its PyPI wheels are CUDA
-  builds that do not load with the CPU torch, so there is none.
+  grab-bag, antialiased downsampling, grid_sample and a detection head
+  (box decode, TopK, NMS, RoIAlign of the kept boxes; ``aligned`` False and
+  True); the models in LEGACY also by the TorchScript exporter
+  (``corpus_<name>_legacy_opset17``). torchvision's PyPI wheels are CUDA
+  builds whose C++ ops do not load with the CPU torch, so this script
+  defines ``torchvision::nms`` and ``torchvision::roi_align`` itself
+  (torch.library custom ops with torchvision's schemas, eager kernels
+  computing what torchvision's CPU kernels compute, fake kernels for
+  export) and hands torch.onnx onnxscript's own translations of them, which
+  its registry skips when torchvision is not installed.
 
     python3 -m venv /work/venv-torch
     /work/venv-torch/bin/pip install torch==2.13.0 onnx onnxscript onnx-ir transformers
@@ -593,6 +599,184 @@ class GridSample(nn.Module):
         return (*out, torch.vstack((out[0].mean((2, 3)), out[3].mean((2, 3)))))
 
 
+# --- torchvision's detection ops, without torchvision -----------------------
+#
+# torchvision's wheels are CUDA builds whose C++ ops do not load with the CPU
+# torch, but torch.onnx's torch_lib translates the ops by name (onnxscript's
+# vision.py: torchvision::nms -> NonMaxSuppression, torchvision::roi_align ->
+# RoiAlign, half_pixel when aligned, output_half_pixel otherwise). So the two
+# ops are defined here under torchvision's names and schemas, with eager
+# kernels computing what torchvision's CPU kernels compute, which is also what
+# onnxruntime's NonMaxSuppression and RoiAlign compute (checked on the stored
+# inputs by tests/test_opset_corpus.py through the lowered models), and those
+# translations are handed to torch.onnx (_torchvision_translations).
+
+
+@torch.library.custom_op(
+    "torchvision::nms",
+    mutates_args=(),
+    schema="(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+)
+def _nms(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
+    """Greedy NMS as torchvision's nms_kernel_impl: boxes (x1, y1, x2, y2), area
+    (x2 - x1) * (y2 - y1) (no +1), a box suppressed when its IoU with a kept,
+    higher-scoring box is above the threshold; kept indices by falling score."""
+    x1, y1, x2, y2 = dets.unbind(1)
+    areas = (x2 - x1) * (y2 - y1)
+    order = scores.argsort(descending=True).tolist()
+    suppressed = [False] * len(order)
+    keep = []
+    for rank, i in enumerate(order):
+        if suppressed[i]:
+            continue
+        keep.append(i)
+        for j in order[rank + 1 :]:
+            if suppressed[j]:
+                continue
+            w = (torch.minimum(x2[i], x2[j]) - torch.maximum(x1[i], x1[j])).clamp(min=0)
+            h = (torch.minimum(y2[i], y2[j]) - torch.maximum(y1[i], y1[j])).clamp(min=0)
+            inter = w * h
+            if inter / (areas[i] + areas[j] - inter) > iou_threshold:
+                suppressed[j] = True
+    return torch.tensor(keep, dtype=torch.int64)
+
+
+@_nms.register_fake
+def _(dets, scores, iou_threshold):
+    return dets.new_empty(torch.library.get_ctx().new_dynamic_size(), dtype=torch.int64)
+
+
+@torch.library.custom_op(
+    "torchvision::roi_align",
+    mutates_args=(),
+    schema="(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+    "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor",
+)
+def _roi_align(
+    input: torch.Tensor,
+    rois: torch.Tensor,
+    spatial_scale: float,
+    pooled_height: int,
+    pooled_width: int,
+    sampling_ratio: int,
+    aligned: bool,
+) -> torch.Tensor:
+    """RoIAlign (average) as torchvision's roi_align_forward_kernel_impl.
+
+    rois are (batch index, x1, y1, x2, y2); aligned shifts them by half a
+    pixel, otherwise a roi is at least 1x1. Each bin averages a grid of
+    bilinear samples (sampling_ratio per side, or ceil(roi size / bins)); a
+    sample beyond [-1, size] is 0, one in [-1, 0] is clamped to 0, one past
+    the last row/column reads it.
+    """
+    height, width = input.shape[-2:]
+    out = input.new_zeros(rois.shape[0], input.shape[1], pooled_height, pooled_width)
+    offset = 0.5 if aligned else 0.0
+    for k, roi in enumerate(rois.tolist()):
+        batch, x1, y1, x2, y2 = int(roi[0]), *(c * spatial_scale - offset for c in roi[1:])
+        roi_w, roi_h = x2 - x1, y2 - y1
+        if not aligned:
+            roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+        bin_h, bin_w = roi_h / pooled_height, roi_w / pooled_width
+        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_h / pooled_height)
+        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(roi_w / pooled_width)
+        count = max(grid_h * grid_w, 1)
+        feature = input[batch]
+        for ph in range(pooled_height):
+            for pw in range(pooled_width):
+                total = feature.new_zeros(feature.shape[0])
+                for iy in range(grid_h):
+                    y = y1 + ph * bin_h + (iy + 0.5) * bin_h / grid_h
+                    for ix in range(grid_w):
+                        x = x1 + pw * bin_w + (ix + 0.5) * bin_w / grid_w
+                        total = total + _bilinear(feature, y, x, height, width)
+                out[k, :, ph, pw] = total / count
+    return out
+
+
+def _bilinear(feature: torch.Tensor, y: float, x: float, height: int, width: int):
+    """torchvision's bilinear_interpolate on every channel of a [C, H, W] map."""
+    if not (-1.0 <= y <= height and -1.0 <= x <= width):  # NaN too, as torchvision
+        return feature.new_zeros(feature.shape[0])
+    y, x = max(y, 0.0), max(x, 0.0)
+    y_low, x_low = int(y), int(x)
+    if y_low >= height - 1:
+        y_low = y_high = height - 1
+        y = float(y_low)
+    else:
+        y_high = y_low + 1
+    if x_low >= width - 1:
+        x_low = x_high = width - 1
+        x = float(x_low)
+    else:
+        x_high = x_low + 1
+    ly, lx = y - y_low, x - x_low
+    hy, hx = 1.0 - ly, 1.0 - lx
+    return (
+        hy * hx * feature[:, y_low, x_low]
+        + hy * lx * feature[:, y_low, x_high]
+        + ly * hx * feature[:, y_high, x_low]
+        + ly * lx * feature[:, y_high, x_high]
+    )
+
+
+@_roi_align.register_fake
+def _(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    return input.new_empty(rois.shape[0], input.shape[1], pooled_height, pooled_width)
+
+
+def _torchvision_translations() -> dict:
+    """torch_lib's own translations of the two ops (onnxscript's vision.py).
+
+    torch.onnx's registry skips every ``torchvision::`` entry when torchvision
+    is not installed, so they are handed in as a custom translation table:
+    the same functions, the same ONNX.
+    """
+    from onnxscript.function_libs.torch_lib.ops import vision
+
+    return {
+        torch.ops.torchvision.nms.default: vision.torchvision_nms,
+        torch.ops.torchvision.roi_align.default: vision.torchvision_roi_align,
+    }
+
+
+class DetectionHead(nn.Module):
+    """A one-stage detector's head on a tiny feature map, then a second stage.
+
+    Box regression and objectness convs over anchors, box decode, the top
+    candidates, NMS, RoIAlign of the kept boxes on the feature map and a
+    small classifier on the pooled features (a Faster R-CNN-style box head).
+    """
+
+    def __init__(self, aligned: bool):
+        super().__init__()
+        self.aligned = aligned
+        self.backbone = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.boxes = nn.Conv2d(8, 4, 1)
+        self.objectness = nn.Conv2d(8, 1, 1)
+        self.classify = nn.Linear(8 * 2 * 2, 3)
+        # One 6x6 anchor per cell of the 8x8 map (stride 2 on a 16x16 image).
+        centres = torch.arange(8, dtype=torch.float32) * 2 + 1
+        cy, cx = torch.meshgrid(centres, centres, indexing="ij")
+        self.register_buffer("anchors", torch.stack((cx, cy), -1).reshape(-1, 2))
+
+    def forward(self, image):
+        features = F.relu(self.backbone(image))
+        deltas = self.boxes(features).permute(0, 2, 3, 1).reshape(-1, 4)
+        scores = torch.sigmoid(self.objectness(features)).reshape(-1)
+        centre = self.anchors + deltas[:, :2] * 2
+        size = 6 * torch.exp(deltas[:, 2:].clamp(max=2))
+        boxes = torch.cat((centre - size / 2, centre + size / 2), 1).clamp(0, 16)
+        top, candidates = scores.topk(12)
+        candidate_boxes = boxes[candidates]
+        keep = torch.ops.torchvision.nms(candidate_boxes, top, 0.3)[:6]  # at most 6 detections
+        kept_boxes, kept_scores = candidate_boxes[keep], top[keep]
+        rois = torch.cat((torch.zeros_like(kept_scores)[:, None], kept_boxes), 1)
+        pooled = torch.ops.torchvision.roi_align(features, rois, 0.5, 2, 2, 2, self.aligned)
+        logits = self.classify(pooled.flatten(1))
+        return (kept_boxes, kept_scores, logits, *torch.atleast_2d((kept_scores.sum(), top)))
+
+
 def _decoder_inputs(g, batch, seq, past):
     return (
         torch.randn(batch, seq, 16, generator=g),
@@ -620,6 +804,7 @@ def _recent_corpus():
         torch.randn(2, 3, 4, generator=g),
         torch.randn(3, generator=g),
     )
+    image = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(21))
     return {
         "llama_kv": (lambda: DecoderLayer(window=3), llama, decoder_dims, llama),
         "qwen2_kv": (lambda: DecoderLayer(qkv_bias=True), qwen_export, decoder_dims, qwen_run),
@@ -648,6 +833,12 @@ def _recent_corpus():
             ({0: batch}, {0: batch}),
             None,
         ),
+        # Batch 1, static: NMS's output size is data-dependent already. On
+        # this image NMS drops candidates 5, 6 and 7 before keeping 8 and the
+        # cut at six drops 9; no IoU is within 0.04 of the threshold and the
+        # top scores are 1e-3 apart, so onnxruntime decides as torch does.
+        "detection_head": (lambda: DetectionHead(aligned=False), (image,), None, None),
+        "detection_head_aligned": (lambda: DetectionHead(aligned=True), (image,), None, None),
     }
 
 
@@ -677,6 +868,7 @@ def export_recent(only: str | None = None) -> None:
                 opset_version=opset,
                 optimize=False,
                 dynamic_shapes=dynamic,
+                custom_translation_table=_torchvision_translations(),
             )
             program.save(str(OUT / f"{stem}.onnx"))
             _strip_debug_info(OUT / f"{stem}.onnx")

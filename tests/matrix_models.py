@@ -163,6 +163,7 @@ GENUINE_LIMITS: dict[str, tuple[int, str]] = {
     "scatter_add": (16, "ScatterElements/ScatterND reduction='add' is new in 16"),
     "grid_sample": (16, "GridSample does not exist below 16"),
     "antialias": (18, "Resize's antialias is new in 18"),
+    "detection_head_aligned": (16, "RoiAlign's half_pixel (torch's aligned=True) is new in 16"),
 }
 
 
@@ -190,6 +191,8 @@ RECENT = (
     "resize",
     "antialias",
     "grid_sample",
+    "detection_head",
+    "detection_head_aligned",
 )
 
 

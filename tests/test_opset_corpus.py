@@ -9,7 +9,9 @@ The 2026 group has the patterns of LLaMA/Mistral/Qwen2 decoder layers with
 a KV cache (Qwen2's inputs have an empty cache), Whisper's encoder and
 decoder step, ConvNeXt, Swin, GRU loops with torch.chunk, einsum, circular
 pads, interpolation and grid_sample, with dynamic batch (sequence, past)
-dims. Exports that cannot go down for want of an older form of an op
+dims, and a detection head (box decode, TopK, NonMaxSuppression with a
+data-dependent count, RoiAlign of the kept boxes; torchvision's aligned=False
+and aligned=True). Exports that cannot go down for want of an older form of an op
 (tests/matrix_models.GENUINE_LIMITS) are asserted refused, by name.
 """
 
@@ -107,8 +109,9 @@ def test_with_optimize_too(name):
 @pytest.mark.parametrize(("name", "opset"), LIMITED, ids=[f"{n}-{o}" for n, o in LIMITED])
 def test_a_genuine_limit_is_reached_and_named_below_it(name, opset):
     """GridSample has no form below 16, Resize's antialias none below 18, a
-    scatter reduction none below 16: down to the limit torch's results, then
-    one line naming each blocked node, its op and the opset it needs."""
+    scatter reduction none below 16, RoiAlign's half_pixel (torchvision's
+    aligned=True) none below 16: down to the limit torch's results, then one
+    line naming each blocked node, its op and the opset it needs."""
     limit, _ = GENUINE_LIMITS[name]
     model, feeds, expected = _load(name, opset)
     for target in (None, limit):
@@ -118,7 +121,11 @@ def test_a_genuine_limit_is_reached_and_named_below_it(name, opset):
         for got, want in zip(run(result, feeds), expected, strict=True):
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-    blocked_op = {"scatter_add": "ScatterElements", "grid_sample": "GridSample"}.get(name, "Resize")
+    blocked_op = {
+        "scatter_add": "ScatterElements",
+        "grid_sample": "GridSample",
+        "detection_head_aligned": "RoiAlign",
+    }.get(name, "Resize")
     for target in (limit - 1, 13, 11):
         with pytest.raises(lowering.LoweringError) as error:
             lowering.lower(model, target_opset=target)
@@ -127,6 +134,11 @@ def test_a_genuine_limit_is_reached_and_named_below_it(name, opset):
         assert f"{blocked_op} (node '" in message and f"needs opset {limit}" in message
         if name == "antialias":
             assert "antialias=1 is new in Resize-18" in message
+        if name == "detection_head_aligned":
+            assert (
+                "coordinate_transformation_mode='half_pixel' has no equivalent in RoiAlign-10"
+                in message
+            )
 
 
 @pytest.mark.parametrize("opset", [18, 20])
@@ -170,7 +182,16 @@ def test_the_cli_prints_one_line_when_blocked(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("name", "lowest"), [("resnet", 11), ("lstm", 11), ("scatter_add", 16)])
+@pytest.mark.parametrize(
+    ("name", "lowest"),
+    [
+        ("resnet", 11),
+        ("lstm", 11),
+        ("scatter_add", 16),
+        ("detection_head", 11),
+        ("detection_head_aligned", 16),
+    ],
+)
 def test_lowest_opset_of_the_exports(name, lowest):
     model = ir.serde.deserialize_model(_load(name, 20)[0])
     lowering.lower_in_place(model)
