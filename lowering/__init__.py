@@ -1,6 +1,7 @@
 """Lower ONNX SequenceMap into Loop, Scan or plain ops, for runtimes that lack it.
 
-Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models);
+Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models;
+:func:`lower_with_report` for the lowered model and its :class:`Report`);
 :func:`pipeline`, the same as one onnx_ir pass; the passes it runs, each
 valid on its own (:class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
 :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
@@ -21,7 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lowering.api import lower, lower_in_place
+    from lowering.api import lower, lower_in_place, lower_with_report
     from lowering.errors import LoweringError, refusal
     from lowering.options import OptionError, Options
     from lowering.passes.constant_form import ConstantValueFormPass
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from lowering.passes.optimize import OptimizePass
     from lowering.passes.specialize_functions import SpecializeFunctionsPass
     from lowering.passes.target_opset import TargetOpsetPass
+    from lowering.report import Report
     from lowering.rewrites import LoweringResult, Rewrite
     from lowering.steps import Pipeline, pipeline
 
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "lower": "lowering.api",
     "lower_in_place": "lowering.api",
+    "lower_with_report": "lowering.api",
     "LoweringError": "lowering.errors",
     "refusal": "lowering.errors",
     "OptionError": "lowering.options",
@@ -57,6 +60,7 @@ _HOMES = {
     "TargetOpsetPass": "lowering.passes.target_opset",
     "Pipeline": "lowering.steps",
     "pipeline": "lowering.steps",
+    "Report": "lowering.report",
     "LoweringResult": "lowering.rewrites",
     "Rewrite": "lowering.rewrites",
 }
@@ -75,11 +79,13 @@ __all__ = [
     "OptionError",
     "Options",
     "Pipeline",
+    "Report",
     "Rewrite",
     "SpecializeFunctionsPass",
     "TargetOpsetPass",
     "lower",
     "lower_in_place",
+    "lower_with_report",
     "pipeline",
     "refusal",
 ]

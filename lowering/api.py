@@ -1,4 +1,5 @@
-"""The Python entry point: ``lowering.lower(model)``."""
+"""The Python entry points: ``lowering.lower(model)``, ``lower_in_place`` and
+``lower_with_report``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import onnx
 import onnx_ir as ir
 
 from lowering.options import DEFAULT_MAX_UNROLL, Options, RuntimeName, Strategy
+from lowering.progress import Callback, silent
+from lowering.report import Measure, Report
 from lowering.rewrites import Rewrite
 from lowering.steps import Pipeline
 
@@ -25,6 +28,7 @@ def lower_in_place(
     ir_version: int | None = None,
     keep_originals: bool = False,
     restore_from: Callable[[], ir.Model] | None = None,
+    progress: Callback = silent,
 ) -> list[Rewrite]:
     """Lower ``model`` in place and say what was rewritten.
 
@@ -40,6 +44,8 @@ def lower_in_place(
     transaction (:func:`lowering.irutils.snapshot.snapshot`). ``restore_from``,
     a function that reads ``model`` again as it was (from the bytes it was
     loaded from), spares that snapshot: the restore reads it instead.
+    ``progress`` is told how far it is (:mod:`lowering.progress`; by default
+    no one is).
     """
     options = Options(
         normalize_inserts=normalize_inserts,
@@ -51,7 +57,7 @@ def lower_in_place(
         ir_version=ir_version,
         keep_originals=keep_originals,
     )
-    return Pipeline(options, restore_from=restore_from)(model).rewrites
+    return Pipeline(options, restore_from=restore_from, progress=progress)(model).rewrites
 
 
 @overload
@@ -66,6 +72,7 @@ def lower(
     target_opset: int | None = ...,
     ir_version: int | None = ...,
     keep_originals: bool = ...,
+    progress: Callback = ...,
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
@@ -79,6 +86,7 @@ def lower(
     target_opset: int | None = ...,
     ir_version: int | None = ...,
     keep_originals: bool = ...,
+    progress: Callback = ...,
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model,
@@ -91,6 +99,7 @@ def lower(
     target_opset: int | None = None,
     ir_version: int | None = None,
     keep_originals: bool = False,
+    progress: Callback = silent,
 ) -> onnx.ModelProto | ir.Model:
     """Rewrite every SequenceMap in ``model`` into an equivalent form without it.
 
@@ -112,7 +121,12 @@ def lower(
     older (or newer) default-domain opset, and then the lowest IR version
     the content allows; ``ir_version`` declares that IR version instead
     (LoweringError if the content needs a higher one). Without either, the
-    output keeps the input's IR version.
+    output keeps the input's IR version. ``progress`` is told how far it is
+    (:mod:`lowering.progress`; by default no one is).
+
+    What changed the model is recorded in its ``metadata_props``
+    (``lowering.version``, ``lowering.options``), only when something was
+    rewritten (:mod:`lowering.passes.provenance`).
 
     Takes an ``onnx.ModelProto`` or an ``onnx_ir.Model`` and returns the same
     kind. A ModelProto is left unchanged and a new one is returned; an
@@ -135,6 +149,85 @@ def lower(
         ir_version=ir_version,
         keep_originals=keep_originals,
     )
+    return _lowered(model, options, progress, "lower")[0]
+
+
+@overload
+def lower_with_report(
+    model: onnx.ModelProto,
+    *,
+    normalize_inserts: bool = ...,
+    strategy: Strategy = ...,
+    max_unroll: int = ...,
+    runtime: RuntimeName = ...,
+    optimize: bool = ...,
+    target_opset: int | None = ...,
+    ir_version: int | None = ...,
+    keep_originals: bool = ...,
+    progress: Callback = ...,
+) -> tuple[onnx.ModelProto, Report]: ...
+@overload
+def lower_with_report(
+    model: ir.Model,
+    *,
+    normalize_inserts: bool = ...,
+    strategy: Strategy = ...,
+    max_unroll: int = ...,
+    runtime: RuntimeName = ...,
+    optimize: bool = ...,
+    target_opset: int | None = ...,
+    ir_version: int | None = ...,
+    keep_originals: bool = ...,
+    progress: Callback = ...,
+) -> tuple[ir.Model, Report]: ...
+def lower_with_report(
+    model: onnx.ModelProto | ir.Model,
+    *,
+    normalize_inserts: bool = True,
+    strategy: Strategy = "auto",
+    max_unroll: int = DEFAULT_MAX_UNROLL,
+    runtime: RuntimeName = "onnxruntime",
+    optimize: bool = False,
+    target_opset: int | None = None,
+    ir_version: int | None = None,
+    keep_originals: bool = False,
+    progress: Callback = silent,
+) -> tuple[onnx.ModelProto, Report] | tuple[ir.Model, Report]:
+    """:func:`lower`, and what it did: ``(lowered, report)``.
+
+    The :class:`lowering.Report` is what ``--report FILE.json`` writes
+    (``report.to_json()``) and the summary says: every rewritten node with
+    its strategy, reason and the runtimes that reject its form, the
+    declarations and op counts before and after, what ``target_opset``
+    converted. Counting costs a walk of the model before and after, and,
+    when a node was rewritten, working out the lowest opset the output
+    could declare; :func:`lower` does neither. Raises as :func:`lower` does
+    (no report: the model is as it was).
+    """
+    options = Options(
+        normalize_inserts=normalize_inserts,
+        strategy=strategy,
+        max_unroll=max_unroll,
+        runtime=runtime,
+        optimize=optimize,
+        target_opset=target_opset,
+        ir_version=ir_version,
+        keep_originals=keep_originals,
+    )
+    lowered, report = _lowered(model, options, progress, "lower_with_report", report=True)
+    assert report is not None, "_lowered reports when asked"
+    return lowered, report  # type: ignore[return-value]
+
+
+def _lowered(
+    model: onnx.ModelProto | ir.Model,
+    options: Options,
+    progress: Callback,
+    caller: str,
+    *,
+    report: bool = False,
+) -> tuple[onnx.ModelProto | ir.Model, Report | None]:
+    """:func:`lower`'s work, and the report when asked for."""
     if isinstance(model, onnx.ModelProto):
         # onnx_ir tensors read through to the proto they came from, and some
         # onnx_ir helpers write to them (get_const_tensor names the tensor):
@@ -143,16 +236,19 @@ def lower(
         working = onnx.ModelProto()
         working.CopyFrom(model)
         ir_model = ir.serde.deserialize_model(working)
-        rewrites = Pipeline(options, atomic=False)(ir_model).rewrites
-        if not rewrites and target_opset is None and ir_version is None:
+        before = Measure.of(ir_model) if report else None
+        rewrites = Pipeline(options, atomic=False, progress=progress)(ir_model).rewrites
+        said = None if before is None else Report.of(before, ir_model, rewrites, options)
+        if not rewrites and options.target_opset is None and options.ir_version is None:
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)
-            return unchanged
-        return ir.serde.serialize_model(ir_model)
+            return unchanged, said
+        return ir.serde.serialize_model(ir_model), said
     if isinstance(model, ir.Model):
-        Pipeline(options)(model)
-        return model
+        before = Measure.of(model) if report else None
+        rewrites = Pipeline(options, progress=progress)(model).rewrites
+        return model, None if before is None else Report.of(before, model, rewrites, options)
     raise TypeError(
-        f"lower() expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}"
+        f"{caller}() expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}"
     )

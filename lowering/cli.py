@@ -18,7 +18,7 @@ import stat
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lowering.defaults import DEFAULT_MAX_UNROLL, DEFAULT_RUNTIME, RUNTIME_NAMES, STRATEGIES
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     import onnx
     import onnx_ir as ir
 
-    from lowering import model_io
+    from lowering import verify
+    from lowering.report import Node, Report
     from lowering.rewrites import Rewrite
 
 # ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
@@ -130,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
         "OUT); a NAME that is IN's data or another existing file is refused",
     )
     parser.add_argument(
+        "--report",
+        metavar="FILE.json",
+        help="also write what happened to FILE.json (the summary's content, --verify's "
+        "outcome, the version and options; schema in docs/cli.md), on failure too",
+    )
+    parser.add_argument(
         "--verify",
         action="store_true",
         help="after writing OUT, run IN in onnxruntime and OUT in --runtime's runtime "
@@ -157,14 +164,56 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = _parser()
     args = parser.parse_args(joined_values(sys.argv[1:] if argv is None else argv))
-    from lowering import model_io
-    from lowering.errors import LoweringError
 
     _check_usage(parser, args)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format=f"{PROG}: %(levelname)s: %(message)s",
     )
+    run = _Run(args, _progress_line(args))
+    handlers = logging.getLogger().handlers
+    for handler in handlers:  # a log record (a warning, -v's info) takes the line away first
+        handler.addFilter(run.clear_line)
+    try:
+        code = _lower(args, run, started)
+    finally:
+        run.line.clear()
+        for handler in handlers:
+            handler.removeFilter(run.clear_line)
+    if args.report is not None:
+        code = _write_report(args, run, code)
+    return code
+
+
+@dataclasses.dataclass
+class _Run:
+    """What one run found, for ``--report`` (whatever the outcome), and its progress line."""
+
+    args: argparse.Namespace
+    line: Any  # a lowering.progress.ProgressLine, or a no-op one
+    before: Any = None  # lowering.report.Measure of the model read
+    report: Any = None  # lowering.report.Report, once OUT is written
+    verify: Any = None  # lowering.verify.Report, once compared
+    error: str | None = None
+
+    def failed(self, message: str) -> str:
+        """Record the error line (and take the progress line away before it is printed)."""
+        self.line.clear()
+        self.error = message
+        return message
+
+    def clear_line(self, record: logging.LogRecord) -> bool:
+        """A logging filter that lets every record through, once the line is gone."""
+        self.line.clear()
+        return True
+
+
+def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
+    """Read, lower, write, summarize and (``--verify``) compare; the exit code."""
+    from lowering import model_io
+    from lowering.errors import LoweringError
+    from lowering.report import Files, Measure, Report
+
     stage, file = "read", _label(args.input)
     paused = contextlib.ExitStack()
     try:
@@ -174,17 +223,20 @@ def main(argv: list[str] | None = None) -> int:
         # result with it on took four times as long. It resumes before --verify.
         paused.enter_context(collector_paused())
         out = model_io.target(args.output)
+        run.line("reading the model", 0, 0)
         model, source = model_io.read(args.input)
         problem = model_io.checker_problem(source)
-        before, opsets, ir_version = _op_counts(model), _opsets(model), model.ir_version
+        opsets, ir_version = _opsets(model), model.ir_version
+        run.before = Measure.of(model)
         stage = "lower"
         rewrites = lower_in_place(
             model,
             **dataclasses.asdict(args.options),
             restore_from=lambda: model_io.reread(source),  # no snapshot: IN is at hand
+            progress=run.line,
         )
-        after = _op_counts(model)
         stage, file = "write", _label(args.output)
+        run.line("writing the model", 0, 0)
         with model_io.kept_original(source, out, keep=args.verify) as original:
             written = model_io.write(
                 model,
@@ -197,13 +249,25 @@ def main(argv: list[str] | None = None) -> int:
             )
             paused.close()
             elapsed = time.perf_counter() - started
+            run.line("summarizing", 0, 0)
+            run.report = Report.of(
+                run.before,
+                model,
+                rewrites,
+                args.options,
+                input=source.label,
+                output="<stdout>" if args.output == STREAM else args.output,
+                files=Files(written.identical, written.data_files, written.embedded),
+                seconds=elapsed,
+            )
+            run.line.clear()
             if not args.quiet:
                 if problem is not None:
                     _say(
                         f"{PROG}: warning: {source.label} does not pass the ONNX checker "
                         f"({problem}); it was lowered anyway"
                     )
-                _say(_summary(args, source, rewrites, written, (before, after), elapsed, model))
+                _say(_summary(run.report, args.verbose))
                 if args.verbose:
                     for rewrite in rewrites:
                         _say(_details(rewrite))
@@ -211,19 +275,66 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             stage = "verify"
             lowered = written.streamed if written.streamed is not None else out.label
-            return _verify(args, original, lowered)
+            run.verify = _verify(args, original, lowered)
+            return run.verify.exit_code
     except model_io.ModelFileError as error:
-        return _fail(f"{error.file or file}: {error}", args.verbose)
+        return _fail(run.failed(f"{error.file or file}: {error}"), args.verbose)
     except LoweringError as error:
-        return _fail(f"{file}: {error}", args.verbose, error.details)
+        return _fail(run.failed(f"{file}: {error}"), args.verbose, error.details)
     except Exception as error:  # noqa: BLE001 -- an unexpected failure still gets one clear line
         return _fail(
-            f"{file}: internal error while trying to {stage} the model: "
-            f"{type(error).__name__}: {error} (rerun with -v for the traceback)",
+            run.failed(
+                f"{file}: internal error while trying to {stage} the model: "
+                f"{type(error).__name__}: {error} (rerun with -v for the traceback)"
+            ),
             args.verbose,
         )
     finally:
         paused.close()
+
+
+def _progress_line(args: argparse.Namespace) -> Any:
+    """A progress line on stderr when it is a terminal and not ``-q``; else one that
+    draws nothing (:mod:`lowering.progress`)."""
+    from lowering import progress
+
+    if args.quiet or not progress.on_terminal(sys.stderr):
+        return _NoLine()
+    return progress.ProgressLine(sys.stderr, prefix=f"{PROG}: ", delay=PROGRESS_DELAY, clock=_clock)
+
+
+class _NoLine:
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+
+#: Seconds before the progress line first shows; the clock it reads (tests replace both).
+PROGRESS_DELAY = 2.0
+_clock = time.monotonic
+
+
+def _write_report(args: argparse.Namespace, run: _Run, code: int) -> int:
+    """Write ``--report``: what happened, with the error when the run failed; the exit code
+    (1 if the report itself cannot be written)."""
+    from lowering import model_io
+    from lowering.report import Report
+
+    report = run.report or Report(
+        args.options,
+        before=run.before,
+        input=_label(args.input),
+        output="<stdout>" if args.output == STREAM else args.output,
+    )
+    report = report.replace(verify=run.verify, error=run.error, exit_code=code)
+    try:
+        model_io.write_file(args.report, report.to_json().encode())
+    except model_io.ModelFileError as error:
+        _say(f"{PROG}: error: {args.report}: cannot write the report: {error}")
+        return code or 1
+    return code
 
 
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -258,6 +369,46 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             parser.error("--external-data needs an OUT file; a stream gets the weights embedded")
         if name in {os.path.basename(args.output), os.path.basename(os.path.realpath(args.output))}:
             parser.error(f"--external-data {name} would be OUT itself; try {name}.data")
+    if args.report is not None:
+        problem = _report_problem(args)
+        if problem is not None:
+            parser.error(f"--report {args.report}: {problem}")
+
+
+def _report_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--report FILE`` cannot be written, before any work: it is IN, OUT or
+    another file the run writes, or no file can be made there."""
+    path = args.report
+    if path == STREAM:
+        return "give a file name; the report is not streamed"
+    others = {"IN": args.input, "OUT": args.output, "--save-inputs": args.save_inputs}
+    if args.external_data is not None and args.output != STREAM:
+        others["--external-data"] = os.path.join(os.path.dirname(args.output), args.external_data)
+    for what, other in others.items():
+        if other is not None and other != STREAM and _same_path(path, other):
+            return f"would be {what} itself; give the report its own file"
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as error:
+        return f"cannot use the path: {error.strerror}"
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    folder = os.path.dirname(os.path.realpath(path))
+    if not os.path.isdir(folder):
+        return f"the folder {os.path.dirname(os.path.abspath(path))!r} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"cannot write to the folder {folder!r}"
+    return None
+
+
+def _same_path(a: str, b: str) -> bool:
+    """The same file, or (neither existing yet) the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _is_stream(path: str) -> bool:
@@ -270,8 +421,8 @@ def _is_stream(path: str) -> bool:
 
 def _verify(
     args: argparse.Namespace, original: str | onnx.ModelProto, lowered: str | onnx.ModelProto
-) -> int:
-    """Run IN and OUT in onnxruntime and compare (``--verify``); the exit code."""
+) -> verify.Report:
+    """Run IN and OUT in onnxruntime and compare (``--verify``); what it found."""
     from lowering import verify  # imports onnxruntime: only when asked for
 
     if args.quiet:  # not even onnxruntime's own (coloured) warnings
@@ -292,7 +443,7 @@ def _verify(
             f"{PROG}: {_label(args.output)} was written, but it could not be compared with "
             f"{_label(args.input)}: {report.reason}"
         )
-    return report.exit_code
+    return report
 
 
 def _label(path: str) -> str:
@@ -301,17 +452,6 @@ def _label(path: str) -> str:
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr)
-
-
-def _lowest_opset(model: ir.Model) -> int | None:
-    """For the summary only: a failure here must not turn a success into a crash."""
-    from lowering.passes.target_opset import lowest_opset
-
-    try:
-        return lowest_opset(model)
-    except Exception:  # OUT is written; the summary line is optional
-        logging.getLogger(PROG).debug("could not work out the lowest opset", exc_info=True)
-        return None
 
 
 def _fail(message: str, verbose: bool, details: Sequence[str] = ()) -> int:
@@ -333,103 +473,93 @@ _DONE = {
 DETAIL_LIMIT = 20
 
 
-def _summary(
-    args: argparse.Namespace,
-    source: model_io.Source,
-    rewrites: list[Rewrite],
-    written: model_io.Written,
-    counts: tuple[collections.Counter[str], collections.Counter[str]],
-    elapsed: float,
-    model: ir.Model,
-) -> str:
-    target = "<stdout>" if args.output == STREAM else args.output
-    timing = f"in {elapsed:.2f} s"
-    # The optimizer folds what lowering made static; with nothing lowered it
-    # would only rewrite the model, which then comes out as it went in.
-    not_optimized = "  --optimize: not run, as nothing was lowered" if args.optimize else None
-    if written.identical:
-        done = f"{PROG}: {source.label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
-        return "\n".join([done, *filter(None, [not_optimized])])
+def _summary(report: Report, verbose: bool) -> str:
+    """The summary, rendered from the report (what ``--report`` writes): they cannot disagree."""
+    assert report.files is not None and report.after is not None and report.before is not None
+    source_label, target = report.input, report.output
+    timing = f"in {report.seconds:.2f} s"
+    if report.files.unchanged:
+        done = f"{PROG}: {source_label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
+        if report.not_optimized is None:
+            return done
+        return f"{done}\n  --optimize: {report.not_optimized}"
     lines = []
-    converted = [r for r in rewrites if r.op_type == "TargetOpset"]
-    unoptimized = [r for r in rewrites if r.op_type == "Optimize"]
-    rewrites = [r for r in rewrites if r.op_type not in ("TargetOpset", "Optimize")]
-    if not rewrites:
+    options = report.options
+    if not report.nodes:
         why = []
-        if args.target_opset is not None:
-            why.append(f"declared default-domain opset {args.target_opset}")
-        if args.target_opset is not None or args.ir_version is not None:
-            why.append(f"IR version {model.ir_version}")
+        if options.target_opset is not None:
+            why.append(f"declared default-domain opset {options.target_opset}")
+        if options.target_opset is not None or options.ir_version is not None:
+            why.append(f"IR version {report.after.ir_version}")
         lines.append(
-            f"{PROG}: {source.label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
+            f"{PROG}: {source_label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
             f", {timing})"
         )
-        if not_optimized:
-            lines.append(not_optimized)
     for op_type, done in _DONE.items():
-        of_op = [r for r in rewrites if r.op_type == op_type]
+        of_op = report.of_op(op_type)
         if not of_op:
             continue
         plural = "s" if len(of_op) != 1 else ""
         lines.append(
-            f"{PROG}: {done.format(count=len(of_op), s=plural)} in {source.label} -> {target} "
+            f"{PROG}: {done.format(count=len(of_op), s=plural)} in {source_label} -> {target} "
             f"({timing})"
         )
-        if len(of_op) > DETAIL_LIMIT and not args.verbose:
+        if len(of_op) > DETAIL_LIMIT and not verbose:
             lines += _grouped(of_op)
         else:
             lines += _listed(of_op)
-    if written.data_files:
-        lines.append(f"  weights written to {', '.join(written.data_files)} beside {target}")
-    if written.embedded:
+    if report.files.data_files:
+        lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
+    if report.files.embedded:
         lines.append(f"  weights embedded in {target}")
-    lowest = _lowest_opset(model) if rewrites else None
-    declared = model.opset_imports.get("", lowest)
+    lowest = report.lowest_opset
+    declared = report.after.opset_import.get("", lowest)
     if lowest is not None and declared is not None and lowest < declared:
         lines.append(
             f"  the output could declare default-domain opset {lowest} with --target-opset "
             f"{lowest} (it declares {declared})"
         )
-    if rewrites and (args.target_opset is not None or args.ir_version is not None):
-        lines.append(f"  declared IR version {model.ir_version}")
-    lines += [f"  --optimize: {r.reason}" for r in unoptimized]
+    if report.nodes and (options.target_opset is not None or options.ir_version is not None):
+        lines.append(f"  declared IR version {report.after.ir_version}")
+    if report.not_optimized is not None:
+        lines.append(f"  --optimize: {report.not_optimized}")
     for how in ("expanded", "adapted"):
-        conversions = [r.reason for r in converted if r.strategy == how]
+        conversions = [str(c) for c in report.conversions if c.how == how]
         if conversions:
             into = " into ONNX function bodies" if how == "expanded" else ""
             listed = ", ".join(conversions)
-            lines.append(f"  --target-opset {args.target_opset} {how}{into}: {listed}")
-    lines += _op_table(*counts)
+            lines.append(f"  --target-opset {options.target_opset} {how}{into}: {listed}")
+    lines += _op_table(report.before.op_counts, report.after.op_counts)
     return "\n".join(lines)
 
 
-def _listed(rewrites: list[Rewrite]) -> list[str]:
+def _listed(rewrites: list[Node]) -> list[str]:
     lines = []
-    by_scope: dict[str, list[Rewrite]] = collections.defaultdict(list)
+    by_scope: dict[str, list[Node]] = collections.defaultdict(list)
     for rewrite in rewrites:
         by_scope[rewrite.scope].append(rewrite)
     for scope, in_scope in by_scope.items():
-        names = ", ".join(repr(r.node_name or "<unnamed>") for r in in_scope)
+        names = ", ".join(repr(r.name or "<unnamed>") for r in in_scope)
         lines.append(f"  {len(in_scope)} in {scope}: {names}")
         lines += [
-            f"    {r.node_name or '<unnamed>'!r}: {r.strategy}, {r.explained()}"
+            f"    {r.name or '<unnamed>'!r}: {r.strategy}, {r.explained()}"
             for r in in_scope
             if r.strategy
         ]
     return lines
 
 
-def _grouped(rewrites: list[Rewrite]) -> list[str]:
+def _grouped(rewrites: list[Node]) -> list[str]:
     """A few lines however many maps: counts by strategy and by graph, with examples."""
     lines = []
-    by_strategy: dict[str, list[Rewrite]] = collections.defaultdict(list)
+    by_strategy: dict[str, list[Node]] = collections.defaultdict(list)
     for rewrite in rewrites:
         if rewrite.strategy:
             by_strategy[rewrite.strategy].append(rewrite)
     for strategy, of_strategy in sorted(by_strategy.items(), key=lambda kv: -len(kv[1])):
         first = of_strategy[0]
         lines.append(
-            f"  {len(of_strategy)} {strategy}, such as {first.node_name or '<unnamed>'!r}: "
+            f"  {len(of_strategy)} {strategy}, such as {first.name or '<unnamed>'!r}: "
             f"{first.explained()}"
         )
     by_scope: collections.Counter[str] = collections.Counter(r.scope for r in rewrites)
@@ -443,8 +573,9 @@ def _grouped(rewrites: list[Rewrite]) -> list[str]:
     return lines
 
 
-def _op_table(before: collections.Counter[str], after: collections.Counter[str]) -> list[str]:
+def _op_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
     """Node counts by op type, before and after, at every depth (as onnxslim prints them)."""
+    before, after = collections.Counter(before), collections.Counter(after)
     changed = sorted(op for op in before.keys() | after.keys() if before[op] != after[op])
     same = [op for op in before if op not in changed]
     rows = [(op, str(before[op]), str(after[op])) for op in changed]
@@ -456,17 +587,6 @@ def _op_table(before: collections.Counter[str], after: collections.Counter[str])
     lines = [f"  {'op type':<{width}}  {'before':>6}  {'after':>6}"]
     lines += [f"  {op:<{width}}  {b:>6}  {a:>6}" for op, b, a in rows]
     return lines
-
-
-def _op_counts(model: ir.Model) -> collections.Counter[str]:
-    from lowering.irutils.op_facts import is_onnx_domain
-    from lowering.irutils.walk import model_nodes
-
-    counts: collections.Counter[str] = collections.Counter()
-    for node in model_nodes(model):
-        domain = "" if is_onnx_domain(node.domain) else f"{node.domain}."
-        counts[domain + node.op_type] += 1
-    return counts
 
 
 def _opsets(model: ir.Model) -> list[dict[str, int]]:

@@ -575,6 +575,17 @@ def _commit(stage: str, data_files: list[str], staged_model: str, out_path: str)
     _sync_folder(folder)
 
 
+def write_file(path: str, data: bytes) -> None:
+    """Replace the file ``path`` (a symlink's target) with ``data`` atomically, as OUT is:
+    staged beside it, synced, renamed into place (``--report``)."""
+    real = os.path.realpath(path)
+    with _staging(os.path.dirname(real)) as stage:
+        staged = os.path.join(stage, os.path.basename(real))
+        with open(staged, "wb") as file:
+            file.write(data)
+        _commit(stage, [], staged, real)
+
+
 @contextlib.contextmanager
 def kept_original(source: Source, out: Target, *, keep: bool) -> Iterator[str | onnx.ModelProto]:
     """Something :func:`lowering.verify.compare` can read IN from after OUT is written.

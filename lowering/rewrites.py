@@ -31,6 +31,7 @@ class Rewrite:
             the loop or sequence ops the rewrite added and the model still
             holds (a later pass may remove some), each with the first such
             op, such as "tract (Loop)"; empty when all of them can.
+            :attr:`rejections` is the same as pairs, ``("tract", "Loop")``.
     """
 
     scope: str
@@ -40,7 +41,9 @@ class Rewrite:
     written: list[ir.Node] = dataclasses.field(repr=False)
     strategy: str = ""
     reason: str = ""
-    rejecting: Callable[[], list[str]] = dataclasses.field(default=list, repr=False, compare=False)
+    rejecting: Callable[[], list[tuple[str, str]]] = dataclasses.field(
+        default=list, repr=False, compare=False
+    )
 
     @property
     def new_nodes(self) -> list[ir.Node]:
@@ -48,17 +51,18 @@ class Rewrite:
         return [node for node in self.written if node.graph is not None]
 
     @property
-    def rejected_by(self) -> list[str]:
+    def rejections(self) -> list[tuple[str, str]]:
         """Asked when read: what the model holds then, not what the pass first wrote."""
         return self.rejecting()
 
+    @property
+    def rejected_by(self) -> list[str]:
+        """:attr:`rejections` as the summary says them: "tract (Loop)"."""
+        return spelled(self.rejections)
+
     def explained(self) -> str:
         """The strategy's reason, and which runtimes will reject the result."""
-        if not self.rejected_by:
-            return self.reason
-        return f"{self.reason}; not loop-free or sequence-free, so rejected by " + ", ".join(
-            self.rejected_by
-        )
+        return explained(self.reason, self.rejected_by)
 
     def before(self) -> str:
         """The rewritten node in ONNX text syntax, if it was kept."""
@@ -78,3 +82,16 @@ class LoweringResult(ir.passes.PassResult):
     """
 
     rewrites: list[Rewrite] = dataclasses.field(default_factory=list)
+
+
+def spelled(rejections: list[tuple[str, str]]) -> list[str]:
+    """``[("tract", "Loop")]`` as the summary says it: ``["tract (Loop)"]``."""
+    return [f"{runtime} ({op})" for runtime, op in rejections]
+
+
+def explained(reason: str, rejected_by: list[str]) -> str:
+    """A rewrite's reason and the runtimes that reject its form, as the summary says them
+    (one copy, for :class:`Rewrite` and :class:`lowering.report.Node`)."""
+    if not rejected_by:
+        return reason
+    return f"{reason}; not loop-free or sequence-free, so rejected by " + ", ".join(rejected_by)

@@ -15,15 +15,18 @@ name so that importing it never hides that function.)
     ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
     TargetOpsetPass               declare target_opset     (target_opset=N)
     IrVersionPass                 the lowest IR version    (target_opset=N or ir_version=N)
+    ProvenancePass            ****  metadata_props naming the tool, its version and options
 
-    *   only when the model holds a SequenceMap
-    **  only when a map was lowered
-    *** only when a map or a position was rewritten
+    *    only when the model holds a SequenceMap
+    **   only when a map was lowered
+    ***  only when a map or a position was rewritten
+    **** only when a node was rewritten, or an opset or the IR version declared anew
 
 So a model with nothing to lower comes out exactly as it went in. Each pass
 names what it creates; the pipeline adds only the order, the conditions and
 the transaction: a refusal (:class:`LoweringError`, raised as itself, never
-wrapped) leaves the model as it was, names included.
+wrapped) leaves the model as it was, names included. The steps say how far
+they are to a :data:`lowering.progress.Callback` (by default, to no one).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
+from lowering import __version__
 from lowering.errors import LoweringError, refusal
 from lowering.irutils.collector import collector_paused
 from lowering.irutils.op_facts import is_onnx_op
@@ -47,8 +51,10 @@ from lowering.passes.ir_version import IrVersionPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
+from lowering.passes.provenance import ProvenancePass
 from lowering.passes.specialize_functions import SpecializeFunctionsPass, SpecializeResult
 from lowering.passes.target_opset import TargetOpsetPass
+from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult
 from lowering.runtimes.profiles import RUNTIMES
 
@@ -64,12 +70,19 @@ class Step:
 
 @dataclasses.dataclass
 class Progress:
-    """What the steps run so far did, for the next steps' conditions."""
+    """What the steps run so far did, for the next steps' conditions.
+
+    ``changed``: a node was rewritten, or the opsets or IR version declared
+    differ from the input's (what the CLI writes anew rather than copying).
+    ``tell``: where the steps say how far they are (:mod:`lowering.progress`).
+    """
 
     has_maps: bool = False
     maps_lowered: bool = False
     rewritten: bool = False
     lowered_in: set = dataclasses.field(default_factory=set)
+    changed: bool = False
+    tell: Callback = silent
 
 
 STEPS: tuple[Step, ...] = (
@@ -83,6 +96,7 @@ STEPS: tuple[Step, ...] = (
             runtime=o.runtime,
             keep_originals=o.keep_originals,
             target_opset=o.target_opset,
+            progress=p.tell,
         ),
         lambda o, p: p.has_maps,
     ),
@@ -111,6 +125,7 @@ STEPS: tuple[Step, ...] = (
         lambda o, p: IrVersionPass(o.ir_version),
         lambda o, p: o.target_opset is not None or o.ir_version is not None,
     ),
+    Step("provenance", lambda o, p: ProvenancePass(__version__, o), lambda o, p: p.changed),
 )
 
 
@@ -121,7 +136,9 @@ class Pipeline(ir.passes.InPlacePass):
     off only where the caller throws the model away on failure (``lower`` on a
     ModelProto works on a copy). ``restore_from``: instead of a snapshot, read
     the model again from what the caller already holds (the CLI: the bytes or
-    file it read), which costs nothing unless the lowering fails.
+    file it read), which costs nothing unless the lowering fails. ``progress``:
+    told each step's name as it starts, and the maps' counts
+    (:mod:`lowering.progress`).
     """
 
     def __init__(
@@ -130,11 +147,13 @@ class Pipeline(ir.passes.InPlacePass):
         *,
         atomic: bool = True,
         restore_from: Callable[[], ir.Model] | None = None,
+        progress: Callback = silent,
     ) -> None:
         super().__init__()
         self.options = options
         self.atomic = atomic
         self.restore_from = restore_from
+        self.progress = progress
 
     def __call__(self, model_or_result: ir.Model | ir.passes.PassResult, /) -> LoweringResult:
         result = super().__call__(model_or_result)
@@ -145,7 +164,7 @@ class Pipeline(ir.passes.InPlacePass):
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run with its options, in order (each runs
         only when its step says: these are the ones whose step could say so)."""
-        anything = Progress(has_maps=True, maps_lowered=True, rewritten=True)
+        anything = Progress(has_maps=True, maps_lowered=True, rewritten=True, changed=True)
         return [
             step.make(self.options, anything) for step in STEPS if step.when(self.options, anything)
         ]
@@ -163,13 +182,15 @@ class Pipeline(ir.passes.InPlacePass):
             raise
 
     def _call(self, model: ir.Model) -> LoweringResult:
-        progress = Progress(has_maps=bool(_maps(model)))
+        progress = Progress(has_maps=bool(_maps(model)), tell=self.progress)
+        declared = _declared(model)
         rewrites = []
         modified = False
         specialized: SpecializeResult | None = None
         for step in STEPS:
             if not step.when(self.options, progress):
                 continue
+            self.progress(step.name, 0, 0)
             pass_ = step.make(self.options, progress)
             try:
                 result = _run(pass_, model)
@@ -187,17 +208,27 @@ class Pipeline(ir.passes.InPlacePass):
                 rewrites += result.rewrites
                 if not isinstance(pass_, TargetOpsetPass):
                     progress.rewritten = progress.rewritten or bool(result.rewrites)
+            progress.changed = bool(rewrites) or _declared(model) != declared
         return LoweringResult(model, modified=modified, rewrites=rewrites)
 
 
-def pipeline(**options) -> Pipeline:
+def pipeline(*, progress: Callback = silent, **options) -> Pipeline:
     """The passes of :func:`lowering.lower`, as one onnx_ir pass, for ``options``.
 
     ``lowering.pipeline(strategy="loop")(model).rewrites`` is what
     ``lowering.lower_in_place(model, strategy="loop")`` returns; the options
-    are :class:`lowering.options.Options`'s.
+    are :class:`lowering.options.Options`'s. ``progress``: see :class:`Pipeline`.
     """
-    return Pipeline(Options(**options))
+    return Pipeline(Options(**options), progress=progress)
+
+
+def _declared(model: ir.Model) -> tuple:
+    """The opsets the model and its functions import, and its IR version."""
+    return (
+        model.ir_version,
+        dict(model.opset_imports),
+        [dict(f.opset_imports) for f in model.functions.values()],
+    )
 
 
 def _maps(model: ir.Model) -> list:

@@ -48,6 +48,16 @@ def op_types(model: onnx.ModelProto) -> list[str]:
     return [node.op_type for node in all_nodes(model)]
 
 
+def without_provenance(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy without the ``metadata_props`` that say what lowered it (``lowering.*``,
+    tests/test_provenance.py), for tests of the rewrite's form."""
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    kept = [p for p in copy.metadata_props if not p.key.startswith("lowering.")]
+    del copy.metadata_props[:]
+    copy.metadata_props.extend(kept)
+    return copy
+
+
 def lowered(model: onnx.ModelProto, **options) -> onnx.ModelProto:
     """Lower and check the promises every output keeps."""
     before = model.SerializeToString()

@@ -238,10 +238,14 @@ def test_bad_option_values_are_value_errors_before_any_work(options, message):
     assert ir.serde.serialize_model(model).SerializeToString() == before
 
 
-@pytest.mark.parametrize("function", [lowering.lower, lowering.lower_in_place])
+@pytest.mark.parametrize(
+    "function", [lowering.lower, lowering.lower_in_place, lowering.lower_with_report]
+)
 def test_options_are_listed_explicitly(function):
     """IDEs and mypy see every option: keyword-only parameters, no ``**kwargs``."""
     parameters = list(inspect.signature(function).parameters.values())
+    assert parameters[-1].name == "progress"  # not an option: who is told how far it is
+    parameters = parameters[:-1]
     if function is lowering.lower_in_place:  # not an option: where to restore from on failure
         assert parameters[-1].name == "restore_from"
         parameters = parameters[:-1]

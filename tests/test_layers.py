@@ -1,8 +1,9 @@
 """The layout is the pipeline: no module imports from a layer above its own.
 
     irutils, errors, rewrites,  (IR utilities, shared by all;
-    defaults, extras             the options' names and the optional
-                                 packages, importing nothing)
+    defaults, extras, progress   the options' names, the optional
+                                 packages and the progress callback,
+                                 importing nothing)
     analysis, runtimes, options (read-only facts; the options and their checks)
     maps, opset                 (what the passes write)
     passes                      (one pass per module)
@@ -26,6 +27,7 @@ LAYERS = {
     "rewrites": 0,
     "defaults": 0,
     "extras": 0,
+    "progress": 0,
     "analysis": 1,
     "runtimes": 1,
     "options": 1,

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 
 import lowering
 from lowering.passes.constant_form import ConstantValueFormPass
+from lowering.passes.provenance import ProvenancePass
 from lowering.runtimes.sessions import open_session
 from tests.cases.differential import CASES
 from tests.cases.sequence_insert import GOLDEN as INSERTS
@@ -40,6 +41,7 @@ PASSES = {
     "FreshNamesPass": lambda: lowering.FreshNamesPass(),
     "TargetOpsetPass(11)": lambda: lowering.TargetOpsetPass(11),
     "TargetOpsetPass(18)": lambda: lowering.TargetOpsetPass(18),
+    "ProvenancePass": lambda: ProvenancePass(lowering.__version__, lowering.Options(max_unroll=0)),
 }
 
 
@@ -176,6 +178,7 @@ def test_the_pipelines_passes_are_listed_in_order():
         "ConstantValueFormPass",
         "TargetOpsetPass",
         "IrVersionPass",
+        "ProvenancePass",
     ]
 
 

@@ -71,9 +71,10 @@ from lowering.options import (
     check_strategy,
     check_target_opset,
 )
+from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import first_unsupported
-from lowering.runtimes.profiles import RUNTIMES, rejecting
+from lowering.runtimes.profiles import RUNTIMES, rejections
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             any map is rewritten.
         keep_originals: Keep a copy of each map as it was, for reports
             (:meth:`lowering.rewrites.Rewrite.before`).
+        progress: Told ``("planning maps", i, n)`` and ``("lowering maps", i, n)``
+            as it goes (:mod:`lowering.progress`; the default says nothing).
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         runtime: RuntimeName = "onnxruntime",
         keep_originals: bool = False,
         target_opset: int | None = None,
+        progress: Callback = silent,
     ) -> None:
         super().__init__()
         self.strategy = check_strategy(strategy)
@@ -139,6 +143,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         # Without a Loop, a uniform map over split tensors is a Scan whatever reads it.
         self._scan_reads_stacks = "Loop" in self.runtime.lacks
         self.keep_originals = keep_originals
+        self.progress = progress
 
     def call(self, model: ir.Model) -> MapsResult:
         planned = self._plan(model)
@@ -170,7 +175,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             _import_default_domain(opset_imports)
         replaced: dict[int, list[ir.Node]] = {}
         replacer = Replacer()
-        for index in _rewrite_order(plans):
+        for done, index in enumerate(_rewrite_order(plans)):
+            self.progress("lowering maps", done, len(plans))
             plan, (strategy, _) = plans[index], choices[index]
             if strategy == "vectorize":
                 replaced[index] = lower_by_vectorizing(plan, replacer, plan.opset)
@@ -254,7 +260,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         # map that reads a vectorized map's output will read its stack.
         upstream: dict[ir.Value, tuple[ir.Value, Ragged | None]] = {}
         choices = []
-        for plan in plans:
+        for done, plan in enumerate(plans):
+            self.progress("planning maps", done, len(plans))
             choices.append(self._choose(plan, lengths, upstream))
             if choices[-1][0] == "vectorize":
                 upstream.update(vectorized_stacks(plan))
@@ -403,9 +410,9 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
     }
 
 
-def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[str]:
+def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[tuple[str, str]]:
     """The runtimes that cannot run the loop or sequence ops that lowering a
-    map added (those its body already had aside), as :func:`rejecting` says.
+    map added (those its body already had aside), as :func:`rejections` says.
     """
     added: set[str] = set()
     for node in new_nodes:
@@ -415,7 +422,7 @@ def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[str]:
             added.add(node.op_type)
         for graph in subgraphs(node):
             added |= _portability_ops(graph)
-    return rejecting(added - had)
+    return rejections(added - had)
 
 
 def _opset(model: ir.Model, located: Located) -> int:

@@ -22,6 +22,7 @@ import dataclasses
 
 from lowering import defaults
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
+from lowering.rewrites import spelled
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +73,14 @@ RUNTIMES["generic"] = Runtime("generic", frozenset().union(*(r.lacks for r in _M
 DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
 
 
-def rejecting(ops: set[str]) -> list[str]:
+def rejections(ops: set[str]) -> list[tuple[str, str]]:
     """Each measured runtime that cannot run ``ops``, with the first op it lacks.
 
-    Such as ``["tract (Loop)", "tvm (Loop)"]``; empty when all of them can.
+    Such as ``[("tract", "Loop"), ("tvm", "Loop")]``; empty when all of them can.
     """
-    return [f"{r.name} ({r.missing(ops)[0]})" for r in _MEASURED if r.missing(ops)]
+    return [(r.name, r.missing(ops)[0]) for r in _MEASURED if r.missing(ops)]
+
+
+def rejecting(ops: set[str]) -> list[str]:
+    """:func:`rejections` as the summary says them: ``["tract (Loop)", "tvm (Loop)"]``."""
+    return spelled(rejections(ops))
