@@ -1,0 +1,452 @@
+"""``--report FILE.json`` and ``lowering.lower_with_report``: what the summary says, as data.
+
+For every kind of run (each strategy, many maps grouped, insert positions,
+``--target-opset`` adapting and expanding, nothing to lower, a refusal, a
+model that cannot be read, ``--verify`` matching and not): the JSON has
+schema 1's keys and types, and says what the summary says, line by line
+(the summary is rendered from the same object). The API's report is the
+CLI's but for the run's own fields. A report path that the run would
+write otherwise, or that cannot be written, is a usage error before any work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import pathlib
+import re
+import sys
+
+import onnx
+import onnx_ir as ir
+import pytest
+
+import lowering
+from lowering import cli
+from lowering.report import SCHEMA, Report
+from lowering.runtimes.profiles import RUNTIMES
+from tests.cases.differential import CASES
+from tests.helpers import parse
+
+HEAD = '<ir_version: 8, opset_import: ["" : 17]>\n'
+MODELS = {
+    "vectorize": HEAD
+    + """g (float[5,3] x) => (float[5,3] y) {
+  xs = SplitToSequence <axis = 0, keepdims = 0> (x)
+  [vec] ys = SequenceMap <body = body (float[3] e) => (float[3] d) { d = Neg(e) }> (xs)
+  y = ConcatFromSequence <axis = 0, new_axis = 1> (ys)
+}""",
+    "unroll": HEAD
+    + """g (float[3] a, float[3] b) => (seq(float[3]) ys) {
+  xs = SequenceConstruct (a, b)
+  [unrolled] ys = SequenceMap <body = body (float[3] e) => (float[3] d) { d = Neg(e) }> (xs)
+}""",
+    "loop": HEAD
+    + """g (seq(float[3]) xs) => (seq(int64[1,?]) ys) {
+  [looped] ys = SequenceMap <body = body (float[3] e) => (int64[1,?] d) { d = NonZero (e) }> (xs)
+}""",
+    "uniform": CASES["extras_sequence_tensor_sequence_tensor"].text,
+    "scan and loop, nested": CASES["nested_sequence_map"].text,
+    "insert": HEAD
+    + """g (seq(float[3]) xs, float[3] x) => (seq(float[3]) ys) {
+  p = Constant <value = int64 {-1}> ()
+  [ins] ys = SequenceInsert (xs, x, p)
+}""",
+    "nothing to lower": HEAD + "g (float[3] x) => (float[3] y) { y = Neg(x) }",
+    # ReduceSum, Unsqueeze and Squeeze take axes as inputs from 13: adapted at 11.
+    "adapted": """<ir_version: 8, opset_import: ["" : 17]>
+g (float[T,4] x, float[4] w) => (float[M] y) {
+  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+  m = SequenceMap <body = body (float[4] r) => (float[4] c) {
+        zero = Constant <value = int64[1] {0}> ()
+        u = Unsqueeze(r, zero)
+        s = ReduceSum <keepdims = 1> (u, zero)
+        q = Squeeze(s, zero)
+        c = Mul(q, w)
+      }> (rows)
+  y = ConcatFromSequence <axis = 0> (m)
+}""",
+    # LayerNormalization is from 17: its function body at 13; nothing to lower.
+    "expanded": """<ir_version: 8, opset_import: ["" : 18]>
+g (float[2,4] x, float[4] s, float[4] b) => (float[2,4] y) {
+  y = LayerNormalization <axis = -1> (x, s, b)
+}""",
+}
+OPTIONS = {"adapted": ["--target-opset", "11"], "expanded": ["--target-opset", "13"]}
+STRATEGIES = {
+    "vectorize": ["vectorize"],
+    "unroll": ["unroll"],
+    "loop": ["loop"],
+    "uniform": ["uniform"],
+    "scan and loop, nested": ["loop", "scan"],
+    "insert": [""],
+    "nothing to lower": [],
+    "adapted": ["vectorize"],
+    "expanded": [],
+    "grouped": ["vectorize"] * 25,
+}
+
+
+def _many_maps(count: int) -> onnx.ModelProto:
+    """``count`` maps, more than the summary lists one by one."""
+    nodes = "\n".join(
+        f"  [m{i}] y{i} = SequenceMap <body = b{i} (float[4] e) => (float[4] d) {{ d = Neg(e) }}> (xs)"
+        for i in range(count)
+    )
+    outputs = ", ".join(f"float[5,4] z{i}" for i in range(count))
+    concats = "\n".join(
+        f"  z{i} = ConcatFromSequence <axis = 0, new_axis = 1> (y{i})" for i in range(count)
+    )
+    return parse(
+        HEAD + f"g (float[5,4] x) => ({outputs}) {{\n"
+        "  xs = SplitToSequence <axis = 0, keepdims = 0> (x)\n"
+        f"{nodes}\n{concats}\n}}"
+    )
+
+
+def _model(name: str) -> onnx.ModelProto:
+    return _many_maps(cli.DETAIL_LIMIT + 5) if name == "grouped" else parse(MODELS[name])
+
+
+def _run(tmp_path: pathlib.Path, capsys, name: str, *extra: str) -> tuple[int, dict, str]:
+    source = tmp_path / "in.onnx"
+    onnx.save(_model(name), source)
+    report = tmp_path / "report.json"
+    argv = [*OPTIONS.get(name, []), *extra, str(source), str(tmp_path / "out.onnx")]
+    code = cli.main([*argv, "--report", str(report)])
+    return code, json.loads(report.read_text()), capsys.readouterr().err
+
+
+# --- the schema ----------------------------------------------------------------------------
+
+KEYS = {
+    "schema": int,
+    "tool": str,
+    "version": str,
+    "options": dict,
+    "input": (str, type(None)),
+    "output": (str, type(None)),
+    "exit_code": (int, type(None)),
+    "error": (str, type(None)),
+    "seconds": (float, int, type(None)),
+    "before": (dict, type(None)),
+    "after": (dict, type(None)),
+    "lowest_opset": (int, type(None)),
+    "nodes": list,
+    "target_opset": (dict, type(None)),
+    "not_optimized": (str, type(None)),
+    "files": (dict, type(None)),
+    "verify": (dict, type(None)),
+}
+
+
+def check_schema(data: dict) -> None:
+    """Schema 1, every key with its type (docs/cli.md lists them)."""
+    assert list(data) == list(KEYS)
+    for key, kind in KEYS.items():
+        assert isinstance(data[key], kind), (key, data[key])
+    assert data["schema"] == SCHEMA == 1 and data["tool"] == "lowering"
+    assert data["version"] == lowering.__version__
+    assert data["options"] == dataclasses.asdict(lowering.Options(**data["options"]))
+    for side in ("before", "after"):
+        if data[side] is not None:
+            assert set(data[side]) == {"ir_version", "opset_import", "op_counts"}
+            assert all(isinstance(n, int) and n > 0 for n in data[side]["op_counts"].values())
+    for node in data["nodes"]:
+        assert set(node) == {"op", "name", "scope", "strategy", "reason", "rejected_by"}
+        assert node["op"] in ("SequenceMap", "SequenceInsert")
+        for rejection in node["rejected_by"]:
+            assert set(rejection) == {"runtime", "op"} and rejection["runtime"] in RUNTIMES
+    if data["target_opset"] is not None:
+        assert data["target_opset"]["opset"] == data["options"]["target_opset"]
+        assert set(data["target_opset"]) == {"opset", "expanded", "adapted"}
+    if data["files"] is not None:
+        assert set(data["files"]) == {"unchanged", "data_files", "embedded"}
+
+
+# --- the JSON says what the summary says -----------------------------------------------------
+
+
+def _explained(node: dict) -> str:
+    rejected = [f"{r['runtime']} ({r['op']})" for r in node["rejected_by"]]
+    if not rejected:
+        return node["reason"]
+    return f"{node['reason']}; not loop-free or sequence-free, so rejected by " + ", ".join(
+        rejected
+    )
+
+
+def check_against_summary(data: dict, summary: str) -> None:
+    """Every fact of the summary is in the JSON, and the other way round."""
+    lines = summary.splitlines()
+    if data["files"]["unchanged"]:
+        assert lines == [
+            (
+                f"onnx-lower: {data['input']}: nothing to lower; wrote {data['output']} "
+                f"unchanged, byte for byte (in {data['seconds']:.2f} s)"
+            )
+        ]
+        assert not data["nodes"] and data["before"] == data["after"]
+        return
+    for op, done in (("SequenceMap", "lowered"), ("SequenceInsert", "normalized")):
+        count = sum(node["op"] == op for node in data["nodes"])
+        said = [line for line in lines if line.startswith(f"onnx-lower: {done} ")]
+        assert bool(count) == bool(said)
+        if count:
+            assert f" {count} {op} " in said[0] and f"in {data['input']} -> " in said[0]
+    grouped = any(line.startswith("  (-v lists every node") for line in lines)
+    assert grouped == (len(data["nodes"]) > cli.DETAIL_LIMIT)
+    for node in data["nodes"]:
+        if not node["strategy"]:
+            continue
+        line = f"{node['name'] or '<unnamed>'!r}: {node['strategy']}, {_explained(node)}"
+        if grouped:
+            strategy = node["strategy"]
+            count = sum(n["strategy"] == strategy for n in data["nodes"])
+            assert any(l.startswith(f"  {count} {strategy}, such as ") for l in lines)
+        else:
+            assert f"    {line}" in lines
+    lowest = [line for line in lines if "could declare default-domain opset" in line]
+    if data["lowest_opset"] is None:
+        assert not lowest
+    else:
+        declared = data["after"]["opset_import"].get("", data["lowest_opset"])
+        assert lowest == [
+            (
+                f"  the output could declare default-domain opset {data['lowest_opset']} "
+                f"(it declares {declared})"
+            )
+        ]
+    target = data["target_opset"]
+    for how in ("expanded", "adapted"):
+        said = [line for line in lines if line.startswith("  --target-opset ") and how in line]
+        done = [] if target is None else target[how]
+        assert bool(said) == bool(done)
+        if done:
+            assert said[0].endswith(": " + ", ".join(f"{c['what']} x{c['count']}" for c in done))
+    # The op table: every row, from the counts before and after.
+    start = next(
+        i for i, line in enumerate(lines) if line.split() == ["op", "type", "before", "after"]
+    )
+    rows = {}
+    for line in lines[start + 1 :]:
+        *op, before, after = line.split()
+        rows[" ".join(op)] = (int(before), int(after))
+    before, after = data["before"]["op_counts"], data["after"]["op_counts"]
+    changed = {op for op in before.keys() | after.keys() if before.get(op) != after.get(op)}
+    assert {op for op in rows if op != "total" and not op.endswith("other op types")} == changed
+    for op in changed:
+        assert rows[op] == (before.get(op, 0), after.get(op, 0))
+    assert rows["total"] == (sum(before.values()), sum(after.values()))
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_the_report_says_what_the_summary_says(tmp_path, capsys, name):
+    code, data, err = _run(tmp_path, capsys, name)
+    assert code == 0 and data["exit_code"] == 0 and data["error"] is None
+    check_schema(data)
+    check_against_summary(data, err)
+    assert [node["strategy"] for node in data["nodes"]] == STRATEGIES[name]
+    assert data["input"] == str(tmp_path / "in.onnx") and data["output"] == str(
+        tmp_path / "out.onnx"
+    )
+    written = onnx.load(tmp_path / "out.onnx")
+    assert data["after"]["ir_version"] == written.ir_version
+    assert data["after"]["opset_import"] == {o.domain: o.version for o in written.opset_import}
+    assert data["verify"] is None and data["files"]["data_files"] == []
+
+
+def test_target_opset_lists_what_it_adapted_and_expanded(tmp_path, capsys):
+    _, adapted, _ = _run(tmp_path, capsys, "adapted")
+    assert adapted["target_opset"]["adapted"] and not adapted["target_opset"]["expanded"]
+    assert adapted["before"]["opset_import"] == {"": 17} and adapted["after"]["opset_import"] == {
+        "": 11
+    }
+    assert adapted["after"]["ir_version"] == 6
+    _, expanded, err = _run(tmp_path, capsys, "expanded")
+    assert [c["what"] for c in expanded["target_opset"]["expanded"]] == ["LayerNormalization-17"]
+    assert all(c["count"] >= 1 for c in expanded["target_opset"]["adapted"])
+    assert "LayerNormalization" not in expanded["after"]["op_counts"]
+    assert not expanded["nodes"] and "nothing to lower; wrote" in err
+
+
+def test_a_many_map_report_lists_every_node_the_summary_groups(tmp_path, capsys):
+    _, data, err = _run(tmp_path, capsys, "grouped")
+    assert [node["name"] for node in data["nodes"]] == [f"m{i}" for i in range(25)]
+    assert "'m24'" not in err
+
+
+def test_the_api_report_is_the_clis_but_for_the_run(tmp_path, capsys):
+    """lower_with_report: the same nodes, counts, declarations and conversions."""
+    run_only = {"input", "output", "exit_code", "seconds", "files", "verify", "error"}
+    for name in ("scan and loop, nested", "adapted", "insert", "nothing to lower"):
+        _, data, _ = _run(tmp_path, capsys, name)
+        options = {"target_opset": 11} if name == "adapted" else {}
+        lowered, report = lowering.lower_with_report(_model(name), **options)
+        assert isinstance(lowered, onnx.ModelProto) and isinstance(report, Report)
+        ours = report.as_dict()
+        assert {k: v for k, v in ours.items() if k not in run_only} == {
+            k: v for k, v in data.items() if k not in run_only
+        }
+        assert all(ours[key] is None for key in run_only - {"nodes"})
+        assert onnx.load(tmp_path / "out.onnx") == lowered
+
+
+def test_the_api_report_of_an_onnx_ir_model_is_made_in_place():
+    model = ir.serde.deserialize_model(_model("loop"))
+    lowered, report = lowering.lower_with_report(model, max_unroll=0)
+    assert lowered is model
+    [node] = report.nodes
+    assert node.op == "SequenceMap" and node.name == "looped" and node.strategy == "loop"
+    assert ("tract", "Loop") in node.rejected_by
+    fresh = ir.serde.deserialize_model(_model("loop"))
+    assert [r.explained() for r in lowering.lower_in_place(fresh, max_unroll=0)] == [
+        node.explained()
+    ]
+    assert (
+        report.before.op_counts["SequenceMap"] == 1 and "SequenceMap" not in report.after.op_counts
+    )
+    assert report.options == lowering.Options(max_unroll=0)
+    json.loads(report.to_json())
+
+
+def test_the_api_refuses_what_is_no_model():
+    with pytest.raises(TypeError, match=r"lower_with_report\(\) expected onnx.ModelProto"):
+        lowering.lower_with_report("model.onnx")  # type: ignore[call-overload]
+
+
+# --- failures: the report says what went wrong ----------------------------------------------
+
+
+def test_a_refusal_is_reported_with_its_error(tmp_path, capsys):
+    code, data, err = _run(tmp_path, capsys, "loop", "--runtime", "tinygrad")
+    check_schema(data)
+    assert code == 1 and data["exit_code"] == 1
+    assert err == f"onnx-lower: error: {data['error']}\n"
+    assert "--runtime tinygrad: " in data["error"] and "'looped'" in data["error"]
+    assert data["before"]["op_counts"]["SequenceMap"] == 1
+    assert data["after"] is None and data["nodes"] == [] and data["files"] is None
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_a_model_that_cannot_be_read_is_reported(tmp_path, capsys):
+    report = tmp_path / "report.json"
+    code = cli.main(
+        [str(tmp_path / "missing.onnx"), str(tmp_path / "out.onnx"), "--report", str(report)]
+    )
+    data = json.loads(report.read_text())
+    check_schema(data)
+    assert code == 1 == data["exit_code"] and "no such file" in data["error"]
+    assert data["before"] is None and data["after"] is None
+    assert capsys.readouterr().err == f"onnx-lower: error: {data['error']}\n"
+
+
+def test_a_verify_run_reports_the_table(tmp_path, capsys):
+    code, data, err = _run(tmp_path, capsys, "unroll", "--verify", "--runs", "3")
+    check_schema(data)
+    verify = data["verify"]
+    assert code == 0 and verify["status"] == "match" and verify["exit_code"] == 0
+    assert verify["runs"] == 3 and [r["run"] for r in verify["records"]] == [0, 1, 2]
+    assert [row["output"] for row in verify["rows"]] == ["ys"]
+    for row in verify["rows"]:
+        assert row["verdict"] == "ok" and row["failures"] == 0
+        assert f"{row['max_abs']:.3g}" in err and row["kind"] in err
+    assert "(3 runs)" in err
+
+
+def test_a_verify_mismatch_is_reported(tmp_path, capsys, monkeypatch):
+    def sabotaged(model, **options):
+        rewrites = lowering.lower_in_place(model, **options)
+        neg = next(
+            n for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Neg"
+        )
+        neg.op_type = "Abs"
+        return rewrites
+
+    monkeypatch.setattr(cli, "lower_in_place", sabotaged)
+    code, data, _ = _run(tmp_path, capsys, "unroll", "--verify", "--runs", "2")
+    assert code == 1 == data["exit_code"] and data["verify"]["status"] == "mismatch"
+    assert data["verify"]["rows"][0]["verdict"].startswith("MISMATCH")
+    assert data["error"] is None  # OUT was written; the comparison says what differs
+
+
+def test_quiet_still_writes_the_report(tmp_path, capsys):
+    code, data, err = _run(tmp_path, capsys, "unroll", "-q")
+    assert code == 0 and err == "" and [n["name"] for n in data["nodes"]] == ["unrolled"]
+
+
+def test_an_existing_report_is_replaced_and_a_symlinks_target_written(tmp_path, capsys):
+    target = tmp_path / "kept" / "r.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    _run(tmp_path, capsys, "unroll")
+    assert link.is_symlink() and json.loads(target.read_text())["schema"] == 1
+    assert sorted(p.name for p in target.parent.iterdir()) == ["r.json"]  # no staging left
+
+
+def test_non_finite_numbers_are_strings_in_strict_json():
+    from lowering.verify.report import Report as Compared
+    from lowering.verify.report import Row
+
+    compared = Compared([Row("y", "tensor", 3, math.inf, math.nan, "x")], runs=1)
+    text = Report(lowering.Options(), verify=compared).to_json()
+    row = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))["verify"]["rows"][
+        0
+    ]
+    assert (row["max_abs"], row["max_rel"]) == ("inf", "nan")
+
+
+# --- usage: a report path the run cannot write is refused before any work ------------------
+
+
+def _usage(tmp_path, capsys, *argv: str) -> str:
+    onnx.save(_model("unroll"), tmp_path / "in.onnx")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([str(tmp_path / "in.onnx"), *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("usage: ") and len([l for l in err if "error:" in l]) == 1
+    assert not (tmp_path / "out.onnx").exists()
+    return err[-1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["{t}/out.onnx", "--report", "{t}/in.onnx"], "would be IN itself"),
+        (["{t}/out.onnx", "--report", "{t}/out.onnx"], "would be OUT itself"),
+        (["{t}/out.onnx", "--report", "{t}/./out.onnx"], "would be OUT itself"),
+        (
+            ["{t}/out.onnx", "--verify", "--save-inputs", "{t}/r.json", "--report", "{t}/r.json"],
+            "would be --save-inputs itself",
+        ),
+        (
+            ["{t}/out.onnx", "--external-data", "w.bin", "--report", "{t}/w.bin"],
+            "would be --external-data itself",
+        ),
+        (["{t}/out.onnx", "--report", "-"], "give a file name"),
+        (["{t}/out.onnx", "--report", "{t}"], "is not a regular file"),
+        (["{t}/out.onnx", "--report", "{t}/no/r.json"], "does not exist"),
+    ],
+)
+def test_a_report_path_that_cannot_be_written_is_a_usage_error(tmp_path, capsys, argv, said):
+    last = _usage(tmp_path, capsys, *(a.format(t=tmp_path) for a in argv))
+    assert last.startswith("onnx-lower: error: --report ") and said in last
+
+
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root writes anywhere")
+def test_a_report_in_a_folder_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        last = _usage(
+            tmp_path, capsys, str(tmp_path / "out.onnx"), "--report", str(locked / "r.json")
+        )
+    finally:
+        locked.chmod(0o700)
+    assert re.search(r"--report .*: cannot write to the folder", last)
