@@ -245,7 +245,7 @@ class Report:
             "output": self.output,
             "exit_code": self.exit_code,
             "error": self.error,
-            "seconds": None if self.seconds is None else round(self.seconds, 3),
+            "seconds": self.seconds,
             "before": None if self.before is None else self.before.as_dict(),
             "after": None if self.after is None else self.after.as_dict(),
             "lowest_opset": self.lowest_opset,
