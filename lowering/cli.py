@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from lowering import verify
-    from lowering.report import Node, Report
+    from lowering.progress import ProgressLine
+    from lowering.report import Measure, Node, Report
     from lowering.rewrites import Rewrite
 
 # ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format=f"{PROG}: %(levelname)s: %(message)s",
     )
-    run = _Run(args, _progress_line(args))
+    run = _Run(_progress_line(args))
     handlers = logging.getLogger().handlers
     for handler in handlers:  # a log record (a warning, -v's info) takes the line away first
         handler.addFilter(run.clear_line)
@@ -189,11 +190,10 @@ def main(argv: list[str] | None = None) -> int:
 class _Run:
     """What one run found, for ``--report`` (whatever the outcome), and its progress line."""
 
-    args: argparse.Namespace
-    line: Any  # a lowering.progress.ProgressLine, or a no-op one
-    before: Any = None  # lowering.report.Measure of the model read
-    report: Any = None  # lowering.report.Report, once OUT is written
-    verify: Any = None  # lowering.verify.Report, once compared
+    line: ProgressLine | _NoLine
+    before: Measure | None = None  # the model as read
+    report: Report | None = None  # once OUT is written
+    verify: verify.Report | None = None  # once compared
     error: str | None = None
 
     def failed(self, message: str) -> str:
@@ -293,7 +293,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         paused.close()
 
 
-def _progress_line(args: argparse.Namespace) -> Any:
+def _progress_line(args: argparse.Namespace) -> ProgressLine | _NoLine:
     """A progress line on stderr when it is a terminal and not ``-q``; else one that
     draws nothing (:mod:`lowering.progress`)."""
     from lowering import progress
@@ -304,6 +304,8 @@ def _progress_line(args: argparse.Namespace) -> Any:
 
 
 class _NoLine:
+    """The progress line where none is drawn: a pipe, a file, ``-q``."""
+
     def __call__(self, phase: str, done: int, total: int) -> None:
         pass
 
