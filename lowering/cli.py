@@ -259,6 +259,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 output="<stdout>" if args.output == STREAM else args.output,
                 files=Files(written.identical, written.data_files, written.embedded),
                 seconds=elapsed,
+                lowest=not args.quiet or args.report is not None,  # -q alone prints no summary
             )
             run.line.clear()
             if not args.quiet:

@@ -450,3 +450,17 @@ def test_a_report_in_a_folder_that_cannot_be_written_is_a_usage_error(tmp_path, 
     finally:
         locked.chmod(0o700)
     assert re.search(r"--report .*: cannot write to the folder", last)
+
+
+def test_quiet_without_a_report_skips_the_lowest_opset(tmp_path, capsys, monkeypatch):
+    """Planning every node at each opset takes seconds for thousands of maps, for a
+    summary line that -q does not print; --report still gets it."""
+    import lowering.report
+
+    asked = []
+    monkeypatch.setattr(lowering.report, "_lowest_opset", lambda model: asked.append(1) or 11)
+    onnx.save(_model("unroll"), tmp_path / "in.onnx")
+    assert cli.main(["-q", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]) == 0
+    assert asked == []
+    code, data, _ = _run(tmp_path, capsys, "unroll", "-q")
+    assert code == 0 and asked == [1] and data["lowest_opset"] == 11
