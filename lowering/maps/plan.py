@@ -24,6 +24,7 @@ from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.scopes import GraphLike, Located
 from lowering.irutils.walk import graphs_within
+from lowering.maps.split_bounds import Bounds, ragged_split, read_bounds, split_bounds
 from lowering.runtimes.ort_kernels import unsupported
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
@@ -207,15 +208,20 @@ def typed(value: ir.Value, type_and_shape: TypeAndShape | None) -> ir.Value:
 
 
 def open_body(
-    plan: MapPlan, iteration: ir.Value, cond: ir.Value
+    plan: MapPlan,
+    iteration: ir.Value,
+    cond: ir.Value,
+    bounds: dict[ir.Value, Bounds] | None = None,
 ) -> tuple[list[ir.Node], list[ir.Value]]:
     """Turn the map's body into a Loop body reading element ``iteration``.
 
     Each body input becomes the current element of a sequence input (which
     takes over the input's name, so the body's nodes keep reading the same
     name) or the outer value itself (a tensor input, read from the enclosing
-    scope). The body's inputs become ``(iteration, cond)``; the caller adds
-    any loop-carried ones.
+    scope). A sequence input split by lengths whose ``bounds``
+    (:func:`ragged_bounds`) are given is read by ``Slice`` at them. The
+    body's inputs become ``(iteration, cond)``; the caller adds any
+    loop-carried ones.
 
     Returns the nodes that read the elements, already at the top of the
     body, and the values the body computed for each output, already typed.
@@ -227,7 +233,7 @@ def open_body(
         plan.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
         if sequence:
-            reads = _read_element(outer, iteration, element, plan.opset)
+            reads = _read_element(outer, iteration, element, plan.opset, bounds or {})
             current = typed(reads[-1].outputs[0], element)
             adopt_name(current, inner.name)
             prologue += reads
@@ -362,10 +368,50 @@ def same_length_inputs(plan: MapPlan) -> bool:
     return named and all(d == first for d in dims)
 
 
+def ragged_bounds(plan: MapPlan) -> tuple[list[ir.Node], dict[ir.Value, Bounds]]:
+    """The bounds of every sequence input split by lengths (or a chunk size), to
+    read its elements with Slice (:mod:`lowering.maps.split_bounds`): the
+    nodes, to go before the loop, and each input's bounds."""
+    nodes: list[ir.Node] = []
+    found: dict[ir.Value, Bounds] = {}
+    for outer, sequence in zip(plan.inputs, plan.is_sequence, strict=True):
+        if not sequence or outer in found or split_source(outer) is not None:
+            continue
+        source = ragged_split(outer)
+        if source is not None:
+            found[outer] = split_bounds(source)
+            nodes += found[outer].nodes
+    return nodes, found
+
+
+def reads_sequences(plan: MapPlan) -> set[str]:
+    """The sequence ops a Loop reads the map's inputs with (and counts them):
+    none where every sequence input is split (:func:`split_source`, :func:`ragged_split`)."""
+    if all(
+        split_source(outer) is not None or ragged_split(outer) is not None
+        for outer, sequence in zip(plan.inputs, plan.is_sequence, strict=True)
+        if sequence
+    ):
+        return set()
+    ops = {"SequenceAt"}
+    first = plan.inputs[0]
+    if split_source(first) is None and ragged_split(first) is None:
+        ops.add("SequenceLength")
+    return ops
+
+
 def _read_element(
-    sequence: ir.Value, iteration: ir.Value, element: TypeAndShape | None, opset: int
+    sequence: ir.Value,
+    iteration: ir.Value,
+    element: TypeAndShape | None,
+    opset: int,
+    bounds: dict[ir.Value, Bounds],
 ) -> list[ir.Node]:
     """Nodes reading element ``iteration``; the last one's output is the element."""
+    if sequence in bounds:
+        ragged = ragged_split(sequence)
+        assert ragged is not None, "ragged_bounds found the split"
+        return read_bounds(ragged.tensor, bounds[sequence], iteration, ragged.axis)
     source = split_source(sequence)
     if source is None:
         return [fresh(new_node("SequenceAt", [sequence, iteration]))]
@@ -448,23 +494,33 @@ def read_slice(
     return nodes
 
 
-def loop_header(plan: MapPlan) -> tuple[list[ir.Node], ir.Value, ir.Value]:
+def loop_header(
+    plan: MapPlan, bounds: tuple[list[ir.Node], dict[ir.Value, Bounds]] | None = None
+) -> tuple[list[ir.Node], ir.Value, ir.Value]:
     """The trip count (the first input's length), and a constant true condition.
 
     The condition is explicit: Loop allows "" for "always", but some
-    runtimes (onnx.reference among them) then run no trip at all.
+    runtimes (onnx.reference among them) then run no trip at all. The nodes
+    of ``bounds`` (:func:`ragged_bounds`) come first; a first input split by
+    lengths counts its elements from them.
     """
     first = plan.inputs[0]
     source = split_source(first)
-    if source is None:
-        nodes = [fresh(new_node("SequenceLength", [first]))]
-    else:  # the size of the split axis
-        tensor, axis, _ = source
-        shape = fresh(new_node("Shape", [tensor]))
-        typed(fresh(shape.outputs[0], "shape"), (ir.TensorType(ir.DataType.INT64), None))
-        where = constant_node(np.array(axis, np.int64), "axis")
-        nodes = [shape, where, fresh(new_node("Gather", [shape.outputs[0], where.outputs[0]]))]
-    trip_count = typed(fresh(nodes[-1].outputs[0], "trip_count"), SCALAR_INT64)
+    prefix, found = bounds if bounds is not None else ([], {})
+    if first in found:
+        nodes = list(prefix)
+        trip_count = typed(found[first].count, SCALAR_INT64)
+    else:
+        if source is None:
+            reads = [fresh(new_node("SequenceLength", [first]))]
+        else:  # the size of the split axis
+            tensor, axis, _ = source
+            shape = fresh(new_node("Shape", [tensor]))
+            typed(fresh(shape.outputs[0], "shape"), (ir.TensorType(ir.DataType.INT64), None))
+            where = constant_node(np.array(axis, np.int64), "axis")
+            reads = [shape, where, fresh(new_node("Gather", [shape.outputs[0], where.outputs[0]]))]
+        nodes = [*prefix, *reads]
+        trip_count = typed(fresh(reads[-1].outputs[0], "trip_count"), SCALAR_INT64)
     # A tensor of its own: onnxscript's optimizer lifts Constants to initializers, and
     # serializing those names their tensors, so a tensor shared across models is not read-only.
     always = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(np.array(True)))]))
@@ -544,7 +600,9 @@ class Replacer:
         # finish(), must not hold it meanwhile (an outer map may clone it).
         node.attributes.clear()
         self._removed.setdefault(owner, []).append(node)
-        self._maybe_dead.update(v for v in inputs if v is not None and split_source(v))
+        self._maybe_dead.update(
+            v for v in inputs if v is not None and (split_source(v) or ragged_split(v))
+        )
 
     def flush_within(self, graph: ir.Graph) -> None:
         """Finish, now, what is pending in ``graph`` and every graph nested in it.

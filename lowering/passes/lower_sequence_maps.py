@@ -49,8 +49,8 @@ from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import GraphLike, nodes_within, subgraphs
-from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, split_source
-from lowering.maps.strategies.loop import lower_to_sequence_loop
+from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
+from lowering.maps.strategies.loop import loop_form_ops, lower_to_sequence_loop
 from lowering.maps.strategies.scan import lower_to_scan, scan_axes
 from lowering.maps.strategies.uniform import lower_to_scan_outputs, uniform_reason
 from lowering.maps.strategies.unroll import lower_by_unrolling
@@ -298,7 +298,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             why = f"its input has {length} elements (--max-unroll {self.max_unroll})"
         elif length is not None and not runtime.loops:
             why = f"its input has {length} elements, and {runtime.name} runs no Loop or Scan"
-        elif length is not None and (lacks := runtime.missing(_loop_reads(plan))):
+        elif length is not None and (lacks := runtime.missing(reads_sequences(plan))):
             why = (
                 f"its input has {length} elements, and {runtime.name} has no {lacks[0]} "
                 "to read them in a loop"
@@ -327,7 +327,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             else:
                 return "scan", _joined(f"split -> map -> concat, and {why}", passed_over)
         if uniform:
-            if lacks := runtime.missing({"Loop"}):
+            if lacks := runtime.missing({"Loop"} | reads_sequences(plan)):
                 passed_over.append(
                     f"not a Loop with scan outputs: {runtime.name} has no {lacks[0]}"
                 )
@@ -348,7 +348,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 f"{runtime.name} runs neither Loop nor Scan, and the map can be neither "
                 "unrolled nor vectorized"
             )
-        elif lacks := runtime.missing({"Loop", "SequenceEmpty", "SequenceInsert"}):
+        elif lacks := runtime.missing(loop_form_ops(plan)):
             problem = f"the map needs a Loop over sequences, and {runtime.name} has no {lacks[0]}"
         else:
             return "loop", _joined(why, passed_over)
@@ -388,17 +388,6 @@ def _rewrite_order(plans: list[MapPlan]) -> list[int]:
 
 def _joined(why: str, passed_over: list[str]) -> str:
     return "; ".join([why, *passed_over])
-
-
-def _loop_reads(plan: MapPlan) -> set[str]:
-    """The sequence ops a loop form reads the map's inputs with: none for split tensors."""
-    if all(
-        split_source(outer) is not None
-        for outer, sequence in zip(plan.inputs, plan.is_sequence, strict=True)
-        if sequence
-    ):
-        return set()
-    return {"SequenceAt", "SequenceLength"}
 
 
 def _portability_ops(graph: ir.Graph) -> set[str]:

@@ -56,6 +56,7 @@ from lowering.maps.plan import (
     loop_header,
     make_loop,
     open_body,
+    ragged_bounds,
     read_slice,
     tensor_dtype,
     typed,
@@ -110,7 +111,8 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it."""
     body = plan.body
     iteration, cond = body_signature(plan)
-    _, results = open_body(plan, iteration, cond)
+    bounds = ragged_bounds(plan)
+    _, results = open_body(plan, iteration, cond, bounds[1])
     stop = keep_going(cond)
     body.append(stop)
     scanned = []
@@ -123,7 +125,7 @@ def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
         scanned.append(result)
     body.outputs.extend([stop.outputs[0], *scanned])
 
-    header, trip_count, always = loop_header(plan)
+    header, trip_count, always = loop_header(plan, bounds)
     loop = make_loop(plan, [trip_count, always], len(plan.node.outputs))
     new_nodes = [*header, loop]
     sequences: list[ir.Value | None] = []
@@ -197,6 +199,8 @@ def read_stack_in_readers(
             user.op_type = "Transpose"
             user.attributes["perm"] = ir.AttrInt64s("perm", perm)
             user.replace_input_with(0, stack)
+        elif kind == "merge_along":
+            constants += merge_along(user, index, stack, element_shape)
     return constants
 
 
@@ -233,6 +237,8 @@ def stack_read_kind(
     rank = None if shape is None else len(shape)
     kind = concat_kind(user, index, rank, shape)
     if kind is None:
+        if _merges_along(user, shape) and not unsupported("Transpose", dtype, opset):
+            return "merge_along"
         return None
     if kind[1] == 0:
         return "concat"
@@ -280,6 +286,16 @@ def _element_at(
     typed(fresh(where.outputs[0], "index"), SCALAR_INT64)
     nodes += [zero, negative, shifted, where]
     return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)
+
+
+def _merges_along(user: ir.Node, shape: ir.Shape | None) -> bool:
+    """Whether :func:`merge_along` serves ``user``, a concat of elements of ``shape``."""
+    if not is_onnx_op(user, "ConcatFromSequence") or shape is None or len(shape) == 0:
+        return False
+    rank, axis = len(shape), user.attributes.get_int("axis", 0)
+    if user.attributes.get_int("new_axis", 0) or not -rank <= axis < rank or axis % rank == 0:
+        return False
+    return all(isinstance(d, int) and d > 0 for i, d in enumerate(shape) if i != axis % rank)
 
 
 def _become(user: ir.Node, nodes: list[ir.Node]) -> None:
@@ -344,3 +360,34 @@ def read_stack(user: ir.Node, stack: ir.Value, shape: ir.Shape | None) -> list[i
     user.resize_inputs(2)
     user.replace_input_with(1, target.outputs[0])
     return [target]
+
+
+def merge_along(
+    user: ir.Node, index: int, stack: ir.Value, shape: ir.Shape | None
+) -> list[ir.Node]:
+    """Let ``ConcatFromSequence<axis = k, new_axis = 0>`` with k > 0 read the stack::
+
+        ConcatFromSequence<axis = k>(seq) == Reshape(Transpose(stack, 0 to k),
+                                                     [d_0, .., d_k-1, -1, d_k+1, ..])
+
+    when every other dim of the element is static and non-zero, so that -1 is
+    resolved even for an empty stack. Returns the new nodes (none if it does not apply).
+    """
+    if index != 0 or not is_onnx_op(user, "ConcatFromSequence") or shape is None:
+        return []
+    rank, axis = len(shape), user.attributes.get_int("axis", 0)
+    if user.attributes.get_int("new_axis", 0) or not -rank <= axis < rank or rank == 0:
+        return []
+    k = axis % rank
+    dims = list(shape)
+    if k == 0 or not all(isinstance(d, int) and d > 0 for i, d in enumerate(dims) if i != k):
+        return []
+    perm = [*range(1, k + 1), 0, *range(k + 1, rank + 1)]
+    transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
+    target = constant_node(np.array([*dims[:k], -1, *dims[k + 1 :]], np.int64), "merged_shape")
+    user.attributes.clear()
+    user.op_type = "Reshape"
+    user.replace_input_with(0, transpose.outputs[0])
+    user.resize_inputs(2)
+    user.replace_input_with(1, target.outputs[0])
+    return [transpose, target]

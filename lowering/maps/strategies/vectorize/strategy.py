@@ -26,10 +26,8 @@ from __future__ import annotations
 import logging
 from typing import cast
 
-import numpy as np
 import onnx_ir as ir
 
-from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
@@ -37,6 +35,7 @@ from lowering.maps.plan import MapPlan, Replacer, same_length_inputs, tensor_dty
 from lowering.maps.strategies.uniform import (
     concat_kind,
     count_of,
+    merge_along,
     read_stack,
     read_stack_in_readers,
 )
@@ -172,7 +171,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
         for user, index in list(output.uses()):
             kind = concat_kind(user, index, rank, shape)
             if kind is None:
-                new_nodes += _merge_along(user, index, stack, shape)
+                new_nodes += merge_along(user, index, stack, shape)
                 continue
             along = stack
             if kind == ("stack", kind[1]) and kind[1] != 0 and rank is not None:
@@ -221,34 +220,3 @@ def _read_ragged(
         return []
     split = fresh(new_node("SplitToSequence", [result, ragged.split], {"axis": ragged.axis}))
     return [split]
-
-
-def _merge_along(
-    user: ir.Node, index: int, stack: ir.Value, shape: ir.Shape | None
-) -> list[ir.Node]:
-    """Let ``ConcatFromSequence<axis = k, new_axis = 0>`` with k > 0 read the stack::
-
-        ConcatFromSequence<axis = k>(seq) == Reshape(Transpose(stack, 0 to k),
-                                                     [d_0, .., d_k-1, -1, d_k+1, ..])
-
-    when every other dim of the element is static and non-zero, so that -1 is
-    resolved even for an empty stack. Returns the new nodes (none if it does not apply).
-    """
-    if index != 0 or not is_onnx_op(user, "ConcatFromSequence") or shape is None:
-        return []
-    rank, axis = len(shape), user.attributes.get_int("axis", 0)
-    if user.attributes.get_int("new_axis", 0) or not -rank <= axis < rank or rank == 0:
-        return []
-    k = axis % rank
-    dims = list(shape)
-    if k == 0 or not all(isinstance(d, int) and d > 0 for i, d in enumerate(dims) if i != k):
-        return []
-    perm = [*range(1, k + 1), 0, *range(k + 1, rank + 1)]
-    transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
-    target = constant_node(np.array([*dims[:k], -1, *dims[k + 1 :]], np.int64), "merged_shape")
-    user.attributes.clear()
-    user.op_type = "Reshape"
-    user.replace_input_with(0, transpose.outputs[0])
-    user.resize_inputs(2)
-    user.replace_input_with(1, target.outputs[0])
-    return [transpose, target]
