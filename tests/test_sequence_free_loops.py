@@ -308,3 +308,261 @@ def test_openvino_runs_the_ragged_loops_with_no_sequence_op(split, name, reader,
             continue
         (actual,) = run_openvino(pathlib.Path(path), list(feeds.values()))
         assert_same(actual, _expected(body, 0, feeds["x"], lengths, reader))
+
+
+# -- golden --------------------------------------------------------------------
+
+H = '<ir_version: 9, opset_import: ["" : 18]>'
+
+GOLDEN = {
+    # A loop over lengths from data: Slice at the bounds, guarded; the concat is
+    # built by the Loop from an empty [2, 0].
+    "ragged_loop_concat": (
+        H
+        + """
+        g (float[T,3] x, int64[N] sizes) => (int64[2,M] y) {
+          parts = SplitToSequence <axis = 0> (x, sizes)
+          m = SequenceMap <body = body (float[K,3] e) => (int64[2,J] c) { c = NonZero (e) }> (parts)
+          y = ConcatFromSequence <axis = 1> (m)
+        }""",
+        H
+        + """
+        g (float[T,3] x, int64[N] sizes) => (int64[2,M] y) {
+          zero = Constant <value = int64 {0}> ()
+          ends = CumSum (sizes, zero)
+          shape = Shape (x)
+          axis = Constant <value = int64 {0}> ()
+          dim = Gather (shape, axis)
+          total = ReduceSum <keepdims = 0> (sizes)
+          magnitude = Abs (sizes)
+          magnitudes = ReduceSum <keepdims = 0> (magnitude)
+          adds_up = Equal (total, dim)
+          none_negative = Equal (magnitudes, dim)
+          valid = And (adds_up, none_negative)
+          invalid = Not (valid)
+          index = Cast <to = 7> (invalid)
+          only = Constant <value = int64[1] {0}> ()
+          guard = Gather (only, index)
+          guarded_ends = Add (ends, guard)
+          starts = Sub (guarded_ends, sizes)
+          n = Size (sizes)
+          true = Constant <value = bool {1}> ()
+          empty_shape = Constant <value = int64[2] {2, 0}> ()
+          empty = ConstantOfShape <value = int64[1] {0}> (empty_shape)
+          y = Loop (n, true, empty) <body = body (int64 i, bool cond, int64[2,?] acc) => (bool cond_out, int64[2,?] acc_next) {
+                one = Constant <value = int64[1] {1}> ()
+                at = Reshape (i, one)
+                start = Gather (starts, at)
+                end = Gather (guarded_ends, at)
+                axes = Constant <value = int64[1] {0}> ()
+                e = Slice (x, start, end, axes)
+                c = NonZero (e)
+                acc_next = Concat <axis = 1> (acc, c)
+                cond_out = Identity (cond)
+              }>
+        }""",
+    ),
+    # torch.split with a computed chunk size, read at constant positions next to a
+    # map: Slices at the bounds (Range), the chunk size guarded; the count goes.
+    "chunk_read_at_constants": (
+        H
+        + """
+        g (float[B,D] x, int64 c) => (float[B,?] first, float[B,?] last, float[?,D] y) {
+          parts = SplitToSequence <axis = 1> (x, c)
+          zero = Constant <value = int64 {0}> ()
+          minus_one = Constant <value = int64 {-1}> ()
+          first = SequenceAt(parts, zero)
+          last = SequenceAt(parts, minus_one)
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          m = SequenceMap <body = body (float[D] r) => (float[D] o) { o = Neg(r) }> (rows)
+          y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }""",
+        H
+        + """
+        g (float[B,D] x, int64 c) => (float[B,?] first, float[B,?] last, float[?,D] y) {
+          zero = Constant <value = int64 {0}> ()
+          positive = Greater (c, zero)
+          invalid = Not (positive)
+          index = Cast <to = 7> (invalid)
+          only = Constant <value = int64[1] {0}> ()
+          guard = Gather (only, index)
+          chunk = Add (c, guard)
+          start_at = Constant <value = int64 {0}> ()
+          shape = Shape (x)
+          axis = Constant <value = int64 {1}> ()
+          dim = Gather (shape, axis)
+          starts = Range (start_at, dim, chunk)
+          ends = Add (starts, chunk)
+          i0 = Constant <value = int64[1] {0}> ()
+          s0 = Gather (starts, i0)
+          e0 = Gather (ends, i0)
+          a0 = Constant <value = int64[1] {1}> ()
+          first = Slice (x, s0, e0, a0)
+          i1 = Constant <value = int64[1] {-1}> ()
+          s1 = Gather (starts, i1)
+          e1 = Gather (ends, i1)
+          a1 = Constant <value = int64[1] {1}> ()
+          last = Slice (x, s1, e1, a1)
+          y = Neg (x)
+        }""",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(GOLDEN))
+def test_golden(name):
+    from tests.golden import canonical_text
+
+    source, expected = GOLDEN[name]
+    assert canonical_text(lowering.lower(parse(source))) == canonical_text(parse(expected))
+
+
+# -- SequenceAt at constant positions of a computed split ----------------------
+
+GPT2_SPLIT = (
+    H
+    + """
+g (float[B,T,D] x{extra}) => (float[B,T,?] q, float[B,T,?] k, float[B,T,?] v, float[B,T,?] last,
+                         float[B,T,?] y) {{
+  {make}
+  parts = SplitToSequence <axis = {axis}> (x, c)
+  i0 = Constant <value = int64 {{0}}> ()
+  i1 = Constant <value = int64 {{1}}> ()
+  i2 = Constant <value = int64 {{2}}> ()
+  im = Constant <value = int64 {{{last}}}> ()
+  q = SequenceAt(parts, i0)
+  k = SequenceAt(parts, i1)
+  v = SequenceAt(parts, i2)
+  last = SequenceAt(parts, im)
+  rows = SplitToSequence <axis = 0, keepdims = 0> (q)
+  mm = SequenceMap <body = b (float[T,?] e) => (float[T,?] o) {{ o = Neg(e) }}> (rows)
+  y = ConcatFromSequence <axis = 0, new_axis = 1> (mm)
+}}"""
+)
+
+#: How the split is computed: a chunk of D / 3 (GPT-2's qkv), or lengths from data.
+SPLIT_MAKERS = {
+    "chunk_from_shape": (
+        "",
+        """sh = Shape(x)
+  two = Constant <value = int64 {2}> ()
+  d = Gather(sh, two)
+  three = Constant <value = int64 {3}> ()
+  c = Div(d, three)""",
+    ),
+    "lengths_from_data": (", int64[4] c", ""),
+}
+
+
+def _split_feeds(maker: str, shape, lengths=None) -> dict:
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    feeds = {"x": x}
+    if maker == "lengths_from_data":
+        feeds["c"] = np.array(lengths, np.int64)
+    return feeds
+
+
+@pytest.mark.parametrize("maker", list(SPLIT_MAKERS))
+@pytest.mark.parametrize("axis", [2, -1])
+@pytest.mark.parametrize("last", [-1, 3])
+@pytest.mark.parametrize("target", [None, 11, 13])
+def test_constant_reads_of_a_computed_split_are_slices(maker, axis, last, target, tmp_path):
+    extra, make = SPLIT_MAKERS[maker]
+    model = parse(GPT2_SPLIT.format(extra=extra, make=make, axis=axis, last=last))
+    result = lowered(model, **({"target_opset": target} if target else {}))
+    assert not set(op_types(result)) & SEQUENCE_OPS
+    runs = (
+        [((2, 3, 12), None), ((1, 2, 7), None), ((1, 0, 10), None)]
+        if maker == "chunk_from_shape"
+        else [((2, 3, 9), (2, 3, 0, 4)), ((1, 2, 4), (1, 1, 1, 1)), ((1, 1, 9), (2, 3, 4, 1))]
+    )
+    path = tmp_path / "lowered.onnx"
+    onnx.save(result, path)
+    for shape, lengths in runs:
+        feeds = _split_feeds(maker, shape, lengths)
+        original = try_run(model, feeds)
+        actual = try_run(result, feeds)
+        assert (original is None) == (actual is None), (shape, lengths)  # sums, ranges
+        if original is None:
+            continue
+        assert_same(actual, original)
+        if pytest.importorskip("openvino") and lengths != (2, 3, 4, 1):
+            from lowering.runtimes.runners import run_openvino
+
+            assert_same(run_openvino(path, list(feeds.values())), original)
+
+
+def _unknown_rank(model: onnx.ModelProto, names: set[str]) -> onnx.ModelProto:
+    """``model`` with no shape declared for ``names`` (ONNX text makes ``float`` a scalar)."""
+    graphs = [model.graph, *(a.g for n in model.graph.node for a in n.attribute if a.g.name)]
+    for graph in graphs:
+        for info in (*graph.input, *graph.output):
+            if info.name in names:
+                tensor = info.type.sequence_type.elem_type.tensor_type
+                (
+                    tensor if info.type.HasField("sequence_type") else info.type.tensor_type
+                ).ClearField("shape")
+    return model
+
+
+def test_a_constant_chunk_with_keepdims_0_is_left_as_written():
+    """A chunk of 1 with keepdims = 0: onnxruntime drops the axis, the spec keeps it."""
+    model = parse(
+        H
+        + """
+        g (float[4,3] x) => (float first, float[4,3] y) {
+          one = Constant <value = int64 {1}> ()
+          parts = SplitToSequence <axis = 0, keepdims = 0> (x, one)
+          zero = Constant <value = int64 {0}> ()
+          first = SequenceAt(parts, zero)
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          m = SequenceMap <body = b (float[3] e) => (float[3] o) { o = Neg(e) }> (rows)
+          y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }"""
+    )
+    result = lowering.lower(_unknown_rank(model, {"first"}))
+    assert "SequenceAt" in op_types(result)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    assert_same(run(result, feeds), run(model, feeds))
+
+
+def test_a_vectorized_map_over_a_chunk_with_keepdims_0_keeps_onnxruntimes_reading():
+    model = parse(
+        H
+        + """
+        g (float[T,3] x, int64 c) => (seq(float) m) {
+          parts = SplitToSequence <axis = 0, keepdims = 0> (x, c)
+          m = SequenceMap <body = body (float e) => (float y) { y = Neg(e) }> (parts)
+        }"""
+    )
+    model = _unknown_rank(model, {"m", "e", "y"})
+    feeds = {"x": np.ones((2, 3), np.float32), "c": np.array(1, np.int64)}
+    assert_same(run(lowering.lower(model), feeds), run(model, feeds))
+
+
+# -- tract: a count the graph returns ------------------------------------------
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "tract"])
+def test_tract_returns_a_sequence_length_the_graph_outputs(runtime, tmp_path):
+    pytest.importorskip("tract")
+    from lowering.runtimes.runners import run_tract
+
+    model = parse(
+        H
+        + """
+        g (float[N,4] x) => (int64 n, float[N,4] y) {
+          rows = SplitToSequence <axis = 0, keepdims = 0> (x)
+          m = SequenceMap <body = b (float[4] e) => (float[4] o) { o = Relu(e) }> (rows)
+          n = SequenceLength(m)
+          y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+        }"""
+    )
+    result = lowered(model, runtime=runtime)
+    path = tmp_path / "lowered.onnx"
+    onnx.save(result, path)
+    for rows in (5, 0):
+        x = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float32)
+        n, y = run_tract(path, [x])
+        assert n.dtype == np.int64 and int(n) == rows
+        assert_same(y, np.maximum(x, 0))

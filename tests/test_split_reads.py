@@ -18,7 +18,7 @@ import pytest
 
 import lowering
 from tests.golden import canonical_text
-from tests.helpers import lowered, op_types, parse, run
+from tests.helpers import assert_same, lowered, op_types, parse, run
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -75,7 +75,6 @@ def test_split_read_becomes_a_slice_and_matches_numpy(name):
 
 # name -> (split constant, attributes, index, x type): bounds unknown or index out of range
 KEPT = {
-    "dynamic_axis": ("int64 {2}", "axis = 1", 0, "float[2,N,3]"),
     "index_out_of_range": ("int64 {2}", "axis = 1", 3, "float[2,5,3]"),
     "sizes_not_adding_up": ("int64[2] {1, 1}", "axis = 1", 0, "float[2,5,3]"),
 }
@@ -86,6 +85,14 @@ def test_split_read_is_kept_where_its_bounds_are_not_static(name):
     split, attributes, index, x_type = KEPT[name]
     result = lowering.lower(parse(_model(split, attributes, index, (2, 2, 3), x_type)))
     assert {"SplitToSequence", "SequenceAt"} <= set(op_types(result))
+
+
+def test_a_split_of_a_dynamic_axis_is_read_at_computed_bounds():
+    """(tests/test_sequence_free_loops.py tests these reads of computed splits.)"""
+    result = lowering.lower(parse(_model("int64 {2}", "axis = 1", 0, (2, 2, 3), "float[2,N,3]")))
+    assert not {"SplitToSequence", "SequenceAt"} & set(op_types(result))
+    y, _ = run(result, {"x": X, "w": W})
+    assert_same(y, X[:, :2])
 
 
 def test_golden_chunk_read():

@@ -56,8 +56,11 @@ GOLDEN = {
           index = Where(negative, i_shifted, i64)
           at = Gather <axis = 0> (stack, index)
           stack_shape = Shape(stack)
-          zero2 = Constant <value = int64 {0}> ()
-          n = Gather(stack_shape, zero2)
+          zero2 = Constant <value = int64[1] {0}> ()
+          one = Constant <value = int64[1] {1}> ()
+          first = Slice(stack_shape, zero2, one)
+          ones = ConstantOfShape <value = int64[1] {1}> (first)
+          n = ReduceSum <keepdims = 0> (ones)
         }""",
     ),
     # onnxruntime's Gather is wrong on strings: Slice + Squeeze instead.

@@ -102,7 +102,7 @@ def ragged_split(sequence: ir.Value | None) -> RaggedSplit | None:
     ):
         return None
     split = producer.inputs[1]
-    rank = _rank(split)
+    rank = split_rank(split)
     if rank not in (0, 1):  # (its type is int32 or int64 in a valid model)
         return None
     scalar = rank == 0
@@ -111,23 +111,52 @@ def ragged_split(sequence: ir.Value | None) -> RaggedSplit | None:
     return RaggedSplit(producer.inputs[0], split, producer.attributes.get_int("axis", 0), scalar)
 
 
-def _rank(value: ir.Value) -> int | None:
-    """``value``'s rank: declared, a constant's, or that of what a Cast or Identity made it from."""
-    for _ in range(8):
-        if value.shape is not None:
-            return value.shape.rank()
-        array = constant_array(value)
-        if array is not None:
-            return array.ndim
-        producer = value.producer()
-        if producer is None or not (
-            is_onnx_op(producer, "Cast") or is_onnx_op(producer, "Identity")
-        ):
-            return None
-        source = producer.inputs[0]
-        if source is None:
-            return None
-        value = source
+#: Ops whose output has the rank of their broadcast inputs (the largest).
+_RANK_KEEPING = frozenset(
+    [
+        "Cast",
+        "CastLike",
+        "Identity",
+        "Neg",
+        "Abs",
+        "Ceil",
+        "Floor",
+        "Relu",
+        "Clip",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Mod",
+        "Max",
+        "Min",
+    ]
+)
+
+
+def split_rank(value: ir.Value, depth: int = 8) -> int | None:
+    """``value``'s rank: declared, a constant's, or followed through the ops
+    exporters compute a split with (``Div(Gather(Shape(x), 2), 3)``); None if unknown."""
+    if value.shape is not None:
+        return value.shape.rank()
+    array = constant_array(value)
+    if array is not None:
+        return array.ndim
+    producer = value.producer()
+    if producer is None or depth == 0 or producer.domain not in ("", "ai.onnx"):
+        return None
+    op = producer.op_type
+    if op in ("Shape",):
+        return 1
+    if op == "Size":
+        return 0
+    inputs = [v for v in producer.inputs if v is not None]
+    if op == "Gather" and len(inputs) == 2:
+        data, index = (split_rank(v, depth - 1) for v in inputs)
+        return None if data is None or index is None else data + index - 1
+    if op in _RANK_KEEPING and inputs:
+        ranks = [split_rank(v, depth - 1) for v in (inputs[:1] if op == "CastLike" else inputs)]
+        return None if None in ranks else max(r for r in ranks if r is not None)
     return None
 
 

@@ -8,7 +8,8 @@ rewrites them away::
     SequenceInsert(s, t[, p]) of a known s             ->  SequenceConstruct(..)
     SequenceAt(SequenceConstruct(t_0, .., t_k-1), i)   ->  t_i        (i constant)
     SequenceAt(SplitToSequence(X[, split]), i)         ->  Slice(X, [start], [end], [axis])
-                                                          (Gather without split, keepdims 0)
+                                                          (Gather without split, keepdims 0;
+                                                          a computed split: at its bounds)
     SequenceLength(s)                                 ->  Constant   (length of s static)
     ConcatFromSequence<axis>(SequenceConstruct(t..))  ->  Concat<axis>(t..)
     ConcatFromSequence<axis, new_axis = 1>(...)       ->  Concat<axis>(Unsqueeze(t_i, axis)..)
@@ -18,7 +19,12 @@ and then removes sequence ops left without a use. The rule for
 ``torch.chunk`` next to its maps (a split read at constant positions); it
 applies where i is a constant, the split axis has a static size, and
 ``split`` is absent or a constant, so every element's bounds are known and
-i is checked against the element count. The first rule is for
+i is checked against the element count. Where ``split`` is computed (a
+chunk size from data, lengths from data), the element is read at bounds
+computed once per split (:mod:`lowering.maps.split_bounds`), whose Gathers
+check i against the element count at run time, as SequenceAt does. A chunk
+size with keepdims = 0 is left as written: onnxruntime drops the axis of
+a chunk of 1, the spec keeps it. The first rule is for
 what exporters write around maps: paddle2onnx's ``array_to_tensor`` builds
 its result one insert at a time, which after unrolling is a chain of
 inserts at static positions::
@@ -55,6 +61,7 @@ from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes, iter_scopes
 from lowering.maps.plan import read_slice
+from lowering.maps.split_bounds import Bounds, ragged_split, read_bounds, split_bounds, split_rank
 from lowering.runtimes.ort_kernels import unsupported
 
 
@@ -64,6 +71,7 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         lengths = SequenceLengths()
+        bounds: dict[ir.Value, Bounds] = {}  # of each split read at computed bounds
         for located in find_nodes(model, lambda n: is_onnx_domain(n.domain)):
             node = located.node
             rewrite = _RULES.get(node.op_type)
@@ -73,7 +81,11 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
             done = rewrite(node, located.scope.owner, lengths, opset)
             if not done and node.op_type == "SequenceAt":
                 done = _split_element(node, located.scope.owner, opset)
+            if not done and node.op_type == "SequenceAt":
+                done = _computed_split_element(node, located.scope.owner, opset, bounds)
             modified = done or modified
+        for split in bounds.values():  # a read at a constant position needs no count
+            remove_unread(split.count, {"Size"})
         modified = _remove_dead(model) or modified
         if modified:
             name_fresh(model)
@@ -214,6 +226,12 @@ def _split_element(node: ir.Node, owner, opset: int) -> bool:
     sizes = _split_sizes(split, size)
     if sizes is None:
         return False
+    if (
+        split is not None
+        and split_rank(split) != 1
+        and producer.attributes.get_int("keepdims", 1) == 0
+    ):
+        return False  # a chunk size with keepdims 0: onnxruntime and the spec disagree
     index = int(position.reshape(()))
     if not -len(sizes) <= index < len(sizes):
         return False  # out of range: leave the runtime's error in place
@@ -236,6 +254,61 @@ def _split_element(node: ir.Node, owner, opset: int) -> bool:
     owner.insert_before(node, nodes)
     become_identity(node, nodes[-1].outputs[0], owner)
     return True
+
+
+def _computed_split_element(
+    node: ir.Node, owner, opset: int, bounds: dict[ir.Value, Bounds]
+) -> bool:
+    """``SequenceAt(SplitToSequence(X, split), k)`` at a constant k, with a computed split::
+
+        s = SplitToSequence<axis>(X, split)        starts, ends = split_bounds(X, split)
+        y = SequenceAt(s, k)                  ->   y = Slice(X, Gather(starts, [k]),
+                                                             Gather(ends, [k]), [axis])
+
+    (:mod:`lowering.maps.split_bounds`): the bounds are computed once per
+    split, right after it, and guard SplitToSequence's errors; Gather, like
+    SequenceAt, counts a negative k from the back and refuses one out of
+    range. torch writes this for ``torch.split`` with a computed size (GPT-2
+    at opset 11: three reads of one split).
+    """
+    sequence = node.inputs[0]
+    position = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    source = ragged_split(sequence)
+    if (
+        source is None
+        or sequence is None
+        or position is None
+        or position.size != 1
+        or position.dtype.kind not in "iu"
+        or unsupported("Slice", source.tensor.dtype, opset) is not None
+        or _static_bounds(source)
+    ):
+        return False
+    if sequence not in bounds:
+        producer = sequence.producer()
+        assert producer is not None and producer.graph is not None, "ragged_split found it"
+        bounds[sequence] = split_bounds(source)
+        producer.graph.insert_after(producer, bounds[sequence].nodes)
+    index = int(position.reshape(()))
+    nodes = read_bounds(source.tensor, bounds[sequence], index, source.axis)
+    element = nodes[-1].outputs[0]
+    element.type = source.tensor.type
+    shape = source.tensor.shape
+    if shape is not None and -len(shape) <= source.axis < len(shape):
+        axis = source.axis % len(shape)
+        element.shape = ir.Shape([None if i == axis else d for i, d in enumerate(shape)])
+    owner.insert_before(node, nodes)
+    become_identity(node, element, owner)
+    return True
+
+
+def _static_bounds(source) -> bool:
+    """Whether :func:`_split_element` decides: a constant split of a static axis
+    (an invalid one, or an index out of range, keeps the runtime's error in place)."""
+    shape = source.tensor.shape
+    if constant_array(source.split) is None or shape is None:
+        return False
+    return -len(shape) <= source.axis < len(shape) and isinstance(shape[source.axis], int)
 
 
 def _split_sizes(split: ir.Value | None, size: int) -> list[int] | None:

@@ -163,6 +163,7 @@ def read_stack_in_readers(
         SequenceAt(seq, i)                   ->  Gather<axis = 0>(stack, i')
                                                  (Slice + Squeeze for strings)
         SequenceLength(seq)                  ->  Gather(Shape(stack), 0)
+                                                 (through a tensor for a graph output: count_of)
         ConcatFromSequence<axis = a,
                            new_axis = 1>     ->  stack (a = 0), Transpose (a > 0)
         ConcatFromSequence<axis = 0>         ->  Reshape(stack, [-1, *shape[1:]])
@@ -188,7 +189,7 @@ def read_stack_in_readers(
             typed(nodes[-1].outputs[0], (type_, element_shape))
             _become(user, nodes)
         elif kind == "length":
-            _become(user, count_of(stack, None))
+            _become(user, count_of(stack, None, through_data=user.outputs[0].is_graph_output()))
         elif kind == "concat":
             constants += read_stack(user, stack, element_shape)
         elif kind == "transpose":
@@ -204,11 +205,34 @@ def read_stack_in_readers(
     return constants
 
 
-def count_of(stack: ir.Value, static: int | None) -> list[ir.Node]:
+def count_of(stack: ir.Value, static: int | None, through_data: bool = False) -> list[ir.Node]:
     """Nodes computing the number of elements in ``stack`` (its first dim, or
-    ``static`` where known); the count is the last node's output."""
+    ``static`` where known); the count is the last node's output.
+
+    tract computes a value read from ``Shape`` as a symbolic dim, and its
+    API cannot hand one back as a graph output ("Unsupported DatumType in
+    the public API TDim", even after a Cast). With ``through_data`` (for a
+    count the graph returns) the count goes through a tensor, which tract
+    returns as a plain int64::
+
+        Gather(Shape(stack), 0)   ->   ReduceSum<keepdims = 0>(ConstantOfShape<1>(Shape(stack)[:1]))
+    """
     if isinstance(static, int):
         return [constant_node(np.array(static, np.int64), "count")]
+    if through_data:
+        shape = fresh(new_node("Shape", [stack]))
+        typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
+        zero = constant_node(np.array([0], np.int64), "zero")
+        one = constant_node(np.array([1], np.int64), "one")
+        first = fresh(new_node("Slice", [shape.outputs[0], zero.outputs[0], one.outputs[0]]))
+        vector = (ir.TensorType(ir.DataType.INT64), ir.Shape([1]))
+        typed(fresh(first.outputs[0], "count_dims"), vector)
+        value = ir.tensor(np.ones(1, np.int64))
+        ones = fresh(new_node("ConstantOfShape", [first.outputs[0]], {"value": value}))
+        typed(fresh(ones.outputs[0], "ones"), (ir.TensorType(ir.DataType.INT64), ir.Shape([None])))
+        total = fresh(new_node("ReduceSum", [ones.outputs[0]], {"keepdims": 0}))
+        typed(fresh(total.outputs[0], "count"), SCALAR_INT64)
+        return [shape, zero, one, first, ones, total]
     shape = fresh(new_node("Shape", [stack]))
     typed(fresh(shape.outputs[0], "stack_shape"), (ir.TensorType(ir.DataType.INT64), None))
     zero = constant_node(np.array(0, np.int64), "zero")
