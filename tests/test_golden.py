@@ -91,6 +91,7 @@ GOLDEN = {
         }""",
     ),
     # A map inside a map: both become Loops, the inner one inside the outer body.
+    # The inner map's output, read only by a concat, is concatenated by its Loop.
     "nested": (
         H
         + """
@@ -113,15 +114,15 @@ GOLDEN = {
                 a = SequenceAt(x, i)
                 m = SequenceLength(w)
                 true2 = Constant <value = bool {1}> ()
-                empty2 = SequenceEmpty <dtype = 1> ()
-                inner = Loop (m, true2, empty2) <body = inner_body (int64 j, bool cond2, seq(float[N]) acc2)
-                                                   => (bool cond2_out, seq(float[N]) acc2_out) {
+                empty_shape = Constant <value = int64[1] {0}> ()
+                empty2 = ConstantOfShape <value = float[1] {0}> (empty_shape)
+                c = Loop (m, true2, empty2) <body = inner_body (int64 j, bool cond2, float[?] acc2)
+                                               => (bool cond2_out, float[?] acc2_out) {
                       b = SequenceAt(w, j)
                       d = Mul(a, b)
-                      acc2_out = SequenceInsert(acc2, d)
+                      acc2_out = Concat <axis = 0> (acc2, d)
                       cond2_out = Identity(cond2)
                     }>
-                c = ConcatFromSequence <axis = 0> (inner)
                 acc_out = SequenceInsert(acc, c)
                 cond_out = Identity(cond)
               }>

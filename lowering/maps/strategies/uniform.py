@@ -23,7 +23,13 @@ becomes::
     outs_j = SplitToSequence<axis = 0, keepdims = 0>(stack_j)   j = 1..m
 
 An empty input gives n = 0, stacks of shape [0, *shape_j], and empty
-sequences of the right element type.
+sequences of the right element type. A sequence input that is
+``SplitToSequence(X, split)`` (lengths or a chunk size) is read with Slice
+at bounds computed before the Loop, and n is their count
+(:mod:`lowering.maps.split_bounds`)::
+
+    e_0 = SequenceAt(s_0, iter)   ->   e_0 = Slice(X, Gather(starts, [iter]),
+                                                  Gather(ends, [iter]), [axis])
 
 The split is made only for readers that need a sequence. SequenceAt,
 SequenceLength and ConcatFromSequence read the stack itself
