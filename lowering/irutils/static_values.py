@@ -203,27 +203,82 @@ def _normalized(axes: list[int], rank: int) -> list[int]:
 def disputed_reading(node: ir.Node) -> str | None:
     """Why runtimes compute ``node`` two ways, or None when they agree.
 
-    ``Squeeze`` with axes that may be empty: ONNX (its shape inference and
-    onnx.reference, so onnxscript's folder) squeezes nothing, onnxruntime's
-    kernel every unit dim. Such a node is never evaluated, here or by
-    ``--optimize``: it is left as written (docs/decisions.md).
+    Two readings are known, each checked against onnxruntime and
+    onnx.reference (which onnxscript's folder evaluates by):
+
+    - ``Squeeze`` with axes that may be empty: ONNX (its shape inference and
+      onnx.reference) squeezes no dim, onnxruntime's kernel every unit dim;
+    - ``ReduceMean`` over a set that may be empty: onnxruntime gives 0,
+      onnx.reference NaN (for integers, NaN cast: the type's minimum).
+
+    Such a node is never evaluated, here or by ``--optimize``: it is left as
+    written (docs/decisions.md).
     """
-    if not is_onnx_op(node, "Squeeze"):
-        return None
+    if is_onnx_op(node, "Squeeze"):
+        return None if _axes_proven_given(node) else _DISPUTED["Squeeze"]
+    if is_onnx_op(node, "ReduceMean"):
+        return None if _reduces_a_proven_nonempty_set(node) else _DISPUTED["ReduceMean"]
+    return None
+
+
+_DISPUTED = {
+    "Squeeze": "Squeeze with axes that may be empty: ONNX squeezes no dim, onnxruntime every unit dim",
+    "ReduceMean": "ReduceMean over a set that may be empty: onnxruntime gives 0, ONNX's reference NaN",
+}
+
+
+def _axes_proven_given(node: ir.Node) -> bool:
+    """A Squeeze's axes: absent (every unit dim, as all agree), or proven non-empty."""
     axes = node.inputs[1] if len(node.inputs) > 1 else None
     if axes is None:
         attribute = node.attributes.get("axes")
-        given = None if attribute is None else attribute.as_ints()
-        proven = given is None or len(given) > 0
-    else:
-        known = static_array(axes)
-        shape = axes.shape
-        proven = (known is not None and known.size > 0) or (
-            shape is not None and shape.rank() == 1 and isinstance(shape[0], int) and shape[0] > 0
-        )
-    if proven:
+        return attribute is None or len(attribute.as_ints()) > 0
+    known = static_array(axes)
+    if known is not None:
+        return known.size > 0
+    shape = axes.shape
+    return shape is not None and shape.rank() == 1 and isinstance(shape[0], int) and shape[0] > 0
+
+
+def _declared_or_constant_shape(value: ir.Value | None) -> ir.Shape | None:
+    """``value``'s shape as declared, or a constant's (its data is not read)."""
+    if value is None:
         return None
-    return "Squeeze with axes that may be empty: ONNX squeezes no dim, onnxruntime every unit dim"
+    if value.shape is not None:
+        return value.shape
+    tensor = value.const_value
+    producer = value.producer()
+    if tensor is None and producer is not None and is_onnx_op(producer, "Constant"):
+        attribute = producer.attributes.get("value")
+        if attribute is not None and attribute.type == ir.AttributeType.TENSOR:
+            tensor = attribute.value
+    return None if tensor is None else ir.Shape(tensor.shape.numpy())
+
+
+def _reduces_a_proven_nonempty_set(node: ir.Node) -> bool:
+    """Whether every reduced dim of a Reduce node's data is a static dim of at least 1
+    (or it reduces nothing: empty axes with noop_with_empty_axes)."""
+    shape = _declared_or_constant_shape(node.inputs[0] if node.inputs else None)
+    if shape is None:
+        return False
+    attribute = node.attributes.get("axes")
+    if attribute is not None:
+        axes: list[int] | None = list(attribute.as_ints())
+    elif len(node.inputs) > 1 and node.inputs[1] is not None:
+        known = static_array(node.inputs[1])
+        if known is None:
+            return False
+        axes = [int(a) for a in known.reshape(-1)]
+    else:
+        axes = []
+    noop = node.attributes.get("noop_with_empty_axes")
+    if not axes and noop is not None and noop.as_int() == 1:
+        return True
+    if shape.rank() == 0:
+        return True  # a scalar's one element
+    reduced = range(shape.rank()) if not axes else [a % shape.rank() for a in axes]
+    dims = [shape[a] for a in reduced]
+    return all(isinstance(d, int) and d > 0 for d in dims)
 
 
 def _squeeze(node: ir.Node, values) -> np.ndarray | None:
