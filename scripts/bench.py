@@ -100,15 +100,19 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
 
 
 def _medians_ms(sessions: list[ort.InferenceSession], feeds: dict, repeats: int) -> list[float]:
-    """Median time of each session, the runs interleaved so that load drift hits all alike."""
+    """Median time of each session, the runs interleaved so that load drift hits
+    all alike, and in turns rotated each repetition: a short run just after a
+    long one (the original's, which leaves the caches cold) is slower, and
+    no session may always be the one after it."""
     for session in sessions:
         session.run(None, feeds)  # warm up
     times: list[list[float]] = [[] for _ in sessions]
-    for _ in range(repeats):
-        for session, spent in zip(sessions, times):
+    for repetition in range(repeats):
+        for k in range(len(sessions)):
+            index = (k + repetition) % len(sessions)
             start = time.perf_counter()
-            session.run(None, feeds)
-            spent.append(time.perf_counter() - start)
+            sessions[index].run(None, feeds)
+            times[index].append(time.perf_counter() - start)
     return [statistics.median(spent) * 1000 for spent in times]
 
 
@@ -235,6 +239,15 @@ g (float[T,8] x, int64[N] sizes, float[8] w, float b) => (float[N,8] y) {
   y = ConcatFromSequence <axis = 0, new_axis = 1> (mapped)
 }"""
 )
+#: How the by-hand segment sum expands each row's segment id to X's shape, for
+#: rows of floats and for 1-D elements (:func:`_rows_of`).
+SEGMENT_INDEX_2D = """  column = Unsqueeze(ids, one)
+  index = Expand(column, shape)
+  width = Shape <start = 1> (x)
+  out_shape = Concat <axis = 0> (n, width)"""
+SEGMENT_INDEX_1D = """  index = Identity(ids)
+  out_shape = Identity(n)"""
+
 # The segment sum written by hand: each row's segment from the lengths, then
 # ScatterElements with reduction = add into zeros.
 RAGGED_SUM_BEST = (
@@ -299,7 +312,15 @@ CHAINED_RAGGED_BEST = CHAINED_BEST.replace("float[N,16] x", "float[T,8] x, int64
 
 
 def _rows_of(text: str, width: int) -> str:
-    """A ragged model of the bench with rows of ``width`` floats (written with 8)."""
+    """A ragged model of the bench (written with rows of 8 floats) with rows of
+    ``width`` floats, or with 1-D elements for ``width`` 0 (the issue's setting:
+    ``SplitToSequence`` of a vector; onnxruntime broadcasts ``[T,1] * [1]``
+    200x slower than ``[T] * [1]``, so a row of one float measures that)."""
+    if width == 0:
+        text = text.replace(SEGMENT_INDEX_2D, SEGMENT_INDEX_1D).replace("float[8] w", "float w")
+        for pattern in ("float[T,8]", "float[K,8]", "float[N,8]"):
+            text = text.replace(pattern, pattern.replace(",8]", "]"))
+        return text
     for pattern in ("float[T,8]", "float[K,8]", "float[N,8]"):
         text = text.replace(pattern, pattern.replace(",8]", f",{width}]"))
     return text.replace("float[8] w", f"float[{width}] w")
@@ -315,20 +336,20 @@ RAGGED_KINDS = {
 
 
 def ragged_table(
-    sizes: list[int], repeats: int, runs: int = 3, widths: tuple[int, ...] = (1, 8)
+    sizes: list[int], repeats: int, runs: int = 3, widths: tuple[int, ...] = (0, 8)
 ) -> str:
     """Ragged and chained maps: the original, the lowered model and the form
     written by hand, side by side in one process; each cell the median of
     ``runs`` medians (a run: the three interleaved, ``repeats`` times).
 
-    Ragged rows have each of ``widths`` floats: 1 is the issue's setting (a
-    body of a few operations per segment element), 8 makes the body itself
-    eight times the work, which bounds what any form can gain.
+    Ragged elements are 1-D (``widths`` 0, the issue's setting) or rows of
+    ``width`` floats: with 8, the body itself is eight times the work, which
+    bounds what any form can gain.
     """
     rng = np.random.default_rng(0)
     sessions = {}
     for label, (text, best) in RAGGED_KINDS.items():
-        for width in (16,) if "uniform" in label else widths:
+        for width in (16,) if "uniform" in label else widths:  # the uniform chain: rows of 16
             model = onnx.parser.parse_model(_rows_of(text, width))
             sessions[(label, width)] = [
                 _session(model),
@@ -337,7 +358,7 @@ def ragged_table(
             ]
     rows = [
         (
-            "| map | row | n | original (ms) | lowered (ms) | by hand (ms) "
+            "| map | element | n | original (ms) | lowered (ms) | by hand (ms) "
             "| original / lowered | lowered / by hand |"
         ),
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -349,9 +370,11 @@ def ragged_table(
                 feeds = {"x": rng.standard_normal((n, 16)).astype(np.float32)}
             else:
                 ragged_feeds = {
-                    "x": rng.standard_normal((int(lengths.sum()), width)).astype(np.float32),
+                    "x": rng.standard_normal(
+                        (int(lengths.sum()), width)[: 2 if width else 1]
+                    ).astype(np.float32),
                     "sizes": lengths,
-                    "w": rng.standard_normal(width).astype(np.float32),
+                    "w": np.asarray(rng.standard_normal((width,)[: 1 if width else 0]), np.float32),
                     "b": np.array(0.5, np.float32),
                 }
                 names = {i.name for i in trio[0].get_inputs()}
@@ -362,10 +385,16 @@ def ragged_table(
                 statistics.median(m[i] for m in medians) for i in range(3)
             )
             rows.append(
-                f"| {label} | {width} | {n:,} | {original:.2f} | {lowered_ms:.2f} | {best:.2f} "
+                f"| {label} | {_element(label, width)} | {n:,} | {original:.2f} | {lowered_ms:.2f} | {best:.2f} "
                 f"| {original / lowered_ms:.1f}x | {lowered_ms / best:.2f}x |"
             )
     return "\n".join(rows)
+
+
+def _element(label: str, width: int) -> str:
+    if "uniform" in label:
+        return f"[{width}]"
+    return f"[K,{width}]" if width else "[K]"
 
 
 def _check_same(sessions: list[ort.InferenceSession], feeds: dict, label: str) -> None:
