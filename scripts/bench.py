@@ -101,15 +101,18 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
 
 def _medians_ms(sessions: list[ort.InferenceSession], feeds: dict, repeats: int) -> list[float]:
     """Median time of each session, the runs interleaved so that load drift hits
-    all alike, and in turns rotated each repetition: a short run just after a
-    long one (the original's, which leaves the caches cold) is slower, and
-    no session may always be the one after it."""
+    all alike. A short run just after a long one (the original's, first in
+    ``sessions``, which leaves the caches cold) is slower for it, whichever
+    model it is: each timed run of the others follows an untimed run of the
+    same session, so that none inherits another's caches."""
     for session in sessions:
         session.run(None, feeds)  # warm up
     times: list[list[float]] = [[] for _ in sessions]
     for repetition in range(repeats):
         for k in range(len(sessions)):
             index = (k + repetition) % len(sessions)
+            if index:
+                sessions[index].run(None, feeds)
             start = time.perf_counter()
             sessions[index].run(None, feeds)
             times[index].append(time.perf_counter() - start)
