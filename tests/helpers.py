@@ -156,6 +156,62 @@ def try_run(model: onnx.ModelProto, feeds: dict) -> list | None:
         return None
 
 
+def assert_declared_shapes_hold(model: onnx.ModelProto, feeds: dict) -> None:
+    """Every dim the main graph declares (value_info, outputs) is the run-time size.
+
+    Each typed value is made a graph output of a copy, so onnxruntime
+    returns it; a sequence's declared dims must hold for each element. A
+    symbolic dim of a tensor is one size throughout the graph, first bound
+    by the tensor inputs (onnxruntime plans its buffers on that: two values
+    of one declared shape may share one); one that only sequences use may
+    take a new size in each element (as :mod:`lowering.verify` reads it).
+    """
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    made = {name for node in probe.graph.node for name in node.output}
+    declared = {
+        vi.name: vi.type
+        for vi in (*probe.graph.value_info, *probe.graph.output)
+        if vi.name in made  # not a function's own values, typed here too
+    }
+    outputs = {o.name for o in probe.graph.output}
+    for name in declared:
+        if name not in outputs:
+            probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    names = [o.name for o in probe.graph.output]
+    values = dict(zip(names, run(probe, feeds), strict=True))
+    bound: dict[str, tuple[int, str]] = {}
+    for graph_input in probe.graph.input:
+        value = feeds.get(graph_input.name)
+        if graph_input.type.HasField("tensor_type") and isinstance(value, np.ndarray):
+            for dim, size in zip(graph_input.type.tensor_type.shape.dim, value.shape, strict=False):
+                if dim.HasField("dim_param"):
+                    bound.setdefault(dim.dim_param, (size, f"input {graph_input.name}"))
+    for name, type_proto in declared.items():
+        kind = type_proto.WhichOneof("value")
+        if kind == "sequence_type":
+            tensor, actual = type_proto.sequence_type.elem_type, values[name]
+        else:
+            tensor, actual = type_proto, [values[name]]
+        if not tensor.tensor_type.HasField("shape"):
+            continue
+        dims = tensor.tensor_type.shape.dim
+        for element in actual:
+            shape = np.asarray(element).shape
+            assert len(shape) == len(dims), f"{name}: rank {len(shape)}, declared {len(dims)}"
+            for k, dim in enumerate(dims):
+                if dim.HasField("dim_value"):
+                    assert dim.dim_value == shape[k], (
+                        f"{name}: dim {k} is declared {dim.dim_value} but is {shape[k]}"
+                    )
+                elif dim.HasField("dim_param") and kind != "sequence_type":
+                    size, where = bound.setdefault(dim.dim_param, (shape[k], name))
+                    assert size == shape[k], (
+                        f"{name}: dim {k} is declared {dim.dim_param!r}, which is {size} "
+                        f"in {where}, but is {shape[k]}"
+                    )
+
+
 def assert_same(actual, expected, path: str = "output") -> None:
     """Equal values: sequences element by element, same dtype and shape."""
     if isinstance(expected, (list, tuple)):

@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.helpers import assert_same, lowered, parse, run
+from tests.helpers import assert_declared_shapes_hold, assert_same, lowered, parse, run
 
 OPTIONS = {
     "auto": {},
@@ -214,42 +214,3 @@ def test_the_cases_have_elements_of_different_shapes():
     """The family is the point: every source mixes element shapes."""
     for _, _, elements, _ in SOURCES.values():
         assert len({e.shape for e in elements}) > 1
-
-
-def assert_declared_shapes_hold(model: onnx.ModelProto, feeds: dict) -> None:
-    """Every dim the main graph declares (value_info, outputs) is the run-time size.
-
-    Each typed value is made a graph output of a copy, so onnxruntime
-    returns it; a sequence's declared dims must hold for each element.
-    """
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    made = {name for node in probe.graph.node for name in node.output}
-    declared = {
-        vi.name: vi.type
-        for vi in (*probe.graph.value_info, *probe.graph.output)
-        if vi.name in made  # not a function's own values, typed here too
-    }
-    outputs = {o.name for o in probe.graph.output}
-    for name in declared:
-        if name not in outputs:
-            probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    names = [o.name for o in probe.graph.output]
-    values = dict(zip(names, run(probe, feeds), strict=True))
-    for name, type_proto in declared.items():
-        kind = type_proto.WhichOneof("value")
-        if kind == "sequence_type":
-            tensor, actual = type_proto.sequence_type.elem_type, values[name]
-        else:
-            tensor, actual = type_proto, [values[name]]
-        if not tensor.tensor_type.HasField("shape"):
-            continue
-        dims = tensor.tensor_type.shape.dim
-        for element in actual:
-            shape = np.asarray(element).shape
-            assert len(shape) == len(dims), f"{name}: rank {len(shape)}, declared {len(dims)}"
-            for k, dim in enumerate(dims):
-                if dim.HasField("dim_value"):
-                    assert dim.dim_value == shape[k], (
-                        f"{name}: dim {k} is declared {dim.dim_value} but is {shape[k]}"
-                    )

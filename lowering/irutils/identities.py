@@ -28,6 +28,24 @@ A graph output keeps its name and its declared type and shape (the model's
 interface): the input takes them over, which is safe because it is made in
 the same graph and is no interface value itself.
 
+An Identity read by nodes gives its input what it declared where the input
+says less: the type always, the shape only when the input is of the
+Identity's own graph. A declaration is said of one run of its graph: in an
+If branch or a Loop body it holds when that branch runs, on that trip, and
+its symbolic dims are that graph's names. Given to an outer value it would
+hold always, there, and in an unrolled map body each copy's branch would
+give its element the same name::
+
+    e_0 = SequenceAt(s, 0)                              (1 row)
+    e_1 = SequenceAt(s, 1)                              (3 rows)
+    If(k) <then: float[M,2] i_0 = Identity(e_0) ..>     bypassed, e_0 and e_1 stay
+    If(k) <then: float[M,2] i_1 = Identity(e_1) ..>     unshaped (float[M,2] on both
+                                                        would say 1 == 3)
+
+onnxruntime plans its buffers from such shapes ("Shape mismatch attempting
+to re-use buffer. {1,2} != {3,2}"), and a branch that never runs may declare
+what is never true.
+
 Only the rewrites that created an Identity call this, on that Identity: an
 Identity the user wrote, anywhere in the model, is never looked at.
 """
@@ -85,8 +103,8 @@ def bypass_identity(node: ir.Node) -> bool:
     else:
         if source.type is None:
             source.type = output.type
-        if source.shape is None and output.shape is not None:
-            source.shape = output.shape
+        if source.shape is None and output.shape is not None and source.graph is node.graph:
+            source.shape = output.shape  # said of this graph's runs: see the module's notes
         output.replace_all_uses_with(source)
     return True
 

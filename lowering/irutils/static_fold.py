@@ -40,8 +40,11 @@ each by its rule in the one constant evaluator (:mod:`lowering.irutils.static_va
 
 A constant is an initializer that is not also a graph input (a caller can
 override those), a ``Constant`` node, or what this fold made. A copy's
-values lose their declared shapes when unrolled (elements may differ), so
-each copy node left unfolded gets the types and shapes that
+values lose their declared shapes when unrolled (elements may differ), and
+so do the values of a branch inlined into it (what the branch declared, its
+symbolic dims included, was said of one copy's branch: side by side, the
+copies' ``M`` would claim one size for elements of 1 and 3 rows), so each
+copy node left unfolded gets the types and shapes that
 :mod:`lowering.irutils.node_inference` proves from its inputs (ONNX's per-node
 inference, shapes only for the ops where it agrees with onnxruntime), which
 lets ``Shape``/``Size`` further down fold too. onnxscript's whole-model
@@ -223,6 +226,14 @@ def _inline_if(
     moved = list(branch)
     branch.remove(moved)
     branch.outputs.clear()
+    # What the branch declared was said of one run of one copy's branch: its
+    # symbolic dims were the branch's own names, which each copy's inlined
+    # branch would now declare side by side in one graph (a 1-row element's
+    # and a 3-row element's ``M``). Like the copy's own values, the moved
+    # ones keep their types and get again only the shapes proven below.
+    for moved_node in moved:
+        for value in moved_node.outputs:
+            value.shape = None
     new_nodes = [*constants, *moved]
     if new_nodes:
         owner.insert_before(node, new_nodes)
