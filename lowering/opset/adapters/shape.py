@@ -7,19 +7,46 @@ Shape-15 does.
 
 ``allowzero=1`` only differs from 0 where the shape holds a 0: then the
 output has that 0, where Reshape-13 copies the input's dim. So it is
-dropped where no entry can be 0 (a constant without one; the output's or the
-data's static dims say so, since a Reshape keeps the count of elements), or
-where each entry that may be 0 is the data's own dim at the same position
+dropped where the shape is a constant without a 0, or where each entry
+that may be 0 is the data's own dim at the same position
 (``Concat(Shape(x)[0:1], [-1], Shape(x)[2:3])``: a 0 there is what
-Reshape-13 copies). Otherwise, since a 0 in the shape means the data is
-empty, the two cases are told apart at run time::
+Reshape-13 copies, and Reshape-13 then fails where Reshape-14 does).
+
+Otherwise a 0 in the shape means the result is empty: with elements,
+Reshape-14 fails. No Reshape-13 is written that could see that 0:
+onnxruntime type-checks every node when it loads the model, each branch of
+an If too, run or not, and to Reshape-13 a constant 0 past the data's rank
+is "Invalid position of 0" (it copies a dim that is not there); a 0 it
+can copy would give a result where Reshape-14 fails. Every form below
+fails where Reshape-14 fails. A constant shape ``s`` holding a 0::
+
+    Expand(fill, s + Gather([0], Size(x)))
+                     '- 0 where x is empty; out of range (fails) where it
+                        has elements
+
+A computed one, where the data has elements (its static dims, or the
+output's, have no 0)::
+
+    Reshape-13(x, s + Gather([0], count(s == 0)))
+                      '- 0 where s has no 0 (Reshape-13 is Reshape-14 there);
+                         out of range (fails) where it has one
+
+and where the data may be empty, told apart at run time::
 
     If(Size(x) == 0)
-      then: ConstantOfShape(Where(s == -1, 0, s))   # the empty result, 0s kept
-      else: Reshape-13(x, s)                        # no 0 in s: the same result
+      then: Expand(fill, Where(s == -1, 0, s) + Gather([0], |m - (p != 0)|))
+              m = count(s == -1), p = ReduceProd(Where(s == -1, 1, s)):
+              an empty result needs a 0 and no -1 (m = 0, p = 0) or one -1
+              beside no 0 (m = 1, p != 0); else the index is 1 or more: fails
+      else: Reshape-13(x, s + Gather([0], count(s == 0)))    # as above
 
-(With elements, a 0 in ``s`` makes Reshape-14 fail; a -1 beside a 0 is
-invalid either way, and with no 0 an empty result's -1 is 0.)
+(``fill`` is a scalar of x's type: Expand takes every type Reshape takes,
+strings and bool too, where onnxruntime has its kernel; Size(x) is
+ReduceProd(Shape(x)), as onnxruntime's Size-1 takes no float16. A Gather
+from [0] is the one guard: 0 at index 0, a failure past it. A 0 beside a
+-1 is invalid in Reshape-14, which leaves that -1 undetermined, and ONNX's
+shape inference refuses it: a constant one is declined, a computed one
+fails.)
 """
 
 from __future__ import annotations
@@ -27,7 +54,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.opset import schemas
 from lowering.opset.registry import Decline, down, up
+from lowering.opset.schemas import type_string
+from lowering.runtimes.ort_kernels import unsupported
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -54,20 +84,17 @@ def whole_shape(rw, node: ir.Node) -> None:
 
 @down("Reshape", 13, 14)
 def no_allowzero(rw, node: ir.Node) -> None:
-    """Drop allowzero where a 0 in the shape copies a 0, else decide on Size(x) == 0."""
+    """Drop allowzero where no 0 can reach Reshape-13 or each copies a 0, else
+    build the result without one (see the module docstring)."""
     attr = node.attributes.pop("allowzero", None)
     if attr is None or attr.as_int() == 0:
         return
     shape = rw.constant(node.inputs[1])
     if shape is not None and not (shape == 0).any():
         return
-    dims = rw.static_shape(node.outputs[0])
-    data = rw.static_shape(node.inputs[0])
-    if (dims is not None and 0 not in dims) or (data is not None and 0 not in data):
+    if shape is None and _zeros_copy_themselves(rw, node.inputs[0], node.inputs[1]):
         return
-    if _zeros_copy_themselves(rw, node.inputs[0], node.inputs[1]):
-        return
-    _empty_case_apart(rw, node, attr)
+    _without_zeros(rw, node, attr, shape)
 
 
 def _real(rw, value: ir.Value) -> ir.Value:
@@ -136,58 +163,117 @@ def _zeros_copy_themselves(rw, data: ir.Value | None, shape: ir.Value | None) ->
     return True
 
 
-# ConstantOfShape's types (its value attribute's), at every opset from 11.
-_FILLABLE = frozenset(
-    [
-        *(ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.BOOL),
-        *(ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64),
-        *(ir.DataType.UINT8, ir.DataType.UINT16, ir.DataType.UINT32, ir.DataType.UINT64),
-    ]
-)
-
-
-def _empty_case_apart(rw, node: ir.Node, attr: ir.Attr) -> None:
-    """The If on Size(x) == 0 (see the module docstring)."""
+def _without_zeros(rw, node: ir.Node, attr: ir.Attr, shape: np.ndarray | None) -> None:
+    """The forms of the module docstring: ``shape`` is the constant shape, if it is one."""
     x, s = node.inputs[0], node.inputs[1]
-    dtype = x.dtype if x is not None else None
-    if x is None or s is None or dtype not in _FILLABLE:
+    int64, cast = ir.DataType.INT64, int(ir.DataType.INT64)
+
+    def made(op: str, inputs: list, of=int64, **attributes) -> ir.Value:
+        return _typed(rw.op(op, inputs, attributes), of)
+
+    def zero_count() -> ir.Value:
+        zeros = made("Equal", [s, rw.const(np.array(0, np.int64))], _BOOL)
+        return made("ReduceSum", [made("Cast", [zeros], to=cast)], keepdims=0)
+
+    dims_out, data = rw.static_shape(node.outputs[0]), rw.static_shape(x)
+    has_elements = any(d is not None and 0 not in d for d in (dims_out, data))
+    if shape is None and has_elements and s is not None:
+        fails = made("Gather", [rw.const(np.array([0], np.int64)), zero_count()])
+        node.replace_input_with(1, made("Add", [s, fails]))
+        return
+    problem = _fill_problem(rw, x) if x is not None and s is not None else "no data or shape"
+    if problem is None and shape is not None and (shape == -1).any():
+        problem = "its constant shape holds a 0 beside a -1 (invalid in Reshape-14)"
+    if problem is not None:
         node.attributes["allowzero"] = attr
-        raise Decline("allowzero=1 with a shape that may hold a 0, on a type ConstantOfShape lacks")
+        raise Decline(f"allowzero=1 with a shape that may hold a 0: {problem}")
+    assert x is not None and s is not None and x.dtype is not None, "declined above"
+    dtype = x.dtype
+    fill = (
+        ir.StringTensor(np.array(b"", object), shape=ir.Shape([]))
+        if dtype == ir.DataType.STRING
+        else ir.tensor(np.zeros((), dtype.numpy()))
+    )
+    # Size(x), on every type (onnxruntime's Size-1 takes no float16).
+    size = made("ReduceProd", [made("Shape", [x])], keepdims=0)
+    if shape is not None:
+        # The shape holds a 0 (the adapter returns before, where it has none)
+        # and no -1 (declined above).
+        fails = made("Gather", [rw.const(np.array([0], np.int64)), size])
+        dims = made("Add", [rw.const(shape.astype(np.int64)), fails])
+        filler = made("Constant", [], dtype, value=fill)
+        rw.reroute(node.outputs[0], made("Expand", [filler, dims], dtype))
+        rw.remove(node)
+        return
+    # What the branches read, worked out before the If (none of it fails).
+    zeros = zero_count()
+    minus_one = made("Equal", [s, rw.const(np.array(-1, np.int64))], _BOOL)
+    dims = made("Where", [minus_one, rw.const(np.array(0, np.int64)), s])
+    known = made("Where", [minus_one, rw.const(np.array(1, np.int64)), s])
+    product = made("ReduceProd", [known], keepdims=0)
+    nonzero = made("Not", [made("Equal", [product, rw.const(np.array(0, np.int64))], _BOOL)], _BOOL)
+    unknowns = made("ReduceSum", [made("Cast", [minus_one], to=cast)], keepdims=0)
+    empty_index = made("Abs", [made("Sub", [unknowns, made("Cast", [nonzero], to=cast)])])
+    empty = made("Equal", [size, rw.const(np.array(0, np.int64))], _BOOL)
 
-    def int64(made: ir.Node, dtype=ir.DataType.INT64) -> ir.Value:
-        made.outputs[0].dtype = dtype
-        return made.outputs[0]
-
-    size = int64(rw.op("Size", [x]))
-    empty = int64(rw.op("Equal", [size, rw.const(np.array(0, np.int64))]), ir.DataType.BOOL)
+    def inner(op: str, inputs: list, of=int64, **attributes) -> ir.Node:
+        """A node of a branch (the plan converts only the sandbox's own nodes:
+        these are written at the target, where each means what it does at 14)."""
+        attrs = [ir.convenience.convert_attribute(k, v) for k, v in attributes.items()]
+        written = ir.Node("", op, inputs, attrs)
+        _typed(written, of)
+        return written
 
     def branch(nodes: list[ir.Node], name: str) -> ir.Graph:
         result = nodes[-1].outputs[0]
         result.type = ir.TensorType(dtype)
         return ir.Graph([], [result], nodes=nodes, name=name)
 
-    def const(array: np.ndarray) -> ir.Node:
-        made = ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(array))])
-        made.outputs[0].dtype = ir.DataType.from_numpy(array.dtype)
-        return made
+    def guarded(dims: ir.Value, index: ir.Value) -> list[ir.Node]:
+        """``dims + Gather([0], index)``: ``dims`` where ``index`` is 0, else a failure."""
+        zero = inner("Constant", [], value=ir.tensor(np.array([0], np.int64)))
+        fails = inner("Gather", [zero.outputs[0], index])
+        return [zero, fails, inner("Add", [dims, fails.outputs[0]])]
 
-    minus_one, zero = const(np.array(-1, np.int64)), const(np.array(0, np.int64))
-    unknown = ir.Node("", "Equal", [s, minus_one.outputs[0]])
-    unknown.outputs[0].dtype = ir.DataType.BOOL
-    dims = ir.Node("", "Where", [unknown.outputs[0], zero.outputs[0], s])
-    dims.outputs[0].dtype = ir.DataType.INT64
-    fill = ir.tensor(np.zeros([1], dtype.numpy()))
-    result = ir.Node("", "ConstantOfShape", [dims.outputs[0]], [ir.AttrTensor("value", fill)])
-    then_branch = branch([minus_one, zero, unknown, dims, result], "empty")
-    else_branch = branch([ir.Node("", "Reshape", [x, s])], "with_elements")
+    fills = inner("Constant", [], dtype, value=fill)
+    empty_dims = guarded(dims, empty_index)
+    expanded = inner("Expand", [fills.outputs[0], empty_dims[-1].outputs[0]], dtype)
+    then_branch = branch([fills, *empty_dims, expanded], "empty")
+    target = guarded(s, zeros)
+    reshaped = inner("Reshape", [x, target[-1].outputs[0]], dtype)
+    else_branch = branch([*target, reshaped], "with_elements")
     choice = rw.op(
         "If",
         [empty],
         {"then_branch": then_branch, "else_branch": else_branch},
         version=rw.target,
     )
-    rw.reroute(node.outputs[0], choice.outputs[0])
+    rw.reroute(node.outputs[0], _typed(choice, dtype))
     rw.remove(node)
+
+
+_BOOL = ir.DataType.BOOL
+
+
+def _typed(made: ir.Node, dtype: ir.DataType = ir.DataType.INT64) -> ir.Value:
+    """``made``'s output, of element type ``dtype``."""
+    made.outputs[0].dtype = dtype
+    return made.outputs[0]
+
+
+def _fill_problem(rw, x: ir.Value) -> str | None:
+    """Why the empty case cannot be built for ``x``'s type: Expand must take it at
+    the target, by ONNX's schema and in onnxruntime (which runs the original
+    Reshape on every type)."""
+    name = type_string(x)
+    if name is None or x.dtype is None:
+        return "the data's type is unknown"
+    schema = schemas.schema("Expand", rw.target)
+    assert schema is not None, "Expand exists from opset 8"
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    if name not in allowed["T"]:
+        return f"Expand-{schema.since_version} takes no {name}"
+    return unsupported("Expand", x.dtype, rw.target)
 
 
 @up("Reshape", 13, 14)
