@@ -149,12 +149,16 @@ def _build_template(node: ir.Node, as_onnxruntime: bool) -> _Template | None:
     version = next(o.version for o in body.opset_import if is_onnx_domain(o.domain))
     if not as_onnxruntime and not _literal_reshapes(steps, version):
         return None
+    deviations = _two_pass_variance(steps)
     types: dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]] = {}
     for name, type_proto in _infer_types(body, node).items():
         types[name] = (
             ir.serde.deserialize_type_proto_for_type(type_proto),
             ir.serde.deserialize_type_proto_for_shape(type_proto),
         )
+    for deviation, x in deviations.items():  # X - Mean broadcasts to X's type
+        if x in types:
+            types[deviation] = types[x]
     return _Template(
         version, schema.since_version, list(body.input), list(body.output), steps, types
     )
@@ -185,6 +189,85 @@ def _literal_reshapes(steps: list, version: int) -> bool:
             return False
         attrs.append(ir.Attr("allowzero", ir.AttributeType.INT, 1))
     return True
+
+
+def _two_pass_variance(steps: list) -> dict[str, str]:
+    """Compute each variance the body computes as E[X^2] - E[X]^2 as E[(X - E[X])^2].
+
+    ONNX's bodies of LayerNormalization, GroupNormalization and
+    MeanVarianceNormalization compute the variance from the mean of the
+    squares, where their specs define it (LayerNormalization's equations:
+    ``D = Sub(X, Mean)``, ``Var = ReduceMean(Mul(D, D))``). The two are equal
+    in exact arithmetic, but in float32 the first loses the variance to
+    rounding where the mean is large beside it: on ``3000 + N(0, 1)`` the
+    body's LayerNormalization is off by 727 where onnxruntime's kernel is
+    off by 1e-4 (its variance rounds to nearly 0). So::
+
+        Q = Mul(X, X)      (or Pow(X, 2))              D = Sub(X, M)
+        A = ReduceMean(Q)                              Q = Mul(D, D)
+        M = ReduceMean(X)                       -->    A = ReduceMean(Q)
+        B = Mul(M, M)                                  Var = Identity(A)
+        Var = Sub(A, B)                                (B is read by nothing)
+
+    where both ReduceMeans reduce the same axes. Returns each deviation
+    value made, with the X it is of (it has X's type).
+    """
+    made: dict[str, str] = {}
+    while (found := _variance_of_squares(steps)) is not None:
+        index, x, mean, square = found
+        outputs = steps[index][2]
+        deviation = f"{outputs[0]}__deviation"
+        at = steps.index(square)
+        square_op, square_inputs, square_outputs, square_attrs = square
+        twice = [deviation, deviation] if square_op == "Mul" else [deviation, square_inputs[1]]
+        steps[at] = (square_op, twice, square_outputs, square_attrs)
+        steps.insert(at, ("Sub", [x, mean], [deviation], []))
+        steps[index + 1] = ("Identity", [steps[index + 1][1][0]], outputs, [])
+        made[deviation] = x
+    return made
+
+
+def _variance_of_squares(steps: list) -> tuple[int, str, str, tuple] | None:
+    """The first ``Var = Sub(ReduceMean(X^2), ReduceMean(X)^2)`` of ``steps``:
+    (its index, X, the mean, the step squaring X), or None."""
+    producer = {out: step for step in steps for out in step[2]}
+
+    def squared(name: str) -> str | None:
+        """What ``name`` is the square of (Mul(x, x), Pow(x, 2)), or None."""
+        found = producer.get(name)
+        if found is None or len(found[1]) != 2:
+            return None
+        op, (base, other), _, _ = found
+        if op == "Mul" and base == other:
+            return base
+        exponent = producer.get(other)
+        if op == "Pow" and exponent is not None and exponent[0] == "Constant":
+            values = [a.value.numpy() for a in exponent[3] if a.name == "value"]
+            if values and values[0].size == 1 and float(values[0].reshape(())) == 2.0:
+                return base
+        return None
+
+    def reduced(name: str) -> tuple[str, list, bytes] | None:
+        """(what, the other inputs, the attributes) of a ReduceMean making ``name``."""
+        found = producer.get(name)
+        if found is None or found[0] != "ReduceMean" or not found[1]:
+            return None
+        keys = b"".join(ir.serde.serialize_attribute(a).SerializeToString() for a in found[3])
+        return found[1][0], found[1][1:], keys
+
+    for index, (op, inputs, _, _) in enumerate(steps):
+        if op != "Sub" or len(inputs) != 2:
+            continue
+        of_squares, mean = reduced(inputs[0]), squared(inputs[1])
+        if of_squares is None or mean is None:
+            continue
+        square, rest, keys = of_squares
+        x = squared(square)
+        if x is None or reduced(mean) != (x, rest, keys):
+            continue
+        if steps.index(producer[mean]) < steps.index(producer[square]):
+            return index, x, mean, producer[square]
+    return None
 
 
 def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
