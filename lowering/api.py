@@ -126,7 +126,8 @@ def lower(
 
     What changed the model is recorded in its ``metadata_props``
     (``lowering.version``, ``lowering.options``), only when something was
-    rewritten (:mod:`lowering.passes.provenance`).
+    rewritten or an opset or IR version declared anew
+    (:mod:`lowering.passes.provenance`).
 
     Takes an ``onnx.ModelProto`` or an ``onnx_ir.Model`` and returns the same
     kind. A ModelProto is left unchanged and a new one is returned; an

@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         run.line.clear()
         for handler in handlers:
             handler.removeFilter(run.clear_line)
-    if args.report is not None:
+    if args.report is not None and not run.report_refused:
         code = _write_report(args, run, code)
     return code
 
@@ -195,6 +195,7 @@ class _Run:
     report: Report | None = None  # once OUT is written
     verify: verify.Report | None = None  # once compared
     error: str | None = None
+    report_refused: bool = False  # --report names a file IN reads: never written
 
     def failed(self, message: str) -> str:
         """Record the error line (and take the progress line away before it is printed)."""
@@ -225,6 +226,13 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         out = model_io.target(args.output)
         run.line("reading the model", 0, 0)
         model, source = model_io.read(args.input)
+        if args.report is not None:
+            run.report_refused = _report_is_ins_data(args.report, model)
+            if run.report_refused:
+                raise model_io.ModelFileError(
+                    "refused: IN reads its weights from it; give the report its own file",
+                    file=args.report,
+                )
         problem = model_io.checker_problem(source)
         opsets, ir_version = _opsets(model), model.ir_version
         run.before = Measure.of(model)
@@ -385,8 +393,9 @@ def _report_problem(args: argparse.Namespace) -> str | None:
     if path == STREAM:
         return "give a file name; the report is not streamed"
     others = {"IN": args.input, "OUT": args.output, "--save-inputs": args.save_inputs}
-    if args.external_data is not None and args.output != STREAM:
-        others["--external-data"] = os.path.join(os.path.dirname(args.output), args.external_data)
+    if args.output != STREAM:  # OUT's data: --external-data's, or the file named after OUT
+        data = args.external_data or f"{os.path.basename(args.output)}.data"
+        others["OUT's data file"] = os.path.join(os.path.dirname(args.output), data)
     for what, other in others.items():
         if other is not None and other != STREAM and _same_path(path, other):
             return f"would be {what} itself; give the report its own file"
@@ -404,6 +413,13 @@ def _report_problem(args: argparse.Namespace) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"cannot write to the folder {folder!r}"
     return None
+
+
+def _report_is_ins_data(path: str, model: ir.Model) -> bool:
+    """Whether ``--report``'s file is one of the data files IN reads its weights from."""
+    from lowering import model_io
+
+    return any(_same_path(path, data) for data in model_io.external_files(model))
 
 
 def _same_path(a: str, b: str) -> bool:

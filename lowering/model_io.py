@@ -22,7 +22,7 @@ The rules, in the order the code applies them:
   through a symlink.
 
 Weights stored as external data are never read into memory when writing to
-a file: onnx_ir maps them lazily, and data files are copied by streaming.
+a file: onnx_ir maps them lazily and writes them tensor by tensor.
 """
 
 from __future__ import annotations

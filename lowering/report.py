@@ -166,8 +166,8 @@ class Report:
         options: The options it ran with.
         version: This package's version.
         before, after: The model as read and as lowered (None where the run
-            failed before: ``after`` is None whenever ``error`` is set, since
-            a failed lowering leaves the model as it was).
+            failed before: a failed read, lowering or write leaves ``after``
+            None, since the model is then as it was).
         nodes: Every rewritten SequenceMap and SequenceInsert, in the order done.
         conversions: What ``target_opset`` expanded or adapted.
         not_optimized: Why ``optimize`` was asked for but its result was
@@ -181,7 +181,9 @@ class Report:
         files: What was written for OUT; None from Python or when the run failed.
         seconds: From the start of the run to OUT written (the summary's time).
         verify: ``--verify``'s outcome (:class:`lowering.verify.Report`), or None.
-        error: The one line the CLI printed when it failed, or None.
+        error: The one line the CLI printed when reading, lowering or writing
+            failed (or an unexpected failure after OUT was written), or None;
+            ``--verify``'s mismatch or failure to compare is in ``verify``.
         exit_code: The CLI's exit code; None from Python.
     """
 

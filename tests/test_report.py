@@ -28,7 +28,7 @@ from lowering import cli
 from lowering.report import SCHEMA, Report
 from lowering.runtimes.profiles import RUNTIMES
 from tests.cases.differential import CASES
-from tests.helpers import parse
+from tests.helpers import parse, weighted_model
 
 HEAD = '<ir_version: 8, opset_import: ["" : 17]>\n'
 MODELS = {
@@ -426,8 +426,9 @@ def _usage(tmp_path, capsys, *argv: str) -> str:
         ),
         (
             ["{t}/out.onnx", "--external-data", "w.bin", "--report", "{t}/w.bin"],
-            "would be --external-data itself",
+            "would be OUT's data file itself",
         ),
+        (["{t}/out.onnx", "--report", "{t}/out.onnx.data"], "would be OUT's data file itself"),
         (["{t}/out.onnx", "--report", "-"], "give a file name"),
         (["{t}/out.onnx", "--report", "{t}"], "is not a regular file"),
         (["{t}/out.onnx", "--report", "{t}/no/r.json"], "does not exist"),
@@ -436,6 +437,17 @@ def _usage(tmp_path, capsys, *argv: str) -> str:
 def test_a_report_path_that_cannot_be_written_is_a_usage_error(tmp_path, capsys, argv, said):
     last = _usage(tmp_path, capsys, *(a.format(t=tmp_path) for a in argv))
     assert last.startswith("onnx-lower: error: --report ") and said in last
+
+
+def test_a_report_over_ins_data_file_is_refused_and_never_written(tmp_path, capsys):
+    source = weighted_model(tmp_path, 3, 1024, real=True)
+    data = tmp_path / "weights.bin"
+    before = data.read_bytes()
+    code = cli.main([str(source), str(tmp_path / "out.onnx"), "--report", str(data)])
+    assert code == 1 and data.read_bytes() == before
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{data}: refused: IN reads its weights from it" in err
+    assert not (tmp_path / "out.onnx").exists()
 
 
 @pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root writes anywhere")

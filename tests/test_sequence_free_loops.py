@@ -17,6 +17,7 @@ fails. Then the same forms in OpenVINO, with no sequence op left.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
 import pathlib
 from collections.abc import Callable
@@ -478,6 +479,7 @@ def test_constant_reads_of_a_computed_split_are_slices(maker, axis, last, target
     )
     path = tmp_path / "lowered.onnx"
     onnx.save(result, path)
+    openvino = importlib.util.find_spec("openvino") is not None  # onnxruntime runs without it
     for shape, lengths in runs:
         feeds = _split_feeds(maker, shape, lengths)
         original = try_run(model, feeds)
@@ -486,7 +488,7 @@ def test_constant_reads_of_a_computed_split_are_slices(maker, axis, last, target
         if original is None:
             continue
         assert_same(actual, original)
-        if pytest.importorskip("openvino") and lengths != (2, 3, 4, 1):
+        if openvino and lengths != (2, 3, 4, 1):
             from lowering.runtimes.runners import run_openvino
 
             assert_same(run_openvino(path, list(feeds.values())), original)

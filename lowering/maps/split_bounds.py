@@ -49,30 +49,11 @@ import onnx_ir as ir
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 
 _INT64 = ir.TensorType(ir.DataType.INT64)
 _VECTOR = (_INT64, ir.Shape([None]))
 _SCALAR = (_INT64, ir.Shape([]))
-
-#: The ops the bounds and the reads are made of (for the kernel and runtime checks).
-BOUNDS_OPS = (
-    "Cast",
-    "CumSum",
-    "Sub",
-    "Add",
-    "Size",
-    "Shape",
-    "Gather",
-    "Range",
-    "ReduceSum",
-    "Abs",
-    "Equal",
-    "And",
-    "Not",
-    "Greater",
-    "Reshape",
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +124,7 @@ def split_rank(value: ir.Value, depth: int = 8) -> int | None:
     if array is not None:
         return array.ndim
     producer = value.producer()
-    if producer is None or depth == 0 or producer.domain not in ("", "ai.onnx"):
+    if producer is None or depth == 0 or not is_onnx_domain(producer.domain):
         return None
     op = producer.op_type
     if op in ("Shape",):

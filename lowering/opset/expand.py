@@ -265,9 +265,18 @@ def _variance_of_squares(steps: list) -> tuple[int, str, str, tuple] | None:
         x = squared(square)
         if x is None or reduced(mean) != (x, rest, keys):
             continue
+        # The rewrite squares the deviation in the square's step and broadcasts
+        # Sub(X, M): only if nothing else reads the square and M keeps its dims.
+        if sum(square in step[1] for step in steps) != 1 or not _keeps_dims(producer[mean]):
+            continue
         if steps.index(producer[mean]) < steps.index(producer[square]):
             return index, x, mean, producer[square]
     return None
+
+
+def _keeps_dims(step: tuple) -> bool:
+    """Whether a ReduceMean step keeps the reduced dims (keepdims defaults to 1)."""
+    return all(a.value != 0 for a in step[3] if a.name == "keepdims")
 
 
 def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:

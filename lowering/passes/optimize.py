@@ -22,7 +22,7 @@ from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import snapshot
 from lowering.irutils.static_values import disputed_reading
-from lowering.irutils.walk import graphs_within, model_nodes
+from lowering.irutils.walk import graphs_within, model_nodes, nodes_within
 from lowering.options import check_extra
 from lowering.rewrites import LoweringResult, Rewrite
 
@@ -123,9 +123,12 @@ def _fence_disputed_nodes(model: ir.Model) -> bool:
     """
     fenced = [node for node in model_nodes(model) if disputed_reading(node) is not None]
     for node in fenced:
-        node.domain = _FENCE_DOMAIN
+        node.domain = _FENCE_DOMAIN  # only default-domain nodes are disputed: they go back to ""
     if fenced:
         model.opset_imports[_FENCE_DOMAIN] = 1
+        for function in model.functions.values():
+            if any(node.domain == _FENCE_DOMAIN for node in nodes_within(function)):
+                function.opset_imports[_FENCE_DOMAIN] = 1
     return bool(fenced)
 
 
