@@ -386,3 +386,27 @@ def test_an_optimized_model_the_checker_refuses_is_not_kept(monkeypatch, tmp_pat
     onnx.save(model, tmp_path / "in.onnx")
     assert main(["--optimize", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]) == 0
     assert "--optimize: the optimized model fails the ONNX checker" in capsys.readouterr().err
+
+
+ZERO_WIDTH_SLICE = """<ir_version: 8, opset_import: ["" : {opset}]>
+g (seq(float[1,0]) s) => (seq(float[1,0]) m) {{
+  m = SequenceMap <body = body (float[1,0] e) => (float[1,0] c) {{
+        zero = Constant <value = int64[1] {{0}}> ()
+        one = Constant <value = int64[1] {{1}}> ()
+        empty = Slice(e, zero, zero, one)
+        c = Concat <axis = 1> (e, empty)
+      }}> (s)
+}}"""
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_zero_width_slice_is_not_made_a_split(opset, n):
+    """onnxscript's SlicesSplit matches one Slice for both its roots and writes
+    Split-18's num_outputs at any opset: below 18 the checker refused the
+    optimized model (found by the fuzz run of seed 2301)."""
+    model = parse(ZERO_WIDTH_SLICE.format(opset=opset))
+    result, rewrites = _lowered_and_checked(model, optimize=True, strategy="loop")
+    assert [r.reason for r in rewrites if r.op_type == "Optimize"] == []
+    feeds = {"s": [np.zeros((1, 0), np.float32)] * n}
+    assert_same(run(result, feeds), run(model, feeds))

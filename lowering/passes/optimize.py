@@ -195,6 +195,11 @@ UNSOUND_REWRITE_RULES = {
     # a known output [2, 0] copies x's dim 1 (2x3 elements into [2, 3]); and
     # two Flattens of one x both name their target "x/shape": one is lost.
     "Flatten2Reshape",
+    # Slice(x, 0:h) and Slice(x, h:d) on the last axis -> Split<num_outputs = 2>:
+    # Split-18's form, written into models of any opset (the checker refuses
+    # it below 18: "Unrecognized attribute num_outputs"), and it matches one
+    # Slice for both, so a zero-width Slice of x[1,0] becomes a Split of x.
+    "SlicesSplit",
     # Reshape(x, computed) -> Reshape<allowzero=1>(x, [-1, 0, ..]) from the
     # output's dims: -1 with a 0 is refused; allowzero before opset 14 too.
     # Replaced by a variant for targets without a 0.
