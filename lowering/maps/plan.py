@@ -27,9 +27,11 @@ from lowering.irutils.scopes import GraphLike, Located
 from lowering.irutils.walk import graphs_within
 from lowering.maps.split_bounds import (
     Bounds,
+    keepdims_disputed,
     ragged_split,
     read_bounds,
     split_bounds,
+    split_producer,
     split_rank,
 )
 from lowering.runtimes.ort_kernels import unsupported
@@ -334,18 +336,14 @@ def ragged_source(sequence: ir.Value) -> tuple[ir.Value, ir.Value, int] | None:
     of a chunk of 1 there, where the spec keeps it (a disputed reading, left
     as written: :mod:`lowering.maps.split_bounds`).
     """
-    producer = sequence.producer()
-    if (
-        producer is None
-        or not is_onnx_op(producer, "SplitToSequence")
-        or producer.inputs[0] is None
-        or len(producer.inputs) < 2
-        or producer.inputs[1] is None
-    ):
+    producer = split_producer(sequence)
+    if producer is None:
         return None
-    if producer.attributes.get_int("keepdims", 1) == 0 and split_rank(producer.inputs[1]) != 1:
+    tensor, split = producer.inputs[0], producer.inputs[1]
+    assert tensor is not None and split is not None, "split_producer checks them"
+    if keepdims_disputed(producer, split_rank(split)):
         return None
-    return producer.inputs[0], producer.inputs[1], producer.attributes.get_int("axis", 0)
+    return tensor, split, producer.attributes.get_int("axis", 0)
 
 
 def same_length_inputs(plan: MapPlan) -> bool:

@@ -67,12 +67,8 @@ class RaggedSplit:
     scalar: bool
 
 
-def ragged_split(sequence: ir.Value | None) -> RaggedSplit | None:
-    """The split that makes ``sequence``, where its split's rank is known.
-
-    None for anything else, and for a scalar split with keepdims = 0, which
-    onnxruntime and the spec read differently (see the module docstring).
-    """
+def split_producer(sequence: ir.Value | None) -> ir.Node | None:
+    """The ``SplitToSequence(X, split)``, with both inputs given, that makes ``sequence``."""
     producer = sequence.producer() if sequence is not None else None
     if (
         producer is None
@@ -82,14 +78,33 @@ def ragged_split(sequence: ir.Value | None) -> RaggedSplit | None:
         or producer.inputs[1] is None
     ):
         return None
+    return producer
+
+
+def keepdims_disputed(split_to_sequence: ir.Node, rank: int | None) -> bool:
+    """Whether runtimes read this split two ways: keepdims = 0 with a split not
+    proven 1-D (of ``rank``), where onnxruntime drops the axis of a chunk of 1
+    and the spec keeps it (see the module docstring)."""
+    return split_to_sequence.attributes.get_int("keepdims", 1) == 0 and rank != 1
+
+
+def ragged_split(sequence: ir.Value | None) -> RaggedSplit | None:
+    """The split that makes ``sequence``, where its split's rank is known.
+
+    None for anything else, and for a scalar split with keepdims = 0, which
+    onnxruntime and the spec read differently (:func:`keepdims_disputed`).
+    """
+    producer = split_producer(sequence)
+    if producer is None:
+        return None
     split = producer.inputs[1]
+    assert split is not None, "split_producer checks it"
     rank = split_rank(split)
-    if rank not in (0, 1):  # (its type is int32 or int64 in a valid model)
+    if rank not in (0, 1) or keepdims_disputed(producer, rank):  # int32 or int64 when valid
         return None
-    scalar = rank == 0
-    if scalar and producer.attributes.get_int("keepdims", 1) == 0:
-        return None
-    return RaggedSplit(producer.inputs[0], split, producer.attributes.get_int("axis", 0), scalar)
+    tensor = producer.inputs[0]
+    assert tensor is not None, "split_producer checks it"
+    return RaggedSplit(tensor, split, producer.attributes.get_int("axis", 0), rank == 0)
 
 
 #: Ops whose output has the rank of their broadcast inputs (the largest).

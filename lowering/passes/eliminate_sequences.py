@@ -61,7 +61,14 @@ from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes, iter_scopes
 from lowering.maps.plan import read_slice
-from lowering.maps.split_bounds import Bounds, ragged_split, read_bounds, split_bounds, split_rank
+from lowering.maps.split_bounds import (
+    Bounds,
+    keepdims_disputed,
+    ragged_split,
+    read_bounds,
+    split_bounds,
+    split_rank,
+)
 from lowering.runtimes.ort_kernels import unsupported
 
 
@@ -226,11 +233,7 @@ def _split_element(node: ir.Node, owner, opset: int) -> bool:
     sizes = _split_sizes(split, size)
     if sizes is None:
         return False
-    if (
-        split is not None
-        and split_rank(split) != 1
-        and producer.attributes.get_int("keepdims", 1) == 0
-    ):
+    if split is not None and keepdims_disputed(producer, split_rank(split)):
         return False  # a chunk size with keepdims 0: onnxruntime and the spec disagree
     index = int(position.reshape(()))
     if not -len(sizes) <= index < len(sizes):

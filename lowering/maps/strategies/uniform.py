@@ -403,15 +403,12 @@ def merge_along(
     when every other dim of the element is static and non-zero, so that -1 is
     resolved even for an empty stack. Returns the new nodes (none if it does not apply).
     """
-    if index != 0 or not is_onnx_op(user, "ConcatFromSequence") or shape is None:
+    if index != 0 or not _merges_along(user, shape):
         return []
-    rank, axis = len(shape), user.attributes.get_int("axis", 0)
-    if user.attributes.get_int("new_axis", 0) or not -rank <= axis < rank or rank == 0:
-        return []
-    k = axis % rank
+    assert shape is not None, "_merges_along checks it"
+    rank = len(shape)
+    k = user.attributes.get_int("axis", 0) % rank
     dims = list(shape)
-    if k == 0 or not all(isinstance(d, int) and d > 0 for i, d in enumerate(dims) if i != k):
-        return []
     perm = [*range(1, k + 1), 0, *range(k + 1, rank + 1)]
     transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
     target = constant_node(np.array([*dims[:k], -1, *dims[k + 1 :]], np.int64), "merged_shape")
