@@ -140,12 +140,10 @@ def feeds_against_declared(model: onnx.ModelProto, feeds: dict) -> str:
 SKIPPED: collections.Counter[str] = collections.Counter()
 
 
-def _lowered(model: onnx.ModelProto, options: dict) -> onnx.ModelProto:
-    """``lowering.lower(model, **options)``; with ``optimize``, an optimized model
-    the ONNX checker refused (kept unoptimized, lowering.api) is a failure too:
-    that last line of defence must not hide a family from the fuzzer."""
-    if not options.get("optimize"):
-        return lowering.lower(model, **options)
+def _lowered(model: onnx.ModelProto, options: dict) -> tuple[onnx.ModelProto, list]:
+    """``lowering.lower(model, **options)`` and its rewrites; with ``optimize``, an
+    optimized model the ONNX checker refused (kept unoptimized, lowering.api) is a
+    failure too: that last line of defence must not hide a family from the fuzzer."""
     working = onnx.ModelProto()
     working.CopyFrom(model)
     ir_model = ir.serde.deserialize_model(working)
@@ -153,14 +151,14 @@ def _lowered(model: onnx.ModelProto, options: dict) -> onnx.ModelProto:
     for rewrite in rewrites:
         if rewrite.op_type == "Optimize":
             raise FuzzFailure("optimized model refused", options, rewrite.reason)
-    return ir.serde.serialize_model(ir_model)
+    return ir.serde.serialize_model(ir_model), rewrites
 
 
 def check_one(example, options: dict) -> onnx.ModelProto | None:
     """The lowered model, or None where it is not judged (counted in :data:`SKIPPED`)."""
     shown = ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
     try:
-        result = _lowered(example.model, options)
+        result, rewrites = _lowered(example.model, options)
     except lowering.LoweringError as error:
         if "target_opset" in options and "cannot declare opset" in str(error):
             SKIPPED[f"refused (cannot declare the opset): {shown}"] += 1
@@ -185,6 +183,11 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
     shared = names_functions_share_with_the_main_graph(result)
     if shared:
         raise FuzzFailure("function name in the main graph", options, f"{sorted(shared)}")
+    if any("not guarded against no element" in rewrite.reason for rewrite in rewrites):
+        # For tract, in a graph with an If: onnxruntime fails on (or, along an axis
+        # other than 0, dies of) the Scan when its split is empty; tract runs it.
+        SKIPPED[f"unjudged (a bare Scan for tract, in a graph with an If): {shown}"] += 1
+        return None
     exact = getattr(example, "exact", False)
     try:
         actual = run(result, example.feeds, exact)

@@ -51,7 +51,7 @@ from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import GraphLike, nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
 from lowering.maps.strategies.loop import loop_form_ops, lower_to_sequence_loop
-from lowering.maps.strategies.scan import lower_to_scan, scan_axes
+from lowering.maps.strategies.scan import lower_to_scan, may_run_empty, scan_axes
 from lowering.maps.strategies.uniform import lower_to_scan_outputs, uniform_reason
 from lowering.maps.strategies.unroll import lower_by_unrolling
 from lowering.maps.strategies.vectorize import (
@@ -77,6 +77,13 @@ from lowering.runtimes.ort_kernels import first_unsupported
 from lowering.runtimes.profiles import RUNTIMES, rejections
 
 logger = logging.getLogger(__name__)
+
+# Why a Scan over a split that may be empty is left bare (lower_to_scan).
+_UNGUARDED = (
+    "its Scan is not guarded against no element, since the graph has an If and "
+    "tract loads one If per graph: onnxruntime fails on it when the split is empty "
+    "(tract runs it)"
+)
 
 PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 
@@ -175,6 +182,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             _import_default_domain(opset_imports)
         replaced: dict[int, list[ir.Node]] = {}
         replacer = Replacer()
+        guarded: set[ir.Graph] = set()  # graphs given an If guarding a Scan
         for done, index in enumerate(_rewrite_order(plans)):
             self.progress("lowering maps", done, len(plans))
             plan, (strategy, _) = plans[index], choices[index]
@@ -188,7 +196,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 strategy == "scan"
                 and (axes := scan_axes(plan, self._scan_reads_stacks)) is not None
             ):
-                replaced[index] = lower_to_scan(plan, replacer, axes)
+                guard = self._may_guard(plan, guarded)
+                if not guard:
+                    choices[index] = (strategy, f"{choices[index][1]}; {_UNGUARDED}")
+                replaced[index] = lower_to_scan(plan, replacer, axes, guard)
             elif strategy in ("scan", "uniform"):
                 # A scan whose readers changed since it was chosen (a map read by
                 # another map) falls back, where the runtime runs the Loop.
@@ -225,6 +236,18 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             )
             for index, plan in enumerate(plans)
         ]
+
+    def _may_guard(self, plan: MapPlan, guarded: set[ir.Graph]) -> bool:
+        """Whether ``plan``'s Scan may get the If that skips it on no element; a
+        runtime that loads one If per graph gets it only where it is the first."""
+        if not may_run_empty(plan):
+            return True  # (none is needed)
+        graph = plan.node.graph
+        if self.runtime.one_if_per_graph and graph is not None:
+            if graph in guarded or any(is_onnx_op(node, "If") for node in graph):
+                return False
+            guarded.add(graph)
+        return True
 
     def _plan(
         self, model: ir.Model

@@ -32,10 +32,13 @@ class Runtime:
     Attributes:
         name: What ``--runtime`` takes.
         lacks: Ops among :data:`LOOP_OPS` and :data:`SEQUENCE_OPS` it cannot run.
+        one_if_per_graph: It loads a graph with one ``If`` at most (its branches
+            may hold more).
     """
 
     name: str
     lacks: frozenset[str]
+    one_if_per_graph: bool = False
 
     def missing(self, ops: set[str] | frozenset[str]) -> list[str]:
         """Which of ``ops`` this runtime cannot run, in a stable order."""
@@ -57,8 +60,9 @@ _MEASURED = (
     # SequenceInsert into a Loop's sequence not at all, and a Loop appending
     # elements of different shapes gave a wrong result (tests/test_runtime_option.py).
     Runtime("openvino", _ALL_SEQUENCES),
-    # tract 0.23: Scan only.
-    Runtime("tract", frozenset({"Loop"}) | _ALL_SEQUENCES),
+    # tract 0.23: Scan only; a second If in one graph fails to load ("Duplicate
+    # node name: If", whatever the nodes are named; tests/test_scan_of_nothing.py).
+    Runtime("tract", frozenset({"Loop"}) | _ALL_SEQUENCES, one_if_per_graph=True),
     # MNN 3.6: its converter refuses Scan; SequenceLength comes back as int32[1].
     Runtime("mnn", frozenset({"Scan", "SequenceLength"})),
     # TVM Relax 0.27: the frontend converts every sequence op, but no Loop or Scan.

@@ -51,13 +51,18 @@ reads a Loop's stack (a Transpose for a stack along another axis)::
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.axes import with_axes
+from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.nodes import new_node
+from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.walk import graphs_within
 from lowering.maps.plan import (
+    SCALAR_BOOL,
+    SCALAR_INT64,
     MapPlan,
     Replacer,
     TypeAndShape,
@@ -76,6 +81,7 @@ from lowering.maps.strategies.uniform import (
     read_stack_in_readers,
     stack_read_kind,
 )
+from lowering.runtimes.ort_kernels import unsupported
 
 
 def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
@@ -114,8 +120,30 @@ def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
     return axes
 
 
-def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir.Node]:
-    """Rewrite ``plan``'s map and its concats as one Scan; returns the new nodes."""
+def may_run_empty(plan: MapPlan) -> bool:
+    """Whether the original can run ``plan``'s map over no element and go on: its
+    split is not proven to have a slice, and a reader other than a concat where
+    the map runs can read the empty sequence (:func:`lower_to_scan` guards
+    such a Scan)."""
+    node = plan.node
+    source = split_source(plan.inputs[plan.is_sequence.index(True)])
+    assert source is not None, "scan_axes takes only maps whose sequences are splits"
+    tensor, axis, _ = source
+    return not _proven_nonempty(tensor, axis) and not all(
+        is_onnx_op(user, "ConcatFromSequence") and user.graph is node.graph
+        for output in node.outputs
+        for user, _ in output.uses()
+    )
+
+
+def lower_to_scan(
+    plan: MapPlan, replacer: Replacer, axes: list[int], guard: bool = True
+) -> list[ir.Node]:
+    """Rewrite ``plan``'s map and its concats as one Scan; returns the new nodes.
+
+    With ``guard``, a Scan that :func:`may_run_empty` runs inside an If on its
+    count (onnxruntime fails on an empty Scan).
+    """
     node, body = plan.node, plan.body
     new_nodes: list[ir.Node] = []
     scan_inputs: list[ir.Value] = []
@@ -202,14 +230,22 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
     )
     for value in scan.outputs[: len(states)]:
         fresh(value, "final_state")
-    new_nodes.append(scan)
-    for output, stack, axis, (type_, shape) in zip(
-        node.outputs, scan.outputs[len(states) :], axes, plan.result_types, strict=True
-    ):
+    stacks = list(scan.outputs[len(states) :])
+    for stack, axis, (type_, shape) in zip(stacks, axes, plan.result_types, strict=True):
         assert shape is not None, "scan_axes takes only outputs of known shape"
         dims: list[int | ir.SymbolicDim | None] = [*shape]
         dims.insert(axis, None)
         typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
+    if not (guard and may_run_empty(plan)):
+        new_nodes.append(scan)
+    else:
+        guarded = _unless_empty(scan, stacks, scan_inputs[0], scan_input_axes[0], axes, plan)
+        new_nodes += guarded
+        stacks = list(guarded[-1].outputs)
+    for output, stack, axis, (type_, shape) in zip(
+        node.outputs, stacks, axes, plan.result_types, strict=True
+    ):
+        assert shape is not None, "scan_axes takes only outputs of known shape"
         rank = len(shape)
         kinds = [concat_kind(user, index, rank, shape) for user, index in output.uses()]
         if all(kind is not None and kind[1] == axis for kind in kinds):
@@ -223,6 +259,159 @@ def lower_to_scan(plan: MapPlan, replacer: Replacer, axes: list[int]) -> list[ir
         new_nodes += [*(count_nodes if count.uses() else []), *constants]
     replacer.replace(plan, new_nodes, [None] * len(node.outputs))
     return new_nodes
+
+
+def _proven_nonempty(tensor: ir.Value, axis: int) -> bool:
+    """Whether ``tensor`` is declared with a static dim above 0 along ``axis``."""
+    shape = tensor.shape
+    if shape is None or not -len(shape) <= axis < len(shape):
+        return False
+    dim = shape[axis]
+    return isinstance(dim, int) and dim > 0
+
+
+def _unless_empty(
+    scan: ir.Node,
+    stacks: list[ir.Value],
+    tensor: ir.Value,
+    axis: int,
+    axes: list[int],
+    plan: MapPlan,
+) -> list[ir.Node]:
+    """Nodes running ``scan`` only when ``tensor`` has a slice along ``axis``; the
+    last is an If whose outputs are the stacks (empty ones on no slice).
+
+    onnxruntime's Scan fails on an empty scan input ("Invalid dim0_offset of
+    0"; along an axis other than 0 it kills the process), where a map over
+    an empty sequence runs and its SequenceLength is 0 (OpenVINO and tract run
+    the empty Scan)::
+
+        n     = Gather(Shape(X), axis)
+        stack = If(Greater(n, 0))
+                  then: Scan(.., X)                     the stacks, as before
+                  else: Expand(zeros, [.., n, ..])      0 along the stack axis
+
+    The empty stack is expanded to a computed shape, not written as a
+    constant: tract unifies the shapes of the two branches (a [0, 3]
+    constant is no [n, 3]) and OpenVINO refuses a constant with a 0 dim in
+    a branch. An element dim is a number, or read from the scan input or
+    state that declares the same symbol; any other is 0 (no element gave
+    it a value) and the If declares it unknown.
+    """
+    shape = fresh(new_node("Shape", [tensor]))
+    typed(fresh(shape.outputs[0], "input_shape"), (ir.TensorType(ir.DataType.INT64), None))
+    index = constant_node(np.array(axis, np.int64), "axis")
+    count = fresh(new_node("Gather", [shape.outputs[0], index.outputs[0]]))
+    typed(fresh(count.outputs[0], "count"), SCALAR_INT64)
+    zero = constant_node(np.array(0, np.int64), "zero")
+    nonempty = fresh(new_node("Greater", [count.outputs[0], zero.outputs[0]]))
+    typed(fresh(nonempty.outputs[0], "nonempty"), SCALAR_BOOL)
+    outer = [v for v in scan.inputs if v is not None]
+    empties: list[ir.Node] = []
+    results: list[ir.Value] = []
+    chosen: list[ir.Value] = []
+    for stack_axis, (type_, element) in zip(axes, plan.result_types, strict=True):
+        assert element is not None, "scan_axes takes only outputs of known shape"
+        dims: list[int | ir.SymbolicDim | None] = [*element]
+        dims.insert(stack_axis, None)
+        nodes = _empty_stack(type_, dims, stack_axis, count.outputs[0], outer, plan.opset)
+        empties += nodes
+        known = ir.Shape([d if isinstance(d, int) else None for d in dims])
+        results.append(typed(fresh(nodes[-1].outputs[0], "empty_stack"), (type_, known)))
+        chosen.append(typed(fresh(ir.Value(), "stack"), (type_, known)))
+    then_branch = ir.Graph([], stacks, nodes=[scan], name="scan_elements")
+    else_branch = ir.Graph([], results, nodes=empties, name="no_elements")
+    choice = new_node(
+        "If",
+        [nonempty.outputs[0]],
+        {"then_branch": then_branch, "else_branch": else_branch},
+        outputs=chosen,
+    )
+    return [shape, index, count, zero, nonempty, choice]
+
+
+def _empty_stack(
+    type_: ir.TypeProtocol,
+    dims: list[int | ir.SymbolicDim | None],
+    stack_axis: int,
+    count: ir.Value,
+    outer: list[ir.Value],
+    opset: int,
+) -> list[ir.Node]:
+    """Nodes making a stack of ``count`` (0) elements; the last one's output.
+
+    ``Expand(zeros, shape)``, where ``shape`` has ``count`` at the stack
+    axis; a dtype onnxruntime has no Expand for gets the constant.
+    """
+    dtype = tensor_dtype(type_)
+    assert dtype is not None, "a Scan's results are tensors of known dtype"
+    numpy_dtype = np.bool_ if dtype == ir.DataType.STRING else dtype.numpy()  # strings: b""
+    if unsupported("Expand", dtype, opset) is not None:
+        empty = np.zeros(
+            [0 if d is None or not isinstance(d, int) else d for d in dims], numpy_dtype
+        )
+        return [_constant(empty, dtype)]
+    nodes: list[ir.Node] = []
+    pieces: list[ir.Value] = []
+    for position, dim in enumerate(dims):
+        if position == stack_axis:
+            nodes += with_axes("Unsqueeze", count, [0], opset)
+            pieces.append(
+                typed(nodes[-1].outputs[0], (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
+            )
+            continue
+        source = _declaring(dim, outer)
+        if source is not None:
+            value, at = source
+            shape = fresh(new_node("Shape", [value]))
+            typed(
+                fresh(shape.outputs[0], "declared_shape"), (ir.TensorType(ir.DataType.INT64), None)
+            )
+            index = constant_node(np.array([at], np.int64), "dim")
+            read = fresh(new_node("Gather", [shape.outputs[0], index.outputs[0]]))
+            nodes += [shape, index, read]
+            pieces.append(
+                typed(
+                    fresh(read.outputs[0], "dim"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1]))
+                )
+            )
+            continue
+        number = constant_node(np.array([dim if isinstance(dim, int) else 0], np.int64), "dim")
+        nodes.append(number)
+        pieces.append(number.outputs[0])
+    concat = fresh(new_node("Concat", pieces, {"axis": 0}))
+    typed(
+        fresh(concat.outputs[0], "empty_shape"),
+        (ir.TensorType(ir.DataType.INT64), ir.Shape([len(dims)])),
+    )
+    zeros = _constant(np.zeros([1] * len(dims), numpy_dtype), dtype)
+    expand = fresh(new_node("Expand", [zeros.outputs[0], concat.outputs[0]]))
+    return [*nodes, concat, zeros, expand]
+
+
+def _declaring(
+    dim: int | ir.SymbolicDim | None, values: list[ir.Value]
+) -> tuple[ir.Value, int] | None:
+    """A value among ``values`` declaring the named symbolic ``dim``, and where."""
+    if not isinstance(dim, ir.SymbolicDim) or dim.value is None:
+        return None
+    for value in values:
+        for at, declared in enumerate(value.shape or ()):
+            if isinstance(declared, ir.SymbolicDim) and declared.value == dim.value:
+                return value, at
+    return None
+
+
+def _constant(array: np.ndarray, dtype: ir.DataType) -> ir.Node:
+    """A Constant of ``array``'s shape and ``dtype`` (empty strings for STRING)."""
+    tensor: ir.TensorProtocol
+    if dtype == ir.DataType.STRING:
+        tensor = ir.StringTensor(np.full(array.shape, b"", object), shape=ir.Shape(array.shape))
+    else:
+        tensor = ir.Tensor(array, dtype=dtype)
+    node = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)]))
+    typed(node.outputs[0], (ir.TensorType(dtype), ir.Shape(array.shape)))
+    return node
 
 
 def _outer_values(body: ir.Graph) -> list[ir.Value]:
