@@ -18,7 +18,7 @@ import stat
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lowering.defaults import DEFAULT_MAX_UNROLL, DEFAULT_RUNTIME, RUNTIME_NAMES, STRATEGIES
@@ -483,10 +483,14 @@ def _fail(message: str, verbose: bool, details: Sequence[str] = ()) -> int:
     return 1
 
 
-_DONE = {
-    "SequenceMap": "lowered {count} SequenceMap node{s}",
-    "SequenceInsert": "normalized {count} SequenceInsert position{s}",
-}
+_DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
+    ("lowered {count} SequenceMap node{s}", lambda n: n.op == "SequenceMap"),
+    (
+        "normalized {count} SequenceInsert position{s}",
+        lambda n: n.op == "SequenceInsert" and not n.strategy,
+    ),
+    ("read {count} SequenceAt node{s} as {a}Slice{s}", lambda n: n.op == "SequenceAt"),
+)
 
 #: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.
 DETAIL_LIMIT = 20
@@ -514,15 +518,13 @@ def _summary(report: Report, verbose: bool) -> str:
             f"{PROG}: {source_label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
             f", {timing})"
         )
-    for op_type, done in _DONE.items():
-        of_op = report.of_op(op_type)
+    for done, selects in _DONE:
+        of_op = [node for node in report.nodes if selects(node)]
         if not of_op:
             continue
         plural = "s" if len(of_op) != 1 else ""
-        lines.append(
-            f"{PROG}: {done.format(count=len(of_op), s=plural)} in {source_label} -> {target} "
-            f"({timing})"
-        )
+        said = done.format(count=len(of_op), s=plural, a="" if plural else "a ")
+        lines.append(f"{PROG}: {said} in {source_label} -> {target} ({timing})")
         if len(of_op) > DETAIL_LIMIT and not verbose:
             lines += _grouped(of_op)
         else:

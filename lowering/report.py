@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 SCHEMA = 1
 TOOL = "lowering"
 #: What the node entries are; the other rewrites are conversions and --optimize's note.
-NODE_OPS = ("SequenceMap", "SequenceInsert")
+#: (A SequenceAt is a split read as a Slice in a model with no map to lower:
+#: :mod:`lowering.passes.eliminate_sequences`.)
+NODE_OPS = ("SequenceMap", "SequenceInsert", "SequenceAt")
 
 _LOG = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ name so that importing it never hides that function.)
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
+                                  (with no map lowered: the split reads, if any sequence op)
     HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
@@ -19,7 +20,7 @@ name so that importing it never hides that function.)
 
     *    only when the model holds a SequenceMap
     **   only when a map was lowered
-    ***  only when a map or a position was rewritten
+    ***  only when a map, a position or a split read was rewritten
     **** only when a node was rewritten, or an opset or the IR version declared anew
 
 So a model with nothing to lower comes out exactly as it went in. Each pass
@@ -39,7 +40,7 @@ import onnx_ir as ir
 from lowering import __version__
 from lowering.errors import LoweringError, refusal
 from lowering.irutils.collector import collector_paused
-from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes
 from lowering.irutils.snapshot import restorer, snapshot
 from lowering.options import Options
@@ -78,6 +79,7 @@ class Progress:
     """
 
     has_maps: bool = False
+    has_sequences: bool = False  # a sequence op other than SequenceMap
     maps_lowered: bool = False
     rewritten: bool = False
     lowered_in: set = dataclasses.field(default_factory=set)
@@ -100,7 +102,11 @@ STEPS: tuple[Step, ...] = (
         ),
         lambda o, p: p.has_maps,
     ),
-    Step("eliminate sequences", lambda o, p: EliminateSequencesPass(), lambda o, p: p.maps_lowered),
+    Step(
+        "eliminate sequences",
+        lambda o, p: EliminateSequencesPass(after_maps=p.maps_lowered),
+        lambda o, p: p.maps_lowered or p.has_sequences,
+    ),
     Step(
         "hide unproven outputs",
         lambda o, p: HideUnprovenOutputsPass(p.lowered_in),
@@ -182,7 +188,12 @@ class Pipeline(ir.passes.InPlacePass):
             raise
 
     def _call(self, model: ir.Model) -> LoweringResult:
-        progress = Progress(has_maps=bool(_maps(model)), tell=self.progress)
+        ops = {located.node.op_type for located in find_nodes(model, _is_sequence_op)}
+        progress = Progress(
+            has_maps="SequenceMap" in ops,
+            has_sequences=bool(ops - {"SequenceMap"}),
+            tell=self.progress,
+        )
         declared = _declared(model)
         rewrites = []
         modified = False
@@ -231,8 +242,10 @@ def _declared(model: ir.Model) -> tuple:
     )
 
 
-def _maps(model: ir.Model) -> list:
-    return find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
+def _is_sequence_op(node: ir.Node) -> bool:
+    return is_onnx_domain(node.domain) and (
+        node.op_type == "SequenceMap" or node.op_type in SEQUENCE_OPS
+    )
 
 
 def _run(pass_: ir.passes.PassBase, model: ir.Model) -> ir.passes.PassResult:

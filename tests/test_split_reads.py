@@ -32,16 +32,25 @@ X = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3)
 W = np.array([1, -2], np.float32)
 
 
-def _model(split: str, attributes: str, index: int, y_shape, x_type: str = "float[2,5,3]") -> str:
+def _model(
+    split: str,
+    attributes: str,
+    index: int,
+    y_shape,
+    x_type: str = "float[2,5,3]",
+    with_map: bool = True,
+) -> str:
     inputs = "(x)" if not split else "(x, split)"
     split_node = f"split = Constant <value = {split}> ()" if split else ""
+    # Without the map, z is w's negation written plainly: the split is all there is.
+    beside = MAP if with_map else "z = Neg (w)"
     return f"""{H}
         g ({x_type} x, float[2] w) => (float[{",".join(map(str, y_shape))}] y, float[2] z) {{
           {split_node}
           parts = SplitToSequence <{attributes}> {inputs}
           i = Constant <value = int64 {{{index}}}> ()
           y = SequenceAt (parts, i)
-          {MAP}
+          {beside}
         }}"""
 
 
@@ -62,15 +71,65 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("with_map", [True, False], ids=["beside_a_map", "alone"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_split_read_becomes_a_slice_and_matches_numpy(name):
+def test_split_read_becomes_a_slice_and_matches_numpy(name, with_map):
     split, attributes, index, element = CASES[name]
-    result = lowered(parse(_model(split, attributes, index, element.shape)))
+    model = parse(_model(split, attributes, index, element.shape, with_map=with_map))
+    result = lowered(model)
     assert not [op for op in op_types(result) if "Sequence" in op]
     y, z = run(result, {"x": X, "w": W})
     assert y.shape == element.shape
     np.testing.assert_array_equal(y, element)
     np.testing.assert_array_equal(z, -W)
+    if not with_map:  # the read is the rewrite, reported as one
+        (read,) = lowering.lower_in_place(ir.serde.deserialize_model(model))
+        assert (read.op_type, read.strategy) == ("SequenceAt", "Slice")
+        assert lowering.lower_in_place(ir.serde.deserialize_model(result)) == []
+
+
+def test_torch_split_alone_runs_in_openvino(tmp_path):
+    """torch.split with a computed size and no map: no sequence op is left, so OpenVINO
+    runs it (it converts SplitToSequence only over a static axis)."""
+    model = parse(_model("int64 {2}", "axis = 1", 1, (2, "M", 3), "float[2,N,3]", with_map=False))
+    result = lowering.lower(model)
+    assert not {op for op in op_types(result) if "Sequence" in op}
+    expected = [_pieces([2, 2, 1])[1], -W]
+    assert_same(run(result, {"x": X, "w": W}), expected)
+    pytest.importorskip("openvino")
+    from lowering.runtimes.runners import run_openvino
+
+    path = tmp_path / "split.onnx"
+    onnx.save(result, path)
+    assert_same(run_openvino(path, [X, W]), expected)
+
+
+def test_the_cli_says_it_read_a_split_and_copies_a_model_it_cannot(tmp_path):
+    from lowering.cli import main
+
+    source, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(parse(_model("int64 {2}", "axis = 1", 1, (2, 2, 3), with_map=False)), source)
+    assert main([str(source), str(out)]) == 0
+    assert "SplitToSequence" not in op_types(onnx.load(out))
+    # At a position from the data, the read stays, and OUT is IN byte for byte.
+    kept = parse(_model("int64 {2}", "axis = 1", 1, (2, 2, 3), with_map=False))
+    kept.graph.input.append(onnx.helper.make_tensor_value_info("j", onnx.TensorProto.INT64, []))
+    (read,) = [n for n in kept.graph.node if n.op_type == "SequenceAt"]
+    read.input[1] = "j"
+    onnx.save(kept, source)
+    assert main([str(source), str(out)]) == 0
+    assert out.read_bytes() == source.read_bytes()
+
+
+def test_the_summary_names_the_split_reads(tmp_path, capsys):
+    from lowering.cli import main
+
+    source, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(parse(_model("int64 {2}", "axis = 1", 1, (2, 2, 3), with_map=False)), source)
+    assert main([str(source), str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"read 1 SequenceAt node as a Slice in {source} -> {out}" in err
+    assert "Slice, an element of a split at static bounds" in err
 
 
 # name -> (split constant, attributes, index, x type): bounds unknown or index out of range

@@ -69,34 +69,59 @@ from lowering.maps.split_bounds import (
     split_bounds,
     split_rank,
 )
+from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import unsupported
 
 
 class EliminateSequencesPass(ir.passes.InPlacePass):
-    """Read tensors straight from SequenceConstruct, fold static lengths, drop dead sequence ops."""
+    """Read tensors straight from SequenceConstruct, fold static lengths, drop dead sequence ops.
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = False
+    ``after_maps`` (the default): every rule, then every sequence op nothing
+    reads is removed; what it rewrites is part of lowering the maps (it reads
+    the sequences their rewrites wrote), and it reports no rewrite. Without
+    it, for a model whose maps were not lowered, only the elements of splits
+    are read as Slices (torch.split and torch.chunk with no map), and what
+    they leave unread goes; the user's inserts and concats stay as written.
+    Each such node is reported as a :class:`Rewrite`, its ``strategy`` the
+    op it became.
+    """
+
+    def __init__(self, after_maps: bool = True) -> None:
+        super().__init__()
+        self.after_maps = after_maps
+
+    def call(self, model: ir.Model) -> LoweringResult:
+        rewrites: list[Rewrite] = []
         lengths = SequenceLengths()
         bounds: dict[ir.Value, Bounds] = {}  # of each split read at computed bounds
         for located in find_nodes(model, lambda n: is_onnx_domain(n.domain)):
             node = located.node
-            rewrite = _RULES.get(node.op_type)
-            if rewrite is None:
+            rule = _RULES.get(node.op_type)
+            if not self.after_maps:  # (the split reads below only)
+                rule = _reads_nothing if node.op_type == "SequenceAt" else None
+            if rule is None:
                 continue
+            op_type, name = node.op_type, node.name or ""
             opset = located.scope.opset(model) or 1
-            done = rewrite(node, located.scope.owner, lengths, opset)
-            if not done and node.op_type == "SequenceAt":
-                done = _split_element(node, located.scope.owner, opset)
-            if not done and node.op_type == "SequenceAt":
-                done = _computed_split_element(node, located.scope.owner, opset, bounds)
-            modified = done or modified
+            done = _DONE[op_type] if rule(node, located.scope.owner, lengths, opset) else None
+            if done is None and op_type == "SequenceAt":
+                if _split_element(node, located.scope.owner, opset):
+                    done = ("Slice", "an element of a split at static bounds")
+                elif _computed_split_element(node, located.scope.owner, opset, bounds):
+                    done = ("Slice", "an element of a split at bounds computed once per split")
+            if done is not None:
+                scope = located.scope.description
+                rewrites.append(Rewrite(scope, name, op_type, None, [node], *done))
         for split in bounds.values():  # a read at a constant position needs no count
             remove_unread(split.count, {"Size"})
-        modified = _remove_dead(model) or modified
+        modified = bool(rewrites)
+        if modified or self.after_maps:
+            modified = _remove_dead(model) or modified
         if modified:
             name_fresh(model)
-        return ir.passes.PassResult(model, modified=modified)
+        return LoweringResult(
+            model, modified=modified, rewrites=[] if self.after_maps else rewrites
+        )
 
 
 def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
@@ -365,6 +390,19 @@ def _concat_from_sequence(node: ir.Node, owner, lengths, opset: int) -> bool:
         node.replace_input_with(index, value)
     return True
 
+
+def _reads_nothing(node: ir.Node, owner, lengths, opset: int) -> bool:
+    """No rule but the split reads (``after_maps=False``)."""
+    return False
+
+
+#: What each rule makes of the node it rewrites, and why it may.
+_DONE = {
+    "SequenceInsert": ("SequenceConstruct", "an insert into a sequence of known elements"),
+    "SequenceAt": ("direct read", "an element of a SequenceConstruct at a constant position"),
+    "SequenceLength": ("Constant", "a static length"),
+    "ConcatFromSequence": ("Concat", "a concat of known elements"),
+}
 
 _RULES = {
     "SequenceInsert": _sequence_insert,
