@@ -41,7 +41,7 @@ from lowering import __version__
 from lowering.errors import LoweringError, refusal
 from lowering.irutils.collector import collector_paused
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
-from lowering.irutils.scopes import find_nodes
+from lowering.irutils.scopes import find_nodes, shared_scopes, unshared_scopes
 from lowering.irutils.snapshot import restorer, snapshot
 from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
@@ -188,6 +188,10 @@ class Pipeline(ir.passes.InPlacePass):
             raise
 
     def _call(self, model: ir.Model) -> LoweringResult:
+        with shared_scopes(model):  # one scope index for the passes' walks
+            return self._steps(model)
+
+    def _steps(self, model: ir.Model) -> LoweringResult:
         ops = {located.node.op_type for located in find_nodes(model, _is_sequence_op)}
         progress = Progress(
             has_maps="SequenceMap" in ops,
@@ -204,7 +208,11 @@ class Pipeline(ir.passes.InPlacePass):
             self.progress(step.name, 0, 0)
             pass_ = step.make(self.options, progress)
             try:
-                result = _run(pass_, model)
+                if getattr(pass_, "shares_scopes", False):
+                    result = _run(pass_, model)
+                else:
+                    with unshared_scopes(model):
+                        result = _run(pass_, model)
             except LoweringError as error:
                 if specialized is not None:  # name the function the user wrote
                     raise specialized.unspecialized(error) from None

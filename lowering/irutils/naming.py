@@ -70,7 +70,7 @@ import weakref
 
 import onnx_ir as ir
 
-from lowering.irutils.scopes import iter_scopes
+from lowering.irutils.scopes import iter_scopes, scopes_changed
 from lowering.irutils.walk import subgraphs
 
 # Items made by rewrites and not yet named, with the stem for their names.
@@ -144,6 +144,8 @@ def name_fresh(model: ir.Model) -> bool:
         stem = _fresh.pop(node, "") or _snake(node.op_type)
         node.name = unique(stem, taken_nodes)
     renamed = _Resolver(lambda value: unique(value.name or "v", taken_values)).run(model)
+    if to_name_nodes:
+        scopes_changed(model)  # (scopes are described by their nodes' names)
     return bool(to_name_values or to_name_nodes or renamed)
 
 

@@ -45,6 +45,9 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
     which would read the hiding sequence back as the tensor.
     """
 
+    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
+    shares_scopes = True
+
     def __init__(self, lowered_in: set[GraphLike]) -> None:
         super().__init__()
         self.lowered_in = lowered_in

@@ -82,6 +82,8 @@ def rejections(ops: set[str]) -> list[tuple[str, str]]:
 
     Such as ``[("tract", "Loop"), ("tvm", "Loop")]``; empty when all of them can.
     """
+    if not ops:  # (most rewrites add no loop or sequence op: asked once per map)
+        return []
     return [(r.name, r.missing(ops)[0]) for r in _MEASURED if r.missing(ops)]
 
 
