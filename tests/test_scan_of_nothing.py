@@ -186,3 +186,42 @@ g (float[T,4] x) => (float[T,4] y) {
     )
     result = lowering.lower(model, runtime="tract")
     assert "Scan" in op_types(result) and "If" not in op_types(result)
+
+
+@pytest.mark.parametrize(
+    ("x", "guarded"),
+    [
+        (
+            "float[40,4] x",
+            False,
+        ),  # (past --max-unroll) a main-graph input's static dim: onnxruntime checks feeds
+        ("float[T,4] x", True),
+    ],
+)
+def test_a_split_proven_to_have_slices_needs_no_guard(x, guarded):
+    model = _model("[4] from [T, 4]", "length")
+    text = onnx.printer.to_text(model).replace("float[T,4] x", x)
+    result = lowering.lower(onnx.parser.parse_model(text), runtime="tract")
+    assert "Scan" in op_types(result)
+    assert ("If" in op_types(result)) == guarded
+
+
+def test_a_declared_dim_of_a_computed_value_is_not_a_proof():
+    """Declared by inference, it may be wrong: the Scan over it is guarded."""
+    model = onnx.parser.parse_model(
+        H
+        + """
+g (float[T,4] x) => (int64 c) <float[40,4] y> {
+  y = Identity(x)
+  rows = SplitToSequence <axis = 0, keepdims = 0> (y)
+  m = SequenceMap <body = body (float[4] r) => (float[4] o) {
+        at = Constant <value = int64[2] {1, 3}> ()
+        new = Constant <value = float[2] {0.5, 2.0}> ()
+        s = ScatterElements <axis = 0> (r, at, new)
+        o = Mul(s, r)
+      }> (rows)
+  c = SequenceLength(m)
+}"""
+    )
+    result = lowering.lower(model, runtime="tract")
+    assert {"Scan", "If"} <= set(op_types(result))

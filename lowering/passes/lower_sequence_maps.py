@@ -200,8 +200,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 strategy == "scan"
                 and (axes := scan_axes(plan, self._scan_reads_stacks)) is not None
             ):
-                guard = self._may_guard(plan, guarded)
-                if not guard:
+                guard = may_run_empty(plan, model.graph)
+                if guard and not self._may_guard(plan, guarded):
+                    guard = False
                     choices[index] = (strategy, f"{choices[index][1]}; {_UNGUARDED}")
                 replaced[index] = lower_to_scan(plan, replacer, axes, guard)
             elif strategy in ("scan", "uniform"):
@@ -243,10 +244,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         ]
 
     def _may_guard(self, plan: MapPlan, guarded: set[ir.Graph]) -> bool:
-        """Whether ``plan``'s Scan may get the If that skips it on no element; a
-        runtime that loads one If per graph gets it only where it is the first."""
-        if not may_run_empty(plan):
-            return True  # (none is needed)
+        """Whether ``plan``'s Scan may have the If that skips it on no element: a
+        runtime that loads one If per graph has it only where it is the first."""
         graph = plan.node.graph
         if self.runtime.one_if_per_graph and graph is not None:
             if graph in guarded or any(is_onnx_op(node, "If") for node in graph):

@@ -55,7 +55,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.axes import with_axes
-from lowering.irutils.constants import constant_node
+from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
@@ -120,16 +120,16 @@ def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
     return axes
 
 
-def may_run_empty(plan: MapPlan) -> bool:
+def may_run_empty(plan: MapPlan, main_graph: ir.Graph) -> bool:
     """Whether the original can run ``plan``'s map over no element and go on: its
     split is not proven to have a slice, and a reader other than a concat where
-    the map runs can read the empty sequence (:func:`lower_to_scan` guards
-    such a Scan)."""
+    the map runs can read the empty sequence (onnxruntime fails on an empty
+    Scan, so :func:`lower_to_scan` is asked to guard it)."""
     node = plan.node
     source = split_source(plan.inputs[plan.is_sequence.index(True)])
     assert source is not None, "scan_axes takes only maps whose sequences are splits"
     tensor, axis, _ = source
-    return not _proven_nonempty(tensor, axis) and not all(
+    return not _proven_nonempty(tensor, axis, main_graph) and not all(
         is_onnx_op(user, "ConcatFromSequence") and user.graph is node.graph
         for output in node.outputs
         for user, _ in output.uses()
@@ -141,8 +141,8 @@ def lower_to_scan(
 ) -> list[ir.Node]:
     """Rewrite ``plan``'s map and its concats as one Scan; returns the new nodes.
 
-    With ``guard``, a Scan that :func:`may_run_empty` runs inside an If on its
-    count (onnxruntime fails on an empty Scan).
+    With ``guard`` (where :func:`may_run_empty`), the Scan runs inside an If on
+    its count.
     """
     node, body = plan.node, plan.body
     new_nodes: list[ir.Node] = []
@@ -236,7 +236,7 @@ def lower_to_scan(
         dims: list[int | ir.SymbolicDim | None] = [*shape]
         dims.insert(axis, None)
         typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
-    if not (guard and may_run_empty(plan)):
+    if not guard:
         new_nodes.append(scan)
     else:
         guarded = _unless_empty(scan, stacks, scan_inputs[0], scan_input_axes[0], axes, plan)
@@ -261,9 +261,18 @@ def lower_to_scan(
     return new_nodes
 
 
-def _proven_nonempty(tensor: ir.Value, axis: int) -> bool:
-    """Whether ``tensor`` is declared with a static dim above 0 along ``axis``."""
-    shape = tensor.shape
+def _proven_nonempty(tensor: ir.Value, axis: int, main_graph: ir.Graph) -> bool:
+    """Whether ``tensor`` has a dim above 0 along ``axis``: a constant's, or one the
+    main graph's input declares (onnxruntime refuses a feed of another). Another
+    value's declared shape may be inference's mistake."""
+    array = constant_array(tensor)
+    shape: ir.Shape | None
+    if array is not None:
+        shape = ir.Shape(array.shape)
+    elif tensor.is_graph_input() and tensor.graph is main_graph:
+        shape = tensor.shape
+    else:
+        return False
     if shape is None or not -len(shape) <= axis < len(shape):
         return False
     dim = shape[axis]
