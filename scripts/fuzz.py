@@ -49,6 +49,7 @@ from hypothesis import HealthCheck, find, given, seed, settings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from lowering.irutils import scopes
 from tests.fuzz_check import (
     SKIPPED,
     FuzzFailure,
@@ -127,6 +128,7 @@ def main() -> int:
     parser.add_argument("--shrink-seconds", type=float, default=240, help="per family")
     args = parser.parse_args()
     ort.set_default_logger_severity(4)
+    scopes.check_shared = True  # every walk served from a shared index checked, as in the tests
     if args.generator == "ops":
         return run_ops(args)
     try:
