@@ -311,6 +311,75 @@ def test_openvino_runs_the_ragged_loops_with_no_sequence_op(split, name, reader,
         assert_same(actual, _expected(body, 0, feeds["x"], lengths, reader))
 
 
+# -- MNN -----------------------------------------------------------------------
+
+# MNN 3.6.1 ignores the axes input of ReduceL2 (also L1, SumSquare, LogSum,
+# LogSumExp) at opset 18 and reduces everything: the uniform body as
+# Sqrt(ReduceSum(e * e)), which it computes right. It computes ScatterND's
+# reduction as none, so that body's segment sum is a Loop for --runtime mnn. A
+# Loop with scan outputs that runs 0 trips crashes MNN: the runs here have
+# elements (docs/runtimes.md).
+MNN_BODIES = {
+    "uniform": dataclasses.replace(
+        BODIES["uniform"],
+        text="ax = Constant <value = int64[1] {{{a}}}> ()\n"
+        "        s = Mul (e, e)\n        r = ReduceSum <keepdims = 1> (s, ax)\n        c = Sqrt (r)",
+        strategy="vectorize",
+    ),
+    "nonzero": BODIES["nonzero"],
+    "transpose": BODIES["transpose"],
+}
+
+
+def test_mnn_runs_the_ragged_forms_and_split_reads_with_no_sequence_op(tmp_path):
+    """MNN has Loop but no Scan or SequenceLength; its converter refuses sequence ops."""
+    pytest.importorskip("MNN")
+    from lowering.runtimes.runners import run_many
+
+    jobs, expected, names = [], [], []
+    for split, name, reader in itertools.product(
+        ["lengths", "chunk"], list(MNN_BODIES), ["concat", "stack"]
+    ):
+        body = MNN_BODIES[name]
+        if reader == "stack" and name != "uniform":
+            continue  # (a stack of ragged elements is an error)
+        model = _model(split, 0, body, reader, "float")
+        rewrites = lowering.lower_in_place(ir.serde.deserialize_model(model), runtime="mnn")
+        if name == "uniform" and split == "lengths":  # (a chunk size has no segment form)
+            (rewrite,) = [r for r in rewrites if r.op_type == "SequenceMap"]
+            assert "not vectorized: mnn ignores Scatter" in rewrite.reason
+        result = lowering.lower(model, runtime="mnn")
+        assert not set(op_types(result)) & SEQUENCE_OPS
+        path = tmp_path / f"{split}_{name}_{reader}.onnx"
+        onnx.save(result, path)
+        for run_ in RUNS[split][1:]:
+            feeds, lengths = _feeds(split, 0, run_, "float", reader)
+            if not lengths:
+                continue
+            jobs.append((path, list(feeds.values())))
+            expected.append(_expected(body, 0, feeds["x"], lengths, reader))
+            names.append((split, name, reader, lengths))
+    for maker, (extra, make) in SPLIT_MAKERS.items():
+        model = parse(GPT2_SPLIT.format(extra=extra, make=make, axis=2, last=-1))
+        result = lowered(model, runtime="mnn")
+        assert not set(op_types(result)) & SEQUENCE_OPS
+        path = tmp_path / f"gpt2_{maker}.onnx"
+        onnx.save(result, path)
+        runs = [(2, 3, 12), (1, 2, 7)] if maker == "chunk_from_shape" else [(2, 3, 9), (1, 2, 4)]
+        for shape, lengths in zip(runs, [(2, 3, 1, 3), (1, 1, 1, 1)], strict=True):
+            feeds = _split_feeds(maker, shape, None if maker == "chunk_from_shape" else lengths)
+            jobs.append((path, list(feeds.values())))
+            expected.append(run(model, feeds))
+            names.append(("gpt2", maker, shape, lengths))
+    for name, want, got in zip(names, expected, run_many("MNN", jobs), strict=True):
+        assert not isinstance(got, Exception), (name, got)
+        want = want if isinstance(want, list) else [want]
+        # MNN computes integers as int32.
+        assert_same(
+            [np.asarray(g, np.asarray(w).dtype) for g, w in zip(got, want)], want, str(name)
+        )
+
+
 # -- golden --------------------------------------------------------------------
 
 H = '<ir_version: 9, opset_import: ["" : 18]>'

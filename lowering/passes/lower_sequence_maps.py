@@ -318,6 +318,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         )
         if vectorized and (blocked := first_unsupported(emitted_ops(plan), plan.opset)):
             vectorized, batching = False, blocked
+        if vectorized and (wrong := runtime.miscomputed(op for op, _ in emitted_ops(plan))):
+            vectorized, batching = False, wrong
         if vectorized and stack_free:
             return "vectorize", batching
         length = lengths(plan.node.inputs[0])

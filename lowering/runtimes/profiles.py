@@ -19,6 +19,7 @@ matched.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from lowering import defaults
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
@@ -34,11 +35,21 @@ class Runtime:
         lacks: Ops among :data:`LOOP_OPS` and :data:`SEQUENCE_OPS` it cannot run.
         one_if_per_graph: It loads a graph with one ``If`` at most (its branches
             may hold more).
+        miscomputes: Ops it loads but computes wrongly in a way the rewrites
+            would rely on, with how: a map whose vectorized form has one gets
+            another form.
     """
 
     name: str
     lacks: frozenset[str]
     one_if_per_graph: bool = False
+    miscomputes: tuple[tuple[str, str], ...] = ()
+
+    def miscomputed(self, ops: Iterable[str]) -> str | None:
+        """How it computes the first of ``ops`` wrongly, as a reason; None if none."""
+        wrong = dict(self.miscomputes)
+        found = next((op for op in ops if op in wrong), None)
+        return None if found is None else f"{self.name} {wrong[found]}"
 
     def missing(self, ops: set[str] | frozenset[str]) -> list[str]:
         """Which of ``ops`` this runtime cannot run, in a stable order."""
@@ -63,8 +74,17 @@ _MEASURED = (
     # tract 0.23: Scan only; a second If in one graph fails to load ("Duplicate
     # node name: If", whatever the nodes are named; tests/test_scan_of_nothing.py).
     Runtime("tract", frozenset({"Loop"}) | _ALL_SEQUENCES, one_if_per_graph=True),
-    # MNN 3.6: its converter refuses Scan; SequenceLength comes back as int32[1].
-    Runtime("mnn", frozenset({"Scan", "SequenceLength"})),
+    # MNN 3.6: its converter refuses Scan; SequenceLength comes back as int32[1];
+    # 3.6.1 computes a Scatter with reduction = "add" as if it had none
+    # (tests/test_sequence_free_loops.py), so segment reductions get a Loop.
+    Runtime(
+        "mnn",
+        frozenset({"Scan", "SequenceLength"}),
+        miscomputes=(
+            ("ScatterElements", "ignores ScatterElements' reduction (3.6.1)"),
+            ("ScatterND", "ignores ScatterND's reduction (3.6.1)"),
+        ),
+    ),
     # TVM Relax 0.27: the frontend converts every sequence op, but no Loop or Scan.
     Runtime("tvm", frozenset(LOOP_OPS)),
     # tinygrad 0.14: no loop and no sequence op.
@@ -72,7 +92,12 @@ _MEASURED = (
 )
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in _MEASURED}
-RUNTIMES["generic"] = Runtime("generic", frozenset().union(*(r.lacks for r in _MEASURED)))
+RUNTIMES["generic"] = Runtime(
+    "generic",
+    frozenset().union(*(r.lacks for r in _MEASURED)),
+    one_if_per_graph=any(r.one_if_per_graph for r in _MEASURED),
+    miscomputes=tuple((op, f"({r.name}) {how}") for r in _MEASURED for op, how in r.miscomputes),
+)
 
 DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
 

@@ -263,7 +263,18 @@ def run_mnn(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray
     feeds = [_mnn_const(expr, np.asarray(x)) for x in inputs]
     outputs = module.forward(feeds)
     outputs = outputs if isinstance(outputs, list) else [outputs]
-    return [np.array(o.read()).reshape(o.shape) for o in outputs]
+    if len(outputs) != len(output_names):  # (MNN 3.6 returns none after a failed op)
+        raise RuntimeError(f"MNN: {len(outputs)} outputs, not {len(output_names)}")
+    return [_mnn_array(expr, o) for o in outputs]
+
+
+def _mnn_array(expr, value) -> np.ndarray:
+    """An MNN result as numpy; ``read()`` raises on an empty one, whose shape MNN
+    reports right (MNN 3.6.1)."""
+    if 0 in value.shape:
+        kinds = {expr.float: np.float32, expr.int: np.int32, expr.uint8: np.uint8}
+        return np.zeros(value.shape, kinds.get(value.dtype, np.float32))
+    return np.array(value.read()).reshape(value.shape)
 
 
 def _mnn_const(expr, array: np.ndarray):
