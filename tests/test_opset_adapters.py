@@ -9,6 +9,9 @@ compute what the original computes.
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -17,7 +20,7 @@ import pytest
 import lowering
 from lowering.passes.target_opset import TargetOpsetPass, TargetOpsetResult
 from tests.cases.opset_adapters import EXAMPLES, model_text
-from tests.helpers import assert_same, parse, run
+from tests.helpers import assert_same, parse, run, try_run
 
 
 def _feeds(model: onnx.ModelProto, given: dict) -> dict:
@@ -184,3 +187,94 @@ def test_average_pool_same_padding_goes_below_19_only_where_it_pads_forward(
         assert pad(d) >= 0
         x = np.arange(2 * d, dtype=np.float32).reshape(1, 2, d)
         assert_same(run(converted, {"x": x}), run(parse(text), {"x": x}))
+
+
+def _pool_cases():
+    """(id, op, source opset, attribute text, outputs) over the pools' edge attributes.
+
+    AveragePool: count_include_pad both ways; ceil_mode from 10 (always here);
+    dilations from 19. MaxPool: its indices too; dilations from 10. LpPool:
+    ceil_mode and dilations from 18. Kernel/stride pairs take a stride over
+    the kernel, a kernel over the stride, and a kernel of 3 that overhangs
+    inputs of 1 and 2 (with VALID or too little padding)."""
+    paddings = {
+        "valid": 'auto_pad = "VALID"',
+        "upper": 'auto_pad = "SAME_UPPER"',
+        "lower": 'auto_pad = "SAME_LOWER"',
+        "notset": "pads = [0, 0]",
+        "pad10": "pads = [1, 0]",
+        "pad11": "pads = [1, 1]",
+    }
+    for op, sources in (("AveragePool", (11, 19, 22)), ("MaxPool", (12, 22)), ("LpPool", (11, 18))):
+        for source in sources:
+            ceil_modes = (0, 1) if op != "LpPool" or source >= 18 else (None,)
+            dilated = {"AveragePool": 19, "MaxPool": 10, "LpPool": 18}[op] <= source
+            for (kernel, stride, dilation), (pad_id, pad), ceil in itertools.product(
+                [(2, 3, 1), (3, 2, 1), (1, 2, 1), (2, 1, 2)]
+                if dilated
+                else [(2, 3, 1), (3, 2, 1), (1, 2, 1)],
+                paddings.items(),
+                ceil_modes,
+            ):
+                if dilation > 1 and pad_id in ("upper", "lower"):
+                    continue  # onnxruntime's SAME ignores dilations (its own reading)
+                attrs = [f"kernel_shape = [{kernel}]", f"strides = [{stride}]", pad]
+                if dilation > 1:
+                    attrs.append(f"dilations = [{dilation}]")
+                if ceil is not None:
+                    attrs.append(f"ceil_mode = {ceil}")
+                outputs = "y, i" if op == "MaxPool" else "y"
+                base = f"{op}{source}-k{kernel}s{stride}d{dilation}-{pad_id}-ceil{ceil}"
+                for include in (0, 1) if op == "AveragePool" else (None,):
+                    extra = [] if include is None else [f"count_include_pad = {include}"]
+                    name = base if include is None else f"{base}-cip{include}"
+                    for target in (11, 13, 18, 19, 22):
+                        if target != source:
+                            yield pytest.param(
+                                op,
+                                source,
+                                ", ".join(attrs + extra),
+                                outputs,
+                                target,
+                                id=f"{name}-to{target}",
+                            )
+
+
+_POOL_REFUSALS = "stride over the kernel|padded under the kernel|no equivalent|ceil_mode|dilations"
+
+
+@pytest.mark.parametrize(("op", "source", "attrs", "outputs", "target"), list(_pool_cases()))
+def test_pools_convert_to_what_onnxruntime_computes_at_the_source_opset(
+    op, source, attrs, outputs, target
+):
+    """Each pool, on inputs of 0 to 5 along its axis (declared, and as a symbol),
+    converted to each target: refused for a known reason, or every output
+    equal to onnxruntime's on the original wherever the original runs. The
+    kernels of one op differ across opsets on a window over the padded input
+    (AveragePool-11 divides by the kernel, -19 by what it covers)."""
+    declared = "float[?,?,?] y, int64[?,?,?] i" if op == "MaxPool" else "float[?,?,?] y"
+    converted_dynamic = None
+    for size in (None, 0, 1, 2, 3, 5):
+        dim = "D" if size is None else str(size)
+        text = model_text(
+            source,
+            f"(float[1,2,{dim}] x) => ({declared})",
+            f"{outputs} = {op} <{attrs}> (x)",
+        )
+        try:
+            converted = lowering.lower(parse(text), target_opset=target)
+        except lowering.LoweringError as error:
+            assert re.search(_POOL_REFUSALS, str(error)), error
+            continue
+        assert {o.domain: o.version for o in converted.opset_import}[""] == target
+        if size is None:
+            converted_dynamic = converted
+            continue
+        for model in (converted, converted_dynamic):
+            if model is None:
+                continue
+            x = np.arange(2 * size, dtype=np.float32).reshape(1, 2, size) * 0.5 - 1
+            expected = try_run(parse(text), {"x": x})
+            if expected is None:
+                continue
+            assert_same(run(model, {"x": x}), expected)

@@ -61,7 +61,56 @@ for (_ops, _old, _new), _added in _ADDED.items():
     up(_ops, _old, _new)(_up)
 
 
-_average_pool_down, _average_pool_up = _make({"dilations": "ones"})
+_average_pool_down, _ = _make({"dilations": "ones"})
+
+
+def _average_pool_pads(node: ir.Node) -> list[int]:
+    """The explicit pads (begins, then ends); zeros for VALID, and for SAME (which pads itself)."""
+    rank = len(node.attributes.get_ints("kernel_shape", []))
+    if node.attributes.get_string("auto_pad", "NOTSET") != "NOTSET":
+        return [0] * (2 * rank)
+    return list(node.attributes.get_ints("pads", [0] * (2 * rank)))
+
+
+def _average_pool_window_over_input(node: ir.Node) -> str | None:
+    """Why onnxruntime's AveragePool-11 and -19 may average a window differently; None: they agree.
+
+    With ``ceil_mode = 0`` and ``count_include_pad = 1``, an axis whose padded
+    size is under the kernel (``d + pads < k``, ``d >= 1``; VALID pads
+    nothing) has no window to ONNX, but one to onnxruntime: its -11 kernel
+    divides that window's sum by the kernel size, its -19 kernel by the
+    window clipped to the padded input. An unknown size is taken as 1, its
+    least that can differ (an empty axis gives the same in both); SAME pads
+    the input to a kernel's length at least::
+
+        AveragePool <auto_pad=VALID, kernel=[2], count_include_pad=1> on [x]
+            onnxruntime -19: [x]   -11: [x / 2]
+    """
+    if (
+        node.attributes.get_string("auto_pad", "NOTSET") not in ("NOTSET", "VALID")
+        or node.attributes.get_int("ceil_mode", 0) != 0
+        or node.attributes.get_int("count_include_pad", 0) == 0
+    ):
+        return None
+    kernel = node.attributes.get_ints("kernel_shape", [])
+    rank = len(kernel)
+    dilations = node.attributes.get_ints("dilations", [1] * rank)
+    pads = _average_pool_pads(node)
+    shape = node.inputs[0].shape if node.inputs and node.inputs[0] is not None else None
+    dims = list(shape)[2:] if shape is not None and len(shape) == rank + 2 else [None] * rank
+    for axis, (k, d) in enumerate(zip(kernel, dilations)):
+        dim = dims[axis]
+        if dim == 0:
+            continue
+        size = dim if isinstance(dim, int) else 1
+        if size + pads[axis] + pads[axis + rank] < (k - 1) * d + 1:
+            known = f"size {dim}" if isinstance(dim, int) else "a size not known"
+            return (
+                f"count_include_pad=1 with spatial axis {axis} ({known}) padded under the "
+                f"kernel ({k}): onnxruntime's AveragePool-11 and -19 average that window "
+                "differently"
+            )
+    return None
 
 
 @down("AveragePool", 11, 19)
@@ -75,6 +124,14 @@ def average_pool_down(rw, node: ir.Node) -> None:
     before 19 fails ("padding values must be non-negative")::
 
         AveragePool-19 <auto_pad=SAME_LOWER, kernel=[1], strides=[3]>  -->  refused below 19
+
+    Where a window may overhang the padded input
+    (:func:`_average_pool_window_over_input`) with no pads, -19 divides by
+    the input it covers, as -11 does with ``count_include_pad = 0`` (the
+    attribute means nothing else without pads); with pads that is refused::
+
+        AveragePool-19 <auto_pad=VALID, kernel=[2], count_include_pad=1>
+            -->  AveragePool-11 <auto_pad=VALID, kernel=[2], count_include_pad=0>
     """
     auto_pad = node.attributes.get_string("auto_pad", "NOTSET")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -86,6 +143,20 @@ def average_pool_down(rw, node: ir.Node) -> None:
                 "which onnxruntime's AveragePool before 19 refuses"
             )
     _average_pool_down(rw, node)
+    reason = _average_pool_window_over_input(node)
+    if reason is not None:
+        if any(_average_pool_pads(node)):
+            raise Decline(reason)
+        node.attributes["count_include_pad"] = ir.AttrInt64("count_include_pad", 0)
 
 
-up("AveragePool", 11, 19)(_average_pool_up)
+@up("AveragePool", 11, 19)
+def average_pool_up(rw, node: ir.Node) -> None:
+    """Nothing to change (no dilations: the old behaviour), save a window over the padded input.
+
+    There -11 divides by the whole kernel, which -19 has no way to say
+    (:func:`_average_pool_window_over_input`): refused.
+    """
+    reason = _average_pool_window_over_input(node)
+    if reason is not None:
+        raise Decline(reason)
