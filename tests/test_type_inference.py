@@ -93,11 +93,16 @@ def test_shapes_from_an_op_onnx_infers_wrong_are_dropped_with_all_computed_from_
         (([4, 2, 3], [4, 3, 5]), False),  # every letter one size: ONNX is right
         (([1, 2, 3], [4, 3, 5]), True),  # b of size 1 broadcasts: ONNX infers [1, 2, 5]
         (([None, 2, 3], [4, 3, 5]), True),  # unknown: not proven
+        (([None, 2, 3], [3, 5]), False),  # b in one place only: nothing to broadcast
+        (([None, 2, 3], [None, 5]), True),  # j unknown in both
+        ((["N", 2, 3], ["N", 3, 5]), False),  # one symbolic b: the same size
+        ((["N", 2, 3], ["M", 3, 5]), True),  # two: N may be 1 where M is 4
     ],
 )
 def test_an_einsum_is_only_trusted_where_its_letters_agree(shapes, wrong):
     from lowering.irutils.node_inference import Operand, seen_wrong
 
-    node = ir.Node("", "Einsum", [], [ir.AttrString("equation", "bij,bjk->bik")])
+    equation = "bij,bjk->bik" if len(shapes[1]) == 3 else "bij,jk->bik"
+    node = ir.Node("", "Einsum", [], [ir.AttrString("equation", equation)])
     operands = [Operand(ir.DataType.FLOAT, shape) for shape in shapes]
     assert seen_wrong(node, operands) is wrong

@@ -25,6 +25,7 @@ dtype and no shape.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -203,8 +204,11 @@ def _dim(dim: onnx.TensorShapeProto.Dimension, symbols: set[str]) -> Dim:
 
 def seen_wrong(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     """Whether ONNX's inferred shapes of ``node`` may be wrong: an op of
-    :data:`SHAPES_SEEN_WRONG` (save an Einsum whose every letter has one known
-    size in all operands: only a size-1 dim that broadcasts is misread), or a
+    :data:`SHAPES_SEEN_WRONG` (save an Einsum whose every letter that occurs
+    twice or more has one size in all operands, known or one symbolic dim:
+    only a size-1 dim that broadcasts is misread, and a letter of one
+    occurrence, such as the batch letter of a vectorized Einsum, has nothing
+    to broadcast with), or a
     :func:`doubted` case of a trusted op."""
     if node.op_type == "Einsum":
         return not _einsum_sizes_agree(node, operands)
@@ -216,12 +220,16 @@ def _einsum_sizes_agree(node: ir.Node, operands: Sequence[Operand | None]) -> bo
     terms = equation.partition("->")[0].split(",")
     if "..." in equation or len(terms) != len(operands):
         return False
-    sizes: dict[str, int] = {}
+    counts = collections.Counter("".join(terms))
+    sizes: dict[str, int | str] = {}
     for term, known in zip(terms, operands, strict=True):
         if known is None or known.shape is None or len(known.shape) != len(term):
             return False
         for letter, size in zip(term, known.shape, strict=True):
-            if not isinstance(size, int) or sizes.setdefault(letter, size) != size:
+            if counts[letter] == 1:
+                continue  # in one place only: no other dim to broadcast it with
+            # A symbolic dim agrees with itself: equal sizes, whatever they are.
+            if size is None or sizes.setdefault(letter, size) != size:
                 return False
     return True
 
