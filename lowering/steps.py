@@ -10,7 +10,8 @@ name so that importing it never hides that function.)
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
                                   (with no map lowered: the split reads, if any sequence op)
-    HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
+    HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference,
+                                  and copied nodes' shapes ONNX would infer wrong
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
@@ -83,6 +84,7 @@ class Progress:
     maps_lowered: bool = False
     rewritten: bool = False
     lowered_in: set = dataclasses.field(default_factory=set)
+    copied: list = dataclasses.field(default_factory=list)
     changed: bool = False
     tell: Callback = silent
 
@@ -109,7 +111,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "hide unproven outputs",
-        lambda o, p: HideUnprovenOutputsPass(p.lowered_in),
+        lambda o, p: HideUnprovenOutputsPass(p.lowered_in, p.copied),
         lambda o, p: p.maps_lowered and not RUNTIMES[o.runtime].missing(HIDING_OPS),
     ),
     Step(
@@ -223,6 +225,7 @@ class Pipeline(ir.passes.InPlacePass):
             if isinstance(result, MapsResult):
                 progress.maps_lowered = result.modified
                 progress.lowered_in = result.lowered_in
+                progress.copied = result.copied
             if isinstance(result, LoweringResult):
                 rewrites += result.rewrites
                 if not isinstance(pass_, TargetOpsetPass):

@@ -93,11 +93,15 @@ class MapsResult(LoweringResult):
     """What :class:`LowerSequenceMapPass` did.
 
     Attributes:
-        lowered_in: The graphs and functions that held a lowered map (for
+        lowered_in: The graphs and functions that held a lowered map, and
+        copied: the nodes unrolled and vectorized maps wrote there, whose
+            shapes ONNX now infers from static inputs, each with the
+            default domain's opset of its scope (both for
             :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`).
     """
 
     lowered_in: set[GraphLike] = dataclasses.field(default_factory=set)
+    copied: list[tuple[ir.Node, int]] = dataclasses.field(default_factory=list)
 
 
 class LowerSequenceMapPass(ir.passes.InPlacePass):
@@ -162,7 +166,15 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         rewrites = self._rewrite(model, *planned)
         name_fresh(model)
         lowered_in = {plan.located.scope.owner for plan in planned[0]}
-        return MapsResult(model, modified=True, rewrites=rewrites, lowered_in=lowered_in)
+        copied = [
+            (node, plan.opset)
+            for plan, rewrite in zip(planned[0], rewrites, strict=True)
+            if rewrite.strategy in ("unroll", "vectorize")
+            for node in rewrite.written
+        ]
+        return MapsResult(
+            model, modified=True, rewrites=rewrites, lowered_in=lowered_in, copied=copied
+        )
 
     def _rewrite(
         self,
