@@ -30,7 +30,7 @@ import onnx_ir as ir
 import pytest
 from onnx import helper
 
-from lowering.irutils.node_inference import TRUSTED_SHAPE_OPS, Operand, infer_outputs
+from lowering.irutils.node_inference import TRUSTED_SHAPE_OPS, Operand, infer_outputs, seen_wrong
 from lowering.runtimes.sessions import open_session
 from tests.helpers import assert_same, lowered, op_types, parse
 
@@ -749,6 +749,52 @@ def test_trusted_shapes_are_onnxruntimes(op):
     ran, claimed = check_op(op)
     assert ran >= 3, f"{op}: onnxruntime ran only {ran} cases"
     assert claimed > 0, f"{op}: the helper never claimed a shape"
+
+
+# -- pools whose windows fit -------------------------------------------------------
+
+
+def _pool_cases():
+    """Pools with ceil_mode 0 and pads given or VALID, every window inside the padded input."""
+    for op, opset in (("MaxPool", 12), ("MaxPool", 22), ("AveragePool", 11), ("AveragePool", 19),
+                      ("LpPool", 18)):  # fmt: skip
+        for d, k, stride, dilation, pads, auto_pad in itertools.product(
+            (1, 2, 3, 5, 8),
+            (1, 2, 3),
+            (1, 2, 3),
+            (1, 2),
+            ([0, 0], [1, 0], [0, 2], [1, 1]),
+            ("NOTSET", "VALID"),
+        ):
+            if d + sum(pads) < (k - 1) * dilation + 1 or (auto_pad == "VALID" and pads != [0, 0]):
+                continue
+            if dilation > 1 and (op, opset) in (("AveragePool", 11),):
+                continue  # (no dilations before AveragePool-19)
+            attrs = {"kernel_shape": [k], "strides": [stride], "auto_pad": auto_pad}
+            if auto_pad == "NOTSET":
+                attrs["pads"] = pads
+            if dilation > 1:
+                attrs["dilations"] = [dilation]
+            outputs = 2 if op == "MaxPool" else 1
+            yield Case(op, [x(1, 2, d)], attrs, outputs), opset
+
+
+def test_a_pool_whose_windows_fit_has_the_shape_onnx_infers():
+    """Where :func:`seen_wrong` trusts a pool, ONNX's inferred shape is onnxruntime's."""
+    checked = 0
+    for case, opset in _pool_cases():
+        operands = [Operand(np.float32, list(g.value.shape), None) for g in case.inputs]
+        assert not seen_wrong(_node(case), operands), _describe(case)
+        actual = _ort_shapes(case, opset)
+        if actual is None:
+            continue
+        model = onnx.shape_inference.infer_shapes(_model(case, opset), strict_mode=True)
+        inferred = {v.name: v for v in model.graph.output}
+        for output, shape in zip(model.graph.output, actual, strict=True):
+            dims = [d.dim_value for d in inferred[output.name].type.tensor_type.shape.dim]
+            assert tuple(dims) == shape, f"opset {opset}: {_describe(case)}: {dims} != {shape}"
+        checked += 1
+    assert checked > 400
 
 
 # -- what is not trusted --------------------------------------------------------

@@ -212,7 +212,43 @@ def seen_wrong(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     :func:`doubted` case of a trusted op."""
     if node.op_type == "Einsum":
         return not _einsum_sizes_agree(node, operands)
+    if node.op_type in _POOLS:
+        return not _pool_windows_fit(node, operands)
     return node.op_type in SHAPES_SEEN_WRONG or doubted(node, operands)
+
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def _pool_windows_fit(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
+    """A pool whose every window fits its padded input: ceil_mode 0, pads given or
+    none (auto_pad NOTSET or VALID), and static spatial sizes d with
+    d + pads >= (k - 1) * dilation + 1. There ONNX and onnxruntime both count
+    floor((d + pads - window) / stride) + 1 windows (tests/test_trusted_shapes.py);
+    they part at ceil_mode 1, SAME padding, and a window wider than the input."""
+    attributes = node.attributes
+    auto_pad = attributes.get_string("auto_pad", "NOTSET")
+    kernel = attributes.get_ints("kernel_shape", None)
+    x = operands[0] if operands else None
+    if (
+        attributes.get_int("ceil_mode", 0) != 0
+        or auto_pad not in ("NOTSET", "VALID")
+        or not kernel
+        or x is None
+        or x.shape is None
+        or len(x.shape) != len(kernel) + 2
+    ):
+        return False
+    rank = len(kernel)
+    none = [0] * (2 * rank)
+    pads = list(attributes.get_ints("pads", none)) if auto_pad == "NOTSET" else none
+    dilations = list(attributes.get_ints("dilations", [1] * rank))
+    if len(pads) != 2 * rank or len(dilations) != rank:
+        return False
+    return all(
+        isinstance(d, int) and d + pads[i] + pads[i + rank] >= (k - 1) * dilations[i] + 1
+        for i, (d, k) in enumerate(zip(x.shape[2:], kernel, strict=True))
+    )
 
 
 def _einsum_sizes_agree(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
