@@ -44,7 +44,13 @@ import onnx_ir as ir
 from lowering.analysis.type_inference import unproven_shapes
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh, name_fresh
-from lowering.irutils.node_inference import Operand, infer_outputs, operand, seen_wrong
+from lowering.irutils.node_inference import (
+    Operand,
+    infer_outputs,
+    may_be_seen_wrong,
+    operand,
+    seen_wrong,
+)
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.static_values import small_constant
@@ -122,7 +128,7 @@ def hide_copied_shapes(copied: Iterable[tuple[ir.Node, int]]) -> int:
     typed: set[ir.Graph] = set()
     for node, opset in [(n, o) for top, o in copied for n in (top, *_nested(top))]:
         graph = node.graph
-        if graph is None or not is_onnx_domain(node.domain):
+        if graph is None or not is_onnx_domain(node.domain) or not may_be_seen_wrong(node.op_type):
             continue
         operands = [operand(v, small_constant(v)) for v in node.inputs]
         if not seen_wrong(node, operands):

@@ -48,7 +48,7 @@ from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs, scopes_changed
-from lowering.irutils.walk import GraphLike, nodes_within, subgraphs
+from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
 from lowering.maps.strategies.loop import loop_form_ops, lower_to_sequence_loop
 from lowering.maps.strategies.scan import lower_to_scan, may_run_empty, scan_axes
@@ -328,9 +328,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         vectorized, stack_free, batching = vectorize_reason(
             plan, plan.opset, upstream=upstream, target_opset=self.target_opset
         )
-        if vectorized and (blocked := first_unsupported(emitted_ops(plan), plan.opset)):
+        emitted = emitted_ops(plan) if vectorized else []
+        if vectorized and (blocked := first_unsupported(emitted, plan.opset)):
             vectorized, batching = False, blocked
-        if vectorized and (wrong := runtime.miscomputed(op for op, _ in emitted_ops(plan))):
+        if vectorized and (wrong := runtime.miscomputed(op for op, _ in emitted)):
             vectorized, batching = False, wrong
         if vectorized and stack_free:
             return "vectorize", batching
@@ -450,8 +451,9 @@ def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[tuple[str, str]]:
             continue
         if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type):
             added.add(node.op_type)
-        for graph in subgraphs(node):
-            added |= _portability_ops(graph)
+        if has_subgraphs(node):
+            for graph in subgraphs(node):
+                added |= _portability_ops(graph)
     return rejections(added - had)
 
 
