@@ -27,7 +27,8 @@ counted on lines "not a failure, ...". The last line is
 at most ``--shrink`` examples and ``--shrink-seconds`` each; ``--only``
 restricts it to the signatures matching REGEX) and writes DIR/<family>.onnx,
 DIR/<family>.txt (feeds, strategy, error, notes, expected values, the
-model as text) and DIR/<family>.pkl (feeds, expected values, options: what
+model as text) and DIR/<family>.pkl (feeds, expected values and their
+fewest-roundings bound, options: what
 ``tests.fuzz_check.check_one`` needs to run it again). ``--generator ops`` runs the older body-op property of
 tests/test_fuzz.py instead.
 """
@@ -236,6 +237,7 @@ def save_family(args, features, signature: str, example, failure: FuzzFailure) -
         "options": failure.options,
         "exact": getattr(example, "exact", False),
         "disagrees": getattr(example, "disagrees", False),
+        "fewest": getattr(example, "fewest", None),
     }
     with open(args.save / f"{name}.pkl", "wb") as file:
         pickle.dump(again, file)

@@ -13,8 +13,10 @@ and equal the numpy/Python oracle. An example with edge ops (``exact``)
 runs in onnxruntime without its graph optimizer, which folds Shape from
 ONNX's shape inference (one window too many for MaxPool with ceil_mode and
 an end pad). Any exception from the lowering is a failure, except a
-``target_opset`` that the model genuinely cannot declare; those, and the
-runs no onnxruntime can judge, are counted in :data:`SKIPPED`. A
+``target_opset`` that the model genuinely cannot declare; those, the
+runs no onnxruntime can judge and the float16 outputs whose value
+onnxruntime's cast placement decides (:func:`unjudged_outputs`; their dtype
+and shape are still checked) are counted in :data:`SKIPPED`. A
 :class:`FuzzFailure` carries a ``signature``: the stage, the options and the
 message with names and numbers taken out, so that long runs can count
 distinct failure families.
@@ -197,9 +199,12 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
             return None
         raise FuzzFailure("onnxruntime fails on the output", options, str(error)) from error
     try:
-        assert_equal(actual, example.expected, float16=from_float16(example.feeds))
+        unjudged = assert_outputs(actual, example)
     except AssertionError as error:
         raise FuzzFailure("wrong result", options, str(error)) from error
+    if unjudged:
+        why = "a float16 output that onnxruntime's float32 islands move past the tolerance"
+        SKIPPED[f"unjudged ({why}): {shown}"] += unjudged
     check_positions(result, example.feeds, options, optimize=not exact)
     if "runtime" in options:
         # The loop kind is what --runtime picks; sequence ops the model reads
@@ -305,25 +310,74 @@ def from_float16(feeds: dict) -> bool:
     return any(holds(value) for value in feeds.values())
 
 
-def assert_equal(actual, expected, path: str = "output", float16: bool = False) -> None:
+def unjudged_outputs(example) -> set[int]:
+    """The float outputs whose two oracles differ by more than the tolerance.
+
+    ``expected`` rounds every float16 value between ops; ``fewest``
+    (tests/fuzz_models.py: ``fewest_roundings``) only at the outputs.
+    onnxruntime's CPU provider computes in between: it runs float16 ops that
+    have no float16 kernel in float32, removes the casts between neighbouring
+    such ops (InsertCastTransformer) and moves single float16 nodes to float32
+    by their neighbours (ForceSingleNodeCPUFloat16ToFloat32), so how often it
+    rounds depends on the graph around a chain (a Loop body, a Scan body, the
+    main graph). Where the two ends lie further apart than float16's
+    tolerance (an ill-conditioned chain: a LayerNormalization of values of
+    small variance, scaled), its cast placement decides the value, the
+    lowering does not.
+    """
+    fewest = getattr(example, "fewest", None)
+    if fewest is None:
+        return set()
+    float16 = from_float16(example.feeds)
+    found = set()
+    for i, (low, high) in enumerate(zip(example.expected, fewest, strict=True)):
+        leaf = low
+        while isinstance(leaf, list) and leaf:
+            leaf = leaf[0]
+        if isinstance(leaf, list) or not np.issubdtype(np.asarray(leaf).dtype, np.floating):
+            continue
+        try:
+            assert_equal(high, low, float16=float16)
+        except AssertionError:
+            found.add(i)
+    return found
+
+
+def assert_outputs(actual: list, example) -> int:
+    """``actual`` against ``example.expected`` (:func:`assert_equal`), but only the
+    dtype and shape of the outputs :func:`unjudged_outputs` names; how many those are."""
+    unjudged = unjudged_outputs(example)
+    expected, float16 = example.expected, from_float16(example.feeds)
+    assert len(actual) == len(expected), f"output: length {len(actual)} != {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        assert_equal(a, e, f"output[{i}]", float16, values=i not in unjudged)
+    return len(unjudged)
+
+
+def assert_equal(
+    actual, expected, path: str = "output", float16: bool = False, values: bool = True
+) -> None:
     """Sequences element by element; the same dtype, shape and values.
 
     ``float16``: float outputs carry float16 rounding (see :func:`from_float16`) and
     are compared as float16 values are (:func:`tests.helpers.assert_close`).
+    ``values=False``: the dtype and shape only.
     """
     if isinstance(expected, list):
         assert isinstance(actual, list), f"{path}: a sequence expected, got {type(actual).__name__}"
         assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_equal(a, e, f"{path}[{i}]", float16)
+            assert_equal(a, e, f"{path}[{i}]", float16, values)
         return
     if isinstance(actual, list) and len(actual) == len(expected):
         for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_equal(a, e, f"{path}[{i}]", float16)
+            assert_equal(a, e, f"{path}[{i}]", float16, values)
         return
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
+    if not values:
+        return
     if np.issubdtype(expected.dtype, np.floating) or expected.dtype.name in NARROW_FLOATS:
         assert_close(actual, expected, path, np.dtype(np.float16) if float16 else None)
     else:
@@ -343,7 +397,7 @@ def check_original(example) -> None:
     except Exception:  # noqa: BLE001 -- onnxruntime cannot run some valid SequenceMap models
         return
     try:
-        assert_equal(actual, example.expected, float16=from_float16(example.feeds))
+        assert_outputs(actual, example)
     except AssertionError as error:
         raise FuzzFailure("oracle disagrees with onnxruntime on the original", {}, str(error))
 
