@@ -37,6 +37,7 @@ the hidden value.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 import onnx_ir as ir
@@ -113,6 +114,16 @@ def hide_unproven_outputs(model: ir.Model, lowered_in: set[GraphLike]) -> int:
     return hidden
 
 
+class Copied(NamedTuple):
+    """A node a map's rewrite copied into its scope, its scope's opset, and the
+    rewrite's ``written`` list, which the nodes hiding its outputs join (so the
+    rewrite's rejections count their sequence ops)."""
+
+    node: ir.Node
+    opset: int
+    written: list[ir.Node] | None = None
+
+
 def hide_copied_shapes(copied: Iterable[tuple[ir.Node, int]]) -> int:
     """Hide the outputs of the nodes of ``copied`` (and of their subgraphs) whose
     shapes ONNX may infer wrong, where they are made; returns how many were hidden.
@@ -126,7 +137,10 @@ def hide_copied_shapes(copied: Iterable[tuple[ir.Node, int]]) -> int:
     hidden = 0
     dtypes: dict[ir.Value, ir.DataType | None] = {}
     typed: set[ir.Graph] = set()
-    for node, opset in [(n, o) for top, o in copied for n in (top, *_nested(top))]:
+    entries = [Copied(*entry) for entry in copied]
+    for node, opset, written in [
+        (n, e.opset, e.written) for e in entries for n in (e.node, *_nested(e.node))
+    ]:
         graph = node.graph
         if graph is None or not is_onnx_domain(node.domain) or not may_be_seen_wrong(node.op_type):
             continue
@@ -153,6 +167,8 @@ def hide_copied_shapes(copied: Iterable[tuple[ir.Node, int]]) -> int:
             value.type, value.shape = ir.TensorType(dtype), None
             nodes[1].replace_input_with(1, value)
             graph.insert_after(node, nodes)
+            if written is not None:
+                written += nodes
             hidden += 1
     return hidden
 

@@ -71,6 +71,7 @@ from lowering.options import (
     check_strategy,
     check_target_opset,
 )
+from lowering.passes.hide_unproven_outputs import Copied
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import first_unsupported
@@ -96,12 +97,12 @@ class MapsResult(LoweringResult):
         lowered_in: The graphs and functions that held a lowered map, and
         copied: the nodes unrolled and vectorized maps wrote there, whose
             shapes ONNX now infers from static inputs, each with the
-            default domain's opset of its scope (both for
+            default domain's opset of its scope and its rewrite's nodes (both for
             :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`).
     """
 
     lowered_in: set[GraphLike] = dataclasses.field(default_factory=set)
-    copied: list[tuple[ir.Node, int]] = dataclasses.field(default_factory=list)
+    copied: list[Copied] = dataclasses.field(default_factory=list)
 
 
 class LowerSequenceMapPass(ir.passes.InPlacePass):
@@ -167,7 +168,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         name_fresh(model)
         lowered_in = {plan.located.scope.owner for plan in planned[0]}
         copied = [
-            (node, plan.opset)
+            Copied(node, plan.opset, rewrite.written)
             for plan, rewrite in zip(planned[0], rewrites, strict=True)
             if rewrite.strategy in ("unroll", "vectorize")
             for node in rewrite.written
