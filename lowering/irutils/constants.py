@@ -48,13 +48,24 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
     return None
 
 
-def constant_node(value: np.ndarray, stem: str | None = None) -> ir.Node:
-    """A fresh Constant node holding ``value`` (numbers), its output typed."""
+def constant_node(
+    value: np.ndarray, stem: str | None = None, dtype: ir.DataType | None = None
+) -> ir.Node:
+    """A fresh Constant node holding ``value``, its output typed.
+
+    ``dtype``: the tensor's, where numpy's does not say it (a bfloat16 or int4
+    array; STRING for an array of bytes objects); by default ``value``'s.
+    """
     # ir.Node with a typed attribute: ir.node's and ir.tensor's conversions
     # check protocols, and cost ~0.5 ms a node.
-    node = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.Tensor(value))]))
+    tensor: ir.TensorProtocol
+    if dtype == ir.DataType.STRING:
+        tensor = ir.StringTensor(value, shape=ir.Shape(value.shape))
+    else:
+        tensor = ir.Tensor(value, dtype=dtype)
+    node = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)]))
     output = fresh(node.outputs[0], stem)
-    output.dtype = ir.DataType.from_numpy(value.dtype)
+    output.dtype = dtype if dtype is not None else ir.DataType.from_numpy(value.dtype)
     output.shape = ir.Shape(value.shape)
     return node
 

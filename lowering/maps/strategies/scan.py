@@ -354,12 +354,9 @@ def _empty_stack(
     """
     dtype = tensor_dtype(type_)
     assert dtype is not None, "a Scan's results are tensors of known dtype"
-    numpy_dtype = np.bool_ if dtype == ir.DataType.STRING else dtype.numpy()  # strings: b""
     if unsupported("Expand", dtype, opset) is not None:
-        empty = np.zeros(
-            [0 if d is None or not isinstance(d, int) else d for d in dims], numpy_dtype
-        )
-        return [_constant(empty, dtype)]
+        empty = _filled([0 if d is None or not isinstance(d, int) else d for d in dims], dtype)
+        return [constant_node(empty, "empty_stack", dtype)]
     nodes: list[ir.Node] = []
     pieces: list[ir.Value] = []
     for position, dim in enumerate(dims):
@@ -393,7 +390,7 @@ def _empty_stack(
         fresh(concat.outputs[0], "empty_shape"),
         (ir.TensorType(ir.DataType.INT64), ir.Shape([len(dims)])),
     )
-    zeros = _constant(np.zeros([1] * len(dims), numpy_dtype), dtype)
+    zeros = constant_node(_filled([1] * len(dims), dtype), "zeros", dtype)
     expand = fresh(new_node("Expand", [zeros.outputs[0], concat.outputs[0]]))
     return [*nodes, concat, zeros, expand]
 
@@ -411,16 +408,11 @@ def _declaring(
     return None
 
 
-def _constant(array: np.ndarray, dtype: ir.DataType) -> ir.Node:
-    """A Constant of ``array``'s shape and ``dtype`` (empty strings for STRING)."""
-    tensor: ir.TensorProtocol
+def _filled(shape: list[int], dtype: ir.DataType) -> np.ndarray:
+    """Zeros of ``shape`` for a tensor of ``dtype`` (empty strings for STRING)."""
     if dtype == ir.DataType.STRING:
-        tensor = ir.StringTensor(np.full(array.shape, b"", object), shape=ir.Shape(array.shape))
-    else:
-        tensor = ir.Tensor(array, dtype=dtype)
-    node = fresh(ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)]))
-    typed(node.outputs[0], (ir.TensorType(dtype), ir.Shape(array.shape)))
-    return node
+        return np.full(shape, b"", object)
+    return np.zeros(shape, dtype.numpy())
 
 
 def _outer_values(body: ir.Graph) -> list[ir.Value]:
