@@ -99,14 +99,14 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
         bounds: dict[ir.Value, Bounds] = {}  # of each split read at computed bounds
         for located in find_nodes(model, lambda n: is_onnx_domain(n.domain)):
             node = located.node
-            rule = _RULES.get(node.op_type)
-            if not self.after_maps:  # (the split reads below only)
-                rule = _reads_nothing if node.op_type == "SequenceAt" else None
-            if rule is None:
-                continue
             op_type, name = node.op_type, node.name or ""
+            if op_type not in _RULES or not (self.after_maps or op_type == "SequenceAt"):
+                continue  # (without maps, only the split reads below)
             opset = located.scope.opset(model) or 1
-            done = _DONE[op_type] if rule(node, located.scope.owner, lengths, opset) else None
+            rule = _RULES[op_type] if self.after_maps else None
+            done = (
+                _DONE[op_type] if rule and rule(node, located.scope.owner, lengths, opset) else None
+            )
             if done is None and op_type == "SequenceAt":
                 if _split_element(node, located.scope.owner, opset):
                     done = ("Slice", "an element of a split at static bounds")
@@ -392,11 +392,6 @@ def _concat_from_sequence(node: ir.Node, owner, lengths, opset: int) -> bool:
     for index, value in enumerate(parts):
         node.replace_input_with(index, value)
     return True
-
-
-def _reads_nothing(node: ir.Node, owner, lengths, opset: int) -> bool:
-    """No rule but the split reads (``after_maps=False``)."""
-    return False
 
 
 #: What each rule makes of the node it rewrites, and why it may.
