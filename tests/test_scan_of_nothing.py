@@ -167,6 +167,15 @@ def test_a_scan_over_a_split_that_may_be_empty_answers_as_the_map(
         assert_same([np.asarray(v) for v in ran], expected)
 
 
+# The body of _model for [4] elements, for the models written out below.
+SCATTERED = """body (float[4] r) => (float[4] o) {
+        at = Constant <value = int64[2] {1, 3}> ()
+        new = Constant <value = float[2] {0.5, 2.0}> ()
+        s = ScatterElements <axis = 0> (r, at, new)
+        o = Mul(s, r)
+      }"""
+
+
 def test_only_concats_in_the_maps_graph_keep_the_bare_scan():
     """A concat of no element has no answer (onnxruntime fails on it), so a map read
     only by concats where it runs needs no guard: the Scan stands alone."""
@@ -175,14 +184,9 @@ def test_only_concats_in_the_maps_graph_keep_the_bare_scan():
         + """
 g (float[T,4] x) => (float[T,4] y) {
   rows = SplitToSequence <axis = 0, keepdims = 0> (x)
-  m = SequenceMap <body = body (float[4] r) => (float[4] o) {
-        at = Constant <value = int64[2] {1, 3}> ()
-        new = Constant <value = float[2] {0.5, 2.0}> ()
-        s = ScatterElements <axis = 0> (r, at, new)
-        o = Mul(s, r)
-      }> (rows)
+  m = SequenceMap <body = BODY> (rows)
   y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
-}"""
+}""".replace("BODY", SCATTERED)
     )
     result = lowering.lower(model, runtime="tract")
     assert "Scan" in op_types(result) and "If" not in op_types(result)
@@ -191,10 +195,8 @@ g (float[T,4] x) => (float[T,4] y) {
 @pytest.mark.parametrize(
     ("x", "guarded"),
     [
-        (
-            "float[40,4] x",
-            False,
-        ),  # (past --max-unroll) a main-graph input's static dim: onnxruntime checks feeds
+        # Past --max-unroll, a main-graph input's static dim: onnxruntime checks feeds.
+        ("float[40,4] x", False),
         ("float[T,4] x", True),
     ],
 )
@@ -214,14 +216,9 @@ def test_a_declared_dim_of_a_computed_value_is_not_a_proof():
 g (float[T,4] x) => (int64 c) <float[40,4] y> {
   y = Identity(x)
   rows = SplitToSequence <axis = 0, keepdims = 0> (y)
-  m = SequenceMap <body = body (float[4] r) => (float[4] o) {
-        at = Constant <value = int64[2] {1, 3}> ()
-        new = Constant <value = float[2] {0.5, 2.0}> ()
-        s = ScatterElements <axis = 0> (r, at, new)
-        o = Mul(s, r)
-      }> (rows)
+  m = SequenceMap <body = BODY> (rows)
   c = SequenceLength(m)
-}"""
+}""".replace("BODY", SCATTERED)
     )
     result = lowering.lower(model, runtime="tract")
     assert {"Scan", "If"} <= set(op_types(result))
