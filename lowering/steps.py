@@ -10,8 +10,9 @@ name so that importing it never hides that function.)
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
                                   (with no map lowered: the split reads, if any sequence op)
-    HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference,
-                                  and copied nodes' shapes ONNX would infer wrong
+    HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
+                                  (with sequence ops), and copied nodes' shapes ONNX would
+                                  infer wrong (pinned, or through a sequence)
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
@@ -48,7 +49,7 @@ from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
-from lowering.passes.hide_unproven_outputs import HIDING_OPS, HideUnprovenOutputsPass
+from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.passes.ir_version import IrVersionPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
@@ -58,7 +59,6 @@ from lowering.passes.specialize_functions import SpecializeFunctionsPass, Specia
 from lowering.passes.target_opset import TargetOpsetPass
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult
-from lowering.runtimes.profiles import RUNTIMES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +111,8 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "hide unproven outputs",
-        lambda o, p: HideUnprovenOutputsPass(p.lowered_in, p.copied),
-        lambda o, p: p.maps_lowered and not RUNTIMES[o.runtime].missing(HIDING_OPS),
+        lambda o, p: HideUnprovenOutputsPass(p.lowered_in, p.copied, runtime=o.runtime),
+        lambda o, p: p.maps_lowered,
     ),
     Step(
         "normalize inserts",

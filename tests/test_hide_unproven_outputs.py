@@ -20,6 +20,7 @@ import pytest
 from onnx import helper
 
 import lowering
+from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.runtimes.sessions import open_session
 from tests.helpers import assert_same, lowered, op_types, parse
 from tests.test_trusted_shapes import DOUBTED, UNTRUSTED, Case, _attributes, c, ort_run, x
@@ -129,7 +130,34 @@ COPIED = {
     ),
 }  # fmt: skip
 COPIED = {k: v for k, v in COPIED.items() if not v[0].inputs[0].const}  # an element to map
-COPY_OPTIONS = {**OPTIONS, "optimize": {"optimize": True}}
+# The runtimes without sequence ops: a shape that is not computed cannot be hidden there.
+COPY_OPTIONS = {
+    **OPTIONS,
+    "optimize": {"optimize": True},
+    "openvino": {"runtime": "openvino"},
+    "tinygrad": {"runtime": "tinygrad"},
+}
+# The cases whose sizes depend on values, or which runtimes read apart: no
+# Reshape pins them (lowering.irutils.computed_shapes), a sequence hides them.
+NOT_COMPUTED = {
+    "Resize by scales", "NonZero of a scalar", "Range: float bounds", "Range: int32 span overflows",
+    "Slice: end INT64_MAX, negative step", "Slice: end INT32_MAX, negative step",
+}  # fmt: skip
+
+
+def _lower_copied(name: str, model: onnx.ModelProto, option: str) -> onnx.ModelProto | None:
+    """``model`` lowered with ``option`` (checked as :func:`tests.helpers.lowered`
+    checks), its copied shape pinned by a Reshape or passed through a sequence;
+    None where a runtime without sequence ops refuses it, as it must."""
+    options = COPY_OPTIONS[option]
+    if name in NOT_COMPUTED and "runtime" in options:
+        with pytest.raises(lowering.LoweringError, match="no sequence ops to hide it with"):
+            lowering.lower(model, **options)
+        return None
+    result = lowered(model, **options)
+    if not {"Loop", "Scan"} & set(op_types(result)):  # (the loop forms copy nothing)
+        assert ("SequenceInsert" in op_types(result)) == (name in NOT_COMPUTED), name
+    return result
 
 
 def _with_element(case: Case, shape: tuple[int, ...]) -> Case:
@@ -237,7 +265,9 @@ def test_copied_shapes_onnx_infers_wrong_are_hidden(name, option):
     feeds = {"a": case.inputs[0].value, "b": other.inputs[0].value}
     expected = _run(model, feeds)
     assert expected[0].shape == (2, *result.shape)
-    result = lowered(model, **COPY_OPTIONS[option])  # the full checker, among others
+    result = _lower_copied(name, model, option)  # the full checker, among others
+    if result is None:
+        return
     assert_same(_run(result, feeds), expected)
     # The hiding sequence ops are the rewrite's: the runtimes without them are named.
     rewrites = lowering.lower_in_place(ir.serde.deserialize_model(model), **COPY_OPTIONS[option])
@@ -292,5 +322,25 @@ def test_copied_shapes_meet_no_vectorized_reshape(name, option):
     }
     expected = _run(model, feeds)
     assert expected[0].shape == (4, *result.shape)
-    lowered_model = lowered(model, **COPY_OPTIONS[option])  # the full checker, among others
+    lowered_model = _lower_copied(name, model, option)  # the full checker, among others
+    if lowered_model is None:
+        return
     assert_same(_run(lowered_model, feeds), expected)
+
+
+def test_a_copied_shape_no_runtime_form_hides_is_refused_before_anything_changes():
+    """The pass alone, for a runtime without sequence ops, on a Resize whose
+    size depends on its scales: refused, naming the node, the model as it was."""
+    case = COPIED["Resize by scales"][0]
+    result = ort_run(_case_model(case, 17), _case_feeds(case))[0]
+    model = ir.serde.deserialize_model(_stacked_map(case, None, 17, result))
+    maps = lowering.LowerSequenceMapPass(runtime="openvino")(model)
+    lowering.EliminateSequencesPass()(model)
+    assert maps.copied
+    before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
+    with pytest.raises(lowering.LoweringError, match=r"--runtime openvino: .* not computed"):
+        HideUnprovenOutputsPass(maps.lowered_in, maps.copied, runtime="openvino")(model)
+    assert ir.serde.serialize_model(model).SerializeToString(deterministic=True) == before
+    hidden = HideUnprovenOutputsPass(maps.lowered_in, maps.copied)(model)  # onnxruntime: hidden
+    assert hidden.modified
+    onnx.checker.check_model(ir.serde.serialize_model(model), full_check=True)

@@ -125,3 +125,48 @@ def test_insert_chain_around_an_unrolled_map_runs_in_openvino_and_tract(tmp_path
     assert_same(run(result, dict(zip(names, case.inputs))), case.expected)
     assert_same(run_openvino(path, case.inputs), case.expected)
     assert_same(run_tract(path, case.inputs), case.expected)
+
+
+# Maps over two elements of different shapes whose pool ONNX infers as two
+# shapes and every runtime computes as one: unrolled, the copies are pinned
+# to it by a Reshape, not hidden in a sequence, so the runtimes without
+# sequence ops load and run them. A MaxPool with ceil_mode and an end pad
+# ([1,1,4] -> ONNX [1,1,3], computed [1,1,2]) for tract and tinygrad, which
+# have no LpPool; an LpPool with ceil_mode and SAME_LOWER ([1,2,3] -> ONNX
+# [1,2,2], computed [1,2,1]) for OpenVINO, whose MaxPool keeps the window
+# that starts in the end pad (2026.4: [1, 3, -3.4e38]; the pin refuses to load).
+_MAX_POOL = "MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1>"
+_LP_POOL = 'LpPool <kernel_shape = [2], strides = [3], auto_pad = "SAME_LOWER", ceil_mode = 1>'
+PINNED_POOLS = {
+    "MaxPool": (((1, 1, 4), (1, 1, 3)), _MAX_POOL),
+    "LpPool": (((1, 2, 3), (1, 2, 2)), _LP_POOL),
+}
+
+
+@pytest.mark.parametrize(
+    ("runtime", "pool"), [("openvino", "LpPool"), ("tract", "MaxPool"), ("tinygrad", "MaxPool")]
+)
+def test_copies_onnx_infers_wrong_are_pinned_and_run_without_sequence_ops(runtime, pool, tmp_path):
+    pytest.importorskip(runtime)
+    from lowering.runtimes.runners import run_tinygrad
+
+    shapes, op = PINNED_POOLS[pool]
+    (n, c, _), _ = shapes
+    source = onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 18]>
+    g (float{list(shapes[0])} a, float{list(shapes[1])} b) => (float[2,{n},{c},?] y) {{
+      s = SequenceConstruct(a, b)
+      m = SequenceMap <body = body (float[{n},{c},?] e) => (float[?,?,?] p) {{ p = {op} (e) }}> (s)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }}""")
+    result = lowering.lower(source, runtime=runtime)
+    assert not [op for op in op_types(result) if "Sequence" in op]
+    assert op_types(result).count("Reshape") == 2
+    onnx.checker.check_model(result, full_check=True)
+    path = tmp_path / "lowered.onnx"
+    onnx.save(result, path)
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    expected = run(source, dict(zip("ab", inputs)))  # onnxruntime on the original
+    assert_same(run(result, dict(zip("ab", inputs))), expected)
+    runner = {"openvino": run_openvino, "tract": run_tract, "tinygrad": run_tinygrad}[runtime]
+    assert_same(runner(path, inputs), expected)

@@ -29,9 +29,15 @@ inference checks it, and the checker refuses a model onnxruntime runs
 [1,2,1], computed [1,2,1] twice: "Can't merge shape info" on their Concat;
 a ConvTranspose inferred [4,2,10,9], computed [4,2,10,8]: the vectorized
 Reshape to [-1,1,8,10,2] is "incompatible shapes"). Each output of such a
-copied node is passed through a sequence the same way, where it is made
-(:func:`hide_copied_shapes`); its consumers, and a graph output it is, read
-the hidden value.
+copied node whose true shape is computed
+(:mod:`lowering.irutils.computed_shapes`) is pinned to it where it is made,
+which every runtime runs; another is passed through a sequence the same way
+(:func:`hide_copied_shapes`). Its consumers, and a graph output it is, read
+the pinned or hidden value::
+
+    y = LpPool <ceil_mode = 1> (x: float[1,2,3])      y = LpPool <ceil_mode = 1> (x)
+    z = Concat(y, w)                             ->    p = Reshape(y, [1, 2, 1])
+                                                       z = Concat(p, w)
 """
 
 from __future__ import annotations
@@ -43,9 +49,12 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.analysis.type_inference import unproven_shapes
+from lowering.errors import LoweringError
+from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh, name_fresh
 from lowering.irutils.node_inference import (
+    Dim,
     Operand,
     infer_outputs,
     may_be_seen_wrong,
@@ -56,6 +65,8 @@ from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
+from lowering.options import check_runtime
+from lowering.runtimes.profiles import RUNTIMES, Runtime
 
 HIDING_OPS = frozenset({"SequenceEmpty", "SequenceInsert", "SequenceAt"})
 
@@ -68,22 +79,33 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
     its scope's opset (what
     :class:`~lowering.passes.lower_sequence_maps.MapsResult` says). Runs after
     :class:`~lowering.passes.eliminate_sequences.EliminateSequencesPass`,
-    which would read the hiding sequence back as the tensor.
+    which would read the hiding sequence back as the tensor. For a
+    ``runtime`` without the :data:`HIDING_OPS`, the If and Scan
+    outputs are left, and a copied output whose shape is not computed is
+    refused (:func:`hide_copied_shapes`), before anything changes.
     """
 
     # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
     shares_scopes = True
 
     def __init__(
-        self, lowered_in: set[GraphLike], copied: Iterable[tuple[ir.Node, int]] = ()
+        self,
+        lowered_in: set[GraphLike],
+        copied: Iterable[tuple[ir.Node, int]] = (),
+        runtime: str = "onnxruntime",
     ) -> None:
         super().__init__()
         self.lowered_in = lowered_in
         self.copied = list(copied)
+        self.runtime = RUNTIMES[check_runtime(runtime)]
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        hidden = hide_unproven_outputs(model, self.lowered_in)
-        hidden += hide_copied_shapes(self.copied)
+        sequences = not self.runtime.missing(HIDING_OPS)
+        planned = plan_copied_shapes(self.copied, self.runtime)  # (a refusal: here)
+        hidden = hide_unproven_outputs(model, self.lowered_in) if sequences else 0
+        for hiding in planned:
+            _apply(hiding)
+        hidden += len(planned)
         if hidden:
             name_fresh(model)
         return ir.passes.PassResult(model, modified=bool(hidden))
@@ -122,81 +144,157 @@ class Copied(NamedTuple):
     node: ir.Node
     opset: int
     written: list[ir.Node] | None = None
+    scope: str | None = None  # the map's scope, as messages name it
 
 
-def hide_copied_shapes(copied: Iterable[tuple[ir.Node, int]]) -> int:
+class _Hiding(NamedTuple):
+    """How one output of a copied node is hidden: pinned to its ``computed``
+    shape, or (``computed`` None) passed through a sequence; ``dtype``: its
+    dtype, where known (a sequence needs it)."""
+
+    node: ir.Node
+    value: ir.Value
+    computed: tuple[Dim, ...] | None
+    allowzero: bool
+    dtype: ir.DataType | None
+    written: list[ir.Node] | None
+
+
+def hide_copied_shapes(
+    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
+) -> int:
     """Hide the outputs of the nodes of ``copied`` (and of their subgraphs) whose
     shapes ONNX may infer wrong, where they are made; returns how many were hidden.
 
     ``copied``: the nodes a map's body was copied into its scope as, each
-    with its scope's opset (removed ones are skipped). An untyped output is
-    given the dtype ONNX infers (:func:`_infer_dtypes`); one of no known dtype
-    is left (SequenceEmpty needs it). A graph output among them keeps its
-    name and declaration, on the hidden value.
+    with its scope's opset (removed ones are skipped). An output whose true
+    shape is computed (:func:`~lowering.irutils.computed_shapes.computed_shapes`)
+    is pinned to it by a Reshape, which every runtime runs and most make a
+    no-op; another is passed through a sequence, given the dtype ONNX infers
+    (:func:`_infer_known`; one of no known dtype is left: SequenceEmpty
+    needs it). For a ``runtime`` without sequences, such an output is refused
+    before anything changes: :class:`LoweringError` names its node.
+    A graph output among them keeps its name and declaration, on the hidden value.
     """
-    hidden = 0
-    dtypes: dict[ir.Value, ir.DataType | None] = {}
+    planned = plan_copied_shapes(copied, runtime)
+    for hiding in planned:
+        _apply(hiding)
+    return len(planned)
+
+
+def plan_copied_shapes(
+    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
+) -> list[_Hiding]:
+    """How :func:`hide_copied_shapes` hides each output, changing nothing."""
+    sequences = not runtime.missing(HIDING_OPS)
+    planned: list[_Hiding] = []
+    known: dict[ir.Value, Operand] = {}
     typed: set[ir.Graph] = set()
     entries = [Copied(*entry) for entry in copied]
-    for node, opset, written in [
-        (n, e.opset, e.written) for e in entries for n in (e.node, *_nested(e.node))
-    ]:
+    for node, entry in [(n, e) for e in entries for n in (e.node, *_nested(e.node))]:
+        opset, written = entry.opset, entry.written
         graph = node.graph
         if graph is None or not is_onnx_domain(node.domain) or not may_be_seen_wrong(node.op_type):
             continue
         operands = [operand(v, small_constant(v)) for v in node.inputs]
         if not seen_wrong(node, operands):
             continue
-        if graph not in typed:  # rewrites leave values untyped: their dtypes, in order
+        if graph not in typed:  # (only where a copied node may be wrong: it costs a walk)
             typed.add(graph)
-            _infer_dtypes(graph, opset, dtypes)
-        for value in node.outputs:
+            _infer_known(graph, opset, known)
+        operands = [known.get(v, o) if v is not None else o for v, o in zip(node.inputs, operands)]
+        if not seen_wrong(node, operands):
+            continue  # proven right, with the shapes inferred for its inputs
+        shapes = computed_shapes(node, operands)
+        for k, value in enumerate(node.outputs):
             if not value.uses() and value not in graph.outputs:
                 continue
-            dtype = dtypes.get(value)
-            if dtype is None:
+            allowzero = None if shapes is None else _allowzero(shapes[k], opset)
+            if shapes is not None and allowzero is not None:
+                dtype = known[value].dtype if value in known else None
+                planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
                 continue
-            rank = None if value.shape is None else len(value.shape)
-            nodes, at = _hiding(value, dtype, rank)
-            at.shape = None if value.shape is None else ir.Shape(list(value.shape))
-            value.replace_all_uses_with(at, replace_graph_outputs=True)
-            if value.name:
-                adopt_name(at, value.name)
-                value.name = None
-                fresh(value)
-            value.type, value.shape = ir.TensorType(dtype), None
-            nodes[1].replace_input_with(1, value)
-            graph.insert_after(node, nodes)
-            if written is not None:
-                written += nodes
-            hidden += 1
-    return hidden
+            if not sequences:
+                raise LoweringError(
+                    f"--runtime {runtime.name}: ONNX infers a wrong shape for output {k} of "
+                    "this node, copied out of a map's body, and its shape is not computed "
+                    "here; the runtime has no sequence ops to hide it with",
+                    node=node,
+                    scope=entry.scope,
+                )
+            dtype = known[value].dtype
+            if dtype is not None:
+                planned.append(_Hiding(node, value, None, False, dtype, written))
+    return planned
 
 
-def _infer_dtypes(graph: ir.Graph, opset: int, dtypes: dict[ir.Value, ir.DataType | None]) -> None:
-    """The dtype of each value of ``graph`` (into ``dtypes``): declared, or what
-    ONNX infers from its inputs' dtypes (sound, unlike its shapes)."""
+def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
+    """Whether the Reshape that pins ``shape`` (0: a dim not computed, kept as it
+    is) needs ``allowzero``; None if no Reshape pins it (a computed size 0
+    beside a dim not computed, or before Reshape-14)."""
+    if 0 not in [d for d in shape if isinstance(d, int)]:
+        return False
+    if all(isinstance(d, int) for d in shape) and opset >= 14:
+        return True
+    return None
 
-    def known(value: ir.Value | None) -> Operand | None:
-        got = operand(value, small_constant(value))
-        if value is None or got is None or got.dtype is not None or got.type is not None:
-            return got
-        return got._replace(dtype=dtypes.get(value))
+
+def _apply(hiding: _Hiding) -> None:
+    node, value = hiding.node, hiding.value
+    graph = node.graph
+    assert graph is not None
+    if hiding.computed is not None:
+        target = [d if isinstance(d, int) else 0 for d in hiding.computed]
+        shape = constant_node(np.array(target, np.int64))
+        attributes = {"allowzero": 1} if hiding.allowzero else {}
+        reshape = fresh(new_node("Reshape", [value, shape.outputs[0]], attributes))
+        nodes, at = [shape, reshape], reshape.outputs[0]
+        if hiding.dtype is not None:
+            at.type = ir.TensorType(hiding.dtype)
+            at.shape = ir.Shape(list(hiding.computed))
+    else:
+        assert hiding.dtype is not None
+        rank = None if value.shape is None else len(value.shape)
+        nodes, at = _hiding(value, hiding.dtype, rank)
+        at.shape = None if value.shape is None else ir.Shape(list(value.shape))
+    value.replace_all_uses_with(at, replace_graph_outputs=True)
+    if value.name:
+        adopt_name(at, value.name)
+        value.name = None
+        fresh(value)
+    if hiding.computed is None:
+        assert hiding.dtype is not None
+        value.type = ir.TensorType(hiding.dtype)
+        nodes[1].replace_input_with(1, value)
+    else:
+        nodes[1].replace_input_with(0, value)
+    value.shape = None
+    graph.insert_after(node, nodes)
+    if hiding.written is not None:
+        hiding.written.extend(nodes)
+
+
+def _infer_known(graph: ir.Graph, opset: int, known: dict[ir.Value, Operand]) -> None:
+    """What is proven of each value of ``graph`` (into ``known``): its declared
+    dtype and shape, or what ONNX infers from its inputs' (dtypes: sound;
+    shapes: only those :func:`~lowering.irutils.node_inference.infer_outputs`
+    proves). Rewrites leave the values they make untyped."""
+
+    def of(value: ir.Value | None) -> Operand | None:
+        got = known.get(value) if value is not None else None
+        return got if got is not None else operand(value, small_constant(value))
 
     for node in graph:
-        declared = [_declared_dtype(v) for v in node.outputs]
-        inferred = (
-            infer_outputs(node, [known(v) for v in node.inputs], opset) if None in declared else []
-        )
-        for k, value in enumerate(node.outputs):
-            dtypes[value] = declared[k] if declared[k] is not None else inferred[k].dtype
-
-
-def _declared_dtype(value: ir.Value) -> ir.DataType | None:
-    type_ = value.type
-    if isinstance(type_, ir.TensorType) and type_.dtype != ir.DataType.UNDEFINED:
-        return type_.dtype
-    return None
+        inferred = infer_outputs(node, [of(v) for v in node.inputs], opset)
+        for value, proven in zip(node.outputs, inferred, strict=True):
+            declared = operand(value, small_constant(value))
+            assert declared is not None
+            if declared.type is not None:
+                known[value] = declared
+                continue
+            dtype = declared.dtype if declared.dtype not in (None, ir.DataType.UNDEFINED) else None
+            shape = declared.shape if declared.shape is not None else proven.shape
+            known[value] = declared._replace(dtype=dtype or proven.dtype, shape=shape)
 
 
 def _nested(node: ir.Node) -> list[ir.Node]:

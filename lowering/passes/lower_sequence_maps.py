@@ -168,7 +168,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         name_fresh(model)
         lowered_in = {plan.located.scope.owner for plan in planned[0]}
         copied = [
-            Copied(node, plan.opset, rewrite.written)
+            Copied(node, plan.opset, rewrite.written, plan.located.scope.description)
             for plan, rewrite in zip(planned[0], rewrites, strict=True)
             if rewrite.strategy in ("unroll", "vectorize")
             for node in rewrite.written

@@ -1,0 +1,181 @@
+"""The output shapes of the nodes ONNX infers wrong, computed by the runtime's rules.
+
+:func:`~lowering.irutils.node_inference.seen_wrong` names the nodes whose
+ONNX-inferred shapes may not be what onnxruntime computes. For the ones
+whose sizes follow from their input shapes and attributes alone, this module
+computes them (:mod:`lowering.irutils.shapes`), so that a rewrite can pin a
+copied node's output to its true shape, where every runtime reads it::
+
+    y = LpPool <ceil_mode = 1, ...> (x: float[1,2,3])     ONNX: [1,2,2]  computed: [1,2,1]
+    p = Reshape(y, [1, 2, 1])                             ONNX: [1,2,1]  a no-op at run time
+
+A dim is an int where it is computed; otherwise the input's own dim, a
+symbol or None, which ONNX copies too (a pool's batch and channels), or None
+for a spatial dim of unknown size (ONNX infers none there either). Ops whose
+sizes depend on values (NonZero, Range, Resize by scales) are not computed.
+Every rule is swept against onnxruntime (tests/test_computed_shapes.py).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.irutils.node_inference import Dim, Operand
+from lowering.irutils.shapes import conv_transpose_output_size, pool_output_size
+
+Shape = tuple[Dim, ...]
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def computed_shapes(node: ir.Node, operands: Sequence[Operand | None]) -> list[Shape] | None:
+    """The shape of each output of ``node``, by onnxruntime's rules; None where
+    this module has no rule for the node or its inputs leave one unproven."""
+    if node.op_type in _POOLS:
+        shape = _pool(node, operands)
+        return None if shape is None else [shape] * len(node.outputs)  # MaxPool's Indices too
+    rule = _RULES.get(node.op_type)
+    shape = None if rule is None else rule(node, operands)
+    return None if shape is None else [shape]
+
+
+def _static(operand: Operand | None) -> list[int] | None:
+    if operand is None or operand.shape is None:
+        return None
+    dims = list(operand.shape)
+    return dims if all(isinstance(d, int) for d in dims) else None  # type: ignore[return-value]
+
+
+def _window(node: ir.Node, spatial: int) -> tuple[list[int], list[int], list[int], str] | None:
+    attributes = node.attributes
+    strides = list(attributes.get_ints("strides", [1] * spatial))
+    dilations = list(attributes.get_ints("dilations", [1] * spatial))
+    auto_pad = attributes.get_string("auto_pad", "NOTSET")
+    pads = list(attributes.get_ints("pads", [0] * (2 * spatial))) if auto_pad == "NOTSET" else []
+    if len(strides) != spatial or len(dilations) != spatial:
+        return None
+    if auto_pad == "NOTSET" and len(pads) != 2 * spatial:
+        return None
+    return strides, dilations, pads or [0] * (2 * spatial), auto_pad
+
+
+def _pool(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    x = operands[0] if operands else None
+    kernel = node.attributes.get_ints("kernel_shape", None)
+    if x is None or x.shape is None or not kernel or len(x.shape) != len(kernel) + 2:
+        return None
+    spatial = len(kernel)
+    window = _window(node, spatial)
+    if window is None:
+        return None
+    strides, dilations, pads, auto_pad = window
+    ceil_mode = node.attributes.get_int("ceil_mode", 0) != 0
+    dims: list[Dim] = list(x.shape[:2])
+    for i, d in enumerate(x.shape[2:]):
+        if not isinstance(d, int):
+            dims.append(None)  # unknown to ONNX too
+            continue
+        size = pool_output_size(
+            d, kernel[i], strides[i], dilations[i], (pads[i], pads[i + spatial]), auto_pad,
+            ceil_mode,
+        )  # fmt: skip
+        if size is None:
+            return None
+        dims.append(size)
+    return tuple(dims)
+
+
+def _conv_transpose(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    x = operands[0] if operands else None
+    w = operands[1] if len(operands) > 1 else None
+    weights = _static(w)
+    if x is None or x.shape is None or weights is None or len(weights) != len(x.shape):
+        return None
+    spatial = len(x.shape) - 2
+    attributes = node.attributes
+    kernel = list(attributes.get_ints("kernel_shape", weights[2:]))
+    output_padding = list(attributes.get_ints("output_padding", [0] * spatial))
+    output_shape = attributes.get_ints("output_shape", None)
+    window = _window(node, spatial)
+    if window is None or len(kernel) != spatial or len(output_padding) != spatial:
+        return None
+    strides, dilations, pads, auto_pad = window
+    dims: list[Dim] = [x.shape[0], weights[1] * attributes.get_int("group", 1)]
+    if output_shape is not None:
+        if len(output_shape) != spatial:
+            return None
+        return (*dims, *output_shape)
+    for i, d in enumerate(x.shape[2:]):
+        if not isinstance(d, int):
+            dims.append(None)  # unknown to ONNX too
+            continue
+        size = conv_transpose_output_size(
+            d, kernel[i], strides[i], dilations[i], (pads[i], pads[i + spatial]), auto_pad,
+            output_padding[i],
+        )  # fmt: skip
+        if size is None:
+            return None
+        dims.append(size)
+    return tuple(dims)
+
+
+def _einsum(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    """Each letter's size over its operands, a 1 broadcasting; static shapes only."""
+    equation = node.attributes.get_string("equation", "").replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if "..." in equation or len(terms) != len(operands):
+        return None
+    sizes: dict[str, int] = {}
+    for term, known in zip(terms, operands, strict=True):
+        dims = _static(known)
+        if dims is None or len(dims) != len(term) or len(set(term)) != len(term):
+            return None  # (a repeated letter in one term: a diagonal, not computed)
+        for letter, d in zip(term, dims, strict=True):
+            size = sizes.get(letter)
+            if size is None or size == 1:
+                sizes[letter] = d
+            elif d not in (1, size):
+                return None
+    if not arrow:
+        counts = collections.Counter("".join(terms))
+        output = "".join(sorted(letter for letter, count in counts.items() if count == 1))
+    if any(letter not in sizes for letter in output):
+        return None
+    return tuple(sizes[letter] for letter in output)
+
+
+def _prelu(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    """X and the slope broadcast both ways (onnxruntime)."""
+    shapes = [_static(o) for o in operands[:2]]
+    if len(shapes) != 2 or shapes[0] is None or shapes[1] is None:
+        return None
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(tuple(shapes[0]), tuple(shapes[1])))
+    except ValueError:
+        return None
+
+
+def _squeeze(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    """Empty axes squeeze every dim of size 1 (onnxruntime); other axes ONNX gets right."""
+    dims = _static(operands[0] if operands else None)
+    axes_attribute = node.attributes.get("axes")
+    given = operands[1] if len(operands) > 1 else None
+    empty = (axes_attribute is not None and len(axes_attribute.as_ints()) == 0) or (
+        given is not None and given.value is not None and given.value.size == 0
+    )
+    if dims is None or not empty:
+        return None
+    return tuple(d for d in dims if d != 1)
+
+
+_RULES = {
+    "ConvTranspose": _conv_transpose,
+    "Einsum": _einsum,
+    "PRelu": _prelu,
+    "Squeeze": _squeeze,
+}
