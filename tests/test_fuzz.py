@@ -359,9 +359,9 @@ def _float16_chain_example():
     above) and ``drop`` (Dropout, in inference an Identity), each times its
     Size, with both oracles built as tests/fuzz_models.py builds them."""
     import numpy as np
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
-    from tests.fuzz_models import OneOp, _times, fewest_roundings, run_steps
+    from tests.fuzz_models import OneOp, _times
 
     def f16(bits, shape):
         return np.array(bits, np.uint16).view(np.float16).reshape(shape)
@@ -393,26 +393,38 @@ def _float16_chain_example():
     def step(env):
         env["ys"], env["zs"] = map(list, zip(*[body(e) for e in env["s"]]))
 
-    steps = [lambda env: env.update(s=[env["t"]]), step]
-    nodes = [
-        helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v))
-        for n, v in consts.items()
-    ]
-    nodes += [helper.make_node(*op[:3], **op[3]) for op in ILL_CONDITIONED]
+    nodes = [helper.make_node(*op[:3], **op[3]) for op in ILL_CONDITIONED]
     for value, out in (("ln", "y"), ("drop", "z")):
         nodes += [
             helper.make_node("Size", [value], [f"{value}_n"]),
             helper.make_node("CastLike", [f"{value}_n", value], [f"{value}_c"]),
             helper.make_node("Mul", [value, f"{value}_c"], [out]),
         ]
-    half = onnx.TensorProto.FLOAT16
+    return _one_element_map(consts, nodes, ("y", "z"), step, element, 18)
+
+
+def _one_element_map(consts: dict, nodes: list, outputs: tuple, step, element, opset: int):
+    """A map over ``SequenceConstruct(t)`` whose body holds ``consts`` as
+    Constants and ``nodes``, returning ``outputs`` (as ``ys`` and ``zs``), fed
+    ``element``; its oracle ``step`` (the body over ``env["s"]``) gives both
+    oracles, as tests/fuzz_models.py builds them."""
+    from onnx import helper, numpy_helper
+
+    from tests.fuzz_models import fewest_roundings, run_steps
+
+    dtype = helper.np_dtype_to_tensor_dtype(element.dtype)
+    shape = list(element.shape)
+    constants = [
+        helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v))
+        for n, v in consts.items()
+    ]
     graph = helper.make_graph(
-        nodes,
+        constants + nodes,
         "body",
-        [helper.make_tensor_value_info("e", half, [1, 5, 4])],
-        [helper.make_tensor_value_info(n, half, None) for n in ("y", "z")],
+        [helper.make_tensor_value_info("e", dtype, shape)],
+        [helper.make_tensor_value_info(n, dtype, None) for n in outputs],
     )
-    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(half, None))
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(dtype, None))
     model = helper.make_model(
         helper.make_graph(
             [
@@ -420,12 +432,13 @@ def _float16_chain_example():
                 helper.make_node("SequenceMap", ["s"], ["ys", "zs"], body=graph),
             ],
             "g",
-            [helper.make_tensor_value_info("t", half, [1, 5, 4])],
+            [helper.make_tensor_value_info("t", dtype, shape)],
             [helper.make_value_info(n, seq) for n in ("ys", "zs")],
         ),
-        opset_imports=[helper.make_opsetid("", 18)],
+        opset_imports=[helper.make_opsetid("", opset)],
     )
     model.ir_version = 8
+    steps = [lambda env: env.update(s=[env["t"]]), step]
     feeds = {"t": element}
     env = run_steps(steps, dict(feeds))
     expected = [env["ys"], env["zs"]]
@@ -477,9 +490,9 @@ def _float32_layer_norm_example(shift: float, noise: float):
     ``neg`` (Neg, well-conditioned), both oracles built as tests/fuzz_models.py
     builds them."""
     import numpy as np
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
-    from tests.fuzz_models import OneOp, fewest_roundings, run_steps
+    from tests.fuzz_models import OneOp
 
     consts = {"gamma": np.full([4], 1.5, np.float32), "beta": np.full([4], 0.25, np.float32)}
     nodes = [
@@ -497,40 +510,9 @@ def _float32_layer_norm_example(shift: float, noise: float):
     def step(env):
         env["ys"], env["zs"] = map(list, zip(*[body(e) for e in env["s"]]))
 
-    steps = [lambda env: env.update(s=[env["t"]]), step]
-    single = onnx.TensorProto.FLOAT
-    graph = helper.make_graph(
-        [
-            helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v))
-            for n, v in consts.items()
-        ]
-        + nodes,
-        "body",
-        [helper.make_tensor_value_info("e", single, [1, 3, 4])],
-        [helper.make_tensor_value_info(n, single, None) for n in ("ln", "neg")],
-    )
-    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(single, None))
-    model = helper.make_model(
-        helper.make_graph(
-            [
-                helper.make_node("SequenceConstruct", ["t"], ["s"]),
-                helper.make_node("SequenceMap", ["s"], ["ys", "zs"], body=graph),
-            ],
-            "g",
-            [helper.make_tensor_value_info("t", single, [1, 3, 4])],
-            [helper.make_value_info(n, seq) for n in ("ys", "zs")],
-        ),
-        opset_imports=[helper.make_opsetid("", 17)],
-    )
-    model.ir_version = 8
     rng = np.random.default_rng(5)
-    feeds = {"t": (shift + noise * rng.standard_normal([1, 3, 4])).astype(np.float32)}
-    env = run_steps(steps, dict(feeds))
-    expected = [env["ys"], env["zs"]]
-    fewest = fewest_roundings(steps, feeds, ["ys", "zs"], expected)
-    return SimpleNamespace(
-        model=model, feeds=feeds, expected=expected, exact=True, disagrees=False, fewest=fewest
-    )
+    element = (shift + noise * rng.standard_normal([1, 3, 4])).astype(np.float32)
+    return _one_element_map(consts, nodes, ("ln", "neg"), step, element, 17)
 
 
 @pytest.mark.parametrize("shift", [10.0, 30.0, 100.0])
