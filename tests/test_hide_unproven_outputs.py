@@ -137,12 +137,20 @@ COPY_OPTIONS = {
     "openvino": {"runtime": "openvino"},
     "tinygrad": {"runtime": "tinygrad"},
 }
-# The cases whose sizes depend on values, or which runtimes read apart: no
-# Reshape pins them (lowering.irutils.computed_shapes), a sequence hides them.
+# The cases whose sizes are not computed (lowering.irutils.computed_shapes),
+# where ONNX claims a size: a sequence hides them, or a runtime without
+# sequence ops refuses them.
 NOT_COMPUTED = {
-    "Resize by scales", "NonZero of a scalar", "Range: float bounds", "Range: int32 span overflows",
-    "Slice: end INT64_MAX, negative step", "Slice: end INT32_MAX, negative step",
+    "Resize by sizes, not_larger": (
+        Case("Resize", [x(1, 1, 4, 6), c([], np.float32), c([], np.float32), c([1, 1, 2, 2])],
+             {"keep_aspect_ratio_policy": "not_larger"}), 18, (1, 1, 2, 2),
+    ),
+    "Einsum with an ellipsis": (
+        Case("Einsum", [x(1, 2, 3), x(4, 3, 5)], {"equation": "...ij,...jk->...ik"}), 13,
+        (4, 2, 5),
+    ),
 }  # fmt: skip
+COPIED = {**COPIED, **NOT_COMPUTED}
 
 
 def _lower_copied(name: str, model: onnx.ModelProto, option: str) -> onnx.ModelProto | None:
@@ -330,10 +338,10 @@ def test_copied_shapes_meet_no_vectorized_reshape(name, option):
 
 def test_a_copied_shape_no_runtime_form_hides_is_refused_before_anything_changes():
     """The pass alone, for a runtime without sequence ops, on a Resize whose
-    size depends on its scales: refused, naming the node, the model as it was."""
-    case = COPIED["Resize by scales"][0]
-    result = ort_run(_case_model(case, 17), _case_feeds(case))[0]
-    model = ir.serde.deserialize_model(_stacked_map(case, None, 17, result))
+    size is not computed: refused, naming the node, the model as it was."""
+    case, opset, _ = COPIED["Resize by sizes, not_larger"]
+    result = ort_run(_case_model(case, opset), _case_feeds(case))[0]
+    model = ir.serde.deserialize_model(_stacked_map(case, None, opset, result))
     maps = lowering.LowerSequenceMapPass(runtime="openvino")(model)
     lowering.EliminateSequencesPass()(model)
     assert maps.copied
@@ -344,3 +352,20 @@ def test_a_copied_shape_no_runtime_form_hides_is_refused_before_anything_changes
     hidden = HideUnprovenOutputsPass(maps.lowered_in, maps.copied)(model)  # onnxruntime: hidden
     assert hidden.modified
     onnx.checker.check_model(ir.serde.serialize_model(model), full_check=True)
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino", "tract", "tinygrad", "generic"])
+def test_copied_nonzeros_are_pinned_not_refused(runtime):
+    """NonZero is seen wrong (a scalar's rank), so each copy is pinned, to
+    [rank, its own count]: every runtime gets the unrolled map, none a
+    sequence op or a refusal."""
+    model = parse("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[2,3] a, float[3,2] b) => (seq(int64[2,?]) y) {
+      s = SequenceConstruct(a, b)
+      y = SequenceMap <body = body (float[?,?] e) => (int64[2,?] d) { d = NonZero(e) }> (s)
+    }""")
+    result = lowered(model, runtime=runtime)
+    assert op_types(result).count("Reshape") == 2
+    assert not {"SequenceInsert", "SequenceAt"} & set(op_types(result))
+    feeds = {"a": np.array([[0, 1, 2], [3, 0, 0]], np.float32), "b": np.eye(3, 2, dtype=np.float32)}
+    assert_same(_run(result, feeds), _run(model, feeds))

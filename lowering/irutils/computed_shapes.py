@@ -11,9 +11,9 @@ copied node's output to its true shape, where every runtime reads it::
 
 A dim is an int where it is computed; otherwise the input's own dim, a
 symbol or None, which ONNX copies too (a pool's batch and channels), or None
-for a spatial dim of unknown size (ONNX infers none there either). Ops whose
-sizes depend on values (NonZero, Range, Resize by scales) are not computed.
-Every rule is swept against onnxruntime (tests/test_computed_shapes.py).
+for a spatial dim of unknown size (ONNX infers none there either): so
+NonZero's count is None. Sizes that depend on values known only at run
+time (a Range's bounds, a Resize's scales) are not computed. Every rule is swept against onnxruntime (tests/test_computed_shapes.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.node_inference import Dim, Operand
-from lowering.irutils.shapes import conv_transpose_output_size, pool_output_size
+from lowering.irutils.shapes import conv_transpose_output_size, pool_output_size, slice_length
 
 Shape = tuple[Dim, ...]
 
@@ -173,9 +173,108 @@ def _squeeze(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
     return tuple(d for d in dims if d != 1)
 
 
+def _nonzero(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    """[rank, count]; a scalar's rank counts as 1 (onnxruntime: [1, 0] or [1, 1])."""
+    x = operands[0] if operands else None
+    if x is None or x.shape is None:
+        return None
+    return (max(len(x.shape), 1), None)
+
+
+def _resize(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    """Each resized dim: ``sizes``, or ``int(scale * dim)`` in float32, as
+    onnxruntime computes it (ONNX floors the double product: 5 * 1.4 is 6
+    to it, 7 to onnxruntime); ``sizes`` with an aspect-ratio policy: not computed."""
+    x = operands[0] if operands else None
+    if x is None or x.shape is None or len(operands) < 3:
+        return None
+    scales = operands[2].value if operands[2] is not None else None
+    sizes = operands[3].value if len(operands) > 3 and operands[3] is not None else None
+    rank = len(x.shape)
+    axes = [a % rank if -rank <= a < rank else rank for a in node.attributes.get_ints("axes", [])]
+    axes = axes or list(range(rank))
+    dims: list[Dim] = list(x.shape)
+    if scales is not None and scales.size:
+        if scales.size != len(axes) or rank in axes:
+            return None
+        for axis, scale in zip(axes, scales.reshape(-1).astype(np.float32), strict=True):
+            d = x.shape[axis]
+            dims[axis] = int(np.float32(d) * scale) if isinstance(d, int) else None
+        return tuple(dims)
+    policy = node.attributes.get_string("keep_aspect_ratio_policy", "stretch")
+    if sizes is None or sizes.size != len(axes) or rank in axes or policy != "stretch":
+        return None
+    for axis, size in zip(axes, sizes.reshape(-1), strict=True):
+        dims[axis] = int(size)
+    return tuple(dims)
+
+
+def _range(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    """ceil((limit - start) / delta) in double, as onnxruntime counts (ONNX
+    subtracts float bounds in float: Range(-0.17, -10.17, -1.0) is 10 elements
+    to it, 11 to onnxruntime); an integer span that overflows: not computed."""
+    values = [None if o is None else o.value for o in operands[:3]]
+    if len(values) != 3 or any(v is None or v.size != 1 for v in values):
+        return None
+    start, limit, delta = (v.reshape(()) for v in values)  # type: ignore[union-attr]
+    span: float
+    if np.issubdtype(start.dtype, np.integer):
+        info = np.iinfo(start.dtype)
+        if not info.min <= int(limit) - int(start) <= info.max:
+            return None
+        span = float(int(limit) - int(start))
+    else:
+        span = float(limit) - float(start)
+    if float(delta) == 0 or not np.isfinite(span):
+        return None
+    return (max(0, int(np.ceil(span / float(delta)))),)
+
+
+def _slice(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
+    """Each sliced dim (:func:`~lowering.irutils.shapes.slice_length`), an end of
+    the type's maximum with a negative step read as onnxruntime reads it:
+    through the first element."""
+    x = operands[0] if operands else None
+    bounds = [None if k >= len(operands) or o is None else o.value
+              for k, o in enumerate(operands[:5]) if k > 0]  # fmt: skip
+    bounds += [None] * (4 - len(bounds))
+    starts, ends, axes, steps = bounds
+    if x is None or x.shape is None or starts is None or ends is None:
+        return None
+    rank = len(x.shape)
+    count = starts.size
+    axes_list = list(range(count)) if axes is None else [int(a) for a in axes.reshape(-1)]
+    steps_list = [1] * count if steps is None else [int(t) for t in steps.reshape(-1)]
+    if ends.size != count or len(axes_list) != count or len(steps_list) != count:
+        return None
+    if not np.issubdtype(ends.dtype, np.integer):
+        return None
+    top = int(np.iinfo(ends.dtype).max)
+    dims: list[Dim] = list(x.shape)
+    for start, end, axis, step in zip(
+        starts.reshape(-1), ends.reshape(-1), axes_list, steps_list, strict=True
+    ):
+        if not -rank <= axis < rank:
+            return None
+        d = x.shape[axis % rank]
+        if not isinstance(d, int):
+            dims[axis % rank] = None
+            continue
+        end = -d - 1 if step < 0 and int(end) == top else int(end)
+        length = slice_length(d, int(start), end, step)
+        if length is None:
+            return None
+        dims[axis % rank] = length
+    return tuple(dims)
+
+
 _RULES = {
     "ConvTranspose": _conv_transpose,
     "Einsum": _einsum,
+    "NonZero": _nonzero,
     "PRelu": _prelu,
+    "Range": _range,
+    "Resize": _resize,
+    "Slice": _slice,
     "Squeeze": _squeeze,
 }

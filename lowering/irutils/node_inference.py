@@ -126,12 +126,16 @@ def operand(value: ir.Value | None, constant: np.ndarray | None = None) -> Opera
     return Operand(dtype, shape, constant)
 
 
-def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int) -> list[Inferred]:
+def infer_outputs(
+    node: ir.Node, operands: Sequence[Operand | None], opset: int, claimed: bool = False
+) -> list[Inferred]:
     """Per output of ``node``, its dtype and, for TRUSTED_SHAPE_OPS, its shape.
 
     ``operands[k]`` is what is known of input k (None: the input is absent).
     The node is read for its op type and attributes only; ``opset`` is the
-    default domain's version. Nothing proven is (None, None).
+    default domain's version. Nothing proven is (None, None). ``claimed``:
+    the shapes ONNX infers for any op, proven or not (what a checker or a
+    runtime planning from ONNX's inference would read).
     """
     unknown = [Inferred(None, None)] * len(node.outputs)
     if not is_onnx_domain(node.domain):
@@ -172,7 +176,7 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
         inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
     except Exception:  # noqa: BLE001 -- a schema error, inputs the schema refuses: nothing proven
         return unknown
-    trusted = node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands)
+    trusted = claimed or (node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands))
     return [
         _output(inferred.get(f"output_{k}"), trusted, symbols) for k in range(len(node.outputs))
     ]
@@ -272,6 +276,8 @@ def _einsum_sizes_agree(node: ir.Node, operands: Sequence[Operand | None]) -> bo
 
 #: The trusted ops :func:`doubted` has cases of.
 DOUBTED_OPS = frozenset(["Range", "Slice", "Squeeze", "PRelu"])
+#: The ops whose claimed rank, too, may be wrong (empty axes; a slope of higher rank).
+RANKS_SEEN_WRONG = frozenset(["Squeeze", "PRelu"])
 
 
 def may_be_seen_wrong(op_type: str) -> bool:
@@ -286,8 +292,8 @@ def doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
         return False
     values = [None if o is None else o.value for o in operands]
     if node.op_type == "Range":
-        # ONNX counts ceil((limit - start) / delta) in double after subtracting
-        # in the element type; onnxruntime counts floats in their own type:
+        # ONNX counts ceil((limit - start) / delta) after subtracting in the
+        # element type; onnxruntime subtracts float bounds in double:
         # Range(-0.17, -10.17, -1.0) is 10 elements to ONNX, 11 to onnxruntime.
         if len(values) != 3 or any(v is None or v.size != 1 for v in values):
             return False  # no constant bounds: ONNX claims the rank only

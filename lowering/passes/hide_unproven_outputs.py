@@ -54,7 +54,9 @@ from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh, name_fresh
 from lowering.irutils.node_inference import (
+    RANKS_SEEN_WRONG,
     Dim,
+    Inferred,
     Operand,
     infer_outputs,
     may_be_seen_wrong,
@@ -170,7 +172,8 @@ def hide_copied_shapes(
     with its scope's opset (removed ones are skipped). An output whose true
     shape is computed (:func:`~lowering.irutils.computed_shapes.computed_shapes`)
     is pinned to it by a Reshape, which every runtime runs and most make a
-    no-op; another is passed through a sequence, given the dtype ONNX infers
+    no-op; one ONNX claims no size for is left; another is passed through a
+    sequence, given the dtype ONNX infers
     (:func:`_infer_known`; one of no known dtype is left: SequenceEmpty
     needs it). For a ``runtime`` without sequences, such an output is refused
     before anything changes: :class:`LoweringError` names its node.
@@ -206,6 +209,7 @@ def plan_copied_shapes(
         if not seen_wrong(node, operands):
             continue  # proven right, with the shapes inferred for its inputs
         shapes = computed_shapes(node, operands)
+        claims: list[Inferred] | None = None
         for k, value in enumerate(node.outputs):
             if not value.uses() and value not in graph.outputs:
                 continue
@@ -214,6 +218,10 @@ def plan_copied_shapes(
                 dtype = known[value].dtype if value in known else None
                 planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
                 continue
+            if claims is None:
+                claims = infer_outputs(node, operands, opset, claimed=True)
+            if _claims_no_size(node, claims[k]):
+                continue  # nothing wrong for a checker or a runtime to read
             if not sequences:
                 raise LoweringError(
                     f"--runtime {runtime.name}: ONNX infers a wrong shape for output {k} of "
@@ -226,6 +234,14 @@ def plan_copied_shapes(
             if dtype is not None:
                 planned.append(_Hiding(node, value, None, False, dtype, written))
     return planned
+
+
+def _claims_no_size(node: ir.Node, claim: Inferred) -> bool:
+    """Whether ONNX's inference claims no size for an output (no shape, or only
+    unknown and symbolic dims, of a rank it gets right)."""
+    if claim.shape is None:
+        return True
+    return node.op_type not in RANKS_SEEN_WRONG and not any(isinstance(d, int) for d in claim.shape)
 
 
 def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
