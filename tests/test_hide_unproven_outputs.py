@@ -369,3 +369,33 @@ def test_copied_nonzeros_are_pinned_not_refused(runtime):
     assert not {"SequenceInsert", "SequenceAt"} & set(op_types(result))
     feeds = {"a": np.array([[0, 1, 2], [3, 0, 0]], np.float32), "b": np.eye(3, 2, dtype=np.float32)}
     assert_same(_run(result, feeds), _run(model, feeds))
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino", "tinygrad"])
+def test_a_copy_onnx_knows_more_of_than_the_proof_is_not_pinned_by_its_own_dims(runtime):
+    """A MaxPool (ceil_mode, an end pad) of a Conv, whose shape ONNX infers and
+    the proof does not take (Conv is not a trusted op): the pool's length is
+    not computed, and a Reshape keeping that dim (0) would keep ONNX's wrong
+    [1,1,3] of the [1,1,4] copy beside the [1,1,2] of the [1,1,3] one. It is
+    hidden in a sequence for onnxruntime, refused without sequence ops."""
+    model = parse("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1,1,4] a, float[1,1,3] b) => (float[2,1,1,?] y) {
+      s = SequenceConstruct(a, b)
+      m = SequenceMap <body = body (float[1,1,?] e) => (float[?,?,?] p) {
+            w = Constant <value = float[1,1,1] {2}> ()
+            c = Conv(e, w)
+            p = MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1> (c)
+          }> (s)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }""")
+    if runtime != "onnxruntime":
+        with pytest.raises(lowering.LoweringError, match="no sequence ops to hide it with"):
+            lowering.lower(model, runtime=runtime)
+        return
+    result = lowered(model, runtime=runtime)  # the full checker, among others
+    assert "SequenceInsert" in op_types(result)
+    feeds = {
+        "a": np.arange(4, dtype=np.float32).reshape(1, 1, 4),
+        "b": np.ones((1, 1, 3), np.float32),
+    }
+    assert_same(_run(result, feeds), _run(model, feeds))

@@ -192,6 +192,7 @@ def plan_copied_shapes(
     sequences = not runtime.missing(HIDING_OPS)
     planned: list[_Hiding] = []
     known: dict[ir.Value, Operand] = {}
+    believed: dict[ir.Value, Operand] = {}
     typed: set[ir.Graph] = set()
     entries = [Copied(*entry) for entry in copied]
     for node, entry in [(n, e) for e in entries for n in (e.node, *_nested(e.node))]:
@@ -204,22 +205,23 @@ def plan_copied_shapes(
             continue
         if graph not in typed:  # (only where a copied node may be wrong: it costs a walk)
             typed.add(graph)
-            _infer_known(graph, opset, known)
-        operands = [known.get(v, o) if v is not None else o for v, o in zip(node.inputs, operands)]
-        if not seen_wrong(node, operands):
+            _infer_known(graph, opset, known, believed)
+        proven = [known.get(v, o) if v is not None else o for v, o in zip(node.inputs, operands)]
+        if not seen_wrong(node, proven):
             continue  # proven right, with the shapes inferred for its inputs
-        shapes = computed_shapes(node, operands)
-        claims: list[Inferred] | None = None
+        shapes = computed_shapes(node, proven)
+        claims = infer_outputs(
+            node, [believed.get(v, o) if v is not None else o for v, o in zip(node.inputs, operands)],
+            opset, claimed=True,
+        )  # fmt: skip
         for k, value in enumerate(node.outputs):
             if not value.uses() and value not in graph.outputs:
                 continue
-            allowzero = None if shapes is None else _allowzero(shapes[k], opset)
+            allowzero = None if shapes is None else _allowzero(shapes[k], claims[k], opset)
             if shapes is not None and allowzero is not None:
                 dtype = known[value].dtype if value in known else None
                 planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
                 continue
-            if claims is None:
-                claims = infer_outputs(node, operands, opset, claimed=True)
             if _claims_no_size(node, claims[k]):
                 continue  # nothing wrong for a checker or a runtime to read
             if not sequences:
@@ -244,10 +246,18 @@ def _claims_no_size(node: ir.Node, claim: Inferred) -> bool:
     return node.op_type not in RANKS_SEEN_WRONG and not any(isinstance(d, int) for d in claim.shape)
 
 
-def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
+def _allowzero(shape: tuple[Dim, ...], claim: Inferred, opset: int) -> bool | None:
     """Whether the Reshape that pins ``shape`` (0: a dim not computed, kept as it
-    is) needs ``allowzero``; None if no Reshape pins it (a computed size 0
-    beside a dim not computed, or before Reshape-14)."""
+    is) needs ``allowzero``; None if no Reshape pins it: a dim kept where ONNX
+    ``claim``s a size (it would keep that), a computed size 0 beside a dim
+    not computed, or one before Reshape-14."""
+    kept = [i for i, d in enumerate(shape) if not isinstance(d, int)]
+    if kept and (
+        claim.shape is None
+        or len(claim.shape) != len(shape)
+        or any(isinstance(claim.shape[i], int) for i in kept)
+    ):
+        return None
     if 0 not in [d for d in shape if isinstance(d, int)]:
         return False
     if all(isinstance(d, int) for d in shape) and opset >= 14:
@@ -290,27 +300,40 @@ def _apply(hiding: _Hiding) -> None:
         hiding.written.extend(nodes)
 
 
-def _infer_known(graph: ir.Graph, opset: int, known: dict[ir.Value, Operand]) -> None:
-    """What is proven of each value of ``graph`` (into ``known``): its declared
-    dtype and shape, or what ONNX infers from its inputs' (dtypes: sound;
-    shapes: only those :func:`~lowering.irutils.node_inference.infer_outputs`
-    proves). Rewrites leave the values they make untyped."""
+def _infer_known(
+    graph: ir.Graph,
+    opset: int,
+    known: dict[ir.Value, Operand],
+    believed: dict[ir.Value, Operand],
+) -> None:
+    """What is proven of each value of ``graph`` (into ``known``), and what ONNX's
+    inference of the model believes (into ``believed``): its declared dtype
+    and shape, each dim as far as it is declared, or what per-node inference
+    gives from its inputs' (dtypes: sound; proven shapes: those
+    :func:`~lowering.irutils.node_inference.infer_outputs` proves; believed:
+    any it claims). Rewrites leave the values they make untyped."""
+    for table, claimed in ((known, False), (believed, True)):
+        for node in graph:
+            inputs = [
+                table.get(v) or operand(v, small_constant(v)) if v is not None else None
+                for v in node.inputs
+            ]
+            inferred = infer_outputs(node, inputs, opset, claimed=claimed)
+            for value, got in zip(node.outputs, inferred, strict=True):
+                table[value] = _merged(value, got)
 
-    def of(value: ir.Value | None) -> Operand | None:
-        got = known.get(value) if value is not None else None
-        return got if got is not None else operand(value, small_constant(value))
 
-    for node in graph:
-        inferred = infer_outputs(node, [of(v) for v in node.inputs], opset)
-        for value, proven in zip(node.outputs, inferred, strict=True):
-            declared = operand(value, small_constant(value))
-            assert declared is not None
-            if declared.type is not None:
-                known[value] = declared
-                continue
-            dtype = declared.dtype if declared.dtype not in (None, ir.DataType.UNDEFINED) else None
-            shape = declared.shape if declared.shape is not None else proven.shape
-            known[value] = declared._replace(dtype=dtype or proven.dtype, shape=shape)
+def _merged(value: ir.Value, inferred: Inferred) -> Operand:
+    """``value``'s declared type, its unknown parts filled from ``inferred``."""
+    declared = operand(value, small_constant(value))
+    assert declared is not None
+    if declared.type is not None:
+        return declared
+    dtype = declared.dtype if declared.dtype not in (None, ir.DataType.UNDEFINED) else None
+    shape = declared.shape if declared.shape is not None else inferred.shape
+    if shape is not None and inferred.shape is not None and len(shape) == len(inferred.shape):
+        shape = [d if d is not None else p for d, p in zip(shape, inferred.shape)]  # each dim
+    return declared._replace(dtype=dtype or inferred.dtype, shape=shape)
 
 
 def _nested(node: ir.Node) -> list[ir.Node]:
