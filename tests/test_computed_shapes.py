@@ -117,12 +117,24 @@ def _values() -> Iterator[tuple[Case, int]]:
     yield Case("Range", [c(v, np.float32) for v in (-0.17, -10.17, -1.0)]), 13
     for start, limit, delta in ((0, 10, 3), (5, -5, -2), (2**31 - 1, -(2**31), -(2**31))):
         yield Case("Range", [c(v, np.int32) for v in (start, limit, delta)]), 13
-    for dim, start, end, step, dtype in itertools.product(
-        (1, 3, 5), (-7, -1, 0, 2, 6), (None, 0, -1), (-1, -2, 1, 2), (np.int64, np.int32)
+    for start, limit, delta in (
+        (0, 2**53 + 1, 2**52),
+        (-(2**62), 2**62, 2**61 + 1),
+        (7, 2**40, -3),
     ):
-        end = int(np.iinfo(dtype).max) if end is None else end
+        yield Case("Range", [c(v, np.int64) for v in (start, limit, delta)]), 13  # exactly
+    int32_max, int64_max = 2**31 - 1, 2**63 - 1
+    for dim, start, end, step, dtype in itertools.product(
+        (1, 3, 5), (-7, -1, 0, 2, 6), (int64_max, int32_max, 2**40, 0, -1), (-1, -2, 1, 2),
+        (np.int64, np.int32),
+    ):  # fmt: skip
+        if end > np.iinfo(dtype).max:
+            continue
         bounds = [c([v], dtype) for v in (start, end, 0, step)]
         yield Case("Slice", [x(dim, 2), *bounds]), 13
+    for ends, steps in (([int64_max, int32_max], [-1, -1]), ([int32_max, 1], [-1, 1])):
+        bounds = [c([3, 1]), c(ends), c([0, -1]), c(steps)]
+        yield Case("Slice", [x(4, 3), *bounds]), 13  # two axes, a negative one
 
 
 CASES = {

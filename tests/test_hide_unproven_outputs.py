@@ -399,3 +399,43 @@ def test_a_copy_onnx_knows_more_of_than_the_proof_is_not_pinned_by_its_own_dims(
         "b": np.ones((1, 1, 3), np.float32),
     }
     assert_same(_run(result, feeds), _run(model, feeds))
+
+
+# A MaxPool (ceil_mode, an end pad) of a value the proof does not size and
+# ONNX's inference of the model does: through an If, or a call of a local
+# function (ONNX's per-node inference gives neither a shape). Its length is
+# not computed, so it is neither pinned nor, for ONNX claims one, left.
+THROUGH = {
+    "identity": "t = Identity(e)",
+    "if": "t = If (c) <then_branch = tb () => (float[1,1,?] t1) { t1 = Identity(e) },"
+    " else_branch = eb () => (float[1,1,?] t2) { t2 = Identity(e) }>",
+    "function": "t = loc.F(e)",
+}
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+@pytest.mark.parametrize("through", list(THROUGH))
+def test_a_copy_of_what_onnx_alone_sizes_is_hidden_not_left(through, runtime):
+    model = parse(f"""<ir_version: 8, opset_import: ["" : 17, "loc" : 1]>
+    g (float[1,1,4] a, float[1,1,3] b, bool c) => (float[2,1,1,?] y) {{
+      s = SequenceConstruct(a, b)
+      m = SequenceMap <body = body (float[1,1,?] e) => (float[1,1,?] z) {{
+            {THROUGH[through]}
+            z = MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1> (t)
+          }}> (s)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }}
+    <domain: "loc", opset_import: ["" : 17]>
+    F (x) => (o) {{ o = Identity(x) }}""")
+    if runtime == "openvino" and through != "identity":
+        with pytest.raises(lowering.LoweringError, match="no sequence ops to hide it with"):
+            lowering.lower(model, runtime=runtime)
+        return
+    result = lowered(model, runtime=runtime)  # the full checker, among others
+    assert ("SequenceInsert" in op_types(result)) == (through != "identity")
+    feeds = {
+        "a": np.arange(4, dtype=np.float32).reshape(1, 1, 4),
+        "b": np.arange(3, dtype=np.float32).reshape(1, 1, 3),
+        "c": np.array(True),
+    }
+    assert_same(_run(result, feeds), _run(model, feeds))

@@ -840,6 +840,9 @@ DOUBTED = {
     "Slice: end INT32_MAX, negative step": (
         Case("Slice", [x(5), *(c([v], np.int32) for v in (4, 2**31 - 1, 0, -2))]), 13, (3,),
     ),
+    "Slice: int64 end INT32_MAX, negative step": (
+        Case("Slice", [x(4, 3), c([3]), c([2**31 - 1]), c([0]), c([-1])]), 13, (4, 3),
+    ),
     "Squeeze: empty axes attribute": (Case("Squeeze", [x(2, 1)], {"axes": []}), 11, (2,)),
     "PRelu: X broadcast to the slope": (Case("PRelu", [x(1, 3, 1), x(1, 4)]), 13, (1, 3, 4)),
     "PRelu: a slope of higher rank": (Case("PRelu", [x(3), x(2, 3)]), 17, (2, 3)),

@@ -9,11 +9,14 @@ copied node's output to its true shape, where every runtime reads it::
     y = LpPool <ceil_mode = 1, ...> (x: float[1,2,3])     ONNX: [1,2,2]  computed: [1,2,1]
     p = Reshape(y, [1, 2, 1])                             ONNX: [1,2,1]  a no-op at run time
 
-A dim is an int where it is computed; otherwise the input's own dim, a
-symbol or None, which ONNX copies too (a pool's batch and channels), or None
-for a spatial dim of unknown size (ONNX infers none there either): so
-NonZero's count is None. Sizes that depend on values known only at run
-time (a Range's bounds, a Resize's scales) are not computed. Every rule is swept against onnxruntime (tests/test_computed_shapes.py).
+A dim is an int where it is computed; otherwise it is an input's dim that
+the output copies (a symbol or None: a pool's batch and channels, a dim
+Slice or Resize leaves), which ONNX's inference copies too, or None for
+NonZero's count, which no inference knows. An output with any other dim
+not known here (a pool over a length of unknown size, which ONNX may know
+where this does not) is not computed, nor are sizes that depend on values
+known only at run time (a Range's bounds, a Resize's scales). Every rule
+is swept against onnxruntime (tests/test_computed_shapes.py).
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.node_inference import Dim, Operand
-from lowering.irutils.shapes import conv_transpose_output_size, pool_output_size, slice_length
+from lowering.irutils.shapes import (
+    conv_transpose_output_size,
+    onnxruntime_slice_length,
+    pool_output_size,
+)
 
 Shape = tuple[Dim, ...]
 
@@ -77,8 +84,7 @@ def _pool(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
     dims: list[Dim] = list(x.shape[:2])
     for i, d in enumerate(x.shape[2:]):
         if not isinstance(d, int):
-            dims.append(None)  # unknown to ONNX too
-            continue
+            return None  # (a size not known here may be to ONNX)
         size = pool_output_size(
             d, kernel[i], strides[i], dilations[i], (pads[i], pads[i + spatial]), auto_pad,
             ceil_mode,
@@ -111,8 +117,7 @@ def _conv_transpose(node: ir.Node, operands: Sequence[Operand | None]) -> Shape 
         return (*dims, *output_shape)
     for i, d in enumerate(x.shape[2:]):
         if not isinstance(d, int):
-            dims.append(None)  # unknown to ONNX too
-            continue
+            return None  # (a size not known here may be to ONNX)
         size = conv_transpose_output_size(
             d, kernel[i], strides[i], dilations[i], (pads[i], pads[i + spatial]), auto_pad,
             output_padding[i],
@@ -199,7 +204,10 @@ def _resize(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
             return None
         for axis, scale in zip(axes, scales.reshape(-1).astype(np.float32), strict=True):
             d = x.shape[axis]
-            dims[axis] = int(np.float32(d) * scale) if isinstance(d, int) else None
+            if isinstance(d, int):
+                dims[axis] = int(np.float32(d) * scale)
+            elif scale != 1:
+                return None
         return tuple(dims)
     policy = node.attributes.get_string("keep_aspect_ratio_policy", "stretch")
     if sizes is None or sizes.size != len(axes) or rank in axes or policy != "stretch":
@@ -210,30 +218,29 @@ def _resize(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
 
 
 def _range(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
-    """ceil((limit - start) / delta) in double, as onnxruntime counts (ONNX
-    subtracts float bounds in float: Range(-0.17, -10.17, -1.0) is 10 elements
-    to it, 11 to onnxruntime); an integer span that overflows: not computed."""
+    """ceil((limit - start) / delta): float bounds in double, as onnxruntime
+    counts (ONNX subtracts them in float: Range(-0.17, -10.17, -1.0) is 10
+    elements to it, 11 to onnxruntime), integers exactly; an integer span
+    that overflows its type: not computed."""
     values = [None if o is None else o.value for o in operands[:3]]
     if len(values) != 3 or any(v is None or v.size != 1 for v in values):
         return None
     start, limit, delta = (v.reshape(()) for v in values)  # type: ignore[union-attr]
-    span: float
     if np.issubdtype(start.dtype, np.integer):
         info = np.iinfo(start.dtype)
-        if not info.min <= int(limit) - int(start) <= info.max:
+        span, step = int(limit) - int(start), int(delta)
+        if not info.min <= span <= info.max or step == 0:
             return None
-        span = float(int(limit) - int(start))
-    else:
-        span = float(limit) - float(start)
-    if float(delta) == 0 or not np.isfinite(span):
+        return (max(0, -(-span // step)),)  # exact (onnxruntime: 3 for Range(0, 2**53 + 1, 2**52))
+    span_float = float(limit) - float(start)
+    if float(delta) == 0 or not np.isfinite(span_float):
         return None
-    return (max(0, int(np.ceil(span / float(delta)))),)
+    return (max(0, int(np.ceil(span_float / float(delta)))),)
 
 
 def _slice(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
-    """Each sliced dim (:func:`~lowering.irutils.shapes.slice_length`), an end of
-    the type's maximum with a negative step read as onnxruntime reads it:
-    through the first element."""
+    """Each sliced dim, as onnxruntime reads the bounds
+    (:func:`~lowering.irutils.shapes.onnxruntime_slice_length`)."""
     x = operands[0] if operands else None
     bounds = [None if k >= len(operands) or o is None else o.value
               for k, o in enumerate(operands[:5]) if k > 0]  # fmt: skip
@@ -249,7 +256,6 @@ def _slice(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
         return None
     if not np.issubdtype(ends.dtype, np.integer):
         return None
-    top = int(np.iinfo(ends.dtype).max)
     dims: list[Dim] = list(x.shape)
     for start, end, axis, step in zip(
         starts.reshape(-1), ends.reshape(-1), axes_list, steps_list, strict=True
@@ -257,13 +263,11 @@ def _slice(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
         if not -rank <= axis < rank:
             return None
         d = x.shape[axis % rank]
-        if not isinstance(d, int):
-            dims[axis % rank] = None
-            continue
-        end = -d - 1 if step < 0 and int(end) == top else int(end)
-        length = slice_length(d, int(start), end, step)
+        length = None
+        if isinstance(d, int):
+            length = onnxruntime_slice_length(d, int(start), int(end), step)
         if length is None:
-            return None
+            return None  # (a dim not known here may be to ONNX)
         dims[axis % rank] = length
     return tuple(dims)
 

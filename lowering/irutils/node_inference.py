@@ -34,6 +34,7 @@ import onnx
 import onnx_ir as ir
 
 from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.shapes import THROUGH_FIRST
 
 Dim = int | str | None  # a known size, a symbolic dim, or unknown
 
@@ -126,16 +127,12 @@ def operand(value: ir.Value | None, constant: np.ndarray | None = None) -> Opera
     return Operand(dtype, shape, constant)
 
 
-def infer_outputs(
-    node: ir.Node, operands: Sequence[Operand | None], opset: int, claimed: bool = False
-) -> list[Inferred]:
+def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int) -> list[Inferred]:
     """Per output of ``node``, its dtype and, for TRUSTED_SHAPE_OPS, its shape.
 
     ``operands[k]`` is what is known of input k (None: the input is absent).
     The node is read for its op type and attributes only; ``opset`` is the
-    default domain's version. Nothing proven is (None, None). ``claimed``:
-    the shapes ONNX infers for any op, proven or not (what a checker or a
-    runtime planning from ONNX's inference would read).
+    default domain's version. Nothing proven is (None, None).
     """
     unknown = [Inferred(None, None)] * len(node.outputs)
     if not is_onnx_domain(node.domain):
@@ -176,7 +173,7 @@ def infer_outputs(
         inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
     except Exception:  # noqa: BLE001 -- a schema error, inputs the schema refuses: nothing proven
         return unknown
-    trusted = claimed or (node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands))
+    trusted = node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands)
     return [
         _output(inferred.get(f"output_{k}"), trusted, symbols) for k in range(len(node.outputs))
     ]
@@ -305,16 +302,18 @@ def doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
         info = np.iinfo(start.dtype)
         return not (info.min <= span <= info.max and abs(span) < 2**31)
     if node.op_type == "Slice":
-        # onnxruntime reads an end of the type's maximum with a negative step
-        # as "to the first element"; the spec clamps it to the last (empty).
+        # onnxruntime reads an end of INT64_MAX or INT32_MAX with a negative
+        # step as "to the first element"; the spec clamps it to the last (empty).
         ends = values[2] if len(values) > 2 else None
         steps = values[4] if len(values) > 4 else None
         if ends is None or steps is None:
             return False  # all steps 1, or steps unknown: ONNX claims no sliced dim
         if not np.issubdtype(ends.dtype, np.integer) or ends.size != steps.size:
             return True
-        top = np.iinfo(ends.dtype).max
-        return bool(np.any((ends.reshape(-1) == top) & (steps.reshape(-1) < 0)))
+        through_first = np.isin(
+            ends.reshape(-1), [v for v in THROUGH_FIRST if v <= np.iinfo(ends.dtype).max]
+        )
+        return bool(np.any(through_first & (steps.reshape(-1) < 0)))
     if node.op_type == "Squeeze":
         # Empty axes: ONNX squeezes nothing, onnxruntime every dim of size 1.
         axes = node.attributes.get("axes")

@@ -8,6 +8,7 @@ over edge values (tests/test_vectorize_shapes.py)::
 
     dim 4, start -10, end -20, step -1       Python: []     ONNX: [x0]
     dim 4, start 3, end INT64_MAX, step -1   the spec: []   onnxruntime: [x3, x2, x1, x0]
+    (the same for an end of INT32_MAX, in int64 or int32 ends)
 
 The window ops' sizes are onnxruntime's where it reads the spec its own way
 (SAME padding of a pool from the undilated kernel; a ConvTranspose's SAME
@@ -18,14 +19,18 @@ size no larger than its unpadded one), swept against it over edge attributes
 from __future__ import annotations
 
 INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
+#: The ends onnxruntime reads, with a negative step, as "through the first
+#: element" (int64 ends of either value, int32 ends of INT32_MAX), where the
+#: spec clamps them to ``dim - 1``.
+THROUGH_FIRST = (INT64_MAX, INT32_MAX)
 
 
 def slice_length(dim: int, start: int, end: int, step: int) -> int | None:
     """How many elements ``Slice`` keeps of an axis of size ``dim``; None where
-    that is not one answer (a step of 0 is invalid; onnxruntime reads an end of
-    INT64_MAX with a negative step as "through the first element", where the
-    spec clamps it to ``dim - 1``)."""
-    if step == 0 or (step < 0 and end == INT64_MAX and dim > 0):
+    that is not one answer (a step of 0 is invalid; an end of
+    :data:`THROUGH_FIRST` with a negative step is read two ways)."""
+    if step == 0 or (step < 0 and end in THROUGH_FIRST and dim > 0):
         return None
     if start < 0:
         start += dim
@@ -36,6 +41,14 @@ def slice_length(dim: int, start: int, end: int, step: int) -> int | None:
         return max(0, -(-(end - start) // step))
     start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
     return max(0, -(-(start - end) // -step))
+
+
+def onnxruntime_slice_length(dim: int, start: int, end: int, step: int) -> int | None:
+    """:func:`slice_length` as onnxruntime reads an end of :data:`THROUGH_FIRST`
+    with a negative step: through the first element."""
+    if step < 0 and end in THROUGH_FIRST:
+        end = -dim - 1
+    return slice_length(dim, start, end, step)
 
 
 def pool_output_size(

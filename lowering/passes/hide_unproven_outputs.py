@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 import onnx_ir as ir
 
-from lowering.analysis.type_inference import unproven_shapes
+from lowering.analysis.type_inference import TypeOracle, unproven_shapes
 from lowering.errors import LoweringError
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.constants import constant_node
@@ -103,7 +103,7 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         sequences = not self.runtime.missing(HIDING_OPS)
-        planned = plan_copied_shapes(self.copied, self.runtime)  # (a refusal: here)
+        planned = plan_copied_shapes(model, self.copied, self.runtime)  # (a refusal: here)
         hidden = hide_unproven_outputs(model, self.lowered_in) if sequences else 0
         for hiding in planned:
             _apply(hiding)
@@ -163,7 +163,9 @@ class _Hiding(NamedTuple):
 
 
 def hide_copied_shapes(
-    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
+    model: ir.Model,
+    copied: Iterable[tuple[ir.Node, int]],
+    runtime: Runtime = RUNTIMES["onnxruntime"],
 ) -> int:
     """Hide the outputs of the nodes of ``copied`` (and of their subgraphs) whose
     shapes ONNX may infer wrong, where they are made; returns how many were hidden.
@@ -179,20 +181,22 @@ def hide_copied_shapes(
     before anything changes: :class:`LoweringError` names its node.
     A graph output among them keeps its name and declaration, on the hidden value.
     """
-    planned = plan_copied_shapes(copied, runtime)
+    planned = plan_copied_shapes(model, copied, runtime)
     for hiding in planned:
         _apply(hiding)
     return len(planned)
 
 
 def plan_copied_shapes(
-    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
+    model: ir.Model,
+    copied: Iterable[tuple[ir.Node, int]],
+    runtime: Runtime = RUNTIMES["onnxruntime"],
 ) -> list[_Hiding]:
     """How :func:`hide_copied_shapes` hides each output, changing nothing."""
     sequences = not runtime.missing(HIDING_OPS)
     planned: list[_Hiding] = []
     known: dict[ir.Value, Operand] = {}
-    believed: dict[ir.Value, Operand] = {}
+    claims = _Claims(model)
     typed: set[ir.Graph] = set()
     entries = [Copied(*entry) for entry in copied]
     for node, entry in [(n, e) for e in entries for n in (e.node, *_nested(e.node))]:
@@ -205,24 +209,20 @@ def plan_copied_shapes(
             continue
         if graph not in typed:  # (only where a copied node may be wrong: it costs a walk)
             typed.add(graph)
-            _infer_known(graph, opset, known, believed)
+            _infer_known(graph, opset, known)
         proven = [known.get(v, o) if v is not None else o for v, o in zip(node.inputs, operands)]
         if not seen_wrong(node, proven):
             continue  # proven right, with the shapes inferred for its inputs
         shapes = computed_shapes(node, proven)
-        claims = infer_outputs(
-            node, [believed.get(v, o) if v is not None else o for v, o in zip(node.inputs, operands)],
-            opset, claimed=True,
-        )  # fmt: skip
         for k, value in enumerate(node.outputs):
             if not value.uses() and value not in graph.outputs:
                 continue
-            allowzero = None if shapes is None else _allowzero(shapes[k], claims[k], opset)
+            allowzero = None if shapes is None else _allowzero(shapes[k], opset)
             if shapes is not None and allowzero is not None:
                 dtype = known[value].dtype if value in known else None
                 planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
                 continue
-            if _claims_no_size(node, claims[k]):
+            if _claims_no_size(node, claims.of(node, k)):
                 continue  # nothing wrong for a checker or a runtime to read
             if not sequences:
                 raise LoweringError(
@@ -238,26 +238,56 @@ def plan_copied_shapes(
     return planned
 
 
-def _claims_no_size(node: ir.Node, claim: Inferred) -> bool:
+class _Claims:
+    """What ONNX's inference of the whole model claims of each node's outputs
+    (onnx.shape_inference, through If, Loop and Scan bodies, as the checker and
+    onnxruntime infer it; asked for only where a copy's shape is not computed,
+    since it infers the whole model once)."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.oracle: TypeOracle | None = None
+        self.unpaired = False
+
+    def of(self, node: ir.Node, index: int) -> Inferred | None:
+        """ONNX's claim on output ``index`` of ``node``; None where it is not
+        known (a node of a function: ONNX infers none; a model with unnamed
+        values, which a serialized copy cannot pair)."""
+        if self.oracle is None and not self.unpaired:
+            self.unpaired = any(
+                v is not None and v.name is None
+                for g in graphs_within(self.model.graph)
+                for n in g
+                for v in (*n.inputs, *n.outputs)
+            )
+            if not self.unpaired:
+                self.oracle = TypeOracle(self.model, claimed=True)
+        graph = node.graph
+        twin = None if self.oracle is None or graph is None else self.oracle.twin(node, graph)
+        if twin is None or index >= len(twin.outputs):
+            return None
+        value = twin.outputs[index]
+        if value.shape is None:
+            return Inferred(None, None)
+        return Inferred(None, tuple(d if isinstance(d, int) else None for d in value.shape))
+
+
+def _claims_no_size(node: ir.Node, claim: Inferred | None) -> bool:
     """Whether ONNX's inference claims no size for an output (no shape, or only
-    unknown and symbolic dims, of a rank it gets right)."""
+    unknown and symbolic dims, of a rank it gets right); not where the claim
+    is not known."""
+    if claim is None:
+        return False
     if claim.shape is None:
         return True
     return node.op_type not in RANKS_SEEN_WRONG and not any(isinstance(d, int) for d in claim.shape)
 
 
-def _allowzero(shape: tuple[Dim, ...], claim: Inferred, opset: int) -> bool | None:
-    """Whether the Reshape that pins ``shape`` (0: a dim not computed, kept as it
-    is) needs ``allowzero``; None if no Reshape pins it: a dim kept where ONNX
-    ``claim``s a size (it would keep that), a computed size 0 beside a dim
-    not computed, or one before Reshape-14."""
-    kept = [i for i, d in enumerate(shape) if not isinstance(d, int)]
-    if kept and (
-        claim.shape is None
-        or len(claim.shape) != len(shape)
-        or any(isinstance(claim.shape[i], int) for i in kept)
-    ):
-        return None
+def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
+    """Whether the Reshape that pins ``shape`` (0: a dim the output copies from
+    an input, or NonZero's count, kept as it is) needs ``allowzero``; None if
+    no Reshape pins it (a computed size 0 beside a kept dim, or one before
+    Reshape-14)."""
     if 0 not in [d for d in shape if isinstance(d, int)]:
         return False
     if all(isinstance(d, int) for d in shape) and opset >= 14:
@@ -300,27 +330,19 @@ def _apply(hiding: _Hiding) -> None:
         hiding.written.extend(nodes)
 
 
-def _infer_known(
-    graph: ir.Graph,
-    opset: int,
-    known: dict[ir.Value, Operand],
-    believed: dict[ir.Value, Operand],
-) -> None:
-    """What is proven of each value of ``graph`` (into ``known``), and what ONNX's
-    inference of the model believes (into ``believed``): its declared dtype
-    and shape, each dim as far as it is declared, or what per-node inference
-    gives from its inputs' (dtypes: sound; proven shapes: those
-    :func:`~lowering.irutils.node_inference.infer_outputs` proves; believed:
-    any it claims). Rewrites leave the values they make untyped."""
-    for table, claimed in ((known, False), (believed, True)):
-        for node in graph:
-            inputs = [
-                table.get(v) or operand(v, small_constant(v)) if v is not None else None
-                for v in node.inputs
-            ]
-            inferred = infer_outputs(node, inputs, opset, claimed=claimed)
-            for value, got in zip(node.outputs, inferred, strict=True):
-                table[value] = _merged(value, got)
+def _infer_known(graph: ir.Graph, opset: int, known: dict[ir.Value, Operand]) -> None:
+    """What is proven of each value of ``graph`` (into ``known``): its declared
+    dtype and shape, each dim as far as it is declared, or what per-node
+    inference proves from its inputs' (dtypes: sound; shapes: those
+    :func:`~lowering.irutils.node_inference.infer_outputs` proves). Rewrites
+    leave the values they make untyped."""
+    for node in graph:
+        inputs = [
+            known.get(v) or operand(v, small_constant(v)) if v is not None else None
+            for v in node.inputs
+        ]
+        for value, got in zip(node.outputs, infer_outputs(node, inputs, opset), strict=True):
+            known[value] = _merged(value, got)
 
 
 def _merged(value: ir.Value, inferred: Inferred) -> Operand:
