@@ -480,3 +480,29 @@ def test_specializing_keeps_external_weights_where_they_are(tmp_path, monkeypatc
             rewrites = lower_pass(loaded).rewrites
             strategies = [r.strategy for r in rewrites if r.op_type == "SequenceMap"]
             assert strategies == ["vectorize", "loop"]  # the Relu map runs once on w
+
+
+def test_a_map_unrolled_in_a_function_is_folded_there_and_reports_what_it_wrote():
+    """The unrolled copies in a function are folded and their dead nodes removed
+    as in a graph (the folder compared a node's graph with the function
+    itself, so it skipped every node and the rewrite wrote nothing)."""
+    model = parse("""<ir_version: 8, opset_import: ["" : 17, "loc" : 1]>
+    g (float[2] a, float[2] b) => (float[2,2] o) { o = loc.F(a, b) }
+    <domain: "loc", opset_import: ["" : 17]>
+    F (a, b) => (o) {
+      s = SequenceConstruct(a, b)
+      m = SequenceMap <body = body (float[2] e) => (float[2] z) {
+            k = Constant <value = float[2] {1, 2}> ()
+            dead = Neg(k)
+            z = Add(e, k)
+          }> (s)
+      o = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }""")
+    ir_model = ir.serde.deserialize_model(model)
+    (rewrite,) = lowering.lower_in_place(ir_model)
+    assert rewrite.strategy == "unroll"
+    assert {n.op_type for n in rewrite.new_nodes} >= {"Add"}
+    function = next(iter(ir_model.functions.values()))
+    assert "Neg" not in [n.op_type for n in function]  # the dead copies removed there
+    feeds = {"a": np.array([1, 2], np.float32), "b": np.array([3, 4], np.float32)}
+    assert_same(run(ir.serde.serialize_model(ir_model), feeds), run(model, feeds))

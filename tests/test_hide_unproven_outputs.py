@@ -410,6 +410,12 @@ THROUGH = {
     "if": "t = If (c) <then_branch = tb () => (float[1,1,?] t1) { t1 = Identity(e) },"
     " else_branch = eb () => (float[1,1,?] t2) { t2 = Identity(e) }>",
     "function": "t = loc.F(e)",
+    # onnxruntime's constant folding sizes t; ONNX's inference alone does not.
+    "cast shape": "d = Shape(e) c1 = Cast <to = 1> (d) d2 = Cast <to = 7> (c1) t = Reshape(e, d2)",
+    # A pool of a pinned pool: its claim follows the pin.
+    "pooled twice": "p1 = MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1>"
+    " (e) w = MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1> (e)"
+    " t = Add(p1, w)",
 }
 
 
@@ -427,15 +433,24 @@ def test_a_copy_of_what_onnx_alone_sizes_is_hidden_not_left(through, runtime):
     }}
     <domain: "loc", opset_import: ["" : 17]>
     F (x) => (o) {{ o = Identity(x) }}""")
-    if runtime == "openvino" and through != "identity":
+    if runtime == "openvino" and through in ("if", "function"):
         with pytest.raises(lowering.LoweringError, match="no sequence ops to hide it with"):
             lowering.lower(model, runtime=runtime)
         return
-    result = lowered(model, runtime=runtime)  # the full checker, among others
-    assert ("SequenceInsert" in op_types(result)) == (through != "identity")
+    try:
+        result = lowered(model, runtime=runtime)  # the full checker, among others
+    except lowering.LoweringError as error:  # only for want of a sequence to hide it with
+        assert runtime != "onnxruntime" and "no sequence ops to hide it with" in str(error)
+        return
+    if through == "identity":
+        assert "SequenceInsert" not in op_types(result)  # pinned
+    if through in ("if", "function"):
+        assert "SequenceInsert" in op_types(result)
     feeds = {
         "a": np.arange(4, dtype=np.float32).reshape(1, 1, 4),
         "b": np.arange(3, dtype=np.float32).reshape(1, 1, 3),
         "c": np.array(True),
     }
     assert_same(_run(result, feeds), _run(model, feeds))
+    session = open_session(result.SerializeToString(), optimize=True)  # its folding too
+    assert_same(session.run(None, feeds), _run(model, feeds))

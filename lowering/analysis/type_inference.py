@@ -56,20 +56,12 @@ _TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 
 
 class TypeOracle:
-    """Finds, for a node of the model, its twin in a type-inferred copy.
+    """Finds, for a node of the model, its twin in a type-inferred copy."""
 
-    ``claimed``: the copy keeps every shape ONNX infers, proven or not (what
-    the checker and onnxruntime will believe of the model), and types no
-    function."""
-
-    def __init__(
-        self, model: ir.Model, functions: Sequence[ir.Function] = (), claimed: bool = False
-    ):
+    def __init__(self, model: ir.Model, functions: Sequence[ir.Function] = ()):
         self._twin_of: dict[GraphLike, list[ir.Node]] = {}
         self._position: dict[GraphLike, dict[ir.Node, int]] = {}
-        inferred = _infer_model(model, claimed)
-        if claimed:
-            functions = ()
+        inferred = _infer_model(model)
         if inferred is not None:
             self._pair(model.graph, inferred.graph)
         for function in _callers_first(model, functions):
@@ -299,21 +291,16 @@ def _complete(type_proto: onnx.TypeProto) -> bool:
     return kind is not None
 
 
-def _infer_model(model: ir.Model, claimed: bool = False) -> ir.Model | None:
+def _infer_model(model: ir.Model) -> ir.Model | None:
     try:
         # Large initializers are dropped from the copy that ONNX serializes.
-        inferred = _c_api_utils.call_onnx_api(_claim_proto if claimed else _infer_proto, model)
+        inferred = _c_api_utils.call_onnx_api(_infer_proto, model)
     except Exception as error:  # noqa: BLE001 -- ONNX raises many kinds; best effort
         logger.warning("Shape inference failed, using declared types only: %s", error)
         return None
     twin = ir.serde.deserialize_model(inferred)
-    if not claimed:
-        forget_unproven_shapes(twin.graph)
+    forget_unproven_shapes(twin.graph)
     return twin
-
-
-def _claim_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
-    return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False)
 
 
 def forget_unproven_shapes(graph: ir.Graph, tainted: set[ir.Value] | None = None) -> set[ir.Value]:

@@ -273,8 +273,6 @@ def _einsum_sizes_agree(node: ir.Node, operands: Sequence[Operand | None]) -> bo
 
 #: The trusted ops :func:`doubted` has cases of.
 DOUBTED_OPS = frozenset(["Range", "Slice", "Squeeze", "PRelu"])
-#: The ops whose claimed rank, too, may be wrong (empty axes; a slope of higher rank).
-RANKS_SEEN_WRONG = frozenset(["Squeeze", "PRelu"])
 
 
 def may_be_seen_wrong(op_type: str) -> bool:

@@ -92,9 +92,10 @@ def fold_static(
     outside: set[ir.Value] = set()
     pending = collections.deque(nodes)
     kept: list[ir.Node] = []
+    graph = owner.graph if isinstance(owner, ir.Function) else owner  # (a function's nodes')
     while pending:
         node = pending.popleft()
-        if node.graph is not owner:
+        if node.graph is not graph:
             continue
         outside.update(v for v in node.inputs if v is not None and v.producer() not in mine)
         if is_onnx_op(node, "If"):

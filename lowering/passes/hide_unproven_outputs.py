@@ -48,13 +48,12 @@ from typing import NamedTuple
 import numpy as np
 import onnx_ir as ir
 
-from lowering.analysis.type_inference import TypeOracle, unproven_shapes
+from lowering.analysis.type_inference import unproven_shapes
 from lowering.errors import LoweringError
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh, name_fresh
 from lowering.irutils.node_inference import (
-    RANKS_SEEN_WRONG,
     Dim,
     Inferred,
     Operand,
@@ -103,7 +102,7 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         sequences = not self.runtime.missing(HIDING_OPS)
-        planned = plan_copied_shapes(model, self.copied, self.runtime)  # (a refusal: here)
+        planned = plan_copied_shapes(self.copied, self.runtime)  # (a refusal: here)
         hidden = hide_unproven_outputs(model, self.lowered_in) if sequences else 0
         for hiding in planned:
             _apply(hiding)
@@ -163,9 +162,7 @@ class _Hiding(NamedTuple):
 
 
 def hide_copied_shapes(
-    model: ir.Model,
-    copied: Iterable[tuple[ir.Node, int]],
-    runtime: Runtime = RUNTIMES["onnxruntime"],
+    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
 ) -> int:
     """Hide the outputs of the nodes of ``copied`` (and of their subgraphs) whose
     shapes ONNX may infer wrong, where they are made; returns how many were hidden.
@@ -174,29 +171,25 @@ def hide_copied_shapes(
     with its scope's opset (removed ones are skipped). An output whose true
     shape is computed (:func:`~lowering.irutils.computed_shapes.computed_shapes`)
     is pinned to it by a Reshape, which every runtime runs and most make a
-    no-op; one ONNX claims no size for is left; another is passed through a
-    sequence, given the dtype ONNX infers
+    no-op; another is passed through a sequence, given the dtype ONNX infers
     (:func:`_infer_known`; one of no known dtype is left: SequenceEmpty
     needs it). For a ``runtime`` without sequences, such an output is refused
     before anything changes: :class:`LoweringError` names its node.
     A graph output among them keeps its name and declaration, on the hidden value.
     """
-    planned = plan_copied_shapes(model, copied, runtime)
+    planned = plan_copied_shapes(copied, runtime)
     for hiding in planned:
         _apply(hiding)
     return len(planned)
 
 
 def plan_copied_shapes(
-    model: ir.Model,
-    copied: Iterable[tuple[ir.Node, int]],
-    runtime: Runtime = RUNTIMES["onnxruntime"],
+    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
 ) -> list[_Hiding]:
     """How :func:`hide_copied_shapes` hides each output, changing nothing."""
     sequences = not runtime.missing(HIDING_OPS)
     planned: list[_Hiding] = []
     known: dict[ir.Value, Operand] = {}
-    claims = _Claims(model)
     typed: set[ir.Graph] = set()
     entries = [Copied(*entry) for entry in copied]
     for node, entry in [(n, e) for e in entries for n in (e.node, *_nested(e.node))]:
@@ -222,8 +215,6 @@ def plan_copied_shapes(
                 dtype = known[value].dtype if value in known else None
                 planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
                 continue
-            if _claims_no_size(node, claims.of(node, k)):
-                continue  # nothing wrong for a checker or a runtime to read
             if not sequences:
                 raise LoweringError(
                     f"--runtime {runtime.name}: ONNX infers a wrong shape for output {k} of "
@@ -236,51 +227,6 @@ def plan_copied_shapes(
             if dtype is not None:
                 planned.append(_Hiding(node, value, None, False, dtype, written))
     return planned
-
-
-class _Claims:
-    """What ONNX's inference of the whole model claims of each node's outputs
-    (onnx.shape_inference, through If, Loop and Scan bodies, as the checker and
-    onnxruntime infer it; asked for only where a copy's shape is not computed,
-    since it infers the whole model once)."""
-
-    def __init__(self, model: ir.Model) -> None:
-        self.model = model
-        self.oracle: TypeOracle | None = None
-        self.unpaired = False
-
-    def of(self, node: ir.Node, index: int) -> Inferred | None:
-        """ONNX's claim on output ``index`` of ``node``; None where it is not
-        known (a node of a function: ONNX infers none; a model with unnamed
-        values, which a serialized copy cannot pair)."""
-        if self.oracle is None and not self.unpaired:
-            self.unpaired = any(
-                v is not None and v.name is None
-                for g in graphs_within(self.model.graph)
-                for n in g
-                for v in (*n.inputs, *n.outputs)
-            )
-            if not self.unpaired:
-                self.oracle = TypeOracle(self.model, claimed=True)
-        graph = node.graph
-        twin = None if self.oracle is None or graph is None else self.oracle.twin(node, graph)
-        if twin is None or index >= len(twin.outputs):
-            return None
-        value = twin.outputs[index]
-        if value.shape is None:
-            return Inferred(None, None)
-        return Inferred(None, tuple(d if isinstance(d, int) else None for d in value.shape))
-
-
-def _claims_no_size(node: ir.Node, claim: Inferred | None) -> bool:
-    """Whether ONNX's inference claims no size for an output (no shape, or only
-    unknown and symbolic dims, of a rank it gets right); not where the claim
-    is not known."""
-    if claim is None:
-        return False
-    if claim.shape is None:
-        return True
-    return node.op_type not in RANKS_SEEN_WRONG and not any(isinstance(d, int) for d in claim.shape)
 
 
 def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
