@@ -10,10 +10,14 @@ Going down needs the input to be a constant no caller can override; going
 up makes the attribute a Constant. ``noop_with_empty_axes`` (in the newer
 versions only) matters only when there are no axes: with 1 it makes the op
 an Identity, which is what the older version gets; except that ReduceL1,
-ReduceL2, ReduceLogSum, ReduceLogSumExp and ReduceSumSquare still apply their
-elementwise part (``ReduceSumSquare(x)`` is ``x * x``, in onnxruntime and
-ONNX's reference alike), so these decline and ONNX's function body, a
-ReduceSum of that part, is expanded instead.
+ReduceL2, ReduceLogSum and ReduceSumSquare still apply their elementwise
+part (``ReduceSumSquare(x)`` is ``x * x``, in onnxruntime and ONNX's
+reference alike), so these decline and ONNX's function body, a ReduceSum of
+that part, is expanded instead. ReduceLogSumExp's part, ``Log(Exp(x))``, is
+``x``: onnxruntime computes ``max + log(sum(exp(x - max)))``, exactly ``x``
+for one element, where the body's ``Log(Exp(x))`` overflows (float 100 ->
+inf) and rounds (int64 2 -> 1.9999999999999998 -> 1), so it is an Identity
+too.
 
 A Squeeze without axes removes every dim of size 1, at any version; going
 down, where its input's shape is static the axes are written out all the
@@ -39,7 +43,6 @@ _ELEMENTWISE_PART = {
     "ReduceL1": "Abs",
     "ReduceL2": "Sqrt(x * x)",
     "ReduceLogSum": "Log",
-    "ReduceLogSumExp": "Log(Exp(x))",
     "ReduceSumSquare": "x * x",
 }
 
