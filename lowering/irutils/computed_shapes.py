@@ -22,7 +22,7 @@ is swept against onnxruntime (tests/test_computed_shapes.py).
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -81,18 +81,14 @@ def _pool(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
         return None
     strides, dilations, pads, auto_pad = window
     ceil_mode = node.attributes.get_int("ceil_mode", 0) != 0
-    dims: list[Dim] = list(x.shape[:2])
-    for i, d in enumerate(x.shape[2:]):
-        if not isinstance(d, int):
-            return None  # (a size not known here may be to ONNX)
-        size = pool_output_size(
+    sizes = _spatial(
+        x.shape[2:],
+        lambda i, d: pool_output_size(
             d, kernel[i], strides[i], dilations[i], (pads[i], pads[i + spatial]), auto_pad,
             ceil_mode,
-        )  # fmt: skip
-        if size is None:
-            return None
-        dims.append(size)
-    return tuple(dims)
+        ),
+    )  # fmt: skip
+    return None if sizes is None else (*x.shape[:2], *sizes)
 
 
 def _conv_transpose(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:
@@ -115,17 +111,26 @@ def _conv_transpose(node: ir.Node, operands: Sequence[Operand | None]) -> Shape 
         if len(output_shape) != spatial:
             return None
         return (*dims, *output_shape)
-    for i, d in enumerate(x.shape[2:]):
-        if not isinstance(d, int):
-            return None  # (a size not known here may be to ONNX)
-        size = conv_transpose_output_size(
+    sizes = _spatial(
+        x.shape[2:],
+        lambda i, d: conv_transpose_output_size(
             d, kernel[i], strides[i], dilations[i], (pads[i], pads[i + spatial]), auto_pad,
             output_padding[i],
-        )  # fmt: skip
-        if size is None:
+        ),
+    )  # fmt: skip
+    return None if sizes is None else (*dims, *sizes)
+
+
+def _spatial(dims: Sequence[Dim], size: Callable[[int, int], int | None]) -> list[int] | None:
+    """``size(i, d)`` of each spatial dim ``d``; None if a dim is not known here
+    (ONNX may know it) or a size is not computed."""
+    sizes = []
+    for i, d in enumerate(dims):
+        got = size(i, d) if isinstance(d, int) else None
+        if got is None:
             return None
-        dims.append(size)
-    return tuple(dims)
+        sizes.append(got)
+    return sizes
 
 
 def _einsum(node: ir.Node, operands: Sequence[Operand | None]) -> Shape | None:

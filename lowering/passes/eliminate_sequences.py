@@ -103,10 +103,9 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
             if op_type not in _RULES or not (self.after_maps or op_type == "SequenceAt"):
                 continue  # (without maps, only the split reads below)
             opset = located.scope.opset(model) or 1
-            rule = _RULES[op_type] if self.after_maps else None
-            done = (
-                _DONE[op_type] if rule and rule(node, located.scope.owner, lengths, opset) else None
-            )
+            done = None
+            if self.after_maps and _RULES[op_type](node, located.scope.owner, lengths, opset):
+                done = _DONE[op_type]
             if done is None and op_type == "SequenceAt":
                 if _split_element(node, located.scope.owner, opset):
                     done = ("Slice", "an element of a split at static bounds")

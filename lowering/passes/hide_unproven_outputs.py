@@ -32,7 +32,7 @@ Reshape to [-1,1,8,10,2] is "incompatible shapes"). Each output of such a
 copied node whose true shape is computed
 (:mod:`lowering.irutils.computed_shapes`) is pinned to it where it is made,
 which every runtime runs; another is passed through a sequence the same way
-(:func:`hide_copied_shapes`). Its consumers, and a graph output it is, read
+(:func:`plan_copied_shapes`). Its consumers, and a graph output it is, read
 the pinned or hidden value::
 
     y = LpPool <ceil_mode = 1> (x: float[1,2,3])      y = LpPool <ceil_mode = 1> (x)
@@ -83,7 +83,7 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
     which would read the hiding sequence back as the tensor. For a
     ``runtime`` without the :data:`HIDING_OPS`, the If and Scan
     outputs are left, and a copied output whose shape is not computed is
-    refused (:func:`hide_copied_shapes`), before anything changes.
+    refused (:func:`plan_copied_shapes`), before anything changes.
     """
 
     # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
@@ -92,7 +92,7 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
     def __init__(
         self,
         lowered_in: set[GraphLike],
-        copied: Iterable[tuple[ir.Node, int]] = (),
+        copied: Iterable[Copied] = (),
         runtime: str = "onnxruntime",
     ) -> None:
         super().__init__()
@@ -161,38 +161,28 @@ class _Hiding(NamedTuple):
     written: list[ir.Node] | None
 
 
-def hide_copied_shapes(
-    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
-) -> int:
-    """Hide the outputs of the nodes of ``copied`` (and of their subgraphs) whose
-    shapes ONNX may infer wrong, where they are made; returns how many were hidden.
-
-    ``copied``: the nodes a map's body was copied into its scope as, each
-    with its scope's opset (removed ones are skipped). An output whose true
-    shape is computed (:func:`~lowering.irutils.computed_shapes.computed_shapes`)
-    is pinned to it by a Reshape, which every runtime runs and most make a
-    no-op; another is passed through a sequence, given the dtype ONNX infers
-    (:func:`_infer_known`; one of no known dtype is left: SequenceEmpty
-    needs it). For a ``runtime`` without sequences, such an output is refused
-    before anything changes: :class:`LoweringError` names its node.
-    A graph output among them keeps its name and declaration, on the hidden value.
-    """
-    planned = plan_copied_shapes(copied, runtime)
-    for hiding in planned:
-        _apply(hiding)
-    return len(planned)
-
-
 def plan_copied_shapes(
-    copied: Iterable[tuple[ir.Node, int]], runtime: Runtime = RUNTIMES["onnxruntime"]
+    copied: Iterable[Copied], runtime: Runtime = RUNTIMES["onnxruntime"]
 ) -> list[_Hiding]:
-    """How :func:`hide_copied_shapes` hides each output, changing nothing."""
+    """How to hide the outputs of the nodes of ``copied`` (and of their
+    subgraphs) whose shapes ONNX may infer wrong, where they are made;
+    changes nothing (:func:`_apply` does each).
+
+    ``copied``: the nodes a map's body was copied into its scope as (removed
+    ones are skipped). An output whose true shape is computed
+    (:func:`~lowering.irutils.computed_shapes.computed_shapes`) is pinned to
+    it by a Reshape, which every runtime runs and most make a no-op; another
+    is passed through a sequence, given the dtype ONNX infers
+    (:func:`_infer_known`; one of no known dtype is left: SequenceEmpty needs
+    it). For a ``runtime`` without sequences, such an output is refused:
+    :class:`LoweringError` names its node. A graph output among them keeps
+    its name and declaration, on the hidden value.
+    """
     sequences = not runtime.missing(HIDING_OPS)
     planned: list[_Hiding] = []
     known: dict[ir.Value, Operand] = {}
     typed: set[ir.Graph] = set()
-    entries = [Copied(*entry) for entry in copied]
-    for node, entry in [(n, e) for e in entries for n in (e.node, *_nested(e.node))]:
+    for node, entry in [(n, e) for e in copied for n in (e.node, *_nested(e.node))]:
         opset, written = entry.opset, entry.written
         graph = node.graph
         if graph is None or not is_onnx_domain(node.domain) or not may_be_seen_wrong(node.op_type):
