@@ -3,9 +3,9 @@
 Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models;
 :func:`lower_with_report` for the lowered model and its :class:`Report`);
 :func:`pipeline`, the same as one onnx_ir pass; the passes it runs, each
-valid on its own (:class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
-:class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
-:class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
+valid on its own (:class:`ForgetDoubtedShapesPass`, :class:`SpecializeFunctionsPass`,
+:class:`FoldInsertChainsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
+:class:`HideUnprovenOutputsPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
 :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
 :func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from lowering.passes.constant_form import ConstantValueFormPass
     from lowering.passes.eliminate_sequences import EliminateSequencesPass
     from lowering.passes.fold_insert_chains import FoldInsertChainsPass
+    from lowering.passes.forget_doubted_shapes import ForgetDoubtedShapesPass
     from lowering.passes.fresh_names import FreshNamesPass
+    from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
     from lowering.passes.ir_version import IrVersionPass
     from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
     from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
@@ -49,9 +51,11 @@ _HOMES = {
     "OptionError": "lowering.options",
     "Options": "lowering.options",
     "ConstantValueFormPass": "lowering.passes.constant_form",
+    "ForgetDoubtedShapesPass": "lowering.passes.forget_doubted_shapes",
     "EliminateSequencesPass": "lowering.passes.eliminate_sequences",
     "FoldInsertChainsPass": "lowering.passes.fold_insert_chains",
     "FreshNamesPass": "lowering.passes.fresh_names",
+    "HideUnprovenOutputsPass": "lowering.passes.hide_unproven_outputs",
     "IrVersionPass": "lowering.passes.ir_version",
     "LowerSequenceMapPass": "lowering.passes.lower_sequence_maps",
     "NormalizeSequenceInsertPass": "lowering.passes.normalize_inserts",
@@ -69,7 +73,9 @@ __all__ = [
     "ConstantValueFormPass",
     "EliminateSequencesPass",
     "FoldInsertChainsPass",
+    "ForgetDoubtedShapesPass",
     "FreshNamesPass",
+    "HideUnprovenOutputsPass",
     "IrVersionPass",
     "LowerSequenceMapPass",
     "LoweringError",

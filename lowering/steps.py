@@ -5,14 +5,17 @@ name so that importing it never hides that function.)
 
 ::
 
+    ForgetDoubtedShapesPass       no declared shape ONNX's inference may have got wrong
+                                  (with a sequence op, or target_opset=N)
     SpecializeFunctionsPass       a copy of a function per graph a call gives its map
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
                                   (with no map lowered: the split reads, if any sequence op)
     HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
-                                  (with sequence ops), and copied nodes' shapes ONNX would
-                                  infer wrong (pinned, or through a sequence)
+                                  (with sequence ops), and the shapes ONNX would infer wrong
+                                  of nodes copied or exposed by the steps above (pinned, or
+                                  through a sequence; also where only elements were exposed)
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
@@ -47,8 +50,9 @@ from lowering.irutils.scopes import find_nodes, shared_scopes, unshared_scopes
 from lowering.irutils.snapshot import restorer, snapshot
 from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
-from lowering.passes.eliminate_sequences import EliminateSequencesPass
+from lowering.passes.eliminate_sequences import EliminateSequencesPass, EliminationResult
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
+from lowering.passes.forget_doubted_shapes import ForgetDoubtedShapesPass
 from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.passes.ir_version import IrVersionPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
@@ -90,6 +94,11 @@ class Progress:
 
 
 STEPS: tuple[Step, ...] = (
+    Step(
+        "forget doubted shapes",
+        lambda o, p: ForgetDoubtedShapesPass(),
+        lambda o, p: p.has_maps or p.has_sequences or o.target_opset is not None,
+    ),
     Step("specialize", lambda o, p: SpecializeFunctionsPass(), lambda o, p: True),
     Step("fold insert chains", lambda o, p: FoldInsertChainsPass(), lambda o, p: p.has_maps),
     Step(
@@ -112,7 +121,7 @@ STEPS: tuple[Step, ...] = (
     Step(
         "hide unproven outputs",
         lambda o, p: HideUnprovenOutputsPass(p.lowered_in, p.copied, runtime=o.runtime),
-        lambda o, p: p.maps_lowered,
+        lambda o, p: p.maps_lowered or bool(p.copied),
     ),
     Step(
         "normalize inserts",
@@ -226,6 +235,8 @@ class Pipeline(ir.passes.InPlacePass):
                 progress.maps_lowered = result.modified
                 progress.lowered_in = result.lowered_in
                 progress.copied = result.copied
+            if isinstance(result, EliminationResult):
+                progress.copied = [*progress.copied, *result.exposed]
             if isinstance(result, LoweringResult):
                 rewrites += result.rewrites
                 if not isinstance(pass_, TargetOpsetPass):

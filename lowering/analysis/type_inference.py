@@ -26,7 +26,7 @@ function that calls them, directly or not, are inferred callers first::
 Call sites that disagree leave the function untyped (the lowering then asks
 for declared types).
 
-Inferred shapes are not all proven (:mod:`lowering.irutils.node_inference`): the
+Inferred shapes are not all proven (:mod:`lowering.analysis.proven_shapes`): the
 shape of every output of an op whose inference was seen to differ from
 onnxruntime's (MaxPool with ``ceil_mode``, ...), or of a doubted case of a
 trusted op, and of everything computed from it, is dropped from the copy
@@ -45,10 +45,8 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
-from lowering.irutils.node_inference import operand, seen_wrong
-from lowering.irutils.op_facts import is_onnx_domain
-from lowering.irutils.static_values import small_constant
-from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
+from lowering.analysis.proven_shapes import default_opset, prove
+from lowering.irutils.walk import GraphLike, graphs_within, nodes_within
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +114,7 @@ class TypeOracle:
             logger.warning("Shape inference failed for function %r: %s", function.name, error)
             return
         graph = ir.serde.deserialize_model(inferred).graph
-        forget_unproven_shapes(graph)
+        forget_unproven_shapes(graph, default_opset(function.opset_imports))
         self._pair(function, graph)
 
     def _call_site_types(
@@ -299,33 +297,12 @@ def _infer_model(model: ir.Model) -> ir.Model | None:
         logger.warning("Shape inference failed, using declared types only: %s", error)
         return None
     twin = ir.serde.deserialize_model(inferred)
-    forget_unproven_shapes(twin.graph)
+    forget_unproven_shapes(twin.graph, default_opset(model.opset_imports))
     return twin
 
 
-def forget_unproven_shapes(graph: ir.Graph, tainted: set[ir.Value] | None = None) -> set[ir.Value]:
-    """Drop, in an inferred copy, the shapes of :func:`unproven_shapes`; returns
-    the values whose shapes were dropped."""
-    tainted = unproven_shapes(graph, tainted)
-    for value in tainted:
+def forget_unproven_shapes(graph: ir.Graph, opset: int) -> None:
+    """Drop, in an inferred copy, the shapes the proof doubts
+    (:func:`lowering.analysis.proven_shapes.prove`)."""
+    for value in prove(graph, opset, fill=False).doubted:
         value.shape = None
-    return tainted
-
-
-def unproven_shapes(graph: GraphLike, tainted: set[ir.Value] | None = None) -> set[ir.Value]:
-    """The values whose ONNX-inferred shapes may be wrong: the outputs of an op
-    whose shapes ONNX may get wrong (:func:`lowering.irutils.node_inference.seen_wrong`),
-    and every value computed from one, through subgraphs too. Changes nothing."""
-    tainted = set() if tainted is None else tainted
-    for node in graph:
-        wrong = any(v is not None and v in tainted for v in node.inputs)
-        for sub in subgraphs(node):
-            if wrong:
-                tainted.update(sub.inputs)
-            unproven_shapes(sub, tainted)
-            wrong = wrong or any(v in tainted for v in sub.outputs)
-        if is_onnx_domain(node.domain) and not wrong:
-            wrong = seen_wrong(node, [operand(v, small_constant(v)) for v in node.inputs])
-        if wrong:
-            tainted.update(node.outputs)
-    return tainted

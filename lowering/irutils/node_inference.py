@@ -209,12 +209,15 @@ def seen_wrong(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     twice or more has one size in all operands, known or one symbolic dim:
     only a size-1 dim that broadcasts is misread, and a letter of one
     occurrence, such as the batch letter of a vectorized Einsum, has nothing
-    to broadcast with), or a
+    to broadcast with; a NonZero of known rank but 0), or a
     :func:`doubted` case of a trusted op."""
     if node.op_type == "Einsum":
         return not _einsum_sizes_agree(node, operands)
     if node.op_type in _POOLS:
         return not _pool_windows_fit(node, operands)
+    if node.op_type == "NonZero":  # [rank, ?] is right but for a scalar's rank
+        x = operands[0] if operands else None
+        return x is None or x.shape is None or len(x.shape) == 0
     return node.op_type in SHAPES_SEEN_WRONG or doubted(node, operands)
 
 

@@ -72,6 +72,11 @@ def nodes_within(owner: GraphLike) -> Iterator[ir.Node]:
         yield from graph
 
 
+def nodes_under(node: ir.Node) -> list[ir.Node]:
+    """Every node of the graphs ``node`` holds, at any depth (not ``node``)."""
+    return [n for sub in subgraphs(node) for n in nodes_within(sub)]
+
+
 def model_graphs(model: ir.Model) -> Iterator[GraphLike]:
     """The main graph, each model-local function, and every graph nested in them."""
     yield from graphs_within(model.graph)

@@ -47,6 +47,7 @@ where maps were lowered, so other models come out exactly as they went in.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -69,6 +70,7 @@ from lowering.maps.split_bounds import (
     split_bounds,
     split_rank,
 )
+from lowering.passes.hide_unproven_outputs import Copied
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import unsupported
 
@@ -93,8 +95,9 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
         super().__init__()
         self.after_maps = after_maps
 
-    def call(self, model: ir.Model) -> LoweringResult:
+    def call(self, model: ir.Model) -> EliminationResult:
         rewrites: list[Rewrite] = []
+        exposed: list[Copied] = []
         lengths = SequenceLengths()
         bounds: dict[ir.Value, Bounds] = {}  # of each split read at computed bounds
         for located in find_nodes(model, lambda n: is_onnx_domain(n.domain)):
@@ -104,8 +107,11 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
                 continue  # (without maps, only the split reads below)
             opset = located.scope.opset(model) or 1
             done = None
+            elements = _construct_inputs(node.inputs[0]) if node.inputs else None
             if self.after_maps and _RULES[op_type](node, located.scope.owner, lengths, opset):
                 done = _DONE[op_type]
+                if op_type in _EXPOSING:  # a sequence hid their shapes from ONNX's inference
+                    exposed += _producers(elements or [], opset, located.scope.description, node)
             if done is None and op_type == "SequenceAt":
                 if _split_element(node, located.scope.owner, opset):
                     done = ("Slice", "an element of a split at static bounds")
@@ -121,9 +127,28 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
             modified = _remove_dead(model) or modified
         if modified:
             name_fresh(model)
-        return LoweringResult(
-            model, modified=modified, rewrites=[] if self.after_maps else rewrites
+        return EliminationResult(
+            model, modified=modified, rewrites=[] if self.after_maps else rewrites, exposed=exposed
         )
+
+
+@dataclasses.dataclass
+class EliminationResult(LoweringResult):
+    """What :class:`EliminateSequencesPass` did.
+
+    Attributes:
+        exposed: The nodes whose outputs were elements of a SequenceConstruct,
+            now read as tensors: their shapes, which the sequence hid, reach
+            ONNX's inference (for
+            :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`).
+    """
+
+    exposed: list[Copied] = dataclasses.field(default_factory=list)
+
+
+def _producers(elements: list[ir.Value], opset: int, scope: str, reader: ir.Node) -> list[Copied]:
+    nodes = dict.fromkeys(p for v in elements if (p := v.producer()) is not None)
+    return [Copied(node, opset, None, scope, reader) for node in nodes]
 
 
 def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:
@@ -392,6 +417,9 @@ def _concat_from_sequence(node: ir.Node, owner, lengths, opset: int) -> bool:
         node.replace_input_with(index, value)
     return True
 
+
+#: The rules that read a SequenceConstruct's elements as tensors.
+_EXPOSING = frozenset(["SequenceAt", "ConcatFromSequence"])
 
 #: What each rule makes of the node it rewrites, and why it may.
 _DONE = {

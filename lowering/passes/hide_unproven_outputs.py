@@ -9,7 +9,7 @@ sequences, and what is read out of them has no inferred shape. A lowered
 map's results are tensors, so a Scan body that returned
 ``SequenceAt(map output, 0)`` now returns a Gather of a stack whose shape
 onnxruntime believes. Each If-branch or Scan-body output whose shape is not
-proven (:func:`lowering.analysis.type_inference.unproven_shapes`), in a subgraph that
+proven (:func:`lowering.analysis.proven_shapes.prove`), in a subgraph that
 holds a lowered map, is passed through a sequence again, which keeps its
 value and hides its shape (the rank stays declared: Scan needs one)::
 
@@ -48,24 +48,22 @@ from typing import NamedTuple
 import numpy as np
 import onnx_ir as ir
 
-from lowering.analysis.type_inference import unproven_shapes
+from lowering.analysis.proven_shapes import Proof, prove, prove_model
 from lowering.errors import LoweringError
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh, name_fresh
 from lowering.irutils.node_inference import (
     Dim,
-    Inferred,
-    Operand,
-    infer_outputs,
     may_be_seen_wrong,
     operand,
     seen_wrong,
 )
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.static_values import small_constant
-from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
+from lowering.irutils.walk import GraphLike, graphs_within, nodes_under, nodes_within
 from lowering.options import check_runtime
 from lowering.runtimes.profiles import RUNTIMES, Runtime
 
@@ -76,9 +74,13 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
     """Hide the unproven If-branch and Scan-body outputs around the scopes of lowered maps.
 
     ``lowered_in``: the graphs and functions maps were lowered in, and
-    ``copied``: the nodes unrolling and vectorizing wrote there, each with
-    its scope's opset (what
-    :class:`~lowering.passes.lower_sequence_maps.MapsResult` says). Runs after
+    ``copied``: the nodes the rewrites copied, exposed or read there, each
+    with its scope's opset (what
+    :class:`~lowering.passes.lower_sequence_maps.MapsResult` and
+    :class:`~lowering.passes.eliminate_sequences.EliminationResult` say).
+    Without them (a pass composed on its own), every If and Scan, and every
+    node whose input shapes are all proven static, which ONNX's inference
+    would size wrong. Runs after
     :class:`~lowering.passes.eliminate_sequences.EliminateSequencesPass`,
     which would read the hiding sequence back as the tensor. For a
     ``runtime`` without the :data:`HIDING_OPS`, the If and Scan
@@ -91,18 +93,19 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
 
     def __init__(
         self,
-        lowered_in: set[GraphLike],
-        copied: Iterable[Copied] = (),
+        lowered_in: set[GraphLike] | None = None,
+        copied: Iterable[Copied] | None = None,
         runtime: str = "onnxruntime",
     ) -> None:
         super().__init__()
         self.lowered_in = lowered_in
-        self.copied = list(copied)
+        self.copied = None if copied is None else list(copied)
         self.runtime = RUNTIMES[check_runtime(runtime)]
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         sequences = not self.runtime.missing(HIDING_OPS)
-        planned = plan_copied_shapes(self.copied, self.runtime)  # (a refusal: here)
+        copied = _statically_wrong(model) if self.copied is None else self.copied
+        planned = plan_copied_shapes(copied, self.runtime)  # (a refusal: here)
         hidden = hide_unproven_outputs(model, self.lowered_in) if sequences else 0
         for hiding in planned:
             _apply(hiding)
@@ -112,16 +115,34 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=bool(hidden))
 
 
-def hide_unproven_outputs(model: ir.Model, lowered_in: set[GraphLike]) -> int:
+def _statically_wrong(model: ir.Model) -> list[Copied]:
+    """The nodes of ``model`` whose input shapes are all proven static and whose
+    shapes ONNX's inference may get wrong: where it claims a wrong size."""
+    proof = prove_model(model, fill=True)
+    return [
+        Copied(node, scope.opset(model) or 1, None, scope.description, None, only_read=True)
+        for scope in iter_scopes(model)
+        for node in scope.owner
+        if is_onnx_domain(node.domain)
+        and may_be_seen_wrong(node.op_type)
+        and all(v is None or _static(proof.shape(v)) for v in node.inputs)
+    ]
+
+
+def _static(shape: tuple[Dim, ...] | None) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+def hide_unproven_outputs(model: ir.Model, lowered_in: set[GraphLike] | None) -> int:
     """Hide the unproven outputs of the If branches and Scan bodies of ``model``
     that hold, at any depth, a graph of ``lowered_in`` (the scopes of lowered
-    maps; a function among them: every If and Scan, which may call it).
+    maps; a function among them, or None: every If and Scan).
     Returns how many outputs were hidden."""
-    anywhere = any(isinstance(scope, ir.Function) for scope in lowered_in)
+    anywhere = lowered_in is None or any(isinstance(s, ir.Function) for s in lowered_in)
     scopes: list[GraphLike] = [model.graph, *model.functions.values()]
+    tainted = prove_model(model).doubted
     hidden = 0
     for scope in scopes:
-        tainted = unproven_shapes(scope)
         for node in nodes_within(scope):
             if not (is_onnx_op(node, "If") or is_onnx_op(node, "Scan")):
                 continue
@@ -129,7 +150,11 @@ def hide_unproven_outputs(model: ir.Model, lowered_in: set[GraphLike]) -> int:
                 if attr.type != ir.AttributeType.GRAPH:
                     continue
                 sub = attr.as_graph()
-                if not anywhere and not any(g in lowered_in for g in graphs_within(sub)):
+                if (
+                    lowered_in is not None
+                    and not anywhere
+                    and not any(g in lowered_in for g in graphs_within(sub))
+                ):
                     continue
                 for index, value in enumerate(list(sub.outputs)):
                     if value in tainted and _hide(sub, index, value, is_onnx_op(node, "Scan")):
@@ -138,14 +163,19 @@ def hide_unproven_outputs(model: ir.Model, lowered_in: set[GraphLike]) -> int:
 
 
 class Copied(NamedTuple):
-    """A node a map's rewrite copied into its scope, its scope's opset, and the
-    rewrite's ``written`` list, which the nodes hiding its outputs join (so the
-    rewrite's rejections count their sequence ops)."""
+    """A node whose outputs a rewrite put where ONNX's inference sees static
+    shapes: copied out of a map's body (into its scope, or into the body of
+    the Scan or Loop it became), or an element a sequence hid, now read as a
+    tensor. With its scope's opset, the rewrite's ``written`` list, which the
+    nodes hiding its outputs join (so the rewrite's rejections count their
+    sequence ops), and the node a refusal names: the map, or the reader."""
 
     node: ir.Node
     opset: int
     written: list[ir.Node] | None = None
     scope: str | None = None  # the map's scope, as messages name it
+    origin: ir.Node | None = None  # the node the user wrote (a map, a sequence reader)
+    only_read: bool = False  # read, not copied: never refused (left where nothing hides it)
 
 
 class _Hiding(NamedTuple):
@@ -172,51 +202,63 @@ def plan_copied_shapes(
     ones are skipped). An output whose true shape is computed
     (:func:`~lowering.irutils.computed_shapes.computed_shapes`) is pinned to
     it by a Reshape, which every runtime runs and most make a no-op; another
-    is passed through a sequence, given the dtype ONNX infers
-    (:func:`_infer_known`; one of no known dtype is left: SequenceEmpty needs
-    it). For a ``runtime`` without sequences, such an output is refused:
+    is passed through a sequence, given its proven dtype
+    (:func:`~lowering.analysis.proven_shapes.prove`, which also feeds each
+    computed shape to the next copy; one of no known dtype is left:
+    SequenceEmpty needs it). For a ``runtime`` without sequences, such an output is refused:
     :class:`LoweringError` names its node. A graph output among them keeps
     its name and declaration, on the hidden value.
     """
     sequences = not runtime.missing(HIDING_OPS)
     planned: list[_Hiding] = []
-    known: dict[ir.Value, Operand] = {}
-    typed: set[ir.Graph] = set()
-    for node, entry in [(n, e) for e in copied for n in (e.node, *_nested(e.node))]:
+    proof = Proof()
+    proven_in: set[ir.Graph] = set()
+    seen: set[ir.Node] = set()  # (a copy a rewrite then exposed is listed twice)
+    for node, entry in [(n, e) for e in copied for n in (e.node, *nodes_under(e.node))]:
         opset, written = entry.opset, entry.written
         graph = node.graph
         if graph is None or not is_onnx_domain(node.domain) or not may_be_seen_wrong(node.op_type):
             continue
+        if node in seen:
+            continue
+        seen.add(node)
         operands = [operand(v, small_constant(v)) for v in node.inputs]
         if not seen_wrong(node, operands):
             continue
-        if graph not in typed:  # (only where a copied node may be wrong: it costs a walk)
-            typed.add(graph)
-            _infer_known(graph, opset, known)
-        proven = [known.get(v, o) if v is not None else o for v, o in zip(node.inputs, operands)]
+        if graph not in proven_in:  # (only where a copied node may be wrong: it costs a walk)
+            prove(graph, opset, proof)
+            proven_in.update(graphs_within(graph))
+        proven = [proof.operand(v) for v in node.inputs]
         if not seen_wrong(node, proven):
-            continue  # proven right, with the shapes inferred for its inputs
+            continue  # proven right, with the shapes proven for its inputs
         shapes = computed_shapes(node, proven)
         for k, value in enumerate(node.outputs):
             if not value.uses() and value not in graph.outputs:
                 continue
             allowzero = None if shapes is None else _allowzero(shapes[k], opset)
+            known = proof.operand(value)
+            dtype = None if known is None else known.dtype
             if shapes is not None and allowzero is not None:
-                dtype = known[value].dtype if value in known else None
                 planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
                 continue
+            if not sequences and entry.only_read:
+                continue  # (read, not copied: the runtime infers it for itself)
             if not sequences:
                 raise LoweringError(
                     f"--runtime {runtime.name}: ONNX infers a wrong shape for output {k} of "
-                    "this node, copied out of a map's body, and its shape is not computed "
-                    "here; the runtime has no sequence ops to hide it with",
-                    node=node,
+                    f"{_describe(node)}, which the rewrite of this node reads as a tensor, "
+                    "and its shape is not computed here; the runtime has no sequence ops "
+                    "to hide it with",
+                    node=entry.origin or node,
                     scope=entry.scope,
                 )
-            dtype = known[value].dtype
             if dtype is not None:
                 planned.append(_Hiding(node, value, None, False, dtype, written))
     return planned
+
+
+def _describe(node: ir.Node) -> str:
+    return f"{node.op_type} {node.name!r}" if node.name else node.op_type
 
 
 def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
@@ -264,38 +306,6 @@ def _apply(hiding: _Hiding) -> None:
     graph.insert_after(node, nodes)
     if hiding.written is not None:
         hiding.written.extend(nodes)
-
-
-def _infer_known(graph: ir.Graph, opset: int, known: dict[ir.Value, Operand]) -> None:
-    """What is proven of each value of ``graph`` (into ``known``): its declared
-    dtype and shape, each dim as far as it is declared, or what per-node
-    inference proves from its inputs' (dtypes: sound; shapes: those
-    :func:`~lowering.irutils.node_inference.infer_outputs` proves). Rewrites
-    leave the values they make untyped."""
-    for node in graph:
-        inputs = [
-            known.get(v) or operand(v, small_constant(v)) if v is not None else None
-            for v in node.inputs
-        ]
-        for value, got in zip(node.outputs, infer_outputs(node, inputs, opset), strict=True):
-            known[value] = _merged(value, got)
-
-
-def _merged(value: ir.Value, inferred: Inferred) -> Operand:
-    """``value``'s declared type, its unknown parts filled from ``inferred``."""
-    declared = operand(value, small_constant(value))
-    assert declared is not None
-    if declared.type is not None:
-        return declared
-    dtype = declared.dtype if declared.dtype not in (None, ir.DataType.UNDEFINED) else None
-    shape = declared.shape if declared.shape is not None else inferred.shape
-    if shape is not None and inferred.shape is not None and len(shape) == len(inferred.shape):
-        shape = [d if d is not None else p for d, p in zip(shape, inferred.shape)]  # each dim
-    return declared._replace(dtype=dtype or inferred.dtype, shape=shape)
-
-
-def _nested(node: ir.Node) -> list[ir.Node]:
-    return [n for sub in subgraphs(node) for n in nodes_within(sub)]
 
 
 def _hide(graph: ir.Graph, index: int, value: ir.Value, needs_rank: bool) -> bool:

@@ -46,9 +46,10 @@ from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
+from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs, scopes_changed
-from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
+from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_under, nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
 from lowering.maps.strategies.loop import loop_form_ops, lower_to_sequence_loop
 from lowering.maps.strategies.scan import lower_to_scan, may_run_empty, scan_axes
@@ -95,8 +96,10 @@ class MapsResult(LoweringResult):
 
     Attributes:
         lowered_in: The graphs and functions that held a lowered map, and
-        copied: the nodes unrolled and vectorized maps wrote there, whose
-            shapes ONNX now infers from static inputs, each with the
+        copied: the nodes the rewrites wrote there (and into the bodies of
+            the Scans and Loops they wrote, whose elements are read from
+            split tensors), whose shapes ONNX now infers from static inputs,
+            and the nodes whose outputs the rewrites read, each with the
             default domain's opset of its scope and its rewrite's nodes (both for
             :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`).
     """
@@ -168,10 +171,16 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         name_fresh(model)
         lowered_in = {plan.located.scope.owner for plan in planned[0]}
         copied = [
-            Copied(node, plan.opset, rewrite.written, plan.located.scope.description)
+            Copied(node, plan.opset, rewrite.written, plan.located.scope.description, plan.node)
             for plan, rewrite in zip(planned[0], rewrites, strict=True)
-            if rewrite.strategy in ("unroll", "vectorize")
             for node in rewrite.written
+        ]
+        copied += [
+            Copied(
+                node, plan.opset, rewrite.written, plan.located.scope.description, plan.node, True
+            )
+            for plan, rewrite in zip(planned[0], rewrites, strict=True)
+            for node in _read_producers(rewrite.written)
         ]
         return MapsResult(
             model, modified=True, rewrites=rewrites, lowered_in=lowered_in, copied=copied
@@ -409,6 +418,26 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             raise ir.passes.PostconditionError(
                 f"{len(left)} SequenceMap node(s) left, first in {left[0].scope.description}"
             )
+
+
+def _read_producers(written: list[ir.Node]) -> list[ir.Node]:
+    """The nodes of the user's graph whose outputs the ``written`` nodes read
+    (a split's source, whose Shape a trip count reads, or a Scan slices):
+    onnxruntime's optimizer folds such a Shape from ONNX's inference, so one
+    that inference gets wrong is pinned where its shape is computed."""
+    inside = {n for node in written for n in (node, *nodes_under(node))}
+    return list(
+        dict.fromkeys(
+            producer
+            for node in inside
+            for value in node.inputs
+            if value is not None
+            and (producer := value.producer()) is not None
+            and producer not in inside
+            and producer.graph is not None
+            and may_be_seen_wrong(producer.op_type)
+        )
+    )
 
 
 def _rewrite_order(plans: list[MapPlan]) -> list[int]:

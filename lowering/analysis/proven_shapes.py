@@ -1,0 +1,147 @@
+"""What is proven of each value's dtype and shape: the one shape analysis.
+
+ONNX's shape inference is a second implementation of each op, and for some
+ops it is not the runtime's (:func:`~lowering.irutils.node_inference.seen_wrong`).
+Its answers reach a model twice: as the shapes inference gives values the
+model leaves untyped, and as the ``value_info`` exporters and simplifiers
+declare after running it. Neither is a fact downstream of such an op::
+
+    X: float[1,5]                                 declared     proven
+    R = Resize(X, scales [1, 1.4])                [1,6]        [1,7]   computed (onnxruntime's rule)
+    S = Relu(R)                                   [1,6]        [1,7]   inferred from R's proof
+    P = MaxPool<ceil_mode=1>(Q: float[1,1,?])     [1,1,?]      none    no rule for an unknown size
+    T = Conv(P, W)                                [1,4,?]      none    an input's shape unproven
+
+A value's declaration is a fact (:attr:`Proof.doubted` does not hold it)
+unless the node that makes it is seen wrong or reads a doubted value,
+through subgraphs too. A doubted value's shape is what is computed for it
+(:mod:`lowering.irutils.computed_shapes`), else what per-node inference
+proves from its inputs' proofs (:func:`~lowering.irutils.node_inference.infer_outputs`:
+trusted ops only), else unknown. So a computed shape feeds the next node,
+and a chain of copies is sized link by link. Dtypes are always kept: ONNX
+infers them from type constraints, soundly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx_ir as ir
+
+from lowering.irutils.computed_shapes import computed_shapes
+from lowering.irutils.node_inference import (
+    Dim,
+    Inferred,
+    Operand,
+    infer_outputs,
+    may_be_seen_wrong,
+    operand,
+    seen_wrong,
+)
+from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.static_values import small_constant
+from lowering.irutils.walk import GraphLike, subgraphs
+
+
+@dataclasses.dataclass
+class Proof:
+    """What :func:`prove` found: per value, what is proven of it, and the
+    values whose declared (or ONNX-inferred) shapes are not facts."""
+
+    known: dict[ir.Value, Operand] = dataclasses.field(default_factory=dict)
+    doubted: set[ir.Value] = dataclasses.field(default_factory=set)
+
+    def operand(self, value: ir.Value | None) -> Operand | None:
+        """What is proven of ``value`` (None: an absent input)."""
+        if value is None:
+            return None
+        got = self.known.get(value)
+        if got is not None:
+            return got
+        declared = operand(value, small_constant(value))
+        if value in self.doubted and declared is not None:
+            return _unshaped(declared)
+        return declared
+
+    def shape(self, value: ir.Value) -> tuple[Dim, ...] | None:
+        """``value``'s proven shape (None: not even its rank)."""
+        got = self.operand(value)
+        return None if got is None or got.shape is None else tuple(got.shape)
+
+
+def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: bool = True) -> Proof:
+    """Prove the shapes of the values of ``owner`` and the graphs nested in it.
+
+    ``opset``: the default domain's version there. ``proof``: what is known
+    already (of outer scopes); it is extended and returned. ``fill``: also
+    infer what the declarations of values that are facts leave out (values
+    rewrites made are untyped); without it, only doubted values are worked
+    out, which costs no inference where nothing is seen wrong.
+    """
+    proof = Proof() if proof is None else proof
+    for node in owner:
+        doubted_input = any(v is not None and v in proof.doubted for v in node.inputs)
+        for sub in subgraphs(node):
+            if doubted_input:
+                proof.doubted.update(sub.inputs)
+            prove(sub, opset, proof, fill=fill)
+            doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
+        onnx_op = is_onnx_domain(node.domain)
+        if not (fill or doubted_input or (onnx_op and may_be_seen_wrong(node.op_type))):
+            continue
+        operands = [proof.operand(v) for v in node.inputs]
+        if not doubted_input and not (onnx_op and seen_wrong(node, operands)):
+            if onnx_op and fill:  # the declaration holds; inference fills what it leaves out
+                for value, got in zip(node.outputs, infer_outputs(node, operands, opset)):
+                    proof.known[value] = _merged(value, got)
+            continue
+        proof.doubted.update(node.outputs)
+        inferred = infer_outputs(node, operands, opset) if onnx_op else None
+        computed = computed_shapes(node, operands) if onnx_op else None
+        for k, value in enumerate(node.outputs):
+            declared = operand(value, small_constant(value))
+            got = inferred[k] if inferred is not None else Inferred(None, None)
+            shape = computed[k] if computed is not None else got.shape
+            if declared is None or declared.type is not None:
+                continue  # a sequence or an optional: its element's shape stays unknown
+            dtype = _dtype(declared) or got.dtype
+            proof.known[value] = Operand(dtype, shape, declared.value)
+    return proof
+
+
+def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
+    """:func:`prove` over the main graph and every model-local function, each
+    at the default-domain opset it imports."""
+    proof = Proof()
+    owners: list[tuple[GraphLike, dict[str, int]]] = [
+        (model.graph, model.opset_imports),
+        *((f, f.opset_imports) for f in model.functions.values()),
+    ]
+    for owner, imports in owners:
+        prove(owner, default_opset(imports), proof, fill=fill)
+    return proof
+
+
+def default_opset(imports: dict[str, int]) -> int:
+    """The default domain's version in ``imports`` ("" or "ai.onnx")."""
+    return imports.get("", imports.get("ai.onnx", 1))
+
+
+def _dtype(known: Operand) -> ir.DataType | None:
+    return known.dtype if known.dtype not in (None, ir.DataType.UNDEFINED) else None
+
+
+def _unshaped(known: Operand) -> Operand:
+    return known._replace(shape=None)
+
+
+def _merged(value: ir.Value, inferred: Inferred) -> Operand:
+    """``value``'s declared type, its unknown parts filled from ``inferred``."""
+    declared = operand(value, small_constant(value))
+    assert declared is not None
+    if declared.type is not None:
+        return declared
+    shape = declared.shape if declared.shape is not None else inferred.shape
+    if shape is not None and inferred.shape is not None and len(shape) == len(inferred.shape):
+        shape = [d if d is not None else p for d, p in zip(shape, inferred.shape)]  # each dim
+    return declared._replace(dtype=_dtype(declared) or inferred.dtype, shape=shape)
