@@ -44,10 +44,19 @@ ops that computed it go where nothing else reads them. The length n is
 known through :mod:`lowering.analysis.sequence_length`. A constant that is
 statically out of range is an error. Positions already in canonical form,
 including the forms above, are left alone, so the pass is idempotent.
+
+``--runtime`` (:mod:`lowering.runtimes.profiles`): no form is written that
+the runtime lacks an op of. A guard it cannot run gives way to the form
+below 13; a position that every form needs SequenceLength for (dynamic, or
+a negative constant over a length not known) is left as written, and a
+warning says why. Each rewrite names the runtimes that reject the ops it
+added, as the map lowering's rewrites do.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 
 import numpy as np
@@ -64,9 +73,11 @@ from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import GraphLike, Located, find_nodes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.irutils.walk import named_subgraphs
-from lowering.opset.insert_guard import typed_scalar, wrap_negative, wrapped
-from lowering.options import check_target_opset
+from lowering.opset.insert_guard import WRAP_OPS, typed_scalar, wrap_negative, wrapped
+from lowering.options import RuntimeName, check_runtime, check_target_opset
+from lowering.passes.lower_sequence_maps import _rejected
 from lowering.rewrites import LoweringResult, Rewrite
+from lowering.runtimes.profiles import RUNTIMES, Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -76,29 +87,41 @@ _INT64 = ir.DataType.INT64
 class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
     """Rewrite every SequenceInsert position, in every scope, into canonical form.
 
-    It names what it creates and returns what it rewrote in a
-    :class:`~lowering.rewrites.LoweringResult`.
+    It names what it creates and returns what it rewrote, and what it left
+    as written, in an :class:`InsertsResult`.
 
     Attributes:
         keep_originals: Keep a copy of each node as it was, for reports.
         target_opset: The default-domain opset the model will declare in the
             end (``--target-opset``), if not its own: below 13 no guard is
             emitted, since an If cannot return a sequence there.
+        runtime: The runtime the output is for (:mod:`lowering.runtimes.profiles`):
+            no form it lacks an op of is written. A position that would be
+            guarded gets its form below 13 instead; one that every form
+            needs SequenceLength for (a dynamic or negative position over a
+            length not known) is left as written, with a warning saying why.
     """
 
-    def __init__(self, *, keep_originals: bool = False, target_opset: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        keep_originals: bool = False,
+        target_opset: int | None = None,
+        runtime: RuntimeName = "onnxruntime",
+    ) -> None:
         super().__init__()
         self.keep_originals = keep_originals
         self.target_opset = check_target_opset(target_opset)
+        self.runtime = RUNTIMES[check_runtime(runtime)]
 
-    def call(self, model: ir.Model) -> LoweringResult:
+    def call(self, model: ir.Model) -> InsertsResult:
         found = [
             loc
             for loc in find_nodes(model, lambda node: is_onnx_op(node, "SequenceInsert"))
             if len(loc.node.inputs) > 2 and loc.node.inputs[2] is not None
         ]
         if not found:
-            return LoweringResult(model, modified=False)
+            return InsertsResult(model, modified=False)
         lengths = SequenceLengths()
         oracle = None
         if any(_needs_types(loc.node.inputs[2]) for loc in found):
@@ -110,28 +133,46 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
             oracle = TypeOracle(model, list(dict.fromkeys(functions)))
         scopes = _Scopes(model, self.target_opset)
         # Check every constant first, so that a model with an error is not changed.
-        plans = [_Position(loc, lengths, oracle, scopes) for loc in found]
-        rewrites = []
+        plans = [_Position(loc, lengths, oracle, scopes, self.runtime) for loc in found]
+        rewrites, kept = [], []
         for plan in plans:
+            scope, name = plan.located.scope.description, plan.located.node.name or ""
+            if plan.form == "keep":
+                logger.warning(
+                    "SequenceInsert %r in %s: its position is left as written (%s)",
+                    name,
+                    scope,
+                    plan.reason,
+                )
+                kept.append(Kept(scope, name, plan.reason))
+                continue
             original = ir.serde.serialize_node(plan.located.node) if self.keep_originals else None
             new_nodes = plan.apply()
             if new_nodes is None:
                 continue
+            written = [*new_nodes, plan.located.node]
             rewrites.append(
                 Rewrite(
-                    scope=plan.located.scope.description,
-                    node_name=plan.located.node.name or "",
+                    scope=scope,
+                    node_name=name,
                     op_type="SequenceInsert",
                     original=original,
-                    written=[*new_nodes, plan.located.node],
+                    written=written,
+                    reason=plan.reason,
+                    # As the map lowering says it (one mechanism); the append a
+                    # guard adds repeats the node's own op.
+                    rejecting=functools.partial(_rejected, written, {"SequenceInsert"}),
                 )
             )
         if rewrites:
             name_fresh(model)
-        return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites)
+        return InsertsResult(model, modified=bool(rewrites), rewrites=rewrites, kept=kept)
 
     def ensures(self, model: ir.Model) -> None:
-        """Every position left is an int64 scalar, where its type is declared."""
+        """Every position left is an int64 scalar, where its type is declared (and
+        the runtime has what every form needs: else some are left as written)."""
+        if any(self.runtime.missing(ops) for ops in _FORM_OPS.values()):
+            return
         for located in find_nodes(model, lambda node: is_onnx_op(node, "SequenceInsert")):
             inputs = located.node.inputs
             p = inputs[2] if len(inputs) > 2 else None
@@ -142,6 +183,27 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
                     f"SequenceInsert {located.node.name!r} in {located.scope.description} "
                     f"keeps a position of type {p.dtype}{'' if p.shape is None else list(p.shape)}"
                 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """A SequenceInsert whose position was left as written, and why."""
+
+    scope: str
+    node_name: str
+    reason: str
+
+
+@dataclasses.dataclass
+class InsertsResult(LoweringResult):
+    """What :class:`NormalizeSequenceInsertPass` did.
+
+    Attributes:
+        kept: The inserts left as written, since the runtime lacks an op that
+            every form of their position needs.
+    """
+
+    kept: list[Kept] = dataclasses.field(default_factory=list)
 
 
 def _needs_types(position: ir.Value | None) -> bool:
@@ -161,6 +223,7 @@ class _Position:
         lengths: SequenceLengths,
         oracle: TypeOracle | None,
         scopes: _Scopes,
+        runtime: Runtime,
     ):
         self.located = located
         self.scopes = scopes
@@ -188,7 +251,7 @@ class _Position:
         if self.value is not None:
             self._check_constant(self.value)
         self.wraps = self._wraps()
-        self.form = self._forms()[0]
+        self.form, self.reason = self._choose(runtime)
 
     def _fail(self, reason: str) -> LoweringError:
         return LoweringError(reason, node=self.located.node, scope=self.located.scope.description)
@@ -209,6 +272,20 @@ class _Position:
                 f"position {p} is out of range for a sequence of length {n}; "
                 f"SequenceInsert accepts positions in [{-n}, {n}]"
             )
+
+    def _choose(self, runtime: Runtime) -> tuple[str, str]:
+        """The first of :meth:`_forms` whose ops ``runtime`` has, and why the one
+        before it (a guard) was passed over; "keep" (left as written) where it
+        has none of them."""
+        lacked: list[str] = []
+        for form in self._forms():
+            lacks = runtime.missing(_FORM_OPS.get(form, frozenset()))
+            if not lacks:
+                if not lacked:
+                    return form, ""
+                return form, f"{_UNGUARDED}: {runtime.name} has no {lacked[0]}"
+            lacked.append(lacks[0])
+        return "keep", f"{runtime.name} has no {', '.join(dict.fromkeys(lacked))}"
 
     def _forms(self) -> list[str]:
         """The forms this position may take, the preferred first.
@@ -398,6 +475,17 @@ class _Position:
         node.resize_inputs(2)
         remove_unread(old, FOLDABLE_OPS)
         return []
+
+
+#: The ops each form adds besides Constant, Cast and Reshape (and the node's
+#: own SequenceInsert, which a guard's append repeats), checked against
+#: ``--runtime`` before anything changes; "drop" and "fix" add none of them.
+_FORM_OPS = {
+    "wrap": frozenset({"SequenceLength", *WRAP_OPS}),
+    "guard": frozenset({"SequenceLength", "Equal", "If", *WRAP_OPS}),
+}
+#: A guard passed over for the form below 13, as the rewrite's reason says it.
+_UNGUARDED = "not guarded against a position equal to the length (onnxruntime appends there)"
 
 
 def _is_length_of(value: ir.Value | None, sequence: ir.Value) -> bool:
