@@ -126,7 +126,7 @@ STEPS: tuple[Step, ...] = (
     Step(
         "normalize inserts",
         lambda o, p: NormalizeSequenceInsertPass(
-            keep_originals=o.keep_originals, target_opset=o.target_opset
+            keep_originals=o.keep_originals, target_opset=o.target_opset, runtime=o.runtime
         ),
         lambda o, p: o.normalize_inserts,
     ),

@@ -8,15 +8,17 @@ an empty sequence divides by zero; onnx-mlir assumes a scalar. In canonical
 form every runtime agrees:
 
 - a position that means "append" is removed (no third input);
-- any other position is an int64 scalar in [0, n).
+- any other position is an int64 scalar in [0, n), wherever it is valid.
 
-The rewrite adds only what a position needs::
+A position outside [-n, n] stays outside, so that a runtime refuses the
+insert as it refuses the original. The rewrite adds only what a position
+needs::
 
     constant p, length n known     ->  Constant<int64 scalar (p + n if p < 0 else p)>
                                        or no position at all when that is n
-    constant p = 0, n unknown      ->  Constant<int64 scalar 0>     (dtype/shape fix only)
-    constant p > 0, n unknown      ->  guarded, as a dynamic p       (it may be n)
-    constant p < 0, n unknown      ->  Add(Constant<int64 p>, SequenceLength(seq))
+                                       (out of range: an error)
+    constant p >= 0, n unknown     ->  guarded, as a dynamic p       (it may be n)
+    constant p < 0, n unknown      ->  wrap_negative(Constant<int64 p>, SequenceLength(seq))
     dynamic p                      ->  p' = Cast<to=int64>(p)          if p is int32
                                        p' = Reshape(p', [])            if p is not a scalar
                                        guarded, from opset 13:
@@ -25,14 +27,16 @@ The rewrite adds only what a position needs::
         is_end = Equal(p', n)
         out    = If(is_end)
                    then: SequenceInsert(seq, x)                       (appends)
-                   else: SequenceInsert(seq, x, Where(p' < 0, p' + n, p'))
+                   else: SequenceInsert(seq, x, wrap_negative(p', n))
 
                                        below 13 (an If cannot return a sequence
-                                       there), only the Where, outside any If:
+                                       there), only the wrap, outside any If:
                                        a p equal to n stays n
     p = SequenceLength(seq)        ->  no position at all (appends)
 
-The Where is left out where p's sign is known. A constant is an initializer
+:func:`~lowering.opset.insert_guard.wrap_negative` is p + n where p is in
+[-n, 0), else p (so a p below -n stays out of range); it is left out where
+p's sign is known. A constant is an initializer
 (that is not also a graph input) or a Constant node, at any scope, or what
 Squeeze, Unsqueeze, Reshape, Cast and Identity compute from constants
 (:mod:`lowering.irutils.static_values`); a folded one becomes a Constant, and the
@@ -40,10 +44,19 @@ ops that computed it go where nothing else reads them. The length n is
 known through :mod:`lowering.analysis.sequence_length`. A constant that is
 statically out of range is an error. Positions already in canonical form,
 including the forms above, are left alone, so the pass is idempotent.
+
+``--runtime`` (:mod:`lowering.runtimes.profiles`): no form is written that
+the runtime lacks an op of. A guard it cannot run gives way to the form
+below 13; a position that every form needs SequenceLength for (dynamic, or
+a negative constant over a length not known) is left as written, and a
+warning says why. Each rewrite names the runtimes that reject the ops it
+added, as the map lowering's rewrites do.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 
 import numpy as np
@@ -60,8 +73,11 @@ from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import GraphLike, Located, find_nodes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.irutils.walk import named_subgraphs
-from lowering.options import check_target_opset
+from lowering.opset.insert_guard import WRAP_OPS, typed_scalar, wrap_negative, wrapped
+from lowering.options import RuntimeName, check_runtime, check_target_opset
+from lowering.passes.lower_sequence_maps import _rejected
 from lowering.rewrites import LoweringResult, Rewrite
+from lowering.runtimes.profiles import RUNTIMES, Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -71,29 +87,41 @@ _INT64 = ir.DataType.INT64
 class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
     """Rewrite every SequenceInsert position, in every scope, into canonical form.
 
-    It names what it creates and returns what it rewrote in a
-    :class:`~lowering.rewrites.LoweringResult`.
+    It names what it creates and returns what it rewrote, and what it left
+    as written, in an :class:`InsertsResult`.
 
     Attributes:
         keep_originals: Keep a copy of each node as it was, for reports.
         target_opset: The default-domain opset the model will declare in the
             end (``--target-opset``), if not its own: below 13 no guard is
             emitted, since an If cannot return a sequence there.
+        runtime: The runtime the output is for (:mod:`lowering.runtimes.profiles`):
+            no form it lacks an op of is written. A position that would be
+            guarded gets its form below 13 instead; one that every form
+            needs SequenceLength for (a dynamic or negative position over a
+            length not known) is left as written, with a warning saying why.
     """
 
-    def __init__(self, *, keep_originals: bool = False, target_opset: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        keep_originals: bool = False,
+        target_opset: int | None = None,
+        runtime: RuntimeName = "onnxruntime",
+    ) -> None:
         super().__init__()
         self.keep_originals = keep_originals
         self.target_opset = check_target_opset(target_opset)
+        self.runtime = RUNTIMES[check_runtime(runtime)]
 
-    def call(self, model: ir.Model) -> LoweringResult:
+    def call(self, model: ir.Model) -> InsertsResult:
         found = [
             loc
             for loc in find_nodes(model, lambda node: is_onnx_op(node, "SequenceInsert"))
             if len(loc.node.inputs) > 2 and loc.node.inputs[2] is not None
         ]
         if not found:
-            return LoweringResult(model, modified=False)
+            return InsertsResult(model, modified=False)
         lengths = SequenceLengths()
         oracle = None
         if any(_needs_types(loc.node.inputs[2]) for loc in found):
@@ -105,28 +133,46 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
             oracle = TypeOracle(model, list(dict.fromkeys(functions)))
         scopes = _Scopes(model, self.target_opset)
         # Check every constant first, so that a model with an error is not changed.
-        plans = [_Position(loc, lengths, oracle, scopes) for loc in found]
-        rewrites = []
+        plans = [_Position(loc, lengths, oracle, scopes, self.runtime) for loc in found]
+        rewrites, kept = [], []
         for plan in plans:
+            scope, name = plan.located.scope.description, plan.located.node.name or ""
+            if plan.form == "keep":
+                logger.warning(
+                    "SequenceInsert %r in %s: its position is left as written (%s)",
+                    name,
+                    scope,
+                    plan.reason,
+                )
+                kept.append(Kept(scope, name, plan.reason))
+                continue
             original = ir.serde.serialize_node(plan.located.node) if self.keep_originals else None
             new_nodes = plan.apply()
             if new_nodes is None:
                 continue
+            written = [*new_nodes, plan.located.node]
             rewrites.append(
                 Rewrite(
-                    scope=plan.located.scope.description,
-                    node_name=plan.located.node.name or "",
+                    scope=scope,
+                    node_name=name,
                     op_type="SequenceInsert",
                     original=original,
-                    written=[*new_nodes, plan.located.node],
+                    written=written,
+                    reason=plan.reason,
+                    # As the map lowering says it (one mechanism); the append a
+                    # guard adds repeats the node's own op.
+                    rejecting=functools.partial(_rejected, written, {"SequenceInsert"}),
                 )
             )
         if rewrites:
             name_fresh(model)
-        return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites)
+        return InsertsResult(model, modified=bool(rewrites), rewrites=rewrites, kept=kept)
 
     def ensures(self, model: ir.Model) -> None:
-        """Every position left is an int64 scalar, where its type is declared."""
+        """Every position left is an int64 scalar, where its type is declared (and
+        the runtime has what every form needs: else some are left as written)."""
+        if any(self.runtime.missing(ops) for ops in _FORM_OPS.values()):
+            return
         for located in find_nodes(model, lambda node: is_onnx_op(node, "SequenceInsert")):
             inputs = located.node.inputs
             p = inputs[2] if len(inputs) > 2 else None
@@ -139,6 +185,27 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
                 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """A SequenceInsert whose position was left as written, and why."""
+
+    scope: str
+    node_name: str
+    reason: str
+
+
+@dataclasses.dataclass
+class InsertsResult(LoweringResult):
+    """What :class:`NormalizeSequenceInsertPass` did.
+
+    Attributes:
+        kept: The inserts left as written, since the runtime lacks an op that
+            every form of their position needs.
+    """
+
+    kept: list[Kept] = dataclasses.field(default_factory=list)
+
+
 def _needs_types(position: ir.Value | None) -> bool:
     return (
         position is not None
@@ -148,7 +215,7 @@ def _needs_types(position: ir.Value | None) -> bool:
 
 
 class _Position:
-    """One SequenceInsert's position: what it is, checked; and its rewrite."""
+    """One SequenceInsert's position: what it is, checked, the form it gets; and its rewrite."""
 
     def __init__(
         self,
@@ -156,6 +223,7 @@ class _Position:
         lengths: SequenceLengths,
         oracle: TypeOracle | None,
         scopes: _Scopes,
+        runtime: Runtime,
     ):
         self.located = located
         self.scopes = scopes
@@ -182,6 +250,8 @@ class _Position:
             self.sequence_type = (self.sequence.type, None)
         if self.value is not None:
             self._check_constant(self.value)
+        self.wraps = self._wraps()
+        self.form, self.reason = self._choose(runtime)
 
     def _fail(self, reason: str) -> LoweringError:
         return LoweringError(reason, node=self.located.node, scope=self.located.scope.description)
@@ -203,55 +273,105 @@ class _Position:
                 f"SequenceInsert accepts positions in [{-n}, {n}]"
             )
 
-    def apply(self) -> list[ir.Node] | None:
-        """Rewrite the position; returns the new nodes, or None if it was canonical."""
-        # An earlier insert's guard may have taken over the value this one
-        # reads (its If output replaces the insert's): read the node again.
-        sequence = self.located.node.inputs[0]
-        assert sequence is not None, "checked when planned"
-        self.sequence = sequence
+    def _choose(self, runtime: Runtime) -> tuple[str, str]:
+        """The first of :meth:`_forms` whose ops ``runtime`` has, and why the one
+        before it (a guard) was passed over; "keep" (left as written) where it
+        has none of them."""
+        lacked: list[str] = []
+        for form in self._forms():
+            lacks = runtime.missing(_FORM_OPS.get(form, frozenset()))
+            if not lacks:
+                if not lacked:
+                    return form, ""
+                return form, f"{_UNGUARDED}: {runtime.name} has no {lacked[0]}"
+            lacked.append(lacks[0])
+        return "keep", f"{runtime.name} has no {', '.join(dict.fromkeys(lacked))}"
+
+    def _forms(self) -> list[str]:
+        """The forms this position may take, the preferred first.
+
+        "canonical": as it is; "drop": no position (it appends); "fix": an
+        int64 scalar (a Constant, or a Cast and a Reshape as needed); "wrap":
+        fixed, then :func:`wrap_negative`'s p + n where p is in [-n, 0);
+        "guard": fixed, then an append where p == n, else the insert (wrapped
+        where p may be negative).
+        """
         if self.value is not None:
-            return self._apply_constant(self.value)
-        return self._apply_dynamic()
-
-    def _apply_constant(self, value: np.ndarray) -> list[ir.Node] | None:
-        p, n = int(value.reshape(())), self.length
-        # A value folded through Squeeze, Cast, ... becomes a Constant too.
-        is_canonical_dtype = (
-            value.dtype == np.int64
-            and value.ndim == 0
-            and constant_array(self.position) is not None
-        )
-        if n is not None:
-            canonical = p + n if p < 0 else p
-            if canonical == n:
-                return self._drop_position()
-            if canonical == p and is_canonical_dtype:
-                return None
-            return self._use([_constant_node(canonical)])
-        if p >= 0:
-            nodes = [] if is_canonical_dtype else [_constant_node(p)]
-            if self._can_guard() and not self._guarded():
-                # p may be n at run time, 0 included: on an empty sequence
-                # 0 is the end, and onnx.reference's (p + n) % n divides by 0.
-                return self._guard(nodes, nodes[-1].outputs[0] if nodes else self.position)
-            return self._use(nodes) if nodes else None
-        constant = _constant_node(p)
-        length = _sequence_length(self.sequence)
-        shifted = fresh(new_node("Add", [constant.outputs[0], length.outputs[0]]))
-        _scalar_int64(shifted.outputs[0], "position")
-        return self._use([constant, length, shifted])
-
-    def _apply_dynamic(self) -> list[ir.Node] | None:
+            p, n = int(self.value.reshape(())), self.length
+            if n is not None:  # in range: checked
+                if (p + n if p < 0 else p) == n:
+                    return ["drop"]
+                return ["canonical" if p >= 0 and self._canonical_constant() else "fix"]
+            if p < 0:
+                return ["wrap"]
+            # p may be n at run time, 0 included: on an empty sequence 0 is
+            # the end, and onnx.reference's (p + n) % n divides by 0.
+            fix = "canonical" if self._canonical_constant() else "fix"
+            return ["guard", fix] if self._can_guard() and not self._guarded() else [fix]
         producer = self.position.producer()
         if (
             producer is not None
             and is_onnx_op(producer, "SequenceLength")
             and producer.inputs[0] is self.sequence
         ):
-            return self._drop_position()  # inserting at len(seq) appends
+            return ["drop"]  # inserting at len(seq) appends
         if self._guarded() or _known_below_length(self.position, self.sequence):
+            return ["canonical"]
+        unguarded = "wrap" if self.wraps else "canonical"
+        # Below 13 an If cannot return a sequence: p == n stays n.
+        return ["guard", unguarded] if self._can_guard() else [unguarded]
+
+    def _canonical_constant(self) -> bool:
+        """An int64 scalar Constant (a value folded through Squeeze, Cast, ... becomes one)."""
+        value = self.value
+        return (
+            value is not None
+            and value.dtype == np.int64
+            and value.ndim == 0
+            and constant_array(self.position) is not None
+        )
+
+    def _needs_fix(self) -> bool:
+        return self.dtype != _INT64 or self.shape is None or self.shape.rank() != 0
+
+    def _wraps(self) -> bool:
+        """Whether the position may be negative, so that its form wraps it (a
+        constant: only where the length is not known)."""
+        if self.value is not None:
+            return int(self.value.reshape(())) < 0 and self.length is None
+        return self._needs_fix() or not _known_non_negative(self.position, self.sequence)
+
+    def apply(self) -> list[ir.Node] | None:
+        """Rewrite the position; returns the new nodes, or None if it was canonical (or kept)."""
+        # An earlier insert's guard may have taken over the value this one
+        # reads (its If output replaces the insert's): read the node again.
+        sequence = self.located.node.inputs[0]
+        assert sequence is not None, "checked when planned"
+        self.sequence = sequence
+        if self.form in ("canonical", "keep"):
             return None
+        if self.form == "drop":
+            return self._drop_position()
+        nodes, p = self._fixed()
+        if self.form == "guard":
+            return self._guard(nodes, p)
+        if self.form == "wrap":
+            length = _sequence_length(self.sequence)
+            negative = self.value is not None  # (a constant is wrapped only when negative)
+            nodes += [length, *wrap_negative(p, length.outputs[0], negative=negative)]
+        return self._use(nodes) if nodes else None
+
+    def _fixed(self) -> tuple[list[ir.Node], ir.Value]:
+        """The position as an int64 scalar, and the nodes that make it so: a
+        Constant (in [0, n) where n is known), or Cast and Reshape as needed."""
+        if self.value is not None:
+            k, n = int(self.value.reshape(())), self.length
+            if n is not None and k < 0:
+                k += n
+            elif self._canonical_constant():
+                return [], self.position
+            constant = _constant_node(k)
+            return [constant], constant.outputs[0]
         nodes: list[ir.Node] = []
         p = self.position
         if self.dtype != _INT64:
@@ -262,16 +382,9 @@ class _Position:
         if self.shape is None or self.shape.rank() != 0:
             scalar_shape = constant_node(np.array([], np.int64), "scalar_shape")
             reshape = fresh(new_node("Reshape", [p, scalar_shape.outputs[0]]))
-            p = _scalar_int64(reshape.outputs[0], "position")
+            p = typed_scalar(reshape.outputs[0], _INT64, "position")
             nodes += [scalar_shape, reshape]
-        if self._can_guard():
-            return self._guard(nodes, p)
-        # Below 13 an If cannot return a sequence: p == n stays n.
-        if not _known_non_negative(p, self.sequence):
-            length = _sequence_length(self.sequence)
-            nodes += [length, *_wrap_negative(p, length.outputs[0])]
-            p = nodes[-1].outputs[0]
-        return self._use(nodes) if nodes else None
+        return nodes, p
 
     def _can_guard(self) -> bool:
         """Whether the scope's opset lets an If return a sequence (13 and up)."""
@@ -284,7 +397,7 @@ class _Position:
             is_end = Equal(p, n)
             out    = If(is_end)
                        then: SequenceInsert(seq, x)                     (appends)
-                       else: SequenceInsert(seq, x, Where(p < 0, p + n, p))
+                       else: SequenceInsert(seq, x, wrap_negative(p, n))
 
         The node itself moves into the else branch; the If takes over its
         output and its name.
@@ -293,11 +406,10 @@ class _Position:
         length = _sequence_length(self.sequence)
         n = length.outputs[0]
         equal = fresh(new_node("Equal", [p, n]))
-        is_end = fresh(equal.outputs[0], "is_end")
-        is_end.dtype, is_end.shape = ir.DataType.BOOL, ir.Shape([])
+        is_end = typed_scalar(equal.outputs[0], ir.DataType.BOOL, "is_end")
         inner: list[ir.Node] = []
-        if not _known_non_negative(p, self.sequence):
-            inner = _wrap_negative(p, n)
+        if self.wraps:
+            inner = wrap_negative(p, n)
             p = inner[-1].outputs[0]
         append = fresh(new_node("SequenceInsert", [self.sequence, node.inputs[1]]))
         appended = self._sequence_typed(fresh(append.outputs[0], "appended"))
@@ -343,17 +455,10 @@ class _Position:
         if equal is None or not is_onnx_op(equal, "Equal"):
             return False
         p, n = equal.inputs
-        length = n.producer() if n is not None else None
-        if (
-            length is None
-            or not is_onnx_op(length, "SequenceLength")
-            or length.inputs[0] is not self.sequence
-        ):
+        if not _is_length_of(n, self.sequence):
             return False
-        where = self.position.producer()
-        reads_p = self.position is p or (
-            where is not None and is_onnx_op(where, "Where") and where.inputs[2] is p
-        )
+        wrap = wrapped(self.position)
+        reads_p = self.position is p or (wrap is not None and wrap.p is p)
         return reads_p and _known_non_negative(self.position, self.sequence)
 
     def _use(self, nodes: list[ir.Node]) -> list[ir.Node]:
@@ -372,32 +477,40 @@ class _Position:
         return []
 
 
-def _known_below_length(value: ir.Value, sequence: ir.Value) -> bool:
-    """True for ``Add(c, SequenceLength(seq))`` with a constant c < 0: in [0, n) if valid.
+#: The ops each form adds besides Constant, Cast and Reshape (and the node's
+#: own SequenceInsert, which a guard's append repeats), checked against
+#: ``--runtime`` before anything changes; "drop" and "fix" add none of them.
+_FORM_OPS = {
+    "wrap": frozenset({"SequenceLength", *WRAP_OPS}),
+    "guard": frozenset({"SequenceLength", "Equal", "If", *WRAP_OPS}),
+}
+#: A guard passed over for the form below 13, as the rewrite's reason says it.
+_UNGUARDED = "not guarded against a position equal to the length (onnxruntime appends there)"
 
-    (This pass's rewrite of a negative constant position over a sequence of
-    unknown length.)
-    """
-    node = value.producer()
-    if node is None or not is_onnx_op(node, "Add") or value.dtype != _INT64:
-        return False
-    left, right = node.inputs
-    constant = static_array(left)
-    length = right.producer() if right is not None else None
+
+def _is_length_of(value: ir.Value | None, sequence: ir.Value) -> bool:
+    """Whether ``value`` is ``SequenceLength(sequence)``."""
+    node = value.producer() if value is not None else None
+    return node is not None and is_onnx_op(node, "SequenceLength") and node.inputs[0] is sequence
+
+
+def _known_below_length(value: ir.Value, sequence: ir.Value) -> bool:
+    """True for this pass's wrap of a negative constant p: in [0, n) where p is valid
+    (so never n), and out of range where p is."""
+    wrap = wrapped(value)
     return (
-        constant is not None
-        and constant.size == 1
-        and int(constant.reshape(())) < 0
-        and length is not None
-        and is_onnx_op(length, "SequenceLength")
-        and length.inputs[0] is sequence
+        wrap is not None
+        and wrap.negative
+        and _is_length_of(wrap.n, sequence)
+        and value.dtype == _INT64
         and value.shape is not None
         and value.shape.rank() == 0
     )
 
 
 def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
-    """True where ``value`` cannot be negative, or is this pass's own canonical form."""
+    """True where ``value`` cannot be negative, or is this pass's wrap of a position
+    (non-negative wherever the position is valid)."""
     constant = static_array(value)
     if constant is not None:
         return bool((constant >= 0).all())
@@ -406,46 +519,8 @@ def _known_non_negative(value: ir.Value, sequence: ir.Value) -> bool:
         return False
     if node.op_type in ("SequenceLength", "Shape", "Size"):
         return True
-    if node.op_type == "Add":  # p + len(seq) for a constant p in [-len, 0)
-        left, right = node.inputs
-        right_node = right.producer() if right is not None else None
-        return (
-            static_array(left) is not None
-            and right_node is not None
-            and is_onnx_op(right_node, "SequenceLength")
-            and right_node.inputs[0] is sequence
-        )
-    if node.op_type == "Where":  # Where(p < 0, p + len(seq), p)
-        condition, shifted, unshifted = node.inputs
-        less = condition.producer() if condition is not None else None
-        add = shifted.producer() if shifted is not None else None
-        if less is None or not is_onnx_op(less, "Less") or less.inputs[0] is not unshifted:
-            return False
-        bound = static_array(less.inputs[1])
-        if bound is None or bound.any():
-            return False
-        if add is None or not is_onnx_op(add, "Add") or add.inputs[0] is not unshifted:
-            return False
-        length = add.inputs[1].producer() if add.inputs[1] is not None else None
-        return (
-            length is not None
-            and is_onnx_op(length, "SequenceLength")
-            and length.inputs[0] is sequence
-        )
-    return False
-
-
-def _wrap_negative(p: ir.Value, length: ir.Value) -> list[ir.Node]:
-    """``Where(p < 0, p + length, p)``; the last node's output is the result."""
-    zero = _constant_node(0, "zero")
-    negative = fresh(new_node("Less", [p, zero.outputs[0]]))
-    is_negative = fresh(negative.outputs[0], "is_negative")
-    is_negative.dtype, is_negative.shape = ir.DataType.BOOL, ir.Shape([])
-    shifted = fresh(new_node("Add", [p, length]))
-    _scalar_int64(shifted.outputs[0], "shifted")
-    where = fresh(new_node("Where", [is_negative, shifted.outputs[0], p]))
-    _scalar_int64(where.outputs[0], "position")
-    return [zero, negative, shifted, where]
+    wrap = wrapped(value)
+    return wrap is not None and _is_length_of(wrap.n, sequence)
 
 
 class _Scopes:
@@ -476,10 +551,5 @@ def _constant_node(value: int, stem: str = "position") -> ir.Node:
 
 def _sequence_length(sequence: ir.Value) -> ir.Node:
     node = fresh(new_node("SequenceLength", [sequence]))
-    _scalar_int64(node.outputs[0], "length")
+    typed_scalar(node.outputs[0], _INT64, "length")
     return node
-
-
-def _scalar_int64(value: ir.Value, stem: str) -> ir.Value:
-    value.dtype, value.shape = _INT64, ir.Shape([])
-    return fresh(value, stem)

@@ -57,13 +57,27 @@ GOLDEN = {
               q = Constant <value = int64 {{2}}> ()
               y = SequenceInsert(d, x, q) }}""",
     ),
+    # Only where p is in [-n, 0): below -n, p stays out of range for the runtime to refuse.
     "negative_constant_unknown_length_adds_the_length": (
         f"g {SIG.format(extra='')} <int64 p = {{-1}}> {{ y = SequenceInsert(d, x, p) }}",
         f"""g {SIG.format(extra="")} <int64 p = {{-1}}> {{
-              q = Constant <value = int64 {{-1}}> ()
               n = SequenceLength(d)
-              r = Add(q, n)
-              y = SequenceInsert(d, x, r) }}""",
+              zero = Constant <value = int64 {{0}}> ()
+              shifted = Add(p, n)
+              below = Less(shifted, zero)
+              q = Where(below, p, shifted)
+              y = SequenceInsert(d, x, q) }}""",
+    ),
+    "negative_int32_constant_unknown_length_adds_the_length": (
+        f"g {SIG.format(extra='')} <int32[1] p = {{-2}}> {{ y = SequenceInsert(d, x, p) }}",
+        f"""g {SIG.format(extra="")} <int32[1] p = {{-2}}> {{
+              k = Constant <value = int64 {{-2}}> ()
+              n = SequenceLength(d)
+              zero = Constant <value = int64 {{0}}> ()
+              shifted = Add(k, n)
+              below = Less(shifted, zero)
+              q = Where(below, k, shifted)
+              y = SequenceInsert(d, x, q) }}""",
     ),
     "dynamic_int64_scalar_is_guarded_against_n": (
         f"g {SIG.format(extra=', int64 p')} {{ y = SequenceInsert(d, x, p) }}",
@@ -74,9 +88,11 @@ GOLDEN = {
                 then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(d, x) }},
                 else_branch = insert () => (seq({F2}) inserted) {{
                   zero = Constant <value = int64 {{0}}> ()
-                  neg = Less(p, zero)
                   shifted = Add(p, n)
-                  q = Where(neg, shifted, p)
+                  neg = Less(p, zero)
+                  wrapped = Where(neg, shifted, p)
+                  below = Less(shifted, zero)
+                  q = Where(below, p, wrapped)
                   inserted = SequenceInsert(d, x, q) }}> }}""",
     ),
     "dynamic_int32_of_shape_1_gets_every_fix": (
@@ -91,9 +107,11 @@ GOLDEN = {
                 then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(d, x) }},
                 else_branch = insert () => (seq({F2}) inserted) {{
                   zero = Constant <value = int64 {{0}}> ()
-                  neg = Less(scalar, zero)
                   shifted = Add(scalar, n)
-                  q = Where(neg, shifted, scalar)
+                  neg = Less(scalar, zero)
+                  wrapped = Where(neg, shifted, scalar)
+                  below = Less(shifted, zero)
+                  q = Where(below, scalar, wrapped)
                   inserted = SequenceInsert(d, x, q) }}> }}""",
     ),
     "dynamic_non_negative_is_guarded_without_where": (
@@ -111,9 +129,11 @@ GOLDEN = {
         f"""{H12} g {SIG.format(extra=", int64 p")} {{
               n = SequenceLength(d)
               zero = Constant <value = int64 {{0}}> ()
-              neg = Less(p, zero)
               shifted = Add(p, n)
-              q = Where(neg, shifted, p)
+              neg = Less(p, zero)
+              wrapped = Where(neg, shifted, p)
+              below = Less(shifted, zero)
+              q = Where(below, p, wrapped)
               y = SequenceInsert(d, x, q) }}""",
     ),
     "squeezed_constant_appending_at_known_length_is_dropped_with_its_chain": (
@@ -146,9 +166,11 @@ GOLDEN = {
                 then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(s, x) }},
                 else_branch = insert () => (seq({F2}) inserted) {{
                   zero = Constant <value = int64 {{0}}> ()
-                  neg = Less(p, zero)
                   shifted = Add(p, n)
-                  q = Where(neg, shifted, p)
+                  neg = Less(p, zero)
+                  wrapped = Where(neg, shifted, p)
+                  below = Less(shifted, zero)
+                  q = Where(below, p, wrapped)
                   inserted = SequenceInsert(s, x, q) }}> }}""",
     ),
     "dynamic_length_of_the_same_sequence_appends": (
