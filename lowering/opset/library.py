@@ -27,7 +27,9 @@ refused, never written:
   ``half_pixel`` coordinates, where they meant ``asymmetric`` (and, for
   nearest, ``floor`` of the source coordinate when upsampling, which is what
   onnxruntime does for them): the Resize gets both written out; a nearest
-  one whose scales are not constants of at least 1 is refused.
+  one whose scales are not constants of at least 1 is refused (scales an
+  initializer that is also a graph input are not constants: a caller may
+  feed others; they are read on the original node, by the one evaluator).
 - Pad-2 in reflect or edge mode keeps its ``value`` attribute, which Pad-11
   does not have (and those modes ignore): it is dropped.
 
@@ -53,7 +55,7 @@ from lowering.irutils.snapshot import (
     serialize_without_weights,
     with_weights,
 )
-from lowering.irutils.static_values import MAX_ELEMENTS
+from lowering.irutils.static_values import MAX_ELEMENTS, small_constant
 from lowering.irutils.walk import graphs_within
 from lowering.opset import schemas
 from lowering.opset.allowlist import RELABEL
@@ -244,7 +246,6 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
     pairs = zip(graphs_within(model.graph), proto_graphs(converted.graph))
     for graph, proto_graph in pairs:
         written = _producers(proto_graph)
-        constants = _constants(proto_graph)
         for node in graph:
             out = node.outputs[0].name if node.outputs else None
             new = written.get(out or "")
@@ -255,7 +256,7 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
             if (node.op_type in ("Upsample",) or (node.op_type, version) == ("Resize", 10)) and (
                 new.op_type == "Resize"
             ):
-                reason = _fix_resize(new, constants, graph)
+                reason = _fix_resize(new, _scales(node, version))
                 if reason:
                     refused.append(
                         Refused(
@@ -278,28 +279,31 @@ def _source(model: ir.Model) -> int:
     return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
 
 
-def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-    """The graph's inline initializers and Constant values (``value`` only), by name."""
-    found = {}
-    for tensor in graph.initializer:
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            found[tensor.name] = onnx.numpy_helper.to_array(tensor)
-    for node in graph.node:
-        if node.op_type == "Constant" and len(node.attribute) == 1:
-            attr = node.attribute[0]
-            if attr.name == "value":
-                found[node.output[0]] = onnx.numpy_helper.to_array(attr.t)
-    return found
+#: The constant inputs the fixes read, by (op, schema version): Upsample-9's
+#: and Resize-10's scales (Upsample-7's are an attribute). Read by the one
+#: constant evaluator, on the original node: an initializer that is also a
+#: graph input is not a constant (a caller may feed another value).
+READS_CONSTANT: dict[tuple[str, int], int] = {("Upsample", 9): 1, ("Resize", 10): 1}
 
 
-def _fix_resize(node: onnx.NodeProto, constants: dict, graph: ir.Graph) -> str | None:
+def _scales(node: ir.Node, version: int) -> np.ndarray | None:
+    """An Upsample's or Resize-10's scales, where they are a constant; else None."""
+    attribute = node.attributes.get("scales")
+    if attribute is not None:
+        return np.array(attribute.as_floats(), np.float32)
+    index = READS_CONSTANT.get((node.op_type, version))
+    if index is None or len(node.inputs) <= index:
+        return None
+    return small_constant(node.inputs[index])
+
+
+def _fix_resize(node: onnx.NodeProto, scales: np.ndarray | None) -> str | None:
     """Upsample-7/9 and Resize-10 as the Resize-11 they mean: asymmetric, nearest by floor."""
     attrs = {a.name: a for a in node.attribute}
     mode = attrs["mode"].s if "mode" in attrs else b"nearest"
     if "coordinate_transformation_mode" in attrs:
         return "onnx.version_converter wrote a coordinate mode for it: unchecked"
     if mode == b"nearest":
-        scales = constants.get(node.input[2]) if len(node.input) > 2 else None
         if scales is None or scales.size == 0 or not bool(np.all(scales >= 1)):
             return (
                 "nearest with scales that are not constants of at least 1: onnxruntime "
