@@ -131,6 +131,7 @@ def _build_template(node: ir.Node, as_onnxruntime: bool, widen: bool = False) ->
     body = function_body(node)
     if body is None or any(not is_onnx_domain(o.domain) for o in body.opset_import):
         return None
+    _expand_broadcast_operands(body, node)
     if widen:
         _stage_in_double(body, node.attributes.get_int("stash_type", ir.DataType.FLOAT.value))
     if any(not is_onnx_domain(n.domain) for n in body.node):
@@ -330,6 +331,55 @@ def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
     graph.remove(node, safe=True)
     plan.expanded.append(f"{node.op_type}-{template.since}")
     return new_nodes
+
+
+#: Operands (by position) that an op's spec lets broadcast to X's dims from
+#: ``axis`` on, and that ONNX's body flattens as if they had those dims::
+#:
+#:     LayerNormalization <axis = 1> (X [2,3,4,5], Scale [4,5], B [5])
+#:     body:  Flatten<axis=1>(X) [2,60] * Flatten<axis=0>(Scale) [1,20]    (no broadcast)
+#:
+#: Each such operand is expanded to those dims first, where its declared
+#: shape is not already them:  Scale -> Expand(Scale, Shape<start=axis>(X)).
+#: (RMSNormalization's and Attention's bodies broadcast theirs as they are.)
+BROADCAST_OPERANDS: dict[str, tuple[int, ...]] = {"LayerNormalization": (1, 2)}
+
+
+def _expand_broadcast_operands(body: onnx.FunctionProto, node: ir.Node) -> None:
+    """Read each of ``node``'s :data:`BROADCAST_OPERANDS` expanded to X's dims from
+    ``axis`` on, in ``body`` (in place), unless its declared shape is those dims."""
+    positions = BROADCAST_OPERANDS.get(node.op_type, ())
+    axis = node.attributes.get_int("axis", -1)
+    x = node.inputs[0] if node.inputs else None
+    steps = []
+    for position in positions:
+        operand = node.inputs[position] if position < len(node.inputs) else None
+        if operand is None or position >= len(body.input) or _is_suffix(operand, x, axis):
+            continue
+        formal = body.input[position]
+        dims, full = f"{formal}__dims", f"{formal}__expanded"
+        for proto in body.node:
+            proto.input[:] = [full if name == formal else name for name in proto.input]
+        steps.append(onnx.helper.make_node("Shape", [body.input[0]], [dims], start=axis))
+        steps.append(onnx.helper.make_node("Expand", [formal, dims], [full]))
+    if steps:
+        nodes = [*steps, *body.node]
+        del body.node[:]
+        body.node.extend(nodes)
+
+
+def _is_suffix(operand: ir.Value, x: ir.Value | None, axis: int) -> bool:
+    """Whether ``operand``'s declared shape is ``x``'s dims from ``axis`` on."""
+    if operand.shape is None or x is None or x.shape is None:
+        return False
+    dims = list(x.shape)
+    if not -len(dims) <= axis < len(dims):
+        return False
+    suffix = dims[axis:]
+    return len(operand.shape) == len(suffix) and all(
+        isinstance(a, (int, ir.SymbolicDim)) and a == b and (isinstance(a, int) or a.value)
+        for a, b in zip(operand.shape, suffix)
+    )
 
 
 _DOUBLE = ir.DataType.DOUBLE.value

@@ -6,6 +6,8 @@ converts, for the steps it is known to get right::
 
     model @ opset 7..10
       | weights swapped for placeholders (small ones kept: its adapters read them)
+      | every node: its step in LIBRARY_UP, within the limits of the library's
+      | adapters (library_limits.py), or refused by name
       v
     onnx.version_converter.convert_version(proto, 11)        the library's upward steps
       | full checker; every node it changed is in LIBRARY_UP (tested in onnxruntime)
@@ -27,9 +29,14 @@ refused, never written:
   ``half_pixel`` coordinates, where they meant ``asymmetric`` (and, for
   nearest, ``floor`` of the source coordinate when upsampling, which is what
   onnxruntime does for them): the Resize gets both written out; a nearest
-  one whose scales are not constants of at least 1 is refused.
+  one whose scales are not constants of at least 1 is refused (scales an
+  initializer that is also a graph input are not constants: a caller may
+  feed others; they are read on the original node, by the one evaluator).
 - Pad-2 in reflect or edge mode keeps its ``value`` attribute, which Pad-11
   does not have (and those modes ignore): it is dropped.
+
+Where the library fails all the same, the node it fails on is found by
+converting each node alone, and named; its own words go to ``-v`` only.
 
 The library does not convert model-local functions (it drops them): they
 are kept as they were and go through the package's own steps from their own
@@ -53,10 +60,11 @@ from lowering.irutils.snapshot import (
     serialize_without_weights,
     with_weights,
 )
-from lowering.irutils.static_values import MAX_ELEMENTS
+from lowering.irutils.static_values import MAX_ELEMENTS, small_constant
 from lowering.irutils.walk import graphs_within
 from lowering.opset import schemas
 from lowering.opset.allowlist import RELABEL
+from lowering.opset.library_limits import InferredShapes, culprit, over_limit
 from lowering.options import MIN_OPSET
 
 #: The library's upward conversions known right: (op, schema version the
@@ -67,9 +75,13 @@ from lowering.options import MIN_OPSET
 #: steps up to 11 are all relabels (allowlist.py), needs no entry. Left out
 #: because the library gets them wrong: PRelu-6 (its legacy per-channel
 #: slope is relabelled as PRelu-7's numpy broadcast, which onnxruntime then
-#: refuses to run).
+#: refuses to run). What an entry's adapters cannot take is refused before
+#: the library runs (:mod:`lowering.opset.library_limits`). The legacy
+#: broadcasts (Add-6 ..., Pow-1) write an Unsqueeze for ``axis=0``; onnxruntime
+#: runs none of them at opset 6, so those are checked against numpy
+#: (tests/test_opset_upgrade_refusals.py).
 LIBRARY_UP: dict[tuple[str, int], frozenset[str]] = {
-    ("Add", 6): frozenset({"Add"}),
+    ("Add", 6): frozenset({"Add", "Unsqueeze"}),
     ("ArgMax", 1): frozenset({"ArgMax"}),
     ("AveragePool", 1): frozenset({"AveragePool"}),
     ("AveragePool", 7): frozenset({"AveragePool"}),
@@ -81,7 +93,7 @@ LIBRARY_UP: dict[tuple[str, int], frozenset[str]] = {
     ("Constant", 9): frozenset({"Constant"}),
     ("Conv", 1): frozenset({"Conv"}),
     ("ConvTranspose", 1): frozenset({"ConvTranspose"}),
-    ("Div", 6): frozenset({"Div"}),
+    ("Div", 6): frozenset({"Div", "Unsqueeze"}),
     ("Dropout", 7): frozenset({"Dropout"}),
     ("Flatten", 1): frozenset({"Flatten"}),
     ("Flatten", 9): frozenset({"Flatten"}),
@@ -95,9 +107,9 @@ LIBRARY_UP: dict[tuple[str, int], frozenset[str]] = {
     ("MaxPool", 1): frozenset({"MaxPool"}),
     ("MaxPool", 8): frozenset({"MaxPool"}),
     ("Min", 6): frozenset({"Min"}),
-    ("Mul", 6): frozenset({"Mul"}),
+    ("Mul", 6): frozenset({"Mul", "Unsqueeze"}),
     ("Pad", 2): frozenset({"Constant", "Pad"}),
-    ("Pow", 1): frozenset({"Pow"}),
+    ("Pow", 1): frozenset({"Pow", "Unsqueeze"}),
     ("ReduceL2", 1): frozenset({"ReduceL2"}),
     ("ReduceLogSumExp", 1): frozenset({"ReduceLogSumExp"}),
     ("ReduceMax", 1): frozenset({"ReduceMax"}),
@@ -109,7 +121,7 @@ LIBRARY_UP: dict[tuple[str, int], frozenset[str]] = {
     ("Softmax", 1): frozenset({"Softmax"}),
     ("Split", 2): frozenset({"Split"}),
     ("Squeeze", 1): frozenset({"Squeeze"}),
-    ("Sub", 6): frozenset({"Sub"}),
+    ("Sub", 6): frozenset({"Sub", "Unsqueeze"}),
     ("Sum", 6): frozenset({"Sum"}),
     ("TopK", 1): frozenset({"Constant", "TopK"}),
     ("Unsqueeze", 1): frozenset({"Unsqueeze"}),
@@ -129,11 +141,15 @@ class Refused:
 
 
 class LibraryRefusal(Exception):
-    """The library step refuses the model: ``refused`` names each node (or the model)."""
+    """The library step refuses the model: ``refused`` names each node (or the model).
 
-    def __init__(self, refused: list[Refused]) -> None:
+    ``details``: the library's own words, for ``-v`` (never in the one line).
+    """
+
+    def __init__(self, refused: list[Refused], details: list[str] | None = None) -> None:
         super().__init__("; ".join(r.reason for r in refused))
         self.refused = refused
+        self.details = list(details or [])
 
 
 def needs_library(model: ir.Model, target: int) -> bool:
@@ -152,17 +168,20 @@ def up_to_min_opset(model: ir.Model) -> ir.Model:
     """
     source = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     assert source is not None, "needs_library checked the model's opset"
-    refused = _unknown_steps(model, source)
-    if refused:
-        raise LibraryRefusal(refused)
     proto, kept = serialize_without_weights(model, inline_up_to=MAX_ELEMENTS)
     del proto.functions[:]  # the library drops them; they go through the package's steps
+    shapes = InferredShapes(proto)
+    refused = _refused_before(model, source, shapes)
+    if refused:
+        raise LibraryRefusal(refused)
+    _forget_unread_masks(model, proto)
     try:
         converted = onnx.version_converter.convert_version(proto, MIN_OPSET)
     except Exception as error:  # noqa: BLE001 -- the library raises RuntimeError, IndexError...
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise LibraryRefusal(
-            [Refused("", "", "the model", f"onnx.version_converter failed: {first}")]
+            _traced(model, proto, shapes, False, "onnx.version_converter failed on the model"),
+            [f"  onnx.version_converter: {first}"],
         ) from None
     # The library writes initializers that are not graph inputs (IR 4), and
     # opset 11 needs IR 6 anyway: declared here, as the IR version pass would.
@@ -175,7 +194,16 @@ def up_to_min_opset(model: ir.Model) -> ir.Model:
         raise LibraryRefusal(refused)
     problem = _checker_problem(converted)
     if problem is not None:
-        raise LibraryRefusal([Refused("", "", "the model", problem)])
+        raise LibraryRefusal(
+            _traced(
+                model,
+                proto,
+                shapes,
+                True,
+                "onnx.version_converter wrote a model the checker refuses",
+            ),
+            [f"  onnx.checker: {problem}"],
+        )
     try:
         result = with_weights(converted, kept)
     except ValueError as error:
@@ -206,26 +234,73 @@ def _changes(op: str, source: int) -> tuple[int, bool] | None:
     return now.since_version, then is not None
 
 
-def _unknown_steps(model: ir.Model, source: int) -> list[Refused]:
+def _refused_before(model: ir.Model, source: int, shapes: InferredShapes) -> list[Refused]:
+    """The nodes refused before the library runs: steps it is not known right on, or
+    features of the node its adapters cannot take (:mod:`lowering.opset.library_limits`)."""
     where = _descriptions(model)
     refused = []
     for graph in graphs_within(model.graph):
         for node in graph:
             if node.domain not in ("", "ai.onnx"):
                 continue
-            change = _changes(node.op_type, source)
-            if change is None or change[1] or (node.op_type, change[0]) in LIBRARY_UP:
-                continue
-            refused.append(
-                Refused(
-                    node.op_type,
-                    node.name or "<unnamed>",
-                    where.get(graph, repr(graph.name)),
-                    f"{node.op_type}-{change[0]} -> opset {MIN_OPSET} by onnx.version_converter "
-                    "is not among its upward conversions checked in onnxruntime",
+            reason = _why_not(node, source, shapes)
+            if reason is not None:
+                refused.append(
+                    Refused(
+                        node.op_type,
+                        node.name or "<unnamed>",
+                        where.get(graph, repr(graph.name)),
+                        reason,
+                    )
                 )
-            )
     return refused
+
+
+def _why_not(node: ir.Node, source: int, shapes: InferredShapes) -> str | None:
+    if schemas.schema(node.op_type, source) is None:
+        return f"{node.op_type} is not an op of opset {source}"
+    change = _changes(node.op_type, source)
+    if change is None or change[1]:
+        return None
+    if (node.op_type, change[0]) not in LIBRARY_UP:
+        return (
+            f"{node.op_type}-{change[0]} -> opset {MIN_OPSET} by onnx.version_converter "
+            "is not among its upward conversions checked in onnxruntime"
+        )
+    return over_limit(node, change[0], shapes)
+
+
+def _forget_unread_masks(model: ir.Model, proto: onnx.ModelProto) -> None:
+    """Drop the declared types of Dropout-7 masks (unread: a read one is refused) from
+    ``proto``: the input's type there, bool at Dropout-10; the library keeps them."""
+    source = _source(model)
+    for graph, proto_graph in zip(graphs_within(model.graph), proto_graphs(proto.graph)):
+        masks = {
+            node.outputs[1].name
+            for node in graph
+            if node.op_type == "Dropout"
+            and node.domain in ("", "ai.onnx")
+            and _changes("Dropout", source) == (7, False)
+            and len(node.outputs) > 1
+        }
+        kept = [info for info in proto_graph.value_info if info.name not in masks]
+        if len(kept) != len(proto_graph.value_info):
+            del proto_graph.value_info[:]
+            proto_graph.value_info.extend(kept)
+
+
+def _traced(
+    model: ir.Model, proto: onnx.ModelProto, shapes: InferredShapes, checked: bool, fallback: str
+) -> list[Refused]:
+    """The node the library fails on (:func:`culprit`), or the model with ``fallback``."""
+    found = culprit(proto, shapes, checked)
+    if found is None:
+        return [Refused("", "", "the model", fallback)]
+    graph_index, node_index, reason = found
+    graph = list(graphs_within(model.graph))[graph_index]
+    node = list(graph)[node_index]
+    where = _descriptions(model).get(graph, repr(graph.name))
+    return [Refused(node.op_type, node.name or "<unnamed>", where, reason)]
 
 
 def _descriptions(model: ir.Model) -> dict[ir.Graph, str]:
@@ -244,7 +319,6 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
     pairs = zip(graphs_within(model.graph), proto_graphs(converted.graph))
     for graph, proto_graph in pairs:
         written = _producers(proto_graph)
-        constants = _constants(proto_graph)
         for node in graph:
             out = node.outputs[0].name if node.outputs else None
             new = written.get(out or "")
@@ -255,7 +329,7 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
             if (node.op_type in ("Upsample",) or (node.op_type, version) == ("Resize", 10)) and (
                 new.op_type == "Resize"
             ):
-                reason = _fix_resize(new, constants, graph)
+                reason = _fix_resize(new, _scales(node, version))
                 if reason:
                     refused.append(
                         Refused(
@@ -278,28 +352,31 @@ def _source(model: ir.Model) -> int:
     return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
 
 
-def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
-    """The graph's inline initializers and Constant values (``value`` only), by name."""
-    found = {}
-    for tensor in graph.initializer:
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
-            found[tensor.name] = onnx.numpy_helper.to_array(tensor)
-    for node in graph.node:
-        if node.op_type == "Constant" and len(node.attribute) == 1:
-            attr = node.attribute[0]
-            if attr.name == "value":
-                found[node.output[0]] = onnx.numpy_helper.to_array(attr.t)
-    return found
+#: The constant inputs the fixes read, by (op, schema version): Upsample-9's
+#: and Resize-10's scales (Upsample-7's are an attribute). Read by the one
+#: constant evaluator, on the original node: an initializer that is also a
+#: graph input is not a constant (a caller may feed another value).
+READS_CONSTANT: dict[tuple[str, int], int] = {("Upsample", 9): 1, ("Resize", 10): 1}
 
 
-def _fix_resize(node: onnx.NodeProto, constants: dict, graph: ir.Graph) -> str | None:
+def _scales(node: ir.Node, version: int) -> np.ndarray | None:
+    """An Upsample's or Resize-10's scales, where they are a constant; else None."""
+    attribute = node.attributes.get("scales")
+    if attribute is not None:
+        return np.array(attribute.as_floats(), np.float32)
+    index = READS_CONSTANT.get((node.op_type, version))
+    if index is None or len(node.inputs) <= index:
+        return None
+    return small_constant(node.inputs[index])
+
+
+def _fix_resize(node: onnx.NodeProto, scales: np.ndarray | None) -> str | None:
     """Upsample-7/9 and Resize-10 as the Resize-11 they mean: asymmetric, nearest by floor."""
     attrs = {a.name: a for a in node.attribute}
     mode = attrs["mode"].s if "mode" in attrs else b"nearest"
     if "coordinate_transformation_mode" in attrs:
         return "onnx.version_converter wrote a coordinate mode for it: unchecked"
     if mode == b"nearest":
-        scales = constants.get(node.input[2]) if len(node.input) > 2 else None
         if scales is None or scales.size == 0 or not bool(np.all(scales >= 1)):
             return (
                 "nearest with scales that are not constants of at least 1: onnxruntime "
@@ -319,8 +396,7 @@ def _checker_problem(converted: onnx.ModelProto) -> str | None:
     problem = full_check_problem(converted, _is_placeholder)
     if problem is None:
         return None
-    first = problem.splitlines()[0]
-    return f"onnx.version_converter wrote a model the checker refuses: {first}"
+    return problem.splitlines()[0]
 
 
 def _is_placeholder(tensor: onnx.TensorProto) -> bool:

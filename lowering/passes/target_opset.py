@@ -210,11 +210,13 @@ def _up_by_library(model: ir.Model, target: int) -> ir.Model:
         if not nodes:
             raise LoweringError(
                 f"the model cannot declare opset {target}: going up from opset {source} "
-                f"to {MIN_OPSET}, {refusal.refused[0].reason}"
+                f"to {MIN_OPSET}, {refusal.refused[0].reason}",
+                details=refusal.details,
             ) from None
         blockers = [Blocker(r.op, r.node, r.graph, target, r.reason, True) for r in nodes]
         raise LoweringError(
-            blocked_message(target, blockers), details=blocked_details(blockers)
+            blocked_message(target, blockers),
+            details=blocked_details(blockers) + refusal.details,
         ) from None
 
 
