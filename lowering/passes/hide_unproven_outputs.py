@@ -138,7 +138,8 @@ def hide_unproven_outputs(model: ir.Model, lowered_in: set[GraphLike] | None) ->
     that hold, at any depth, a graph of ``lowered_in`` (the scopes of lowered
     maps; a function among them, or None: every If and Scan).
     Returns how many outputs were hidden."""
-    anywhere = lowered_in is None or any(isinstance(s, ir.Function) for s in lowered_in)
+    within = lowered_in or set()
+    anywhere = lowered_in is None or any(isinstance(s, ir.Function) for s in within)
     scopes: list[GraphLike] = [model.graph, *model.functions.values()]
     tainted = prove_model(model).doubted
     hidden = 0
@@ -150,11 +151,7 @@ def hide_unproven_outputs(model: ir.Model, lowered_in: set[GraphLike] | None) ->
                 if attr.type != ir.AttributeType.GRAPH:
                     continue
                 sub = attr.as_graph()
-                if (
-                    lowered_in is not None
-                    and not anywhere
-                    and not any(g in lowered_in for g in graphs_within(sub))
-                ):
+                if not anywhere and not any(g in within for g in graphs_within(sub)):
                     continue
                 for index, value in enumerate(list(sub.outputs)):
                     if value in tainted and _hide(sub, index, value, is_onnx_op(node, "Scan")):
