@@ -316,36 +316,63 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
     """Fix what the library is known to write wrong (module docstring); the nodes it cannot."""
     refused = []
     where = _descriptions(model)
+    source = _source(model)
     pairs = zip(graphs_within(model.graph), proto_graphs(converted.graph))
     for graph, proto_graph in pairs:
-        written = _producers(proto_graph)
-        for node in graph:
-            out = node.outputs[0].name if node.outputs else None
-            new = written.get(out or "")
-            if new is None or node.domain not in ("", "ai.onnx"):
-                continue
-            since = schemas.schema(node.op_type, _source(model))
-            version = since.since_version if since else 0
-            if (node.op_type in ("Upsample",) or (node.op_type, version) == ("Resize", 10)) and (
-                new.op_type == "Resize"
-            ):
+        for node, new in _written_by(graph, proto_graph, source):
+            version = _version(node, source)
+            reason = None
+            if new is None:
+                reason = "onnx.version_converter renamed what it wrote for it: not found to check"
+            elif _becomes_resize(node, version) and new.op_type == "Resize":
                 reason = _fix_resize(new, _scales(node, version))
-                if reason:
-                    refused.append(
-                        Refused(
-                            node.op_type,
-                            node.name or "<unnamed>",
-                            where.get(graph, repr(graph.name)),
-                            reason,
-                        )
-                    )
-            if node.op_type == "Pad" and new.op_type == "Pad":
+            elif node.op_type == "Pad" and new.op_type == "Pad":
                 mode = next((a.s for a in new.attribute if a.name == "mode"), b"constant")
                 if mode != b"constant":
                     kept = [a for a in new.attribute if a.name != "value"]
                     del new.attribute[:]
                     new.attribute.extend(kept)
+            if reason:
+                scope = where.get(graph, repr(graph.name))
+                refused.append(Refused(node.op_type, node.name or "<unnamed>", scope, reason))
     return refused
+
+
+def _version(node: ir.Node, source: int) -> int:
+    since = schemas.schema(node.op_type, source)
+    return since.since_version if since else 0
+
+
+def _becomes_resize(node: ir.Node, version: int) -> bool:
+    return node.op_type == "Upsample" or (node.op_type, version) == ("Resize", 10)
+
+
+def _written_by(
+    graph: ir.Graph, proto_graph: onnx.GraphProto, source: int
+) -> list[tuple[ir.Node, onnx.NodeProto | None]]:
+    """Each default-domain node of ``graph`` with the node the library wrote for
+    it: the one writing its first output's name, where the library kept it.
+    It renames the outputs of the nodes it replaces that are not graph outputs
+    (``_v_10``), so the Upsamples and Resize-10s left are paired, in order,
+    with the Resizes no name claims; where they do not pair one for one, each
+    is paired with None (refused: its Resize would go unfixed)."""
+    written = _producers(proto_graph)
+    pairs: list[tuple[ir.Node, onnx.NodeProto | None]] = []
+    claimed: set[int] = set()
+    unnamed: list[ir.Node] = []
+    for node in graph:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        new = written.get(node.outputs[0].name or "") if node.outputs else None
+        if new is not None:
+            pairs.append((node, new))
+            claimed.add(id(new))
+        elif _becomes_resize(node, _version(node, source)):
+            unnamed.append(node)
+    resizes = [n for n in proto_graph.node if n.op_type == "Resize" and id(n) not in claimed]
+    if len(resizes) == len(unnamed):
+        return pairs + list(zip(unnamed, resizes, strict=True))
+    return pairs + [(node, None) for node in unnamed]
 
 
 def _source(model: ir.Model) -> int:
