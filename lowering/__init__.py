@@ -3,7 +3,7 @@
 Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models;
 :func:`lower_with_report` for the lowered model and its :class:`Report`);
 :func:`pipeline`, the same as one onnx_ir pass; the passes it runs, each
-valid on its own (:class:`ForgetDoubtedShapesPass`, :class:`SpecializeFunctionsPass`,
+valid on its own (:class:`DoubtedShapesPass`, :class:`SpecializeFunctionsPass`,
 :class:`FoldInsertChainsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
 :class:`HideUnprovenOutputsPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
 :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from lowering.errors import LoweringError, refusal
     from lowering.options import OptionError, Options
     from lowering.passes.constant_form import ConstantValueFormPass
+    from lowering.passes.doubted_shapes import DoubtedShapesPass
     from lowering.passes.eliminate_sequences import EliminateSequencesPass
     from lowering.passes.fold_insert_chains import FoldInsertChainsPass
-    from lowering.passes.forget_doubted_shapes import ForgetDoubtedShapesPass
     from lowering.passes.fresh_names import FreshNamesPass
     from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
     from lowering.passes.ir_version import IrVersionPass
@@ -51,7 +51,7 @@ _HOMES = {
     "OptionError": "lowering.options",
     "Options": "lowering.options",
     "ConstantValueFormPass": "lowering.passes.constant_form",
-    "ForgetDoubtedShapesPass": "lowering.passes.forget_doubted_shapes",
+    "DoubtedShapesPass": "lowering.passes.doubted_shapes",
     "EliminateSequencesPass": "lowering.passes.eliminate_sequences",
     "FoldInsertChainsPass": "lowering.passes.fold_insert_chains",
     "FreshNamesPass": "lowering.passes.fresh_names",
@@ -71,9 +71,9 @@ _HOMES = {
 
 __all__ = [
     "ConstantValueFormPass",
+    "DoubtedShapesPass",
     "EliminateSequencesPass",
     "FoldInsertChainsPass",
-    "ForgetDoubtedShapesPass",
     "FreshNamesPass",
     "HideUnprovenOutputsPass",
     "IrVersionPass",

@@ -5,7 +5,7 @@ name so that importing it never hides that function.)
 
 ::
 
-    ForgetDoubtedShapesPass       no declared shape ONNX's inference may have got wrong
+    DoubtedShapesPass       no declared shape ONNX's inference may have got wrong
                                   (with a sequence op, or target_opset=N)
     SpecializeFunctionsPass       a copy of a function per graph a call gives its map
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
@@ -50,9 +50,9 @@ from lowering.irutils.scopes import find_nodes, shared_scopes, unshared_scopes
 from lowering.irutils.snapshot import restorer, snapshot
 from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
+from lowering.passes.doubted_shapes import DoubtedShapesPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass, EliminationResult
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
-from lowering.passes.forget_doubted_shapes import ForgetDoubtedShapesPass
 from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.passes.ir_version import IrVersionPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
@@ -95,8 +95,8 @@ class Progress:
 
 STEPS: tuple[Step, ...] = (
     Step(
-        "forget doubted shapes",
-        lambda o, p: ForgetDoubtedShapesPass(),
+        "doubted shapes",
+        lambda o, p: DoubtedShapesPass(),
         lambda o, p: p.has_maps or p.has_sequences or o.target_opset is not None,
     ),
     Step("specialize", lambda o, p: SpecializeFunctionsPass(), lambda o, p: True),

@@ -165,7 +165,9 @@ def check(model: onnx.ModelProto, feeds: dict, form: str) -> None:
     try:
         result = lower(model, **FORMS[form])
     except lowering.LoweringError as error:
-        assert form in MAY_REFUSE or (form == "opset11" and "opset 11" in str(error)), str(error)
+        refusable = form in MAY_REFUSE or (form == "opset11" and "opset 11" in str(error))
+        # (an insert out of range for a length proven static: a model that always fails)
+        assert refusable or (original is not None and expected is None), str(error)
         assert "\n" not in str(error)
         return
     if original is None:
@@ -399,7 +401,7 @@ def test_the_documented_composition_pins_what_it_exposes(name):
     result = ir.serde.deserialize_model(model)
     ir.passes.PassManager(
         [
-            lowering.ForgetDoubtedShapesPass(),
+            lowering.DoubtedShapesPass(),
             lowering.SpecializeFunctionsPass(),
             lowering.FoldInsertChainsPass(),
             lowering.LowerSequenceMapPass(runtime="openvino"),

@@ -104,21 +104,22 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         sequences = not self.runtime.missing(HIDING_OPS)
-        copied = _statically_wrong(model) if self.copied is None else self.copied
+        copied = statically_wrong(model) if self.copied is None else self.copied
         planned = plan_copied_shapes(copied, self.runtime)  # (a refusal: here)
         hidden = hide_unproven_outputs(model, self.lowered_in) if sequences else 0
         for hiding in planned:
-            _apply(hiding)
+            apply_hiding(hiding)
         hidden += len(planned)
         if hidden:
             name_fresh(model)
         return ir.passes.PassResult(model, modified=bool(hidden))
 
 
-def _statically_wrong(model: ir.Model) -> list[Copied]:
+def statically_wrong(model: ir.Model, *, fill: bool = True) -> list[Copied]:
     """The nodes of ``model`` whose input shapes are all proven static and whose
-    shapes ONNX's inference may get wrong: where it claims a wrong size."""
-    proof = prove_model(model, fill=True)
+    shapes ONNX's inference may get wrong: where it claims a wrong size.
+    ``fill``: infer the shapes of untyped values too (what rewrites made)."""
+    proof = prove_model(model, fill=fill)
     return [
         Copied(node, scope.opset(model) or 1, None, scope.description, None, only_read=True)
         for scope in iter_scopes(model)
@@ -189,11 +190,11 @@ class _Hiding(NamedTuple):
 
 
 def plan_copied_shapes(
-    copied: Iterable[Copied], runtime: Runtime = RUNTIMES["onnxruntime"]
+    copied: Iterable[Copied], runtime: Runtime = RUNTIMES["onnxruntime"], *, hide: bool = True
 ) -> list[_Hiding]:
     """How to hide the outputs of the nodes of ``copied`` (and of their
     subgraphs) whose shapes ONNX may infer wrong, where they are made;
-    changes nothing (:func:`_apply` does each).
+    changes nothing (:func:`apply_hiding` does each).
 
     ``copied``: the nodes a map's body was copied into its scope as (removed
     ones are skipped). An output whose true shape is computed
@@ -204,7 +205,8 @@ def plan_copied_shapes(
     computed shape to the next copy; one of no known dtype is left:
     SequenceEmpty needs it). For a ``runtime`` without sequences, such an output is refused:
     :class:`LoweringError` names its node. A graph output among them keeps
-    its name and declaration, on the hidden value.
+    its name and declaration, on the hidden value. Without ``hide``, only
+    the pins are planned.
     """
     sequences = not runtime.missing(HIDING_OPS)
     planned: list[_Hiding] = []
@@ -238,7 +240,7 @@ def plan_copied_shapes(
             if shapes is not None and allowzero is not None:
                 planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
                 continue
-            if not sequences and entry.only_read:
+            if not hide or (not sequences and entry.only_read):
                 continue  # (read, not copied: the runtime infers it for itself)
             if not sequences:
                 raise LoweringError(
@@ -270,7 +272,7 @@ def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
     return None
 
 
-def _apply(hiding: _Hiding) -> None:
+def apply_hiding(hiding: _Hiding) -> None:
     node, value = hiding.node, hiding.value
     graph = node.graph
     assert graph is not None
