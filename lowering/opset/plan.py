@@ -420,10 +420,12 @@ class Rewriter:
         op_type: str,
         attributes: dict | None = None,
         extra_inputs: Sequence[ir.Value] = (),
+        *,
+        version: int | None = None,
     ) -> ir.Node:
         """Let ``op_type(value, *extra_inputs)`` stand for ``value`` wherever it was read."""
         uses = list(value.uses())
-        new = self.op(op_type, [value, *extra_inputs], attributes, after=True)
+        new = self.op(op_type, [value, *extra_inputs], attributes, after=True, version=version)
         for use in uses:
             use.node.replace_input_with(use.idx, new.outputs[0])
         outputs = self.sandbox.graph.outputs

@@ -8,7 +8,7 @@ axis the two agree. Going down, another axis is moved last and back::
 
 Going up, the 11 form is spelled out exactly::
 
-    x --> Flatten <axis> --> Softmax-13 <axis=-1> --> Reshape(Shape(x)) --> y
+    x --> Flatten <axis> --> Softmax-13 <axis=-1> --> Reshape<allowzero=1>(Shape(x)) --> y
 """
 
 from __future__ import annotations
@@ -54,4 +54,8 @@ def coerced(rw, node: ir.Node) -> None:
     flat.outputs[0].type = x.type
     node.replace_input_with(0, flat.outputs[0])
     shape = rw.op("Shape", [x])
-    rw.wrap_output(node.outputs[0], "Reshape", extra_inputs=[shape.outputs[0]])
+    # Back to x's shape, which may hold a 0: Reshape-14's allowzero (the
+    # Reshape adapter writes no Reshape-13 that could see it).
+    rw.wrap_output(
+        node.outputs[0], "Reshape", {"allowzero": 1}, extra_inputs=[shape.outputs[0]], version=14
+    )
