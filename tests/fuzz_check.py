@@ -62,12 +62,18 @@ class FuzzFailure(AssertionError):
         text = next((line for line in self.message.splitlines() if line.strip()), "")
         if "Inference error(s)" in text:  # nested per subgraph: the innermost says what
             text = "shape inference: " + text.rsplit("(op_type:", 1)[-1]
+        running = re.findall(r"returned while running (\w+) node", text)
+        if running:  # onnxruntime's nested kernels: the chain of ops, then the innermost
+            inner = text.rsplit("Status Message: ", 1)[-1]
+            inner = re.sub(r"^/\S+:\d+ [^\[]*", "", inner)  # the source line and function
+            text = f"onnxruntime in {' > '.join(running)}: {inner}"
         text = re.sub(r"'[^']*'", "'_'", text)
         # Where the node sits is detail: the same mechanism fails at every depth.
         text = re.sub(r"node '_' \((\w+)\) in [^:]*:", r"node (\1):", text)
         text = re.sub(r"first in .*", "", text)
         text = re.sub(r'"[^"]*"', '"_"', text)
         text = re.sub(r"\d+", "N", text)
+        text = re.sub(r"\{N(,N)*\}", "{N..}", text)  # a shape, of any rank
         # The target opset is part of the family: each has its own relabels and adapters.
         strategy = ",".join(
             f"{k}={v}" if k == "target_opset" else k for k, v in sorted(self.options.items())
@@ -168,7 +174,8 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
             SKIPPED[f"refused (cannot declare the opset): {shown}"] += 1
             return None
         if "runtime" in options and f"--runtime {options['runtime']}: " in str(error):
-            SKIPPED[f"refused (the runtime runs it in no form): {shown}"] += 1
+            why = _reason(str(error).split(f"--runtime {options['runtime']}: ", 1)[1])
+            SKIPPED[f"refused (the runtime runs it in no form): {shown}: {why}"] += 1
             return None  # a map that runtime can run in no form, refused with the reason
         raise FuzzFailure("lowering error", options, str(error)) from error
     except FuzzFailure:
@@ -218,6 +225,13 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
                 "op the runtime lacks", options, f"the output has {', '.join(sorted(added))}"
             )
     return result
+
+
+def _reason(message: str) -> str:
+    """The first clause of a refusal's reason, names and numbers taken out (a
+    count of refusals by kind)."""
+    text = re.sub(r"'[^']*'", "_", message.split(";", 1)[0])
+    return re.sub(r"\d+", "N", text)[:100]
 
 
 def check_positions(

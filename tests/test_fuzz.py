@@ -207,6 +207,20 @@ def test_a_failure_names_its_family():
     assert wrong.signature == "wrong result [auto] Arrays are not equal"
     opset = FuzzFailure("wrong result", {"target_opset": 11}, "\nArrays are not equal")
     assert opset.signature == "wrong result [target_opset=11] Arrays are not equal"
+    nested = FuzzFailure(
+        "onnxruntime fails on the output",
+        {"max_unroll": 0},
+        "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code returned while"
+        " running Scan node. Name:'' Status Message: Non-zero status code returned while"
+        " running Reshape node. Name:'r' Status Message: /onnxruntime_src/core/op_kernel.cc:87"
+        " virtual OrtValue* f(int) [ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Shape mismatch"
+        " attempting to re-use buffer. {1,2,18} != {1,2,17}",
+    )
+    assert nested.signature == (  # the chain of kernels, then the innermost message
+        "onnxruntime fails on the output [max_unroll] onnxruntime in Scan > Reshape:"
+        " [ONNXRuntimeError] : N : INVALID_ARGUMENT : Shape mismatch attempting to re-use"
+        " buffer. {N..} != {N..}"
+    )
 
 
 def test_an_empty_map_passing_a_tensor_straight_through():
