@@ -19,9 +19,10 @@ Two generators:
   every batching rule of the vectorizer with edge attributes, each result
   returned as data and through Shape and Size, reading the outputs after
   the first of Dropout, MaxPool, TopK, LayerNormalization, Split (see the
-  section "Edge ops"); and (issue 33: "inferred", "scan_only") models
-  handed on after ONNX's shape inference, and ops it sizes wrong where
-  shapes are read (tests/fuzz_wrong_shapes.py). Every feature
+  section "Edge ops"); and (issue 33: "inferred", "scan_only",
+  "old_opset") models handed on after ONNX's shape inference, ops it sizes
+  wrong where shapes are read, and opset 7-10 models whose initializers are
+  fed (tests/fuzz_wrong_shapes.py, tests/fuzz_old_opsets.py). Every feature
   is switchable (:data:`FEATURES`), so a run can leave out the families that
   are not fixed yet.
   :class:`StructuredModel` carries the model, its feeds and the oracle's
@@ -394,10 +395,13 @@ FEATURES = (
     # A Resize by scales (no batching rule), alone or chained with another op ONNX
     # sizes wrong, in a map over a split read by ConcatFromSequence: a Scan or Loop.
     "scan_only",
+    # Models at opsets 7-10 (no SequenceMap) lowered with target_opset 11-13,
+    # initializers that are graph inputs fed other values (tests/fuzz_old_opsets.py).
+    "old_opset",
 )
 ALL_FEATURES = frozenset(FEATURES)
 # The features of issue 33 (their own sites, drawn beside the rest).
-WRONG_SHAPE_FEATURES = frozenset({"inferred", "scan_only"})
+WRONG_SHAPE_FEATURES = frozenset({"inferred", "scan_only", "old_opset"})
 
 
 def parse_features(text: str) -> frozenset:
@@ -565,6 +569,8 @@ class StructuredModel:
     # The model before onnx.shape_inference.infer_shapes (feature "inferred"): onnxruntime
     # runs it as the original; ``model``, what the tool is handed, carries the value_info.
     original: onnx.ModelProto | None = dataclasses.field(default=None, repr=False)
+    # A refusal (one line) is an allowed outcome (feature "old_opset"): counted, not failed.
+    refusable: bool = False
     # An output onnxruntime plans from ONNX's wrong shape fails where onnxruntime runs the
     # tool's input right (the sites of issue 33; tests/fuzz_check.py: _input_runs).
     judge_plans: bool = False
@@ -2756,6 +2762,10 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
     if unknown:
         raise ValueError(f"unknown features: {sorted(unknown)}")
     gen = Gen(draw, features)
+    if gen.on("old_opset") and (features == {"old_opset"} or draw(st.integers(0, 3)) == 0):
+        from tests.fuzz_old_opsets import old_opset_example
+
+        return old_opset_example(gen)  # opsets 7-10: no SequenceMap, nothing else drawn
     main = Builder(None, "graph")
     env: dict = {}
     results: list[V] = []

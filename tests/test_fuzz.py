@@ -12,8 +12,8 @@ the numpy oracle (tests/fuzz_check.py). ``scripts/fuzz.py --examples N``
 runs the same property for longer and counts failure families.
 
 The structural test runs with :data:`CI_FEATURES`: the features whose
-failure families are fixed (all but ``opset11`` and issue 33's ``inferred``
-and ``scan_only``). ``FUZZ_FEATURES`` (a comma list, "all", or
+failure families are fixed (all but ``opset11`` and issue 33's ``inferred``,
+``scan_only`` and ``old_opset``). ``FUZZ_FEATURES`` (a comma list, "all", or
 "all,-f1,-f2") and ``FUZZ_EXAMPLES`` override them, e.g.
 ``FUZZ_FEATURES=all FUZZ_EXAMPLES=500 pytest tests/test_fuzz.py``.
 """
@@ -68,7 +68,8 @@ def test_random_models_lower_correctly(model):
 # edge maps lowered to opset 11 leave a SequenceInsert at the sequence's
 # length (the canonical form is [0, n)) and relabel Clip of double to
 # Clip-11, which onnxruntime has no kernel for; issue 33's features
-# (tests/fuzz_wrong_shapes.py), whose families are fixed in parallel.
+# (tests/fuzz_wrong_shapes.py, tests/fuzz_old_opsets.py), whose families are
+# fixed in parallel.
 CI_FEATURES = ALL_FEATURES - {"opset11"} - WRONG_SHAPE_FEATURES
 
 
