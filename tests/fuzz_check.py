@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -436,6 +437,31 @@ def assert_equal(
         assert_close(actual, expected, path, np.dtype(np.float16) if float16 else None)
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=path)
+
+
+def after_inference_only(example, failure: FuzzFailure) -> FuzzFailure:
+    """``failure`` with " (only after infer_shapes)" added to its stage where the
+    example went through ``onnx.shape_inference.infer_shapes`` (feature
+    "inferred") and the same lowering of the model before it passes: the tool
+    read what the value_info declares. Its own family, then."""
+    original = getattr(example, "original", None)
+    if original is None or failure.kind.startswith(("oracle", "invalid original")):
+        return failure
+    fewest = getattr(example, "fewest", None)  # (computed when read)
+    plain = SimpleNamespace(
+        **{**vars(example), "model": original, "original": None, "fewest": fewest}
+    )
+    counted = SKIPPED.copy()
+    try:
+        check_one(plain, failure.options)
+    except FuzzFailure:
+        return failure
+    finally:
+        SKIPPED.clear()
+        SKIPPED.update(counted)
+    return FuzzFailure(
+        f"{failure.kind} (only after infer_shapes)", failure.options, failure.message
+    )
 
 
 def check_original(example) -> None:
