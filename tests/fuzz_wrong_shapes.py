@@ -330,7 +330,8 @@ def emit(gen: Gen, b: Builder, w: WrongOp, x: str | None, dtype: str) -> V:
     node = _node(w, names, out.name)
     one = OneOp(node, {names[k]: v for k, v in w.consts.items()}, gen.opset)
     gen.node(b, w.op, list(node.input), [out], one, **w.attrs)
-    gen.note(f"ONNX sizes wrong: {w.describe()}")
+    # (an op after the first of a chain may be sized right on its true input)
+    gen.note(f"ONNX sizes {'wrong' if w.wrong else 'right alone'}: {w.describe()}")
     return out
 
 
