@@ -3,6 +3,7 @@
     python scripts/fuzz.py --examples 20000 [--seed S] [--features all|none|F1,F2|-F1,-F2]
                            [--generator structure|ops] [--save DIR [--only REGEX]
                            [--shrink N] [--shrink-seconds T]]
+    python scripts/fuzz.py --replay DIR/<family>.onnx
 
 ``--generator structure`` (the default) draws whole models with
 tests/fuzz_models.py's ``structured_models``: maps at any depth inside If,
@@ -29,8 +30,14 @@ restricts it to the signatures matching REGEX) and writes DIR/<family>.onnx,
 DIR/<family>.txt (feeds, strategy, error, notes, expected values, the
 model as text) and DIR/<family>.pkl (feeds, expected values and their
 fewest-roundings bound, options: what
-``tests.fuzz_check.check_one`` needs to run it again). ``--generator ops`` runs the older body-op property of
-tests/test_fuzz.py instead.
+``tests.fuzz_check.check_one`` needs to run it again); for an example that
+went through ``onnx.shape_inference.infer_shapes`` (feature ``inferred``),
+DIR/<family>.original.onnx is the model before it (what onnxruntime runs as
+the original), and a failure that model does not have is a family of its
+own, "(only after infer_shapes)". ``--replay DIR/<family>.onnx`` runs the
+check that failed again and prints the failure (exit 1) or that it passes.
+``--generator ops`` runs the older body-op property of tests/test_fuzz.py
+instead.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from lowering.irutils import scopes
 from tests.fuzz_check import (
     SKIPPED,
     FuzzFailure,
+    after_inference_only,
     check_one,
     check_original,
     check_valid,
@@ -83,8 +91,20 @@ def failures_of(example) -> list[FuzzFailure]:
         try:
             check_one(example, options)
         except FuzzFailure as failure:
-            found.append(failure)
+            found.append(after_inference_only(example, failure))
     return found
+
+
+def check_again(example, kind: str, options: dict) -> None:
+    """Run the check that failed with ``kind`` on ``example`` (raises its FuzzFailure)."""
+    check_valid(example)
+    if kind.startswith("oracle"):
+        check_original(example)
+    elif not kind.startswith("invalid original"):
+        try:
+            check_one(example, options)
+        except FuzzFailure as failure:
+            raise after_inference_only(example, failure) from None
 
 
 def slug(signature: str) -> str:
@@ -127,9 +147,14 @@ def main() -> int:
     parser.add_argument("--only", help="with --save: only the families whose signature matches")
     parser.add_argument("--shrink", type=int, default=2000, help="examples to look through")
     parser.add_argument("--shrink-seconds", type=float, default=240, help="per family")
+    parser.add_argument(
+        "--replay", type=pathlib.Path, help="check DIR/<family>.onnx that --save wrote, again"
+    )
     args = parser.parse_args()
     ort.set_default_logger_severity(4)
     scopes.check_shared = True  # every walk served from a shared index checked, as in the tests
+    if args.replay:
+        return replay(args.replay)
     if args.generator == "ops":
         return run_ops(args)
     try:
@@ -193,11 +218,7 @@ def save_family(args, features, signature: str, example, failure: FuzzFailure) -
         if time.monotonic() > deadline:  # out of time: keep the smallest found so far
             return False
         try:
-            check_valid(candidate)  # a shrunk example must stay a valid model
-            if failure.kind.startswith("oracle"):
-                check_original(candidate)
-            elif not failure.kind.startswith("invalid original"):
-                check_one(candidate, options)
+            check_again(candidate, failure.kind, options)  # a shrunk example stays valid too
         except FuzzFailure as other:
             if other.signature != signature:
                 return False
@@ -229,28 +250,55 @@ def save_family(args, features, signature: str, example, failure: FuzzFailure) -
     import onnx
 
     onnx.save(example.model, args.save / f"{name}.onnx")
+    original = getattr(example, "original", None)
+    if original is not None:  # the model before infer_shapes: what onnxruntime runs
+        onnx.save(original, args.save / f"{name}.original.onnx")
     (args.save / f"{name}.txt").write_text(describe(example, failure) + "\n")
-    # What it takes to run it again: tests.fuzz_check.check_one(example, options).
+    # What it takes to run it again (--replay): tests.fuzz_check.check_one(example, options).
     again = {
         "feeds": example.feeds,
         "expected": example.expected,
         "options": failure.options,
+        "kind": failure.kind,
         "exact": getattr(example, "exact", False),
         "disagrees": getattr(example, "disagrees", False),
         "fewest": getattr(example, "fewest", None),
+        "refusable": getattr(example, "refusable", False),
+        "judge_plans": getattr(example, "judge_plans", False),
     }
     with open(args.save / f"{name}.pkl", "wb") as file:
         pickle.dump(again, file)
     print(f"saved {args.save / name}.onnx")
 
 
+def replay(path: pathlib.Path) -> int:
+    """Check a model --save wrote again (PATH.onnx, with PATH.pkl beside it)."""
+    import types
+
+    import onnx
+
+    with open(path.with_suffix(".pkl"), "rb") as file:
+        again = pickle.load(file)
+    original = path.with_suffix(".original.onnx")
+    example = types.SimpleNamespace(
+        model=onnx.load(path),
+        original=onnx.load(original) if original.exists() else None,
+        **{k: v for k, v in again.items() if k not in ("options", "kind")},
+    )
+    kind = again.get("kind", "")
+    try:
+        check_again(example, kind, again["options"])
+    except FuzzFailure as failure:
+        print(failure.signature)
+        print(failure)
+        return 1
+    print(f"passes: {path} with {again['options'] or 'defaults'} ({kind or 'any stage'})")
+    return 0
+
+
 def _failure_of(example, options, fallback: FuzzFailure) -> FuzzFailure:
     try:
-        check_valid(example)
-        if fallback.kind.startswith("oracle"):
-            check_original(example)
-        elif not fallback.kind.startswith("invalid original"):
-            check_one(example, options)
+        check_again(example, fallback.kind, options)
     except FuzzFailure as failure:
         return failure
     return fallback

@@ -19,8 +19,12 @@ Two generators:
   every batching rule of the vectorizer with edge attributes, each result
   returned as data and through Shape and Size, reading the outputs after
   the first of Dropout, MaxPool, TopK, LayerNormalization, Split (see the
-  section "Edge ops"). Every feature is switchable (:data:`FEATURES`), so a
-  run can leave out the families that are not fixed yet.
+  section "Edge ops"); and (issue 33: "inferred", "scan_only",
+  "old_opset") models handed on after ONNX's shape inference, ops it sizes
+  wrong where shapes are read, and opset 7-10 models whose initializers are
+  fed (tests/fuzz_wrong_shapes.py, tests/fuzz_old_opsets.py). Every feature
+  is switchable (:data:`FEATURES`), so a run can leave out the families that
+  are not fixed yet.
   :class:`StructuredModel` carries the model, its feeds and the oracle's
   expected outputs.
 
@@ -384,8 +388,20 @@ FEATURES = (
     # A third of the edge maps alone in their model, unwrapped, also lowered with
     # target_opset=11 (every relabel and adapter down to 11, on all outputs).
     "opset11",
+    # Issue 33 (tests/fuzz_wrong_shapes.py): models handed on after
+    # onnx.shape_inference.infer_shapes, value_info and all, with an op ONNX sizes
+    # wrong (static inputs) where the declared size reaches what reads shapes.
+    "inferred",
+    # A Resize by scales (no batching rule), alone or chained with another op ONNX
+    # sizes wrong, in a map over a split read by ConcatFromSequence: a Scan or Loop.
+    "scan_only",
+    # Models at opsets 7-10 (no SequenceMap) lowered with target_opset 11-13,
+    # initializers that are graph inputs fed other values (tests/fuzz_old_opsets.py).
+    "old_opset",
 )
 ALL_FEATURES = frozenset(FEATURES)
+# The features of issue 33 (their own sites, drawn beside the rest).
+WRONG_SHAPE_FEATURES = frozenset({"inferred", "scan_only", "old_opset"})
 
 
 def parse_features(text: str) -> frozenset:
@@ -550,6 +566,14 @@ class StructuredModel:
     # Some value's shape, as ONNX infers it, is not what onnxruntime computes.
     disagrees: bool = False
     also: tuple = ()  # option sets it is lowered with beyond the strategies and those above
+    # The model before onnx.shape_inference.infer_shapes (feature "inferred"): onnxruntime
+    # runs it as the original; ``model``, what the tool is handed, carries the value_info.
+    original: onnx.ModelProto | None = dataclasses.field(default=None, repr=False)
+    # A refusal (one line) is an allowed outcome (feature "old_opset"): counted, not failed.
+    refusable: bool = False
+    # An output onnxruntime plans from ONNX's wrong shape fails where onnxruntime runs the
+    # tool's input right (the sites of issue 33; tests/fuzz_check.py: _input_runs).
+    judge_plans: bool = False
     # The oracle's steps and the outputs' names, for :attr:`fewest`.
     steps: tuple = dataclasses.field(default=(), repr=False, compare=False)
 
@@ -622,6 +646,8 @@ class Gen(Picker):
         self.exact = False  # an edge map: onnxruntime runs without its optimizer
         self.disagrees = False  # ONNX infers a shape onnxruntime does not compute
         self.aim11 = False  # an edge map meant to be lowered to opset 11 too
+        self.also: list[dict] = []  # option sets a site asks the example to be lowered with
+        self.wrong = False  # a site of issue 33 put an op ONNX sizes wrong in the model
         self.seqs: list[V] = []
         self.tensors: list[V] = []
         self.tail: tuple = (C,)
@@ -2736,6 +2762,10 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
     if unknown:
         raise ValueError(f"unknown features: {sorted(unknown)}")
     gen = Gen(draw, features)
+    if gen.on("old_opset") and (features == {"old_opset"} or draw(st.integers(0, 3)) == 0):
+        from tests.fuzz_old_opsets import old_opset_example
+
+        return old_opset_example(gen)  # opsets 7-10: no SequenceMap, nothing else drawn
     main = Builder(None, "graph")
     env: dict = {}
     results: list[V] = []
@@ -2750,11 +2780,16 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
         results += gen.edge_site(main, env)
     else:
         gen.sources(main, env)
-        count = draw(st.integers(0 if edge else 1, 2))
+        sites = _wrong_shape_sites(gen)
+        count = draw(st.integers(0 if edge or sites else 1, 2))
         for _ in range(count):
             results += gen.top_site(main, env)
         if edge and (count == 0 or draw(st.booleans())):
             results += gen.edge_site(main, env)
+        for site in sites:
+            results += site(gen, main, env)
+        if not results:  # every site drew nothing
+            results += gen.top_site(main, env)
         if gen.on("versioned_ops"):
             results += gen.versioned_op(main)
     outputs = []
@@ -2806,9 +2841,20 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
     runtime = None
     if gen.on("runtime"):
         runtime = draw(st.sampled_from([None, *RUNTIMES]))
-    also = ()
-    if gen.aim11 and target != 11:
-        also = ({"target_opset": 11},)  # every relabel and adapter down to 11
+    also: list[dict] = []
+    # aim11: every relabel and adapter down to 11; the sites of issue 33 ask for theirs
+    for options in [{"target_opset": 11}] * gen.aim11 + gen.also:
+        if options not in [*also, {"target_opset": target}, {"runtime": runtime}]:
+            also.append(options)
+    original = None
+    if gen.on("inferred") and draw(st.integers(0, 3)) < (3 if gen.wrong else 2):
+        from tests.fuzz_wrong_shapes import inferred_model
+
+        data_prop = draw(st.booleans())
+        inferred = inferred_model(model, data_prop)
+        if inferred is not None:
+            original, model = model, inferred
+            gen.note(f"inferred: handed on after infer_shapes(data_prop={data_prop})")
     return StructuredModel(
         model,
         gen.feeds,
@@ -2820,6 +2866,21 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
         runtime=runtime,
         exact=gen.exact,
         disagrees=gen.disagrees,
-        also=also,
+        also=tuple(also),
         steps=(main.steps, [v.name for v in outputs]),
+        original=original,
+        judge_plans=gen.wrong,
     )
+
+
+def _wrong_shape_sites(gen: Gen) -> list:
+    """The sites of issue 33 this example gets (tests/fuzz_wrong_shapes.py): each of
+    ``inferred`` and ``scan_only`` half the time, always where only those are on."""
+    from tests.fuzz_wrong_shapes import scan_site, wrong_site
+
+    alone = gen.f <= WRONG_SHAPE_FEATURES
+    sites = []
+    for feature, site in (("inferred", wrong_site), ("scan_only", scan_site)):
+        if gen.on(feature) and (alone or gen.draw(st.booleans())):
+            sites.append(site)
+    return sites
