@@ -577,11 +577,12 @@ def _listed(rewrites: list[Node]) -> list[str]:
     for scope, in_scope in by_scope.items():
         names = ", ".join(repr(r.name or "<unnamed>") for r in in_scope)
         lines.append(f"  {len(in_scope)} in {scope}: {names}")
-        lines += [
-            f"    {r.name or '<unnamed>'!r}: {r.strategy}, {r.explained()}"
-            for r in in_scope
-            if r.strategy
-        ]
+        for r in in_scope:
+            # A map's strategy and why; an insert position's reason (a guard
+            # passed over), if any; and the runtimes that reject either form.
+            said = ", ".join(filter(None, [r.strategy, r.explained()]))
+            if said:
+                lines.append(f"    {r.name or '<unnamed>'!r}: {said}")
     return lines
 
 
@@ -611,17 +612,20 @@ def _kept(report: Report, verbose: bool) -> list[str]:
 
 
 def _grouped(rewrites: list[Node]) -> list[str]:
-    """A few lines however many maps: counts by strategy and by graph, with examples."""
+    """A few lines however many maps: counts by strategy and by graph, with examples
+    (insert positions, which have no strategy: by what the summary would say of each)."""
     lines = []
-    by_strategy: dict[str, list[Node]] = collections.defaultdict(list)
+    by_strategy: dict[tuple[str, str], list[Node]] = collections.defaultdict(list)
     for rewrite in rewrites:
         if rewrite.strategy:
-            by_strategy[rewrite.strategy].append(rewrite)
-    for strategy, of_strategy in sorted(by_strategy.items(), key=lambda kv: -len(kv[1])):
+            by_strategy[rewrite.strategy, ""].append(rewrite)
+        elif rewrite.explained():
+            by_strategy["", rewrite.explained()].append(rewrite)
+    for (strategy, _), of_strategy in sorted(by_strategy.items(), key=lambda kv: -len(kv[1])):
         first = of_strategy[0]
+        how = f" {strategy}," if strategy else ""
         lines.append(
-            f"  {len(of_strategy)} {strategy}, such as {first.name or '<unnamed>'!r}: "
-            f"{first.explained()}"
+            f"  {len(of_strategy)}{how} such as {first.name or '<unnamed>'!r}: {first.explained()}"
         )
     lines += _by_scope([r.scope for r in rewrites])
     lines.append("  (-v lists every node, with the reason for its strategy)")

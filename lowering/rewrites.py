@@ -116,4 +116,5 @@ def explained(reason: str, rejected_by: list[str]) -> str:
     (one copy, for :class:`Rewrite` and :class:`lowering.report.Node`)."""
     if not rejected_by:
         return reason
-    return f"{reason}; not loop-free or sequence-free, so rejected by " + ", ".join(rejected_by)
+    rejected = "not loop-free or sequence-free, so rejected by " + ", ".join(rejected_by)
+    return f"{reason}; {rejected}" if reason else rejected

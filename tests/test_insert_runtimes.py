@@ -22,6 +22,7 @@ import onnx_ir as ir
 import pytest
 
 from lowering import NormalizeSequenceInsertPass
+from lowering.cli import main
 from lowering.runtimes.profiles import RUNTIMES
 from lowering.runtimes.sessions import open_session
 from tests.helpers import all_nodes, assert_same, parse
@@ -168,3 +169,36 @@ def test_the_cli_says_which_insert_it_left_and_why(tmp_path):
 def test_quiet_still_reports_the_insert_it_left(tmp_path):
     run, report = _cli(tmp_path, "-q")
     assert run.stderr == "" and report["kept"] == [KEPT]
+
+
+#: The reason the summary gives where mnn's guard gave way to the form below 13.
+UNGUARDED = (
+    "not guarded against a position equal to the length (onnxruntime appends there): "
+    "mnn has no SequenceLength"
+)
+
+
+@pytest.mark.parametrize(
+    "kind, runtime, said",
+    [
+        # The guard's SequenceLength, which mnn (among others) lacks.
+        ("dynamic", "onnxruntime", "not loop-free or sequence-free, so rejected by "),
+        # The form below 13 adds no sequence op: the reason alone.
+        ("constant, length not known", "mnn", UNGUARDED),
+    ],
+)
+def test_the_summary_says_why_of_each_insert_it_rewrote(tmp_path, capsys, kind, runtime, said):
+    """As of a map: the reason (a guard passed over) and the runtimes that reject the form,
+    as the report says them."""
+    source, report = tmp_path / "in.onnx", tmp_path / "r.json"
+    onnx.save(_model(kind), source)
+    argv = [str(source), str(tmp_path / "out.onnx"), "--runtime", runtime, "--report", str(report)]
+    assert main(argv) == 0
+    lines = capsys.readouterr().err.splitlines()
+    (node,) = json.loads(report.read_text())["nodes"]
+    rejected = ", ".join(f"{r['runtime']} ({r['op']})" for r in node["rejected_by"])
+    assert lines[0].startswith(f"onnx-lower: normalized 1 SequenceInsert position in {source} ")
+    assert lines[1:3] == ["  1 in main graph 'g': 'insert'", f"    'insert': {said}{rejected}"]
+    assert bool(rejected) == (runtime == "onnxruntime")
+    if rejected:
+        assert {"runtime": "mnn", "op": "SequenceLength"} in node["rejected_by"]

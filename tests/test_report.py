@@ -98,6 +98,7 @@ STRATEGIES = {
     "adapted": ["vectorize"],
     "expanded": [],
     "grouped": ["vectorize"] * 25,
+    "grouped inserts": [""] * 25,
 }
 
 
@@ -118,8 +119,22 @@ def _many_maps(count: int) -> onnx.ModelProto:
     )
 
 
+def _many_inserts(count: int) -> onnx.ModelProto:
+    """``count`` inserts at fed positions, more than the summary lists one by one."""
+    inputs = ", ".join(f"int64 p{i}" for i in range(count))
+    outputs = ", ".join(f"seq(float[3]) y{i}" for i in range(count))
+    inserts = "\n".join(f"  [k{i}] y{i} = SequenceInsert (xs, x, p{i})" for i in range(count))
+    return parse(
+        HEAD + f"g (seq(float[3]) xs, float[3] x, {inputs}) => ({outputs}) {{\n{inserts}\n}}"
+    )
+
+
 def _model(name: str) -> onnx.ModelProto:
-    return _many_maps(cli.DETAIL_LIMIT + 5) if name == "grouped" else parse(MODELS[name])
+    if name == "grouped":
+        return _many_maps(cli.DETAIL_LIMIT + 5)
+    if name == "grouped inserts":
+        return _many_inserts(cli.DETAIL_LIMIT + 5)
+    return parse(MODELS[name])
 
 
 def _run(tmp_path: pathlib.Path, capsys, name: str, *extra: str) -> tuple[int, dict, str]:
@@ -189,9 +204,8 @@ def _explained(node: dict) -> str:
     rejected = [f"{r['runtime']} ({r['op']})" for r in node["rejected_by"]]
     if not rejected:
         return node["reason"]
-    return f"{node['reason']}; not loop-free or sequence-free, so rejected by " + ", ".join(
-        rejected
-    )
+    said = "not loop-free or sequence-free, so rejected by " + ", ".join(rejected)
+    return f"{node['reason']}; {said}" if node["reason"] else said
 
 
 def check_against_summary(data: dict, summary: str) -> None:
@@ -217,13 +231,18 @@ def check_against_summary(data: dict, summary: str) -> None:
     grouped = any(line.startswith("  (-v lists every node") for line in lines)
     assert grouped == (len(data["nodes"]) > cli.DETAIL_LIMIT)
     for node in data["nodes"]:
-        if not node["strategy"]:
+        # A map's strategy; an insert position's reason or rejections, if any.
+        said = ", ".join(filter(None, [node["strategy"], _explained(node)]))
+        if not said:
             continue
-        line = f"{node['name'] or '<unnamed>'!r}: {node['strategy']}, {_explained(node)}"
-        if grouped:
+        line = f"{node['name'] or '<unnamed>'!r}: {said}"
+        if grouped and node["strategy"]:
             strategy = node["strategy"]
             count = sum(n["strategy"] == strategy for n in data["nodes"])
             assert any(l.startswith(f"  {count} {strategy}, such as ") for l in lines)
+        elif grouped:
+            alike = [n for n in data["nodes"] if not n["strategy"] and _explained(n) == said]
+            assert f"  {len(alike)} such as {alike[0]['name']!r}: {said}" in lines
         else:
             assert f"    {line}" in lines
     lowest = [line for line in lines if "could declare default-domain opset" in line]
@@ -353,16 +372,8 @@ def test_quiet_still_reports_the_inserts_left_as_written(tmp_path, capsys):
 
 def test_many_inserts_left_as_written_are_grouped(tmp_path, capsys):
     count = cli.DETAIL_LIMIT + 5
-    inputs = ", ".join(f"int64 p{i}" for i in range(count))
-    outputs = ", ".join(f"seq(float[3]) y{i}" for i in range(count))
-    inserts = "\n".join(f"  [k{i}] y{i} = SequenceInsert (xs, x, p{i})" for i in range(count))
     source = tmp_path / "in.onnx"
-    onnx.save(
-        parse(
-            HEAD + f"g (seq(float[3]) xs, float[3] x, {inputs}) => ({outputs}) {{\n{inserts}\n}}"
-        ),
-        source,
-    )
+    onnx.save(_many_inserts(count), source)
     argv = ["--runtime", "mnn", str(source), str(tmp_path / "out.onnx")]
     assert cli.main(argv) == 0
     lines = capsys.readouterr().err.splitlines()
