@@ -12,7 +12,7 @@ import onnx_ir as ir
 from lowering.options import DEFAULT_MAX_UNROLL, Options, RuntimeName, Strategy
 from lowering.progress import Callback, silent
 from lowering.report import Measure, Report
-from lowering.rewrites import Rewrite
+from lowering.rewrites import LoweringResult, Rewrite
 from lowering.steps import Pipeline
 
 
@@ -198,7 +198,8 @@ def lower_with_report(
 
     The :class:`lowering.Report` is what ``--report FILE.json`` writes
     (``report.to_json()``) and the summary says: every rewritten node with
-    its strategy, reason and the runtimes that reject its form, the
+    its strategy, reason and the runtimes that reject its form, every
+    SequenceInsert position left as written and why, the
     declarations and op counts before and after, what ``target_opset``
     converted. Counting costs a walk of the model before and after, and,
     when a node was rewritten, working out the lowest opset the output
@@ -238,8 +239,9 @@ def _lowered(
         working.CopyFrom(model)
         ir_model = ir.serde.deserialize_model(working)
         before = Measure.of(ir_model) if report else None
-        rewrites = Pipeline(options, atomic=False, progress=progress)(ir_model).rewrites
-        said = None if before is None else Report.of(before, ir_model, rewrites, options)
+        result = Pipeline(options, atomic=False, progress=progress)(ir_model)
+        rewrites = result.rewrites
+        said = None if before is None else _report(before, ir_model, result, options)
         if not rewrites and options.target_opset is None and options.ir_version is None:
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
@@ -248,8 +250,12 @@ def _lowered(
         return ir.serde.serialize_model(ir_model), said
     if isinstance(model, ir.Model):
         before = Measure.of(model) if report else None
-        rewrites = Pipeline(options, progress=progress)(model).rewrites
-        return model, None if before is None else Report.of(before, model, rewrites, options)
+        result = Pipeline(options, progress=progress)(model)
+        return model, None if before is None else _report(before, model, result, options)
     raise TypeError(
         f"{caller}() expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}"
     )
+
+
+def _report(before: Measure, model: ir.Model, result: LoweringResult, options: Options) -> Report:
+    return Report.of(before, model, result.rewrites, options, kept=result.kept)

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from lowering import verify
-    from lowering.progress import ProgressLine
+    from lowering.progress import Callback, ProgressLine
     from lowering.report import Measure, Node, Report
-    from lowering.rewrites import Rewrite
+    from lowering.rewrites import Kept, LoweringResult, Rewrite
 
 # ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
 # the parser reads only lowering.defaults, and the rest is imported when a model is read.
@@ -40,12 +40,22 @@ PROG = "onnx-lower"
 STREAM = "-"  # model_io.STREAM, which the parser's checks need before model_io loads
 
 
-def lower_in_place(model: ir.Model, **options: Any) -> list[Rewrite]:
-    """:func:`lowering.api.lower_in_place`, imported when a model is lowered
-    (and the seam tests replace to sabotage a lowering)."""
-    from lowering.api import lower_in_place as lower
+def run_pipeline(
+    model: ir.Model,
+    *,
+    restore_from: Callable[[], ir.Model] | None = None,
+    progress: Callback | None = None,
+    **options: Any,
+) -> LoweringResult:
+    """:func:`lowering.api.lower_in_place`, with all the pipeline says: what it
+    rewrote and what it left as written. Imported when a model is lowered (and
+    the seam tests replace to sabotage a lowering)."""
+    from lowering.options import Options
+    from lowering.progress import silent
+    from lowering.steps import Pipeline
 
-    return lower(model, **options)
+    lower = Pipeline(Options(**options), restore_from=restore_from, progress=progress or silent)
+    return lower(model)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -237,12 +247,13 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         opsets, ir_version = _opsets(model), model.ir_version
         run.before = Measure.of(model)
         stage = "lower"
-        rewrites = lower_in_place(
+        result = run_pipeline(
             model,
             **dataclasses.asdict(args.options),
             restore_from=lambda: model_io.reread(source),  # no snapshot: IN is at hand
             progress=run.line,
         )
+        rewrites = result.rewrites
         stage, file = "write", _label(args.output)
         run.line("writing the model", 0, 0)
         with model_io.kept_original(source, out, keep=args.verify) as original:
@@ -263,6 +274,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 model,
                 rewrites,
                 args.options,
+                kept=result.kept,
                 input=source.label,
                 output="<stdout>" if args.output == STREAM else args.output,
                 files=Files(written.identical, written.data_files, written.embedded),
@@ -502,10 +514,12 @@ def _summary(report: Report, verbose: bool) -> str:
     source_label, target = report.input, report.output
     timing = f"in {report.seconds:.2f} s"
     if report.files.unchanged:
-        done = f"{PROG}: {source_label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
-        if report.not_optimized is None:
-            return done
-        return f"{done}\n  --optimize: {report.not_optimized}"
+        lines = [
+            f"{PROG}: {source_label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
+        ]
+        if report.not_optimized is not None:
+            lines.append(f"  --optimize: {report.not_optimized}")
+        return "\n".join(lines + _kept(report, verbose))
     lines = []
     options = report.options
     if not report.nodes:
@@ -529,6 +543,7 @@ def _summary(report: Report, verbose: bool) -> str:
             lines += _grouped(of_op)
         else:
             lines += _listed(of_op)
+    lines += _kept(report, verbose)
     if report.files.data_files:
         lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
     if report.files.embedded:
@@ -562,35 +577,71 @@ def _listed(rewrites: list[Node]) -> list[str]:
     for scope, in_scope in by_scope.items():
         names = ", ".join(repr(r.name or "<unnamed>") for r in in_scope)
         lines.append(f"  {len(in_scope)} in {scope}: {names}")
-        lines += [
-            f"    {r.name or '<unnamed>'!r}: {r.strategy}, {r.explained()}"
-            for r in in_scope
-            if r.strategy
-        ]
+        for r in in_scope:
+            # A map's strategy and why; an insert position's reason (a guard
+            # passed over), if any; and the runtimes that reject either form.
+            said = ", ".join(filter(None, [r.strategy, r.explained()]))
+            if said:
+                lines.append(f"    {r.name or '<unnamed>'!r}: {said}")
+    return lines
+
+
+def _kept(report: Report, verbose: bool) -> list[str]:
+    """The SequenceInsert positions left as written, by reason, then by graph."""
+    lines = []
+    by_reason: dict[str, list[Kept]] = collections.defaultdict(list)
+    for kept in report.kept:
+        by_reason[kept.reason].append(kept)
+    for reason, of_reason in by_reason.items():
+        count, plural = len(of_reason), "s" if len(of_reason) != 1 else ""
+        lines.append(
+            f"{PROG}: left {count} SequenceInsert position{plural} as written "
+            f"in {report.input}: {reason}"
+        )
+        if count > DETAIL_LIMIT and not verbose:
+            lines += _by_scope([kept.scope for kept in of_reason])
+            lines.append("  (-v names every one)")
+            continue
+        by_scope: dict[str, list[Kept]] = collections.defaultdict(list)
+        for kept in of_reason:
+            by_scope[kept.scope].append(kept)
+        for scope, in_scope in by_scope.items():
+            names = ", ".join(repr(k.node_name or "<unnamed>") for k in in_scope)
+            lines.append(f"  {len(in_scope)} in {scope}: {names}")
     return lines
 
 
 def _grouped(rewrites: list[Node]) -> list[str]:
-    """A few lines however many maps: counts by strategy and by graph, with examples."""
+    """A few lines however many maps: counts by strategy and by graph, with examples
+    (insert positions, which have no strategy: by what the summary would say of each)."""
     lines = []
-    by_strategy: dict[str, list[Node]] = collections.defaultdict(list)
+    by_strategy: dict[tuple[str, str], list[Node]] = collections.defaultdict(list)
     for rewrite in rewrites:
         if rewrite.strategy:
-            by_strategy[rewrite.strategy].append(rewrite)
-    for strategy, of_strategy in sorted(by_strategy.items(), key=lambda kv: -len(kv[1])):
+            by_strategy[rewrite.strategy, ""].append(rewrite)
+        elif rewrite.explained():
+            by_strategy["", rewrite.explained()].append(rewrite)
+    for (strategy, _), of_strategy in sorted(by_strategy.items(), key=lambda kv: -len(kv[1])):
         first = of_strategy[0]
+        how = f" {strategy}," if strategy else ""
         lines.append(
-            f"  {len(of_strategy)} {strategy}, such as {first.name or '<unnamed>'!r}: "
-            f"{first.explained()}"
+            f"  {len(of_strategy)}{how} such as {first.name or '<unnamed>'!r}: {first.explained()}"
         )
-    by_scope: collections.Counter[str] = collections.Counter(r.scope for r in rewrites)
+    lines += _by_scope([r.scope for r in rewrites])
+    lines.append("  (-v lists every node, with the reason for its strategy)")
+    return lines
+
+
+def _by_scope(scopes: list[str]) -> list[str]:
+    """How many sit in each graph: the three biggest, then the rest together."""
+    lines = []
+    by_scope: collections.Counter[str] = collections.Counter(scopes)
     shown = by_scope.most_common(3)
     for scope, count in shown:
         lines.append(f"  {count} in {scope}")
     if len(by_scope) > len(shown):
         rest = sum(by_scope.values()) - sum(count for _, count in shown)
         lines.append(f"  {rest} in {len(by_scope) - len(shown)} other graphs")
-    lines.append("  (-v lists every node, with the reason for its strategy)")
     return lines
 
 

@@ -5,9 +5,9 @@ CI jobs want to assert what happened, not parse the summary. A
 rendered from it (``lowering/cli.py``), so the JSON and the text cannot
 disagree::
 
-    lower_in_place(model) --rewrites--> Report.of(before, model, rewrites, options)
-                                           |                 |
-                                   summary (text, stderr)   to_json() (--report FILE.json)
+    Pipeline(options)(model) --rewrites, kept--> Report.of(before, model, ...)
+                                                   |                 |
+                                           summary (text, stderr)   to_json() (--report FILE.json)
 
 :meth:`Report.as_dict` is the JSON's schema, version :data:`SCHEMA`
 (docs/cli.md lists every key): a key is never renamed or given another
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowering import __version__
 from lowering.options import Options
-from lowering.rewrites import Rewrite, explained, spelled
+from lowering.rewrites import Kept, Rewrite, explained, spelled
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -171,6 +171,9 @@ class Report:
             failed before: a failed read, lowering or write leaves ``after``
             None, since the model is then as it was).
         nodes: Every rewritten SequenceMap and SequenceInsert, in the order done.
+        kept: Every SequenceInsert whose position was left as written, since
+            the runtime lacks an op every form of it needs, and why
+            (:class:`lowering.rewrites.Kept`), in the order found.
         conversions: What ``target_opset`` expanded or adapted.
         not_optimized: Why ``optimize`` was asked for but its result was
             dropped (it failed the ONNX checker) or it did not run (nothing
@@ -194,6 +197,7 @@ class Report:
     before: Measure | None = None
     after: Measure | None = None
     nodes: tuple[Node, ...] = ()
+    kept: tuple[Kept, ...] = ()
     conversions: tuple[Conversion, ...] = ()
     not_optimized: str | None = None
     lowest_opset: int | None = None
@@ -213,12 +217,15 @@ class Report:
         rewrites: Sequence[Rewrite],
         options: Options,
         *,
+        kept: Sequence[Kept] = (),
         lowest: bool = True,
         **context: Any,
     ) -> Report:
         """The report of a lowering: ``before`` measured on the model as read,
-        ``model`` as lowered, ``rewrites`` what :func:`lowering.lower_in_place`
-        returned; ``context`` sets the CLI's fields (``input``, ``files``, ...).
+        ``model`` as lowered, ``rewrites`` and ``kept`` what the pipeline's
+        :class:`lowering.LoweringResult` holds (``rewrites`` is what
+        :func:`lowering.lower_in_place` returns); ``context`` sets the CLI's
+        fields (``input``, ``files``, ...).
 
         ``lowest=False`` leaves :attr:`lowest_opset` None: working it out plans
         every node at each opset from 11 up, seconds for thousands of maps, for
@@ -230,6 +237,7 @@ class Report:
             before=before,
             after=Measure.of(model),
             nodes=nodes,
+            kept=tuple(kept),
             conversions=tuple(Conversion.of(r) for r in rewrites if r.op_type == "TargetOpset"),
             not_optimized=dropped[0] if dropped else _not_run(options, nodes),
             lowest_opset=_lowest_opset(model) if nodes and lowest else None,
@@ -260,6 +268,9 @@ class Report:
             "after": None if self.after is None else self.after.as_dict(),
             "lowest_opset": self.lowest_opset,
             "nodes": [node.as_dict() for node in self.nodes],
+            "kept": [
+                {"name": k.node_name, "scope": k.scope, "reason": k.reason} for k in self.kept
+            ],
             "target_opset": None
             if target is None
             else {

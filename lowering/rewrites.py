@@ -1,4 +1,4 @@
-"""What a pass rewrote, for the CLI's summary and ``-v`` report."""
+"""What a pass rewrote, and what it left as written, for the CLI's summary and ``-v`` report."""
 
 from __future__ import annotations
 
@@ -73,15 +73,37 @@ class Rewrite:
         return "".join(onnx.printer.to_text(ir.serde.serialize_node(n)) for n in self.new_nodes)
 
 
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    """A SequenceInsert whose position was left as written, and why.
+
+    Attributes:
+        scope: The graph or function the node sits in, for humans.
+        node_name: The node's name ("" if it has none).
+        reason: Why it was left: the runtime lacks an op that every form of
+            its position needs, such as "mnn has no SequenceLength".
+    """
+
+    scope: str
+    node_name: str
+    reason: str
+
+
 @dataclasses.dataclass
 class LoweringResult(ir.passes.PassResult):
-    """What a pass of this package returns: onnx_ir's result, and what it rewrote.
+    """What a pass of this package returns: onnx_ir's result, what it rewrote
+    and what it left as written.
 
     Attributes:
         rewrites: One :class:`Rewrite` per node rewritten, in the order done.
+        kept: One :class:`Kept` per node that a pass would have rewritten but
+            left as written, since ``--runtime`` lacks an op every form of it
+            needs (:class:`lowering.NormalizeSequenceInsertPass`'s positions),
+            in the order found.
     """
 
     rewrites: list[Rewrite] = dataclasses.field(default_factory=list)
+    kept: list[Kept] = dataclasses.field(default_factory=list)
 
 
 def spelled(rejections: list[tuple[str, str]]) -> list[str]:
@@ -94,4 +116,5 @@ def explained(reason: str, rejected_by: list[str]) -> str:
     (one copy, for :class:`Rewrite` and :class:`lowering.report.Node`)."""
     if not rejected_by:
         return reason
-    return f"{reason}; not loop-free or sequence-free, so rejected by " + ", ".join(rejected_by)
+    rejected = "not loop-free or sequence-free, so rejected by " + ", ".join(rejected_by)
+    return f"{reason}; {rejected}" if reason else rejected

@@ -211,6 +211,7 @@ class Pipeline(ir.passes.InPlacePass):
         )
         declared = _declared(model)
         rewrites = []
+        kept = []
         modified = False
         specialized: SpecializeResult | None = None
         for step in STEPS:
@@ -239,17 +240,19 @@ class Pipeline(ir.passes.InPlacePass):
                 progress.copied = [*progress.copied, *result.exposed]
             if isinstance(result, LoweringResult):
                 rewrites += result.rewrites
+                kept += result.kept
                 if not isinstance(pass_, TargetOpsetPass):
                     progress.rewritten = progress.rewritten or bool(result.rewrites)
             progress.changed = bool(rewrites) or _declared(model) != declared
-        return LoweringResult(model, modified=modified, rewrites=rewrites)
+        return LoweringResult(model, modified=modified, rewrites=rewrites, kept=kept)
 
 
 def pipeline(*, progress: Callback = silent, **options) -> Pipeline:
     """The passes of :func:`lowering.lower`, as one onnx_ir pass, for ``options``.
 
     ``lowering.pipeline(strategy="loop")(model).rewrites`` is what
-    ``lowering.lower_in_place(model, strategy="loop")`` returns; the options
+    ``lowering.lower_in_place(model, strategy="loop")`` returns, and its
+    ``kept`` the SequenceInsert positions left as written (and why); the options
     are :class:`lowering.options.Options`'s. ``progress``: see :class:`Pipeline`.
     """
     return Pipeline(Options(**options), progress=progress)

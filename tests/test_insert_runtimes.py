@@ -3,15 +3,16 @@
 Every runtime of lowering.runtimes.profiles x every kind of position: the
 normalization writes no op the runtime lacks (a guard it cannot run gives
 way to the form below opset 13; a position every form needs SequenceLength
-for is left as written, and a warning says why), each rewrite names the
-runtimes that reject the ops it added, and the output computes what the
-original does in onnxruntime.
+for is left as written, and the summary and the report say why), each
+rewrite names the runtimes that reject the ops it added, and the output
+computes what the original does in onnxruntime.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import json
 import subprocess
 import sys
 
@@ -21,6 +22,7 @@ import onnx_ir as ir
 import pytest
 
 from lowering import NormalizeSequenceInsertPass
+from lowering.cli import main
 from lowering.runtimes.profiles import RUNTIMES
 from lowering.runtimes.sessions import open_session
 from tests.helpers import all_nodes, assert_same, parse
@@ -133,16 +135,70 @@ def test_no_op_the_runtime_lacks_is_written(runtime, kind):
         assert_same(session.run(None, feeds)[0], original)
 
 
-def test_the_cli_says_which_insert_it_left_and_why(tmp_path):
-    source, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+def _cli(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``python -m lowering in.onnx out.onnx --runtime mnn --report r.json`` on the dynamic
+    position; the run and its report."""
+    source, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
     onnx.save(_model("dynamic"), source)
     command = [sys.executable, "-m", "lowering", str(source), str(out), "--runtime", "mnn"]
-    run = subprocess.run(command, capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stderr
-    warning, summary = run.stderr.splitlines()
-    assert warning == (
-        "onnx-lower: WARNING: SequenceInsert 'insert' in main graph 'g': "
-        "its position is left as written (mnn has no SequenceLength)"
+    run = subprocess.run(
+        [*command, "--report", str(report), *extra], capture_output=True, text=True, check=False
     )
-    assert f"nothing to lower; wrote {out} unchanged, byte for byte" in summary
+    assert run.returncode == 0, run.stderr
     assert out.read_bytes() == source.read_bytes()
+    return run, json.loads(report.read_text())
+
+
+KEPT = {"name": "insert", "scope": "main graph 'g'", "reason": "mnn has no SequenceLength"}
+
+
+def test_the_cli_says_which_insert_it_left_and_why(tmp_path):
+    """In the summary, grouped like its other lines, and in the report, as data;
+    no warning before them."""
+    run, report = _cli(tmp_path)
+    done, left, where = run.stderr.splitlines()
+    assert done.startswith(f"onnx-lower: {tmp_path / 'in.onnx'}: nothing to lower; wrote ")
+    assert left == (
+        f"onnx-lower: left 1 SequenceInsert position as written in {tmp_path / 'in.onnx'}: "
+        "mnn has no SequenceLength"
+    )
+    assert where == "  1 in main graph 'g': 'insert'"
+    assert report["kept"] == [KEPT] and report["nodes"] == []
+
+
+def test_quiet_still_reports_the_insert_it_left(tmp_path):
+    run, report = _cli(tmp_path, "-q")
+    assert run.stderr == "" and report["kept"] == [KEPT]
+
+
+#: The reason the summary gives where mnn's guard gave way to the form below 13.
+UNGUARDED = (
+    "not guarded against a position equal to the length (onnxruntime appends there): "
+    "mnn has no SequenceLength"
+)
+
+
+@pytest.mark.parametrize(
+    "kind, runtime, said",
+    [
+        # The guard's SequenceLength, which mnn (among others) lacks.
+        ("dynamic", "onnxruntime", "not loop-free or sequence-free, so rejected by "),
+        # The form below 13 adds no sequence op: the reason alone.
+        ("constant, length not known", "mnn", UNGUARDED),
+    ],
+)
+def test_the_summary_says_why_of_each_insert_it_rewrote(tmp_path, capsys, kind, runtime, said):
+    """As of a map: the reason (a guard passed over) and the runtimes that reject the form,
+    as the report says them."""
+    source, report = tmp_path / "in.onnx", tmp_path / "r.json"
+    onnx.save(_model(kind), source)
+    argv = [str(source), str(tmp_path / "out.onnx"), "--runtime", runtime, "--report", str(report)]
+    assert main(argv) == 0
+    lines = capsys.readouterr().err.splitlines()
+    (node,) = json.loads(report.read_text())["nodes"]
+    rejected = ", ".join(f"{r['runtime']} ({r['op']})" for r in node["rejected_by"])
+    assert lines[0].startswith(f"onnx-lower: normalized 1 SequenceInsert position in {source} ")
+    assert lines[1:3] == ["  1 in main graph 'g': 'insert'", f"    'insert': {said}{rejected}"]
+    assert bool(rejected) == (runtime == "onnxruntime")
+    if rejected:
+        assert {"runtime": "mnn", "op": "SequenceLength"} in node["rejected_by"]

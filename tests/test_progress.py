@@ -17,6 +17,7 @@ import pytest
 
 import lowering
 from lowering import cli, progress
+from lowering.cli import run_pipeline
 from tests.helpers import parse
 from tests.test_report import MODELS, _many_maps
 
@@ -169,9 +170,9 @@ def test_the_line_is_gone_before_a_log_record(monkeypatch, tmp_path):
         options["progress"]("lowering maps", 1, 2)
         logging.getLogger("lowering.test").warning("something to say")
         said.append(True)
-        return lowering.lower_in_place(model, **options)
+        return run_pipeline(model, **options)
 
-    monkeypatch.setattr(cli, "lower_in_place", lower_and_warn)
+    monkeypatch.setattr(cli, "run_pipeline", lower_and_warn)
     handler = logging.StreamHandler(terminal)  # as basicConfig's would, on the terminal
     logging.getLogger().addHandler(handler)
     try:

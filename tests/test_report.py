@@ -1,7 +1,7 @@
 """``--report FILE.json`` and ``lowering.lower_with_report``: what the summary says, as data.
 
 For every kind of run (each strategy, many maps grouped, insert positions,
-``--target-opset`` adapting and expanding, nothing to lower, a refusal, a
+normalized or left as written for a runtime, ``--target-opset`` adapting and expanding, nothing to lower, a refusal, a
 model that cannot be read, ``--verify`` matching and not): the JSON has
 schema 1's keys and types, and says what the summary says, line by line
 (the summary is rendered from the same object). The API's report is the
@@ -25,7 +25,9 @@ import pytest
 
 import lowering
 from lowering import cli
+from lowering.cli import run_pipeline
 from lowering.report import SCHEMA, Report
+from lowering.rewrites import Kept
 from lowering.runtimes.profiles import RUNTIMES
 from tests.cases.differential import CASES
 from tests.helpers import parse, weighted_model
@@ -54,6 +56,11 @@ MODELS = {
   p = Constant <value = int64 {-1}> ()
   [ins] ys = SequenceInsert (xs, x, p)
 }""",
+    # Every form of a fed position needs SequenceLength, which MNN lacks: left as written.
+    "insert left as written": HEAD
+    + """g (seq(float[3]) xs, float[3] x, int64 p) => (seq(float[3]) ys) {
+  [kept] ys = SequenceInsert (xs, x, p)
+}""",
     "nothing to lower": HEAD + "g (float[3] x) => (float[3] y) { y = Neg(x) }",
     # ReduceSum, Unsqueeze and Squeeze take axes as inputs from 13: adapted at 11.
     "adapted": """<ir_version: 8, opset_import: ["" : 17]>
@@ -74,7 +81,11 @@ g (float[2,4] x, float[4] s, float[4] b) => (float[2,4] y) {
   y = LayerNormalization <axis = -1> (x, s, b)
 }""",
 }
-OPTIONS = {"adapted": ["--target-opset", "11"], "expanded": ["--target-opset", "13"]}
+OPTIONS = {
+    "adapted": ["--target-opset", "11"],
+    "expanded": ["--target-opset", "13"],
+    "insert left as written": ["--runtime", "mnn"],
+}
 STRATEGIES = {
     "vectorize": ["vectorize"],
     "unroll": ["unroll"],
@@ -82,10 +93,12 @@ STRATEGIES = {
     "uniform": ["uniform"],
     "scan and loop, nested": ["loop", "scan"],
     "insert": [""],
+    "insert left as written": [],
     "nothing to lower": [],
     "adapted": ["vectorize"],
     "expanded": [],
     "grouped": ["vectorize"] * 25,
+    "grouped inserts": [""] * 25,
 }
 
 
@@ -106,8 +119,22 @@ def _many_maps(count: int) -> onnx.ModelProto:
     )
 
 
+def _many_inserts(count: int) -> onnx.ModelProto:
+    """``count`` inserts at fed positions, more than the summary lists one by one."""
+    inputs = ", ".join(f"int64 p{i}" for i in range(count))
+    outputs = ", ".join(f"seq(float[3]) y{i}" for i in range(count))
+    inserts = "\n".join(f"  [k{i}] y{i} = SequenceInsert (xs, x, p{i})" for i in range(count))
+    return parse(
+        HEAD + f"g (seq(float[3]) xs, float[3] x, {inputs}) => ({outputs}) {{\n{inserts}\n}}"
+    )
+
+
 def _model(name: str) -> onnx.ModelProto:
-    return _many_maps(cli.DETAIL_LIMIT + 5) if name == "grouped" else parse(MODELS[name])
+    if name == "grouped":
+        return _many_maps(cli.DETAIL_LIMIT + 5)
+    if name == "grouped inserts":
+        return _many_inserts(cli.DETAIL_LIMIT + 5)
+    return parse(MODELS[name])
 
 
 def _run(tmp_path: pathlib.Path, capsys, name: str, *extra: str) -> tuple[int, dict, str]:
@@ -135,6 +162,7 @@ KEYS = {
     "after": (dict, type(None)),
     "lowest_opset": (int, type(None)),
     "nodes": list,
+    "kept": list,
     "target_opset": (dict, type(None)),
     "not_optimized": (str, type(None)),
     "files": (dict, type(None)),
@@ -159,6 +187,9 @@ def check_schema(data: dict) -> None:
         assert node["op"] in ("SequenceMap", "SequenceInsert")
         for rejection in node["rejected_by"]:
             assert set(rejection) == {"runtime", "op"} and rejection["runtime"] in RUNTIMES
+    for kept in data["kept"]:
+        assert set(kept) == {"name", "scope", "reason"}
+        assert all(isinstance(value, str) for value in kept.values())
     if data["target_opset"] is not None:
         assert data["target_opset"]["opset"] == data["options"]["target_opset"]
         assert set(data["target_opset"]) == {"opset", "expanded", "adapted"}
@@ -173,20 +204,21 @@ def _explained(node: dict) -> str:
     rejected = [f"{r['runtime']} ({r['op']})" for r in node["rejected_by"]]
     if not rejected:
         return node["reason"]
-    return f"{node['reason']}; not loop-free or sequence-free, so rejected by " + ", ".join(
-        rejected
-    )
+    said = "not loop-free or sequence-free, so rejected by " + ", ".join(rejected)
+    return f"{node['reason']}; {said}" if node["reason"] else said
 
 
 def check_against_summary(data: dict, summary: str) -> None:
     """Every fact of the summary is in the JSON, and the other way round."""
     lines = summary.splitlines()
+    kept = _kept_lines(data, lines)
     if data["files"]["unchanged"]:
         assert lines == [
             (
                 f"onnx-lower: {data['input']}: nothing to lower; wrote {data['output']} "
                 f"unchanged, byte for byte (in {data['seconds']:.2f} s)"
-            )
+            ),
+            *kept,
         ]
         assert not data["nodes"] and data["before"] == data["after"]
         return
@@ -199,13 +231,18 @@ def check_against_summary(data: dict, summary: str) -> None:
     grouped = any(line.startswith("  (-v lists every node") for line in lines)
     assert grouped == (len(data["nodes"]) > cli.DETAIL_LIMIT)
     for node in data["nodes"]:
-        if not node["strategy"]:
+        # A map's strategy; an insert position's reason or rejections, if any.
+        said = ", ".join(filter(None, [node["strategy"], _explained(node)]))
+        if not said:
             continue
-        line = f"{node['name'] or '<unnamed>'!r}: {node['strategy']}, {_explained(node)}"
-        if grouped:
+        line = f"{node['name'] or '<unnamed>'!r}: {said}"
+        if grouped and node["strategy"]:
             strategy = node["strategy"]
             count = sum(n["strategy"] == strategy for n in data["nodes"])
             assert any(l.startswith(f"  {count} {strategy}, such as ") for l in lines)
+        elif grouped:
+            alike = [n for n in data["nodes"] if not n["strategy"] and _explained(n) == said]
+            assert f"  {len(alike)} such as {alike[0]['name']!r}: {said}" in lines
         else:
             assert f"    {line}" in lines
     lowest = [line for line in lines if "could declare default-domain opset" in line]
@@ -240,6 +277,30 @@ def check_against_summary(data: dict, summary: str) -> None:
     for op in changed:
         assert rows[op] == (before.get(op, 0), after.get(op, 0))
     assert rows["total"] == (sum(before.values()), sum(after.values()))
+
+
+def _kept_lines(data: dict, lines: list[str]) -> list[str]:
+    """The summary's lines for the inserts left as written, checked against the JSON's
+    (one group per reason, each node named in its graph's line)."""
+    heads = [i for i, line in enumerate(lines) if line.startswith("onnx-lower: left ")]
+    reasons = list(dict.fromkeys(kept["reason"] for kept in data["kept"]))
+    assert len(heads) == len(reasons)
+    said = []
+    for head, reason in zip(heads, reasons, strict=True):
+        of_reason = [kept for kept in data["kept"] if kept["reason"] == reason]
+        plural = "s" if len(of_reason) != 1 else ""
+        assert lines[head] == (
+            f"onnx-lower: left {len(of_reason)} SequenceInsert position{plural} as written "
+            f"in {data['input']}: {reason}"
+        )
+        scopes = list(dict.fromkeys(kept["scope"] for kept in of_reason))
+        listed = []
+        for scope in scopes:
+            names = [repr(k["name"] or "<unnamed>") for k in of_reason if k["scope"] == scope]
+            listed.append(f"  {len(names)} in {scope}: {', '.join(names)}")
+        assert lines[head + 1 : head + 1 + len(listed)] == listed
+        said += [lines[head], *listed]
+    return said
 
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
@@ -281,9 +342,16 @@ def test_a_many_map_report_lists_every_node_the_summary_groups(tmp_path, capsys)
 def test_the_api_report_is_the_clis_but_for_the_run(tmp_path, capsys):
     """lower_with_report: the same nodes, counts, declarations and conversions."""
     run_only = {"input", "output", "exit_code", "seconds", "files", "verify", "error"}
-    for name in ("scan and loop, nested", "adapted", "insert", "nothing to lower"):
+    api_options = {"adapted": {"target_opset": 11}, "insert left as written": {"runtime": "mnn"}}
+    for name in (
+        "scan and loop, nested",
+        "adapted",
+        "insert",
+        "insert left as written",
+        "nothing to lower",
+    ):
         _, data, _ = _run(tmp_path, capsys, name)
-        options = {"target_opset": 11} if name == "adapted" else {}
+        options = api_options.get(name, {})
         lowered, report = lowering.lower_with_report(_model(name), **options)
         assert isinstance(lowered, onnx.ModelProto) and isinstance(report, Report)
         ours = report.as_dict()
@@ -292,6 +360,51 @@ def test_the_api_report_is_the_clis_but_for_the_run(tmp_path, capsys):
         }
         assert all(ours[key] is None for key in run_only - {"nodes"})
         assert onnx.load(tmp_path / "out.onnx") == lowered
+
+
+def test_quiet_still_reports_the_inserts_left_as_written(tmp_path, capsys):
+    code, data, err = _run(tmp_path, capsys, "insert left as written", "-q")
+    assert code == 0 and err == "" and data["nodes"] == []
+    assert data["kept"] == [
+        {"name": "kept", "scope": "main graph 'g'", "reason": "mnn has no SequenceLength"}
+    ]
+
+
+def test_many_inserts_left_as_written_are_grouped(tmp_path, capsys):
+    count = cli.DETAIL_LIMIT + 5
+    source = tmp_path / "in.onnx"
+    onnx.save(_many_inserts(count), source)
+    argv = ["--runtime", "mnn", str(source), str(tmp_path / "out.onnx")]
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1:] == [
+        (
+            f"onnx-lower: left {count} SequenceInsert positions as written in {source}: "
+            "mnn has no SequenceLength"
+        ),
+        f"  {count} in main graph 'g'",
+        "  (-v names every one)",
+    ]
+    assert cli.main(["-v", *argv]) == 0
+    names = ", ".join(f"'k{i}'" for i in range(count))
+    assert f"  {count} in main graph 'g': {names}" in capsys.readouterr().err.splitlines()
+
+
+def test_the_api_report_lists_the_inserts_left_as_written():
+    """lower_with_report: the inserts --runtime left as written are data, with the reason;
+    the pipeline's result holds the same."""
+    model = _model("insert left as written")
+    lowered, report = lowering.lower_with_report(model, runtime="mnn")
+    assert report.kept == (Kept("main graph 'g'", "kept", "mnn has no SequenceLength"),)
+    assert report.nodes == () and lowered == model
+    assert report.as_dict()["kept"] == [
+        {"name": "kept", "scope": "main graph 'g'", "reason": "mnn has no SequenceLength"}
+    ]
+    result = lowering.pipeline(runtime="mnn")(ir.serde.deserialize_model(model))
+    assert tuple(result.kept) == report.kept and not result.rewrites
+    # Where the runtime has SequenceLength, the position is normalized: nothing kept.
+    _, normalized = lowering.lower_with_report(model)
+    assert normalized.kept == () and [node.name for node in normalized.nodes] == ["kept"]
 
 
 def test_the_api_report_of_an_onnx_ir_model_is_made_in_place():
@@ -358,14 +471,14 @@ def test_a_verify_run_reports_the_table(tmp_path, capsys):
 
 def test_a_verify_mismatch_is_reported(tmp_path, capsys, monkeypatch):
     def sabotaged(model, **options):
-        rewrites = lowering.lower_in_place(model, **options)
+        result = run_pipeline(model, **options)
         neg = next(
             n for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Neg"
         )
         neg.op_type = "Abs"
-        return rewrites
+        return result
 
-    monkeypatch.setattr(cli, "lower_in_place", sabotaged)
+    monkeypatch.setattr(cli, "run_pipeline", sabotaged)
     code, data, _ = _run(tmp_path, capsys, "unroll", "--verify", "--runs", "2")
     assert code == 1 == data["exit_code"] and data["verify"]["status"] == "mismatch"
     assert data["verify"]["rows"][0]["verdict"].startswith("MISMATCH")

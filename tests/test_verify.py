@@ -14,6 +14,7 @@ from onnx.backend.test.case.node import collect_testcases
 
 import lowering
 from lowering import cli, verify
+from lowering.cli import run_pipeline
 from tests.cases.differential import CASES
 from tests.cases.verify_mutants import MAP, MAP_AND_CONCAT, MUTANTS
 from tests.helpers import all_nodes, parse
@@ -320,14 +321,14 @@ def test_lowering_cli_verify_in_equals_out(tmp_path, capsys):
 
 def test_lowering_cli_verify_mismatch_exits_1_but_writes(tmp_path, capsys, monkeypatch):
     def sabotaged(model, **kwargs):
-        rewrites = lowering.lower_in_place(model, **kwargs)
+        result = run_pipeline(model, **kwargs)
         add = next(
             n for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.op_type == "Add"
         )
         add.op_type = "Sub"
-        return rewrites
+        return result
 
-    monkeypatch.setattr(cli, "lower_in_place", sabotaged)
+    monkeypatch.setattr(cli, "run_pipeline", sabotaged)
     onnx.save(parse(ADDS), tmp_path / "in.onnx")
     assert cli.main(["--verify", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]) == 1
     err = capsys.readouterr().err

@@ -22,6 +22,7 @@ import pytest
 
 import lowering
 from lowering import cli, verify
+from lowering.cli import run_pipeline
 from tests.cases.verify_mutants import MAP, MUTANTS
 from tests.helpers import parse
 
@@ -375,13 +376,13 @@ def test_lowering_cli_verify_with_options(tmp_path, capsys):
 
 def test_lowering_cli_verify_saves_the_failing_run(tmp_path, capsys, monkeypatch, temporary_folder):
     def sabotaged(model, **kwargs):
-        rewrites = lowering.lower_in_place(model, **kwargs)
+        result = run_pipeline(model, **kwargs)
         loop = next(n for n in model.graph if n.op_type == "Loop")
         mul = next(n for n in loop.attributes["body"].as_graph() if n.op_type == "Mul")
         mul.op_type = "Add"
-        return rewrites
+        return result
 
-    monkeypatch.setattr(cli, "lower_in_place", sabotaged)
+    monkeypatch.setattr(cli, "run_pipeline", sabotaged)
     onnx.save(parse(MAP), tmp_path / "in.onnx")
     args = ["--verify", str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")]
     assert cli.main(args) == 1

@@ -48,9 +48,10 @@ including the forms above, are left alone, so the pass is idempotent.
 ``--runtime`` (:mod:`lowering.runtimes.profiles`): no form is written that
 the runtime lacks an op of. A guard it cannot run gives way to the form
 below 13; a position that every form needs SequenceLength for (dynamic, or
-a negative constant over a length not known) is left as written, and a
-warning says why. Each rewrite names the runtimes that reject the ops it
-added, as the map lowering's rewrites do.
+a negative constant over a length not known) is left as written, and the
+result says why (:attr:`InsertsResult.kept`, which the pipeline passes on to
+the summary and the report). Each rewrite names the runtimes that reject the
+ops it added, as the map lowering's rewrites do.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ from lowering.irutils.walk import named_subgraphs
 from lowering.opset.insert_guard import WRAP_OPS, typed_scalar, wrap_negative, wrapped
 from lowering.options import RuntimeName, check_runtime, check_target_opset
 from lowering.passes.lower_sequence_maps import _rejected
-from lowering.rewrites import LoweringResult, Rewrite
+from lowering.rewrites import Kept, LoweringResult, Rewrite
 from lowering.runtimes.profiles import RUNTIMES, Runtime
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
             no form it lacks an op of is written. A position that would be
             guarded gets its form below 13 instead; one that every form
             needs SequenceLength for (a dynamic or negative position over a
-            length not known) is left as written, with a warning saying why.
+            length not known) is left as written, and the result says why.
     """
 
     def __init__(
@@ -138,7 +139,7 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
         for plan in plans:
             scope, name = plan.located.scope.description, plan.located.node.name or ""
             if plan.form == "keep":
-                logger.warning(
+                logger.info(
                     "SequenceInsert %r in %s: its position is left as written (%s)",
                     name,
                     scope,
@@ -185,25 +186,14 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
                 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Kept:
-    """A SequenceInsert whose position was left as written, and why."""
-
-    scope: str
-    node_name: str
-    reason: str
-
-
 @dataclasses.dataclass
 class InsertsResult(LoweringResult):
     """What :class:`NormalizeSequenceInsertPass` did.
 
-    Attributes:
-        kept: The inserts left as written, since the runtime lacks an op that
-            every form of their position needs.
+    Its :attr:`~lowering.rewrites.LoweringResult.kept` lists the inserts left
+    as written, since the runtime lacks an op that every form of their
+    position needs.
     """
-
-    kept: list[Kept] = dataclasses.field(default_factory=list)
 
 
 def _needs_types(position: ir.Value | None) -> bool:
