@@ -1,10 +1,12 @@
-"""The canonical SequenceInsert position's forms: the wrap of a negative p, and the guard.
+"""The canonical SequenceInsert position's guard.
 
 :class:`lowering.passes.normalize_inserts.NormalizeSequenceInsertPass`
-writes a position p that may be negative as :func:`wrap_negative` (p + n
-where p is in [-n, 0), else p itself), and guards a dynamic position p so
-that no runtime reads p = n (the length) as anything but "append"; this
-module writes the first and reads both back::
+writes a position p that may be negative as
+:func:`~lowering.irutils.positions.wrap_negative` (p + n where p is in
+[-n, 0), else p itself: the one form every rewrite counts a position from
+the end with, :mod:`lowering.irutils.positions`), and guards a dynamic
+position p so that no runtime reads p = n (the length) as anything but
+"append"; this module reads the guard back::
 
     n      = SequenceLength(s)                      n = SequenceLength(s)
     is_end = Equal(p, n)                            q = wrap_negative(p, n)
@@ -24,116 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import onnx_ir as ir
 
-from lowering.irutils.constants import constant_array, constant_node
-from lowering.irutils.naming import adopt_name, fresh
-from lowering.irutils.nodes import new_node
+from lowering.irutils.naming import adopt_name
 from lowering.irutils.op_facts import is_onnx_op
-
-#: The ops :func:`wrap_negative` writes, beside a Constant.
-WRAP_OPS = frozenset({"Less", "Add", "Where"})
-
-
-def wrap_negative(p: ir.Value, n: ir.Value, *, negative: bool = False) -> list[ir.Node]:
-    """p + n where p is in [-n, 0), else p; the last node's output is the result::
-
-        zero    = Constant<int64 0>
-        shifted = Add(p, n)
-        wrapped = Where(Less(p, zero), shifted, p)      (shifted itself where ``negative``)
-        q       = Where(Less(shifted, zero), p, wrapped)
-
-    A p below -n stays p, out of range as it was, so that a runtime refuses
-    the insert as it refuses the original (p + n alone would be a valid
-    negative position again: -3 into a sequence of 2 would insert at 1).
-    ``negative``: p is known to be below 0 (a negative constant), so the
-    inner Where is left out. p and n are int64 scalars.
-    """
-    zero = constant_node(np.array(0, np.int64), "zero")
-    add = fresh(new_node("Add", [p, n]))
-    shifted = typed_scalar(add.outputs[0], ir.DataType.INT64, "shifted")
-    nodes = [zero, add]
-    wrapped = shifted
-    if not negative:
-        less = fresh(new_node("Less", [p, zero.outputs[0]]))
-        is_negative = typed_scalar(less.outputs[0], ir.DataType.BOOL, "is_negative")
-        inner = fresh(new_node("Where", [is_negative, shifted, p]))
-        wrapped = typed_scalar(inner.outputs[0], ir.DataType.INT64, "wrapped")
-        nodes += [less, inner]
-    below = fresh(new_node("Less", [shifted, zero.outputs[0]]))
-    is_below = typed_scalar(below.outputs[0], ir.DataType.BOOL, "is_below")
-    outer = fresh(new_node("Where", [is_below, p, wrapped]))
-    typed_scalar(outer.outputs[0], ir.DataType.INT64, "position")
-    return [*nodes, below, outer]
-
-
-@dataclasses.dataclass
-class Wrap:
-    """A matched :func:`wrap_negative`: its p and n, and the nodes computing it
-    (its Constant zero aside)."""
-
-    p: ir.Value
-    n: ir.Value
-    negative: bool
-    nodes: list[ir.Node]
-
-
-def wrapped(q: ir.Value | None) -> Wrap | None:
-    """The :func:`wrap_negative` that computes ``q``, or None.
-
-    Its ``negative`` form (no inner Where) is taken only where p is a
-    negative constant: for p >= 0 it would compute p + n.
-    """
-    outer = q.producer() if q is not None else None
-    if outer is None or not is_onnx_op(outer, "Where") or len(outer.inputs) != 3:
-        return None
-    is_below, p, inner = outer.inputs
-    below = _less_than_zero(is_below)
-    if below is None or p is None:
-        return None
-    shifted = below.inputs[0]
-    add = shifted.producer() if shifted is not None else None
-    if add is None or not is_onnx_op(add, "Add") or len(add.inputs) != 2 or add.inputs[0] is not p:
-        return None
-    n = add.inputs[1]
-    if n is None:
-        return None
-    if inner is shifted:
-        constant = constant_array(p)
-        if constant is None or constant.size != 1 or not (constant < 0).all():
-            return None
-        return Wrap(p, n, True, [add, below, outer])
-    where = inner.producer() if inner is not None else None
-    if (
-        where is None
-        or not is_onnx_op(where, "Where")
-        or len(where.inputs) != 3
-        or where.inputs[1] is not shifted
-        or where.inputs[2] is not p
-    ):
-        return None
-    less = _less_than_zero(where.inputs[0])
-    if less is None or less.inputs[0] is not p:
-        return None
-    return Wrap(p, n, False, [add, less, where, below, outer])
-
-
-def _less_than_zero(value: ir.Value | None) -> ir.Node | None:
-    """The ``Less(x, 0)`` computing ``value``, or None."""
-    node = value.producer() if value is not None else None
-    if node is None or not is_onnx_op(node, "Less") or len(node.inputs) != 2:
-        return None
-    zero = constant_array(node.inputs[1])
-    if zero is None or zero.size != 1 or zero.any():
-        return None
-    return node
-
-
-def typed_scalar(value: ir.Value, dtype: ir.DataType, stem: str) -> ir.Value:
-    """``value`` typed as a scalar of ``dtype``, and given a fresh name from ``stem``."""
-    value.dtype, value.shape = dtype, ir.Shape([])
-    return fresh(value, stem)
+from lowering.irutils.positions import wrapped
 
 
 @dataclasses.dataclass

@@ -34,7 +34,7 @@ needs::
                                        a p equal to n stays n
     p = SequenceLength(seq)        ->  no position at all (appends)
 
-:func:`~lowering.opset.insert_guard.wrap_negative` is p + n where p is in
+:func:`~lowering.irutils.positions.wrap_negative` is p + n where p is in
 [-n, 0), else p (so a p below -n stays out of range); it is left out where
 p's sign is known. A constant is an initializer
 (that is not also a graph input) or a Constant node, at any scope, or what
@@ -71,10 +71,10 @@ from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.naming import adopt_name, fresh, name_fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.positions import WRAP_OPS, typed_scalar, wrap_negative, wrapped
 from lowering.irutils.scopes import GraphLike, Located, find_nodes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.irutils.walk import named_subgraphs
-from lowering.opset.insert_guard import WRAP_OPS, typed_scalar, wrap_negative, wrapped
 from lowering.options import RuntimeName, check_runtime, check_target_opset
 from lowering.passes.lower_sequence_maps import _rejected
 from lowering.rewrites import Kept, LoweringResult, Rewrite

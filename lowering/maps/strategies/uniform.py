@@ -35,11 +35,14 @@ The split is made only for readers that need a sequence. SequenceAt,
 SequenceLength and ConcatFromSequence read the stack itself
 (:func:`read_stack_in_readers`)::
 
-    y = SequenceAt(outs_j, i)            y = Gather<axis = 0>(stack_j, i')    i' = i, or i + n
+    y = SequenceAt(outs_j, i)            y = Gather<axis = 0>(stack_j, i')
     c = SequenceLength(outs_j)     ->    c = Gather(Shape(stack_j), 0)
     z = ConcatFromSequence(outs_j)       z = stack_j, Transpose or Reshape of it
 
-so a map read only that way leaves no sequence op behind.
+so a map read only that way leaves no sequence op behind. i' is i + n
+where i is in [-n, 0) (:func:`lowering.irutils.positions.wrap_negative`),
+else i: an i below -n stays out of range, and the read fails as
+SequenceAt fails.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ from lowering.irutils.dead_code import become_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.positions import wrap_negative
 from lowering.maps.plan import (
-    SCALAR_BOOL,
     SCALAR_INT64,
     MapPlan,
     Replacer,
@@ -175,8 +178,11 @@ def read_stack_in_readers(
         ConcatFromSequence<axis = 0>         ->  Reshape(stack, [-1, *shape[1:]])
 
     where i' is i for a constant i (Gather, like SequenceAt, counts a
-    negative index from the back), and otherwise ``i + count`` where i is
-    negative: a computed index, or a Slice (strings), whose end would wrap.
+    negative index from the back and refuses one out of range), and
+    otherwise ``wrap_negative(i, count)``, i + count where i is in
+    [-count, 0), else i (:mod:`lowering.irutils.positions`): a computed
+    index, or a Slice (strings), whose end would wrap; an i below -count
+    stays out of range, so the read fails where SequenceAt fails.
     Unlike the original, a concat of no elements gives an empty tensor
     rather than an error. A reader whose op onnxruntime cannot
     run on the element type keeps reading the sequence. Returns the new
@@ -282,7 +288,13 @@ def _element_at(
     dtype: ir.DataType | None,
     opset: int,
 ) -> list[ir.Node]:
-    """Nodes reading element ``position`` of ``stack``, its index normalized."""
+    """Nodes reading element ``position`` of ``stack``, its index normalized.
+
+    A position is counted from the end only where it is in [-count, 0)
+    (:func:`~lowering.irutils.positions.wrap_negative`): one below -count
+    stays out of range, and Gather (or Slice, whose slice is then empty, and
+    Squeeze) refuses it as SequenceAt refuses it.
+    """
     constant = constant_array(position)
     nodes: list[ir.Node] = []
     if constant is not None and constant.size == 1:
@@ -291,11 +303,10 @@ def _element_at(
         # does), and TVM converts no Gather whose index is computed from Shape.
         if index >= 0 or unsupported("Gather", dtype, opset) is None:
             return read_slice(stack, index, 0, False, dtype, opset)
+        # Slice reads [i, i + 1), whose end is 0 for i = -1: counted from the end.
         negative = constant_node(np.array(index, np.int64), "index")
-        shifted = fresh(new_node("Add", [negative.outputs[0], count]))
-        typed(fresh(shifted.outputs[0], "index"), SCALAR_INT64)
-        nodes += [negative, shifted]
-        return nodes + read_slice(stack, shifted.outputs[0], 0, False, dtype, opset)
+        nodes += [negative, *wrap_negative(negative.outputs[0], count, negative=True)]
+        return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)
     p = position
     if p.dtype != ir.DataType.INT64:
         cast = fresh(new_node("Cast", [p], {"to": ir.DataType.INT64.value}))
@@ -306,15 +317,7 @@ def _element_at(
         reshape = fresh(new_node("Reshape", [p, scalar.outputs[0]]))
         p = typed(fresh(reshape.outputs[0], "index"), SCALAR_INT64)
         nodes += [scalar, reshape]
-    # Its sign is known only at run time.
-    zero = constant_node(np.array(0, np.int64), "zero")
-    negative = fresh(new_node("Less", [p, zero.outputs[0]]))
-    typed(fresh(negative.outputs[0], "is_negative"), SCALAR_BOOL)
-    shifted = fresh(new_node("Add", [p, count]))
-    typed(fresh(shifted.outputs[0], "index"), SCALAR_INT64)
-    where = fresh(new_node("Where", [negative.outputs[0], shifted.outputs[0], p]))
-    typed(fresh(where.outputs[0], "index"), SCALAR_INT64)
-    nodes += [zero, negative, shifted, where]
+    nodes += wrap_negative(p, count)  # its sign is known only at run time
     return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)
 
 
