@@ -4,7 +4,7 @@ onnxruntime refuses an insert at p = -3 into a sequence of 2 ("Invalid
 sequence index (-3)"). A lowering that counts every negative p from the end
 (p + n) would make it -1, which is valid again: the lowered model would
 insert where the original fails. Every form the normalization writes keeps
-the failure (lowering.opset.insert_guard.wrap_negative); a constant out of
+the failure (lowering.irutils.positions.wrap_negative); a constant out of
 range for a length known statically is refused instead.
 
 The sweep: n = 0..3, every p in [-n - 2, n + 2], the position constant or
