@@ -69,9 +69,8 @@ def test_random_models_lower_correctly(model):
 # again comes out of this set until it is fixed: ``opset11`` (issue 21), whose
 # edge maps lowered to opset 11 leave a SequenceInsert at the sequence's
 # length (the canonical form is [0, n)) and relabel Clip of double to
-# Clip-11, which onnxruntime has no kernel for; issue 33's features
-# (tests/fuzz_wrong_shapes.py, tests/fuzz_old_opsets.py; ISSUE_33_OPEN below).
-CI_FEATURES = ALL_FEATURES - {"opset11"} - WRONG_SHAPE_FEATURES
+# Clip-11, which onnxruntime has no kernel for.
+CI_FEATURES = ALL_FEATURES - {"opset11"}
 
 
 def _features() -> frozenset:
@@ -203,40 +202,6 @@ def test_models_that_read_secondary_outputs_are_lowered_to_opset_11_too():
     assert len(lowered_to_11) >= 10
 
 
-# Issue 33: the families each feature of its own finds on the code of 2026-12-04
-# (scripts/fuzz.py --features F --seed 3301), fixed in parallel: per feature,
-# what they are and whether a failure of an example is one of them. A failure
-# of the fast run below that is one is expected (xfail, naming it); any other
-# fails.
-ISSUE_33_OPEN = {
-    "inferred": (
-        (
-            "value_info that infer_shapes declared wrong read as facts (split lengths, insert"
-            " positions, SequenceAt(-1), Einsum dims) or kept where the lowering changed shapes"
-        ),
-        lambda example, signature: "(only after infer_shapes)" in signature,
-    ),
-    "scan_only": (
-        (
-            "a Scan or unrolled copies sized by ONNX's wrong inference of Resize and pools:"
-            " onnxruntime plans their buffers from it, where it runs the original"
-        ),
-        lambda example, signature: signature.startswith("onnxruntime fails on the output"),
-    ),
-    "old_opset": (
-        (
-            "Resize-10 and Upsample-9 scales read from an initializer that is a graph input;"
-            " an Upsample or Resize-10 whose output onnx.version_converter renames (one not"
-            " a graph output) keeps Resize-11's half_pixel default"
-        ),
-        lambda example, signature: (
-            signature.startswith("wrong result [target_opset=")
-            and bool({"Upsample", "Resize"} & {n.op_type for n in example.model.graph.node})
-        ),
-    ),
-}
-
-
 @functools.cache
 def _issue_33_examples(feature: str, count: int = 8) -> tuple:
     """``count`` examples of ``feature`` alone, the same every run."""
@@ -340,26 +305,13 @@ def test_issue_33_old_opset_feeds_initializers_other_values():
 
 @pytest.mark.parametrize("feature", sorted(WRONG_SHAPE_FEATURES))
 def test_issue_33_features_lower_correctly(feature):
-    """A few examples of each feature of issue 33, with every strategy: the
-    generator's part must hold (valid models, the oracle agrees with
-    onnxruntime on the original); a lowering failure of the family still open
-    (ISSUE_33_OPEN) is an expected failure, named; any other fails."""
-    from tests.fuzz_check import after_inference_only
-
-    family, known = ISSUE_33_OPEN[feature]
-    open_ = set()
+    """A few examples of each feature of issue 33, with every strategy: valid
+    models, the oracle agrees with onnxruntime on the original, and the
+    lowering is right."""
     for example in _issue_33_examples(feature):
         check_valid(example)
         check_original(example)
-        try:
-            check_structured(example)
-        except FuzzFailure as failure:
-            signature = after_inference_only(example, failure).signature
-            if not known(example, signature):
-                raise
-            open_.add(signature)
-    if open_:
-        pytest.xfail(f"issue 33 ({family}): {'; '.join(sorted(open_))}")
+        check_structured(example)
 
 
 def test_a_failure_names_its_family():
