@@ -33,6 +33,8 @@ import lowering
 from lowering.runtimes.sessions import open_session
 from tests.helpers import assert_same, lowered, run
 from tests.test_trusted_shapes import DOUBTED, UNTRUSTED, Case, _attributes, ort_run
+from tests.test_trusted_shapes import _feeds as _case_feeds
+from tests.test_trusted_shapes import _model as _case_model
 
 CASES = {**UNTRUSTED, **DOUBTED}
 FORMS = {
@@ -136,18 +138,6 @@ def reader_model(name: str, reader: str, declared: bool) -> tuple[onnx.ModelProt
     if declared:
         model = onnx.shape_inference.infer_shapes(model)
     return model, feeds
-
-
-def _case_model(case: Case, opset: int) -> onnx.ModelProto:
-    nodes, inputs, initializers, _ = _case_nodes(case, "R")
-    graph = helper.make_graph(
-        nodes, "g", inputs, [helper.make_value_info("R", onnx.TypeProto())], initializers
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
-
-def _case_feeds(case: Case) -> dict:
-    return _case_nodes(case, "R")[3]
 
 
 def check(model: onnx.ModelProto, feeds: dict, form: str) -> None:
