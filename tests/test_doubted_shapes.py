@@ -404,3 +404,44 @@ def test_the_documented_composition_pins_what_it_exposes(name):
     assert not [n for n in proto.graph.node if "Sequence" in n.op_type]
     onnx.checker.check_model(proto, full_check=True)
     assert_same(ort_run(proto, feeds), expected)
+
+
+# -- read by what --target-opset expands ---------------------------------------------
+
+
+def expansion_model(name: str) -> tuple[onnx.ModelProto, dict]:
+    """An Einsum contracting the case's output's last axis with a constant
+    (no value_info): below 12 it is expanded into ops whose inference meets
+    ONNX's claim of that axis beside the constant's true size."""
+    case, opset, shape = CASES[name]
+    nodes, inputs, initializers, feeds = _case_nodes(case, "R")
+    dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
+    letters = "abcd"[: len(shape)]
+    k = np.arange(shape[-1] * 2, dtype=dtype).reshape(shape[-1], 2)
+    nodes += [
+        _const("k", k),
+        helper.make_node(
+            "Einsum", ["R", "k"], ["Y"], equation=f"{letters},{letters[-1]}z->{letters[:-1]}z"
+        ),
+    ]
+    output = helper.make_tensor_value_info(
+        "Y", helper.np_dtype_to_tensor_dtype(dtype), [None] * len(shape)
+    )
+    graph = helper.make_graph(nodes, "g", inputs, [output], initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", max(opset, 12))], ir_version=8
+    )
+    return model, feeds
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n, (case, _, shape) in CASES.items()
+        if 1 <= len(shape) <= 4 and shape[-1] > 0 and n != "Squeeze: empty axes attribute"
+    ],
+)
+def test_what_an_expansion_reads_is_sized_right(name):
+    model, feeds = expansion_model(name)
+    check(model, feeds, "opset11")

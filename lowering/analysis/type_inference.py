@@ -45,7 +45,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
-from lowering.analysis.proven_shapes import default_opset, prove
+from lowering.analysis.proven_shapes import Proof, default_opset, prove
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_within
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,9 @@ class TypeOracle:
         self._position: dict[GraphLike, dict[ir.Node, int]] = {}
         inferred = _infer_model(model)
         if inferred is not None:
-            self._pair(model.graph, inferred.graph)
+            self._pair(
+                model.graph, inferred.graph, prove(model.graph, default_opset(model.opset_imports))
+            )
         for function in _callers_first(model, functions):
             self._infer_function(model, function)
 
@@ -79,12 +81,16 @@ class TypeOracle:
         candidate = twin_nodes[index]
         return candidate if candidate.op_type == node.op_type else None
 
-    def _pair(self, original: GraphLike, inferred: ir.Graph) -> None:
-        self._twin_of[original] = list(inferred)
-        subgraphs = list(graphs_within(original))[1:]
-        twin_subgraphs = list(graphs_within(inferred))[1:]
-        for sub, twin_sub in zip(subgraphs, twin_subgraphs, strict=False):
+    def _pair(self, original: GraphLike, inferred: ir.Graph, proof: Proof) -> None:
+        """Pair ``original``'s graphs with ``inferred``'s, forgetting in the copy
+        the shapes the proof doubts: decided on the original, whose constants
+        the copy (its large initializers dropped) may not hold."""
+        for sub, twin_sub in zip(graphs_within(original), graphs_within(inferred), strict=False):
             self._twin_of[sub] = list(twin_sub)
+            for node, twin in zip(sub, twin_sub, strict=False):
+                for value, twin_value in zip(node.outputs, twin.outputs, strict=False):
+                    if value in proof.doubted:
+                        twin_value.shape = None
 
     def _infer_function(self, model: ir.Model, function: ir.Function) -> None:
         input_types = self._call_site_types(model, function)
@@ -114,8 +120,7 @@ class TypeOracle:
             logger.warning("Shape inference failed for function %r: %s", function.name, error)
             return
         graph = ir.serde.deserialize_model(inferred).graph
-        forget_unproven_shapes(graph, default_opset(function.opset_imports))
-        self._pair(function, graph)
+        self._pair(function, graph, prove(function, default_opset(function.opset_imports)))
 
     def _call_site_types(
         self, model: ir.Model, function: ir.Function
@@ -297,12 +302,4 @@ def _infer_model(model: ir.Model) -> ir.Model | None:
         logger.warning("Shape inference failed, using declared types only: %s", error)
         return None
     twin = ir.serde.deserialize_model(inferred)
-    forget_unproven_shapes(twin.graph, default_opset(model.opset_imports))
     return twin
-
-
-def forget_unproven_shapes(graph: ir.Graph, opset: int) -> None:
-    """Drop, in an inferred copy, the shapes the proof doubts
-    (:func:`lowering.analysis.proven_shapes.prove`)."""
-    for value in prove(graph, opset, fill=False).doubted:
-        value.shape = None

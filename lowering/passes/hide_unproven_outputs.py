@@ -115,6 +115,28 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=bool(hidden))
 
 
+def read_producers(written: list[ir.Node]) -> list[ir.Node]:
+    """The nodes outside ``written`` whose outputs the ``written`` nodes read (a
+    split's source, whose Shape a trip count reads, or a Scan slices; what an
+    expansion computes with), where ONNX may size them wrong: onnxruntime's
+    optimizer folds such a Shape from ONNX's inference, and the checker
+    meets its claim beside true sizes, so each is pinned where its shape is
+    computed."""
+    inside = {n for node in written for n in (node, *nodes_under(node))}
+    return list(
+        dict.fromkeys(
+            producer
+            for node in inside
+            for value in node.inputs
+            if value is not None
+            and (producer := value.producer()) is not None
+            and producer not in inside
+            and producer.graph is not None
+            and may_be_seen_wrong(producer.op_type)
+        )
+    )
+
+
 def statically_wrong(model: ir.Model, *, fill: bool = True) -> list[Copied]:
     """The nodes of ``model`` whose input shapes are all proven static and whose
     shapes ONNX's inference may get wrong: where it claims a wrong size.

@@ -46,10 +46,9 @@ from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
-from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs, scopes_changed
-from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_under, nodes_within, subgraphs
+from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
 from lowering.maps.strategies.loop import loop_form_ops, lower_to_sequence_loop
 from lowering.maps.strategies.scan import lower_to_scan, may_run_empty, scan_axes
@@ -72,7 +71,7 @@ from lowering.options import (
     check_strategy,
     check_target_opset,
 )
-from lowering.passes.hide_unproven_outputs import Copied
+from lowering.passes.hide_unproven_outputs import Copied, read_producers
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import first_unsupported
@@ -180,7 +179,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 node, plan.opset, rewrite.written, plan.located.scope.description, plan.node, True
             )
             for plan, rewrite in zip(planned[0], rewrites, strict=True)
-            for node in _read_producers(rewrite.written)
+            for node in read_producers(rewrite.written)
         ]
         return MapsResult(
             model, modified=True, rewrites=rewrites, lowered_in=lowered_in, copied=copied
@@ -418,26 +417,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             raise ir.passes.PostconditionError(
                 f"{len(left)} SequenceMap node(s) left, first in {left[0].scope.description}"
             )
-
-
-def _read_producers(written: list[ir.Node]) -> list[ir.Node]:
-    """The nodes of the user's graph whose outputs the ``written`` nodes read
-    (a split's source, whose Shape a trip count reads, or a Scan slices):
-    onnxruntime's optimizer folds such a Shape from ONNX's inference, so one
-    that inference gets wrong is pinned where its shape is computed."""
-    inside = {n for node in written for n in (node, *nodes_under(node))}
-    return list(
-        dict.fromkeys(
-            producer
-            for node in inside
-            for value in node.inputs
-            if value is not None
-            and (producer := value.producer()) is not None
-            and producer not in inside
-            and producer.graph is not None
-            and may_be_seen_wrong(producer.op_type)
-        )
-    )
 
 
 def _rewrite_order(plans: list[MapPlan]) -> list[int]:

@@ -23,6 +23,12 @@ from lowering.opset import schemas
 from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opset
 from lowering.opset.plan import DEAD_CHAIN_OPS, Blocker, Plan, SharedConstants, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
+from lowering.passes.hide_unproven_outputs import (
+    Copied,
+    apply_hiding,
+    plan_copied_shapes,
+    read_producers,
+)
 from lowering.rewrites import LoweringResult, Rewrite
 
 __all__ = ["MIN_OPSET", "TargetOpsetPass", "TargetOpsetResult", "lowest_opset"]
@@ -73,10 +79,19 @@ class TargetOpsetPass(ir.passes.InPlacePass):
         constants: SharedConstants = {}  # equal small constants shared, for this run only
         # The model's own Identities stay; the conversion's go where the rule allows.
         theirs = {node for node in model_nodes(model) if is_onnx_op(node, "Identity")}
+        before = set(model_nodes(model))
         for plan in plans:
             result.adapted.update(plan.adapted)
             result.expanded.update(plan.expanded)
             plan.commit(replaced, maybe_dead, constants)
+        # What the conversion wrote meets ONNX's inference: a node it reads
+        # that ONNX sizes wrong is pinned where its shape is computed.
+        written = [node for node in model_nodes(model) if node not in before]
+        read = [
+            Copied(node, self.target, None, None, None, True) for node in read_producers(written)
+        ]
+        for pin in plan_copied_shapes(read, hide=False):
+            apply_hiding(pin)
         bypass_identities(
             [n for n in model_nodes(model) if is_onnx_op(n, "Identity") and n not in theirs]
         )
