@@ -189,3 +189,54 @@ def _sweep() -> list:
 @pytest.mark.parametrize("op,reader,form,position,dtype,n,p", _sweep())
 def test_a_length_fails_where_the_original_fails(op, reader, form, position, dtype, n, p):
     check(op, reader, form, dtype, position == "constant", n, p)
+
+
+#: Constant 1-D splits of an axis whose size is known only at run time.
+SPLITS = ([1, 1], [2], [0, 2], [3, -1])
+#: Each reader of ``s = SplitToSequence(x, k)``: nodes, outputs.
+SPLIT_READERS = {
+    "length": (
+        f"y = SequenceLength(s)\nc = SequenceConstruct(a)\nz = SequenceMap {NEG} (c)",
+        "int64 y, seq(float[2]) z",
+    ),
+    "map": (f"y = SequenceMap {NEG} (s)", "seq(float[1,2]) y"),
+}
+
+
+@functools.cache
+def _split_sessions(split: tuple[int, ...], reader: str, form: str):
+    nodes, outputs = SPLIT_READERS[reader]
+    if reader == "map":
+        nodes = nodes.replace("float[2] e) => (float[2] d)", "float[1,2] e) => (float[1,2] d)")
+    values = ", ".join(map(str, split))
+    model = parse(
+        f"{H}\ng (float[N,2] x, float[2] a) => ({outputs}) <int64[{len(split)}] k = {{{values}}}> "
+        f"{{\ns = SplitToSequence <axis = 0> (x, k)\n{nodes}\n}}"
+    )
+    result = lowered(model, **FORMS[form])
+    return (
+        open_session(model.SerializeToString(), log_severity=4),
+        open_session(result.SerializeToString(), log_severity=4),
+    )
+
+
+@pytest.mark.parametrize("rows", range(4))
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("reader", SPLIT_READERS)
+@pytest.mark.parametrize("split", SPLITS, ids=str)
+def test_a_split_whose_sizes_may_not_add_up_fails_where_the_original_fails(
+    split, reader, form, rows
+):
+    """len(split) is the length only where the sizes split the axis: with the
+    axis known only at run time, the split stays and fails as it fails."""
+    original, result = _split_sessions(tuple(split), reader, form)
+    feeds = {"x": np.arange(rows * 2, dtype=np.float32).reshape(rows, 2), "a": X}
+    expected = _outcome(original, feeds)
+    valid = min(split) >= 0 and sum(split) == rows
+    assert (expected is not None) == valid, "onnxruntime splits where the sizes add up"
+    actual = _outcome(result, feeds)
+    if expected is None:
+        assert actual is None, f"{rows} rows: the original fails, the lowered model gives {actual}"
+        return
+    assert actual is not None, f"{rows} rows: the original runs, the lowered model fails"
+    assert_same(actual, expected)

@@ -9,8 +9,9 @@ fixed:
     SequenceConstruct(t_1, .., t_k)         -> k
     SequenceInsert(s, t[, p])               -> len(s) + 1   (p absent, or a constant in [-n, n])
     SequenceErase(s[, p])                   -> len(s) - 1   (p absent, or a constant in [-n, n - 1])
-    SplitToSequence(x, split)               -> len(split) for a 1-D constant split,
-                                               ceil(dim / split) for a scalar one
+    SplitToSequence(x, split)               -> len(split) for a 1-D constant split whose
+                                               sizes add up to x's static dim on axis,
+                                               ceil(dim / split) for a scalar one > 0
     SplitToSequence(x)                      -> dim, when x's dim on axis is static
     Identity(s)                             -> len(s)
     SequenceMap(s, ..)                      -> len(s)
@@ -165,13 +166,15 @@ class SequenceLengths:
         split = node.inputs[1] if len(node.inputs) > 1 else None
         if split is not None:
             sizes = static_array(split)
-            if sizes is None:
+            dim = _static_dim(node.inputs[0], axis)
+            if sizes is None or dim is None or sizes.dtype not in (np.int32, np.int64):
                 return None
             if sizes.ndim == 1:
-                return int(sizes.shape[0])
-            dim = _static_dim(node.inputs[0], axis)
-            step = int(sizes)
-            return None if dim is None or step <= 0 else math.ceil(dim / step)
+                # Only sizes that split the axis: else the runtime refuses the split.
+                valid = bool((sizes >= 0).all()) and int(sizes.sum()) == dim
+                return int(sizes.shape[0]) if valid else None
+            step = int(sizes) if sizes.ndim == 0 else 0
+            return None if step <= 0 else math.ceil(dim / step)
         dim = _static_dim(node.inputs[0], axis)
         if dim is not None:
             return dim
