@@ -7,10 +7,11 @@ fixed:
 
     SequenceEmpty()                         -> 0
     SequenceConstruct(t_1, .., t_k)         -> k
-    SequenceInsert(s, t[, p])               -> len(s) + 1
-    SequenceErase(s[, p])                   -> len(s) - 1
-    SplitToSequence(x, split)               -> len(split) for a 1-D constant split,
-                                               ceil(dim / split) for a scalar one
+    SequenceInsert(s, t[, p])               -> len(s) + 1   (p absent, or a constant in [-n, n])
+    SequenceErase(s[, p])                   -> len(s) - 1   (p absent, or a constant in [-n, n - 1])
+    SplitToSequence(x, split)               -> len(split) for a 1-D constant split whose
+                                               sizes add up to x's static dim on axis,
+                                               ceil(dim / split) for a scalar one > 0
     SplitToSequence(x)                      -> dim, when x's dim on axis is static
     Identity(s)                             -> len(s)
     SequenceMap(s, ..)                      -> len(s)
@@ -18,7 +19,9 @@ fixed:
          sequences of one known length k    -> k
     Loop(M, true, s_0, ..) whose body never
          stops early and, for this output,
-         appends once per trip             -> len(s_0) + M    (a SequenceMap lowered to a loop)
+         appends once per trip             -> len(s_0) + M    (a SequenceMap lowered to a loop;
+                                               at no position, or a constant in
+                                               [-len(s_0), len(s_0)])
          passes the carried sequence on    -> len(s_0)        (whatever M)
     SplitToSequence(a scan output of
          Loop(M, true))                     -> M   (one lowered with uniform shapes; the count
@@ -32,6 +35,11 @@ computed through Squeeze, Unsqueeze, Reshape, Cast or Identity
 before and after unrolling, sequence elimination or ``--optimize`` fold it.
 
 Anything else, including graph inputs and loop-carried values, is unknown.
+So is the result of an insert or erase at a position not proven in range (fed,
+computed, an initializer that is also a graph input, or a constant out of
+range): the runtime refuses it, and a length known there would let a
+consumer fold ``SequenceLength`` or unroll a map and leave the op, read by
+nothing any more, to be removed, answering where the original fails.
 Values are objects shared across scopes, so a sequence built in the main
 graph is known inside any subgraph that reads it.
 """
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
@@ -74,10 +83,14 @@ class SequenceLengths:
             return len(node.inputs)
         if op == "SequenceInsert":
             before = self(node.inputs[0])
-            return None if before is None else before + 1
+            if before is None or not _in_range(_position(node, 2), -before, before):
+                return None
+            return before + 1
         if op == "SequenceErase":
             before = self(node.inputs[0])
-            return None if before is None or before == 0 else before - 1
+            if before is None or not _in_range(_position(node, 1), -before, before - 1):
+                return None
+            return before - 1
         if op == "Identity":
             return self(node.inputs[0])
         if op == "SplitToSequence":
@@ -122,6 +135,7 @@ class SequenceLengths:
             and append.graph is body
             and is_onnx_op(append, "SequenceInsert")
             and append.inputs[0] is carried
+            and _in_range(_position(append, 2), -start, start)  # then in range on every trip
         ):
             trips = self._trips(loop)
             return None if trips is None else start + trips
@@ -152,13 +166,15 @@ class SequenceLengths:
         split = node.inputs[1] if len(node.inputs) > 1 else None
         if split is not None:
             sizes = static_array(split)
-            if sizes is None:
+            dim = _static_dim(node.inputs[0], axis)
+            if sizes is None or dim is None or sizes.dtype not in (np.int32, np.int64):
                 return None
             if sizes.ndim == 1:
-                return int(sizes.shape[0])
-            dim = _static_dim(node.inputs[0], axis)
-            step = int(sizes)
-            return None if dim is None or step <= 0 else math.ceil(dim / step)
+                # Only sizes that split the axis: else the runtime refuses the split.
+                valid = bool((sizes >= 0).all()) and int(sizes.sum()) == dim
+                return int(sizes.shape[0]) if valid else None
+            step = int(sizes) if sizes.ndim == 0 else 0
+            return None if step <= 0 else math.ceil(dim / step)
         dim = _static_dim(node.inputs[0], axis)
         if dim is not None:
             return dim
@@ -171,6 +187,30 @@ class SequenceLengths:
             return None
         carried = len(loop.inputs) - 2
         return self._trips(loop) if index >= carried else None
+
+
+#: A position that is absent: the insert appends, the erase takes the last element.
+_ABSENT = "absent"
+
+
+def _position(node: ir.Node, index: int) -> int | str | None:
+    """The constant position ``node`` reads at input ``index``: _ABSENT when it
+    has none, None when it is not a constant int32/int64 scalar (or [1])."""
+    value = node.inputs[index] if len(node.inputs) > index else None
+    if value is None:
+        return _ABSENT
+    array = static_array(value)
+    if array is None or array.size != 1 or array.dtype not in (np.int32, np.int64):
+        return None
+    return int(array.reshape(()))
+
+
+def _in_range(position: int | str | None, low: int, high: int) -> bool:
+    """Whether the op runs: no position (and something to erase, for an erase:
+    high >= low), or a constant in [low, high]."""
+    if position == _ABSENT:
+        return low <= high
+    return isinstance(position, int) and low <= position <= high
 
 
 def _body(loop: ir.Node) -> ir.Graph | None:

@@ -14,7 +14,9 @@ rewrites them away::
     ConcatFromSequence<axis>(SequenceConstruct(t..))  ->  Concat<axis>(t..)
     ConcatFromSequence<axis, new_axis = 1>(...)       ->  Concat<axis>(Unsqueeze(t_i, axis)..)
 
-and then removes sequence ops left without a use. The rule for
+and then removes sequence ops left without a use (not an erase or insert
+at a position not proven in range: onnxruntime runs a node nothing reads,
+and its failure is the model's). The rule for
 ``SplitToSequence`` is for what torch writes for ``torch.split`` and
 ``torch.chunk`` next to its maps (a split read at constant positions); it
 applies where i is a constant, the split axis has a static size, and
@@ -438,14 +440,22 @@ _RULES = {
 
 
 def _remove_dead(model: ir.Model) -> bool:
-    """Remove sequence ops that nothing reads, and the Constants only they read, until none is left."""
+    """Remove sequence ops that nothing reads, and the Constants only they read, until none is left.
+
+    An erase or insert at a position not proven in range stays: onnxruntime
+    runs a node nothing reads, and its failure is the model's.
+    """
     removed_any = False
+    lengths = SequenceLengths()
     while True:
         dead = [
             (scope.owner, node)
             for scope in iter_scopes(model)
             for node in scope.owner
-            if is_onnx_domain(node.domain) and node.op_type in SEQUENCE_OPS and unread(node)
+            if is_onnx_domain(node.domain)
+            and node.op_type in SEQUENCE_OPS
+            and unread(node)
+            and not _may_fail(node, lengths)
         ]
         if not dead:
             return removed_any
@@ -455,3 +465,10 @@ def _remove_dead(model: ir.Model) -> bool:
             for value in inputs:  # a split's sizes, an insert's position
                 remove_unread(value)
         removed_any = True
+
+
+def _may_fail(node: ir.Node, lengths: SequenceLengths) -> bool:
+    """An erase, or an insert at a position, whose position is not proven in range."""
+    if node.op_type == "SequenceInsert" and (len(node.inputs) < 3 or node.inputs[2] is None):
+        return False  # an append always runs
+    return node.op_type in ("SequenceErase", "SequenceInsert") and lengths(node.outputs[0]) is None
