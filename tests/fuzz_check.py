@@ -271,11 +271,17 @@ def check_positions(
     except Exception:  # noqa: BLE001 -- the probe itself is not the property
         return
     # Below opset 13 an If returns no sequence, so a run-time position equal to
-    # the length stays n (docs/sequence-insert.md): onnxruntime appends there.
+    # the length stays n (docs/sequence-insert.md): onnxruntime appends there;
+    # so for a runtime without If; one without SequenceLength may have a
+    # position left as written (the summary says so).
     opset = {o.domain: o.version for o in result.opset_import}.get("", 13)
+    runtime = RUNTIMES[options.get("runtime", "onnxruntime")]
+    if runtime.missing({"SequenceLength"}):
+        return
+    stays = opset < 13 or bool(runtime.missing({"If"}))
     for name, index in pairs:
         p, n = int(np.asarray(values[index]).reshape(-1)[0]), int(values[index + 1])
-        if not 0 <= p < n and not (p == n and opset < 13):
+        if not 0 <= p < n and not (p == n and stays):
             what = "equal to" if p == n else "negative for" if p < 0 else "beyond"
             raise FuzzFailure(
                 "non-canonical SequenceInsert position",
