@@ -445,3 +445,25 @@ def expansion_model(name: str) -> tuple[onnx.ModelProto, dict]:
 def test_what_an_expansion_reads_is_sized_right(name):
     model, feeds = expansion_model(name)
     check(model, feeds, "opset11")
+
+
+def test_a_refused_copy_is_named_by_the_map_the_user_wrote():
+    """A copy whose shape is not computed, for a runtime without sequence ops:
+    the one line names the map (its name, op and graph) and the copied op,
+    not the name the copy was given."""
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1,1,4] a, float[1,1,3] b) => (float[2,1,1,?] y) {
+      s = SequenceConstruct(a, b)
+      m = SequenceMap <body = body (float[1,1,?] e) => (float[?,?,?] p) {
+            w = Constant <value = float[1,1,1] {2}> ()
+            c = Conv(e, w)
+            p = MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1> (c)
+          }> (s)
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (m)
+    }""")
+    model.graph.node[1].name = "pool_map"
+    with pytest.raises(lowering.LoweringError) as refused:
+        lowering.lower(model, runtime="openvino")
+    message = str(refused.value)
+    assert message.startswith("node 'pool_map' (SequenceMap) in main graph 'g': --runtime openvino")
+    assert "output 0 of MaxPool" in message and "\n" not in message
