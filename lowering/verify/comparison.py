@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +26,7 @@ from lowering.verify.npz import save_all, save_failing_run
 from lowering.verify.ports import Feeds, ModelLike, Port, model_ports, sequence_groups
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
 from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
+from lowering.verify.settings import TIME_SCALE, TIMEOUT
 from lowering.verify.tolerance import ATOL, RTOL, ULPS, Tolerance, compare_value
 from lowering.verify.values import ValueRange
 
@@ -44,6 +47,7 @@ def compare(
     save_failing: bool = False,
     show_schedule: bool = False,
     runtime: str = "onnxruntime",
+    timeout: float = TIMEOUT,
 ) -> Report:
     """Run ``a`` (the reference) and ``b`` in onnxruntime on the same inputs; compare.
 
@@ -55,6 +59,11 @@ def compare(
     ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
+    ``timeout`` (seconds) is the least time one run is given: a run of B gets
+    :data:`TIME_SCALE` times A's own time on the same inputs when that is
+    more, a run of A that many times its slowest finished run so far. A run past its
+    limit is stopped (onnxruntime's ``RunOptions.terminate``): B past it where
+    A finished is a mismatch, A past it a run A fails.
     Needs the ``verify`` extra (onnxruntime): raises
     :class:`~lowering.options.MissingExtraError` without it.
     """
@@ -65,6 +74,8 @@ def compare(
         raise ValueError("give inputs or runs, not both")
     if runs is not None and runs < 1:
         raise ValueError("runs must be at least 1")
+    if not timeout > 0:
+        raise ValueError(f"timeout must be more than 0 seconds, not {timeout!r}")
     tolerance = Tolerance(rtol, atol, ulps)
     report = Report([], 0, show_schedule=show_schedule)
     try:
@@ -100,8 +111,21 @@ def compare(
         return report
     session_b = None
     elsewhere: dict[int, tuple[list | None, str | None]] = {}
+    slowest_a = 0.0  # A's slowest run so far, in seconds
+    ran_a: dict[int, tuple[list | None, str | None, float]] = {}
+
+    def run_a(feeds: Feeds) -> tuple[list | None, str | None, float]:
+        nonlocal slowest_a
+        outcome = _try_run(session_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
+        if outcome[1] is None:  # a run stopped at its limit says nothing of A's pace
+            slowest_a = max(slowest_a, outcome[2])
+        return outcome
+
     if broken_b is None and runtime != "onnxruntime":
-        elsewhere = run_elsewhere(runtime, b, inputs_b, sets)
+        # A first: B's child process is given A's slowest time, scaled
+        ran_a = {label: run_a(feeds) for label, _, feeds in sets}
+        limit = max(timeout, TIME_SCALE * slowest_a)
+        elsewhere = run_elsewhere(runtime, b, inputs_b, sets, limit)
     elif broken_b is None:
         try:
             session_b = _session(b, "B")
@@ -113,11 +137,14 @@ def compare(
     for label, text, feeds in sets:
         record = RunRecord(label, text)
         report.records.append(record)
-        results_a, error_a = _try_run(session_a, feeds, "A")
+        results_a, error_a, seconds_a = ran_a.pop(label) if label in ran_a else run_a(feeds)
         if label in elsewhere:
             results_b, error_b = elsewhere[label]
-        elif session_b is not None:
-            results_b, error_b = _try_run(session_b, feeds, "B")
+        elif session_b is not None and error_a is None:
+            limit = max(timeout, TIME_SCALE * seconds_a)
+            results_b, error_b, _ = _try_run(session_b, feeds, "B", limit, seconds_a)
+        elif session_b is not None:  # A fails: B gets the floor
+            results_b, error_b, _ = _try_run(session_b, feeds, "B", timeout)
         else:
             results_b, error_b = None, broken_b
         if error_a:
@@ -233,16 +260,37 @@ def _session(model: ModelLike, label: str):
         raise CannotCompare(f"onnxruntime cannot load {label}: {one_line(error)}") from error
 
 
-def _try_run(session, feeds: Feeds, label: str):
-    """The outputs, or None and why onnxruntime could not run ``label``."""
+def _try_run(
+    session, feeds: Feeds, label: str, limit: float, took_a: float | None = None
+) -> tuple[list | None, str | None, float]:
+    """The outputs, or None and why onnxruntime could not run ``label``, and the
+    seconds the run took. A run past ``limit`` seconds is stopped from a timer
+    thread through ``RunOptions.terminate`` (checked between nodes, in Loop and
+    Scan bodies too); ``took_a``: A's time on the same inputs, for the message."""
     import onnxruntime as ort
 
     options = ort.RunOptions()
     options.log_severity_level = 4
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        options.terminate = True
+
+    timer = threading.Timer(limit, stop)
+    timer.daemon = True
+    start = time.perf_counter()
+    timer.start()
     try:
-        return session.run(None, _ort_feeds(feeds), options), None
+        return session.run(None, _ort_feeds(feeds), options), None, time.perf_counter() - start
     except Exception as error:  # noqa: BLE001 -- onnxruntime raises many kinds
-        return None, f"onnxruntime cannot run {label}: {one_line(error)}"
+        seconds = time.perf_counter() - start
+        if stopped.is_set():
+            where = f"; A took {took_a:.3g} s" if took_a is not None else ""
+            return None, f"{label} ran past its time limit of {limit:.3g} s{where}", seconds
+        return None, f"onnxruntime cannot run {label}: {one_line(error)}", seconds
+    finally:
+        timer.cancel()
 
 
 def _ort_feeds(feeds: Feeds) -> Feeds:

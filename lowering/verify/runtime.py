@@ -53,9 +53,10 @@ def verify_runtime(runtime: str | None) -> str:
 
 
 def run_elsewhere(
-    runtime: str, b: ModelLike, ports: Sequence[Port], feed_sets
+    runtime: str, b: ModelLike, ports: Sequence[Port], feed_sets, timeout: float
 ) -> dict[int, tuple[list | None, str | None]]:
-    """B's outputs (or why it failed) on every run, in ``runtime``'s own child process."""
+    """B's outputs (or why it failed) on every run, in ``runtime``'s own child
+    process, each run given ``timeout`` seconds (a child that hangs is restarted)."""
     from lowering.runtimes.runners import run_many
 
     entry = VERIFY_RUNTIMES[runtime]
@@ -77,7 +78,7 @@ def run_elsewhere(
                 continue
             jobs.append((pathlib.Path(path), values))
             labels.append(label)
-        for label, result in zip(labels, run_many(name, jobs), strict=True):
+        for label, result in zip(labels, run_many(name, jobs, timeout), strict=True):
             if isinstance(result, Exception):
                 outcomes[label] = (None, f"{name} cannot run B: {one_line(result)}")
             else:

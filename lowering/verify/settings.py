@@ -12,3 +12,8 @@ RTOL = 1e-4
 ATOL = 1e-5
 #: Units in the last place for float16, bfloat16 and float8.
 ULPS = 8
+#: The least time one run of a model is given, in seconds (``--timeout``).
+TIMEOUT = 10.0
+#: A run of B is given this many times A's own time on the same inputs, when
+#: that is more than the timeout; a run of A this many times its slowest run so far.
+TIME_SCALE = 10
