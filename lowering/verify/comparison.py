@@ -21,10 +21,11 @@ from lowering.options import check_extra
 from lowering.runtimes.sessions import open_session
 from lowering.verify.declared import blame_declarations, declaration_problems
 from lowering.verify.dtypes import ML_FLOATS
-from lowering.verify.inputs import feed_sets
+from lowering.verify.inputs import feed_sets, synthesized_run
 from lowering.verify.npz import save_all, save_failing_run
 from lowering.verify.ports import Feeds, ModelLike, Port, model_ports, sequence_groups
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
+from lowering.verify.runs import fallbacks, schedule
 from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
 from lowering.verify.settings import TIME_SCALE, TIMEOUT
 from lowering.verify.tolerance import ATOL, RTOL, ULPS, Tolerance, compare_value
@@ -134,10 +135,24 @@ def compare(
     failing: Feeds | None = None
     declared_notes: dict[str, str] = {}
     substantial: list[int] = []  # the compared runs whose inputs are not all empty
+    specs = schedule(runs) if inputs is None else []
     for label, text, feeds in sets:
         record = RunRecord(label, text)
         report.records.append(record)
         results_a, error_a, seconds_a = ran_a.pop(label) if label in ran_a else run_a(feeds)
+        if error_a and specs and not elsewhere:
+            # A rejects this run's inputs: try the run again with one kind of
+            # input at a time put back to the plain one, so the others are drawn
+            for other in fallbacks(specs[label]):
+                other_text, other_feeds = synthesized_run(
+                    inputs_a, other, seed + label, dims, val_ranges, groups
+                )
+                outcome = run_a(other_feeds)
+                if outcome[1] is None:
+                    results_a, error_a, seconds_a = outcome
+                    feeds = other_feeds
+                    record.description = f"{other_text}; A rejected {text}"
+                    break
         if label in elsewhere:
             results_b, error_b = elsewhere[label]
         elif session_b is not None and error_a is None:
