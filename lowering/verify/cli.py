@@ -99,10 +99,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
     group.add_argument(
-        "--rtol", type=_tolerance, default=RTOL, help=f"float32/float64 (default {RTOL})"
+        "--rtol",
+        type=_tolerance,
+        help=f"float32 (default {RTOL}); given, float64 too (default: 2**24 ulp)",
     )
     group.add_argument(
-        "--atol", type=_tolerance, default=ATOL, help=f"float32/float64 (default {ATOL})"
+        "--atol",
+        type=_tolerance,
+        help=f"float32 (default {ATOL}); given, float64 too (default: 2**24 ulp)",
     )
     group.add_argument(
         "--ulps",

@@ -28,7 +28,7 @@ from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunR
 from lowering.verify.runs import fallbacks, schedule
 from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
 from lowering.verify.settings import TIME_SCALE, TIMEOUT
-from lowering.verify.tolerance import ATOL, RTOL, ULPS, Tolerance, compare_value
+from lowering.verify.tolerance import ATOL, FLOAT64_ULPS, RTOL, ULPS, Tolerance, compare_value
 from lowering.verify.values import ValueRange
 
 
@@ -39,8 +39,8 @@ def compare(
     inputs: Mapping[str, object] | Sequence[Mapping[str, object]] | str | os.PathLike | None = None,
     runs: int | None = None,
     seed: int = 0,
-    rtol: float = RTOL,
-    atol: float = ATOL,
+    rtol: float | None = None,
+    atol: float | None = None,
     ulps: int = ULPS,
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str | None, ValueRange] | None = None,
@@ -60,6 +60,8 @@ def compare(
     ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
+    ``rtol``/``atol`` hold float32 (default :data:`RTOL`, :data:`ATOL`); float64
+    has its own default (:data:`FLOAT64_ULPS`), and both when either is given.
     ``timeout`` (seconds) is the least time one run is given: a run of B gets
     :data:`TIME_SCALE` times A's own time on the same inputs when that is
     more, a run of A that many times its slowest finished run so far. A run past its
@@ -77,7 +79,14 @@ def compare(
         raise ValueError("runs must be at least 1")
     if not timeout > 0:
         raise ValueError(f"timeout must be more than 0 seconds, not {timeout!r}")
-    tolerance = Tolerance(rtol, atol, ulps)
+    # float64 has its own ulps, unless rtol or atol is given (then both types use them)
+    given = rtol is not None or atol is not None
+    tolerance = Tolerance(
+        RTOL if rtol is None else rtol,
+        ATOL if atol is None else atol,
+        ulps,
+        None if given else FLOAT64_ULPS,
+    )
     report = Report([], 0, show_schedule=show_schedule)
     try:
         proto_a = _load(a, "A")
