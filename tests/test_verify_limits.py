@@ -337,3 +337,35 @@ def test_a_reordered_float16_sum_passes(seed):
     report = verify.compare(a, b, seed=seed)
     assert report.status == verify.MATCH, report.table()
     assert report.rows[0].max_abs > 0  # the reordering shows (the test can fail)
+
+
+# 3. bfloat16 and float8 outputs are read as floats (through a Cast to float32
+# in copies of both models), in their type's ulps, -0.0 equal to +0.0.
+_NARROW = {"bfloat16": 16, "float8_e4m3fn": 17, "float8_e4m3fnuz": 18, "float8_e5m2": 19,
+           "float8_e5m2fnuz": 20}  # fmt: skip
+
+
+def _narrow_model(to: int, body: str) -> onnx.ModelProto:
+    text = onnx.helper.tensor_dtype_to_string(to).split(".")[-1].lower()
+    return parse(f"""<ir_version: 9, opset_import: ["" : 21]>
+    g (float[N] x) => ({text}[N] y) {{
+      {body}
+      y = Cast <to = {to}> (v) }}""")
+
+
+@pytest.mark.parametrize("name", list(_NARROW))
+def test_narrow_float_outputs_are_read_as_floats(name):
+    to = _NARROW[name]
+    a = _narrow_model(to, "v = Identity (x)")
+    zero_added = _narrow_model(to, "z = Constant <value = float {0.0}> ()\n v = Add (x, z)")
+    report = verify.compare(a, a)
+    assert report.status == verify.MATCH, report.table()
+    assert f"8 ulp ({name})" in report.table()
+    # -0.0 + 0.0 is +0.0: equal to -0.0
+    assert verify.compare(a, zero_added).status == verify.MATCH
+    scaled = _narrow_model(to, "k = Constant <value = float {1.5}> ()\n v = Mul (x, k)")
+    assert verify.compare(a, scaled).status == verify.MISMATCH  # float8: 1.5x is a bias
+    no_nan = _narrow_model(
+        to, "z = Constant <value = float {0.0}> ()\n n = IsNaN (x)\n v = Where (n, z, x)"
+    )
+    assert "NaN in" in verify.compare(a, no_nan).rows[0].problem

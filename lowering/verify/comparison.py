@@ -20,7 +20,7 @@ import onnx
 from lowering.options import check_extra
 from lowering.runtimes.sessions import open_session
 from lowering.verify.declared import blame_declarations, declaration_problems
-from lowering.verify.dtypes import ML_FLOATS
+from lowering.verify.dtypes import ML_FLOATS, read_as_floats
 from lowering.verify.inputs import feed_sets, synthesized_run
 from lowering.verify.npz import save_all, save_failing_run
 from lowering.verify.ports import Feeds, ModelLike, Port, model_ports, sequence_groups
@@ -114,8 +114,9 @@ def compare(
     except InputsError as error:
         report.input_error = str(error)
         return report
+    narrow_a = _narrow(a, proto_a)
     try:
-        session_a = _session(a, "A")
+        session_a = _session(narrow_a[0], "A")
     except CannotCompare as error:
         report.reason = str(error)
         return report
@@ -127,6 +128,7 @@ def compare(
     def run_a(feeds: Feeds) -> tuple[list | None, str | None, float]:
         nonlocal slowest_a
         outcome = _try_run(session_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
+        outcome = (_narrowed(outcome[0], narrow_a[1]), *outcome[1:])
         if outcome[1] is None:  # a run stopped at its limit says nothing of A's pace
             slowest_a = max(slowest_a, outcome[2])
         return outcome
@@ -137,8 +139,9 @@ def compare(
         limit = max(timeout, TIME_SCALE * slowest_a)
         elsewhere = run_elsewhere(runtime, b, inputs_b, sets, limit)
     elif broken_b is None:
+        narrow_b = _narrow(b, proto_b)
         try:
-            session_b = _session(b, "B")
+            session_b = _session(narrow_b[0], "B")
         except CannotCompare as error:
             broken_b = str(error)
     failing: Feeds | None = None
@@ -167,6 +170,7 @@ def compare(
         elif session_b is not None and error_a is None:
             limit = max(timeout, TIME_SCALE * seconds_a)
             results_b, error_b, _ = _try_run(session_b, feeds, "B", limit, seconds_a)
+            results_b = _narrowed(results_b, narrow_b[1])
         elif session_b is not None:  # A fails: B gets the floor
             results_b, error_b, _ = _try_run(session_b, feeds, "B", timeout)
         else:
@@ -274,6 +278,27 @@ def _load(model: ModelLike, label: str) -> onnx.ModelProto:
         raise CannotCompare(
             f"cannot read {label} ({os.fspath(model)}): {one_line(error)}"
         ) from error
+
+
+def _narrow(model: ModelLike, proto: onnx.ModelProto) -> tuple[ModelLike, dict[int, type]]:
+    """What onnxruntime loads for ``model``, and which outputs are narrow floats read
+    through a Cast to float32 (:func:`read_as_floats`). A model file with external
+    data is loaded as it is (its copy would lose the data's folder)."""
+    external = any(
+        init.data_location == onnx.TensorProto.EXTERNAL for init in proto.graph.initializer
+    )
+    copy = None if external and not isinstance(model, onnx.ModelProto) else read_as_floats(proto)
+    return (model, {}) if copy is None else copy
+
+
+def _narrowed(results: list | None, positions: dict[int, type]) -> list | None:
+    """The float32 outputs read through a Cast back in their narrow type (exact)."""
+    if results is None or not positions:
+        return results
+    return [
+        np.asarray(value).astype(positions[i]) if i in positions else value
+        for i, value in enumerate(results)
+    ]
 
 
 def _session(model: ModelLike, label: str):
