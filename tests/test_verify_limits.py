@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
+import lowering
 from lowering import cli, verify
 from tests.helpers import parse
 
@@ -369,3 +370,62 @@ def test_narrow_float_outputs_are_read_as_floats(name):
         to, "z = Constant <value = float {0.0}> ()\n n = IsNaN (x)\n v = Where (n, z, x)"
     )
     assert "NaN in" in verify.compare(a, no_nan).rows[0].problem
+
+
+# 4. Random models: A runs twice; outputs that differ are compared by structure
+# only, and the verdict is "could not compare", naming the random ops.
+_NOISY = """<ir_version: 8, opset_import: ["" : 17]>
+g (seq(float[N]) x, float[M] t) => (seq(float) y, float[M] z) {
+  y = SequenceMap <body = body (float[N] a) => (float[N] c) {
+    noise = RandomNormalLike <scale = 0.1> (a)
+    c = Add (a, noise)
+  }> (x)
+  two = Constant <value = float {2.0}> ()
+  z = Mul (t, two)
+}"""
+
+
+@pytest.mark.parametrize("strategy", ["loop", None])
+def test_a_random_model_and_its_lowering_could_not_be_compared(strategy):
+    original = parse(_NOISY)
+    lowered = lowering.lower(original, **({} if strategy is None else {"strategy": strategy}))
+    report = verify.compare(original, lowered, runs=6)
+    assert report.status == verify.COULD_NOT_COMPARE, report.table()
+    assert report.exit_code == 3
+    assert "'y' differ between two runs of A" in report.reason
+    assert "SequenceMap" in report.reason and "not by value" in report.table()
+    assert report.rows[1].random is None  # z is compared by value
+
+
+def test_a_random_output_of_another_structure_or_a_wrong_plain_one_is_a_mismatch():
+    original = parse(_NOISY)
+    longer = parse(
+        _NOISY.replace("c = Add (a, noise)", "d = Add (a, noise)\n c = Concat <axis = 0> (d, d)")
+    )
+    assert "shape" in verify.compare(original, longer, runs=4).rows[0].problem
+    wrong_z = parse(_NOISY.replace("float {2.0}", "float {3.0}"))
+    report = verify.compare(original, wrong_z, runs=4)
+    assert report.status == verify.MISMATCH and report.rows[1].problem
+
+
+@pytest.mark.parametrize("command", ["onnx-verify", "onnx-lower --verify"])
+def test_a_random_model_exits_3_through_both_clis(command, tmp_path, capsys):
+    source, out = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    onnx.save(parse(_NOISY), source)
+    if command == "onnx-verify":
+        onnx.save(lowering.lower(parse(_NOISY)), out)
+        code = verify.main([str(source), str(out), "--runs", "3"])
+    else:
+        code = cli.main([str(source), str(out), "--verify", "--runs", "3"])
+    assert code == 3
+    assert "differ between two runs of A" in capsys.readouterr().err
+
+
+def test_a_model_without_random_ops_runs_once():
+    from lowering.verify.randomness import has_random_ops
+
+    assert has_random_ops(parse(_NOISY))
+    assert not has_random_ops(parse(_KINDS_MODEL))
+
+
+_KINDS_MODEL = _HEAD + "g (float[N] x) => (float[N] y) { y = Abs (x) }"

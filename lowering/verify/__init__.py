@@ -17,7 +17,9 @@ A is the reference. The exit codes say who is to blame:
   run where A runs. A mismatch always wins over everything below.
 - 2: usage, or inputs that cannot be used (``--inputs`` unreadable, missing
   an input, or of a dtype that cannot be converted without changing values).
-- 3: no run could be compared, because A itself cannot be loaded or run.
+- 3: no run could be compared, because A itself cannot be loaded or run,
+  or an output of A is random (differs between two runs of A) and nothing
+  else differs.
 - 0: otherwise. Runs where A fails are listed with onnxruntime's reason and
   not counted: a rewrite that handles an input the original rejects (an
   empty sequence into ConcatFromSequence) is not wrong.
@@ -56,6 +58,7 @@ The package, one module per idea (each named after it):
 - :mod:`~lowering.verify.npz`: inputs files, read and written;
 - :mod:`~lowering.verify.dtypes`: the ml_dtypes tables;
 - :mod:`~lowering.verify.tolerance`: how close two values must be;
+- :mod:`~lowering.verify.randomness`: random ops, and outputs random in A;
 - :mod:`~lowering.verify.declared`: outputs against their declarations;
 - :mod:`~lowering.verify.runtime`: where B runs;
 - :mod:`~lowering.verify.comparison`: :func:`compare`, running A and B;

@@ -24,6 +24,7 @@ from lowering.verify.dtypes import ML_FLOATS, read_as_floats
 from lowering.verify.inputs import feed_sets, synthesized_run
 from lowering.verify.npz import save_all, save_failing_run
 from lowering.verify.ports import Feeds, ModelLike, Port, model_ports, sequence_groups
+from lowering.verify.randomness import has_random_ops, random_sources, same
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
 from lowering.verify.runs import fallbacks, schedule
 from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
@@ -147,6 +148,9 @@ def compare(
     failing: Feeds | None = None
     declared_notes: dict[str, str] = {}
     substantial: list[int] = []  # the compared runs whose inputs are not all empty
+    # a model with random ops runs twice: outputs that differ are compared by
+    # structure only, and the verdict is "could not compare"
+    twice = has_random_ops(proto_a) or (broken_b is None and has_random_ops(proto_b))
     specs = schedule(runs) if inputs is None else []
     for label, text, feeds in sets:
         record = RunRecord(label, text)
@@ -189,8 +193,15 @@ def compare(
             for row in report.rows:
                 row.fail(f"run {label}: {error_b}, where A runs")
         else:
-            for row, result_a, result_b in zip(report.rows, results_a, results_b, strict=False):
-                compare_value(row, result_a, result_b, tolerance, f"run {label}: {row.name}")
+            again = run_a(feeds)[0] if twice else None
+            for i, (row, result_a, result_b) in enumerate(
+                zip(report.rows, results_a, results_b, strict=False)
+            ):
+                random = again is not None and not same(result_a, again[i])
+                if random and row.random is None:
+                    row.random = random_sources(proto_a, i) if i < len(proto_a.graph.output) else []
+                where = f"run {label}: {row.name}"
+                compare_value(row, result_a, result_b, tolerance, where, structure_only=random)
             problems_a = declaration_problems(inputs_a, outputs_a, feeds, results_a)
             problems_b = declaration_problems(inputs_b, outputs_b, feeds, results_b)
             blame_declarations(report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
@@ -205,6 +216,15 @@ def compare(
             if failing is None:
                 report.failing_run, failing = label, feeds
     report.notes += declared_notes.values()
+    random_rows = [row for row in report.rows if row.random is not None]
+    if random_rows and report.runs:
+        names = ", ".join(repr(row.name) for row in random_rows)
+        ops = sorted({op for row in random_rows for op in row.random or []})
+        report.reason = (
+            f"output{'s' if len(random_rows) > 1 else ''} {names} differ between two runs of A "
+            f"on the same inputs (random: {', '.join(ops) or 'no random op found'}); "
+            "compared by dtype, shape and length only"
+        )
     if not report.runs:
         report.reason = (
             "A fails on every input set; no run could be compared" if sets else "no input sets"
