@@ -92,6 +92,7 @@ if TYPE_CHECKING:
         Port,
         model_ports,
         sequence_groups,
+        sequence_offsets,
         size_inputs,
     )
     from lowering.verify.report import (
@@ -133,6 +134,7 @@ _HOMES = {
     "Port": "lowering.verify.ports",
     "model_ports": "lowering.verify.ports",
     "sequence_groups": "lowering.verify.ports",
+    "sequence_offsets": "lowering.verify.ports",
     "size_inputs": "lowering.verify.ports",
     "BAD_INPUTS": "lowering.verify.report",
     "COULD_NOT_COMPARE": "lowering.verify.report",
@@ -204,6 +206,7 @@ __all__ = [
     "read_inputs",
     "schedule",
     "sequence_groups",
+    "sequence_offsets",
     "size_inputs",
     "summary",
     "synthesize",

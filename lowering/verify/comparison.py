@@ -23,7 +23,14 @@ from lowering.verify.declared import blame_declarations, declaration_problems
 from lowering.verify.dtypes import ML_FLOATS, read_as_floats
 from lowering.verify.inputs import feed_sets, synthesized_run
 from lowering.verify.npz import save_all, save_failing_run
-from lowering.verify.ports import Feeds, ModelLike, Port, model_ports, sequence_groups
+from lowering.verify.ports import (
+    Feeds,
+    ModelLike,
+    Port,
+    model_ports,
+    sequence_groups,
+    sequence_offsets,
+)
 from lowering.verify.randomness import has_random_ops, random_sources, same
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
 from lowering.verify.runs import fallbacks, schedule
@@ -108,8 +115,10 @@ def compare(
         inputs_a = [p for p in inputs_a if p.default is None]
         inputs_b = [p for p in inputs_b if p.default is None]
     try:
-        groups = sequence_groups(proto_a)
-        sets = feed_sets(inputs_a, inputs, runs, seed, dims, val_ranges, report.notes, groups)
+        groups, offsets = sequence_groups(proto_a), sequence_offsets(proto_a)
+        sets = feed_sets(
+            inputs_a, inputs, runs, seed, dims, val_ranges, report.notes, groups, offsets
+        )
         if save_inputs is not None:  # before running: a run that crashes still left them
             save_all(report, sets, os.fspath(save_inputs))
     except InputsError as error:
@@ -161,7 +170,7 @@ def compare(
             # input at a time put back to the plain one, so the others are drawn
             for other in fallbacks(specs[label]):
                 other_text, other_feeds = synthesized_run(
-                    inputs_a, other, seed + label, dims, val_ranges, groups
+                    inputs_a, other, seed + label, dims, val_ranges, groups, offsets
                 )
                 outcome = run_a(other_feeds)
                 if outcome[1] is None:

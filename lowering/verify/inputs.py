@@ -24,7 +24,7 @@ from lowering.verify.values import ValueRange, make_array
 
 
 def feed_sets(
-    ports, inputs, runs, seed, dims, val_ranges, notes, groups=None
+    ports, inputs, runs, seed, dims, val_ranges, notes, groups=None, offsets=None
 ) -> list[tuple[int, str, Feeds]]:
     """(label, description, feeds) for every run: read from an npz path or given
     as feed dicts (both conformed to the declared dtypes), or else synthesized
@@ -47,15 +47,18 @@ def feed_sets(
     ranges = dict(val_ranges or {})
     _check_ranges(ports, ranges)
     return [
-        (run, *synthesized_run(ports, spec, seed + run, dims, ranges, groups))
+        (run, *synthesized_run(ports, spec, seed + run, dims, ranges, groups, offsets))
         for run, spec in enumerate(schedule(runs))
     ]
 
 
-def synthesized_run(ports, spec: RunSpec, seed: int, dims, ranges, groups) -> tuple[str, Feeds]:
+def synthesized_run(
+    ports, spec: RunSpec, seed: int, dims, ranges, groups, offsets=None
+) -> tuple[str, Feeds]:
     """One run's description and feeds, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
     feeds, bound = synthesize(
-        ports, spec, np.random.default_rng(seed), dict(dims or {}), dict(ranges or {}), groups
+        ports, spec, rng, dict(dims or {}), dict(ranges or {}), groups, offsets
     )
     sizes = ", ".join(f"{name}={size}" for name, size in sorted(bound.items()))
     return spec.describe() + (f"; {sizes}" if sizes else ""), feeds
@@ -86,6 +89,7 @@ def synthesize(
     fixed: dict[str, int],
     ranges: Mapping[str | None, ValueRange] | None = None,
     groups: Mapping[str, int] | None = None,
+    offsets: Mapping[str, int] | None = None,
 ) -> tuple[Feeds, dict[str, int]]:
     """One run's feeds, and the size each shared symbolic dim took.
 
@@ -95,12 +99,15 @@ def synthesize(
     paired elements still fit together (SequenceMap needs that). Every
     sequence input has the run's length, except with ``spec.independent``:
     then sequences of another group (``groups``, from :func:`sequence_groups`:
-    sequences no map ties together) are longer by their group's number.
+    sequences no map ties together) are longer by their group's number
+    (shorter with ``spec.shorter``). ``offsets`` (:func:`sequence_offsets`)
+    lengthens a tied sequence that a map reads with an element inserted.
     An input that is also an initializer is left out (its default holds)
     unless ``spec.override``; an optional input is absent with ``spec.absent``.
     """
     ranges = ranges or {}
     groups = groups or {}
+    offsets = offsets or {}
     mode = spec.dims
     tensor_dims = {d for p in ports if not p.sequence for d in (p.dims or ()) if isinstance(d, str)}
     shared = dict(fixed)
@@ -112,9 +119,10 @@ def synthesize(
         shared[name] = dim_size(mode, rng)
 
     def length(port: Port) -> int:
+        extra = offsets.get(port.name, 0)
         if spec.shorter:
-            return max(0, spec.length - groups.get(port.name, 0))
-        return spec.length + (groups.get(port.name, 0) if spec.independent else 0)
+            return max(0, spec.length - groups.get(port.name, 0)) + extra
+        return spec.length + extra + (groups.get(port.name, 0) if spec.independent else 0)
 
     longest = max([spec.length, *(length(p) for p in ports if p.sequence)])
     # "same": one dims dict for every element index, so all elements share a shape
