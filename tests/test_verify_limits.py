@@ -484,3 +484,12 @@ def test_a_right_lowering_of_a_tied_map_matches(kind, seed):
     for record in report.records:
         absent = kind == "optional" and "optional inputs absent" in record.description
         assert record.outcome == ("not compared" if absent else "compared"), record.line()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_each_input_kind_is_caught_on_twenty_seeds(kind):
+    a, b = _models(kind)
+    for seed in range(100, 120):
+        report = verify.compare(a, b, seed=seed)
+        assert report.records[_RUN[kind]].outcome == "mismatch", (seed, report.table())
