@@ -493,3 +493,22 @@ def test_each_input_kind_is_caught_on_twenty_seeds(kind):
     for seed in range(100, 120):
         report = verify.compare(a, b, seed=seed)
         assert report.records[_RUN[kind]].outcome == "mismatch", (seed, report.table())
+
+
+def test_onnx_verify_imports_no_onnx_ir(tmp_path):
+    """onnx-verify imports what a run needs: onnx_ir (seconds on a loaded machine) is
+    not among it."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "a.onnx"
+    onnx.save(_models("huge")[0], path)
+    code = (
+        "import sys; from lowering.verify import main; "
+        f"code = main([{str(path)!r}, {str(path)!r}, '-q', '--runs', '2']); "
+        "print(code, 'onnx_ir' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == ["0", "False"]

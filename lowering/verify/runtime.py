@@ -15,7 +15,6 @@ from collections.abc import Sequence
 import onnx
 
 from lowering.extras import installed, missing
-from lowering.options import MissingExtraError
 from lowering.verify.ports import ModelLike, Port
 from lowering.verify.report import one_line
 
@@ -37,6 +36,8 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
     """What to install for ``who`` to run B in ``runtime``, if anything: onnxruntime
     (the ``verify`` extra), where A always runs, and ``runtime``'s package."""
     if missing("verify"):
+        from lowering.options import MissingExtraError  # imports onnx_ir: only here
+
         return str(MissingExtraError("verify", who))
     entry = VERIFY_RUNTIMES.get(runtime)
     if entry is None:
