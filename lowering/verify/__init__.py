@@ -17,7 +17,9 @@ A is the reference. The exit codes say who is to blame:
   run where A runs. A mismatch always wins over everything below.
 - 2: usage, or inputs that cannot be used (``--inputs`` unreadable, missing
   an input, or of a dtype that cannot be converted without changing values).
-- 3: no run could be compared, because A itself cannot be loaded or run.
+- 3: no run could be compared, because A itself cannot be loaded or run,
+  or an output of A is random (differs between two runs of A) and nothing
+  else differs.
 - 0: otherwise. Runs where A fails are listed with onnxruntime's reason and
   not counted: a rewrite that handles an input the original rejects (an
   empty sequence into ConcatFromSequence) is not wrong.
@@ -56,6 +58,7 @@ The package, one module per idea (each named after it):
 - :mod:`~lowering.verify.npz`: inputs files, read and written;
 - :mod:`~lowering.verify.dtypes`: the ml_dtypes tables;
 - :mod:`~lowering.verify.tolerance`: how close two values must be;
+- :mod:`~lowering.verify.randomness`: random ops, and outputs random in A;
 - :mod:`~lowering.verify.declared`: outputs against their declarations;
 - :mod:`~lowering.verify.runtime`: where B runs;
 - :mod:`~lowering.verify.comparison`: :func:`compare`, running A and B;
@@ -89,6 +92,7 @@ if TYPE_CHECKING:
         Port,
         model_ports,
         sequence_groups,
+        sequence_offsets,
         size_inputs,
     )
     from lowering.verify.report import (
@@ -130,6 +134,7 @@ _HOMES = {
     "Port": "lowering.verify.ports",
     "model_ports": "lowering.verify.ports",
     "sequence_groups": "lowering.verify.ports",
+    "sequence_offsets": "lowering.verify.ports",
     "size_inputs": "lowering.verify.ports",
     "BAD_INPUTS": "lowering.verify.report",
     "COULD_NOT_COMPARE": "lowering.verify.report",
@@ -201,6 +206,7 @@ __all__ = [
     "read_inputs",
     "schedule",
     "sequence_groups",
+    "sequence_offsets",
     "size_inputs",
     "summary",
     "synthesize",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowering.verify.report import BAD_INPUTS, MATCH, summary
 from lowering.verify.runs import DEFAULT_SCHEDULE
-from lowering.verify.settings import ATOL, RTOL, ULPS
+from lowering.verify.settings import ATOL, RTOL, TIME_SCALE, TIMEOUT, ULPS
 
 if TYPE_CHECKING:
     from lowering.verify.values import ValueRange
@@ -61,6 +61,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def _tolerance(text: str) -> float:
     try:
         value = float(text)
@@ -89,10 +99,14 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
     group.add_argument(
-        "--rtol", type=_tolerance, default=RTOL, help=f"float32/float64 (default {RTOL})"
+        "--rtol",
+        type=_tolerance,
+        help=f"float32 (default {RTOL}); given, float64 too (default: 2**24 ulp)",
     )
     group.add_argument(
-        "--atol", type=_tolerance, default=ATOL, help=f"float32/float64 (default {ATOL})"
+        "--atol",
+        type=_tolerance,
+        help=f"float32 (default {ATOL}); given, float64 too (default: 2**24 ulp)",
     )
     group.add_argument(
         "--ulps",
@@ -119,6 +133,15 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "in [LO, HI] (repeatable)",
     )
     group.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=TIMEOUT,
+        metavar="SECONDS",
+        help=f"the least time one run of a model is given (default {TIMEOUT:g}); a run of B "
+        f"gets {TIME_SCALE} times A's time on the same inputs when that is more, and "
+        "past its limit it is stopped and a mismatch",
+    )
+    group.add_argument(
         "--save-inputs",
         metavar="FILE.npz",
         help="write every run's inputs to FILE.npz, for --inputs",
@@ -142,6 +165,7 @@ def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "save_failing": True,
         "show_schedule": bool(getattr(args, "verbose", False)),
         "runtime": verify_runtime(getattr(args, "runtime", None)),
+        "timeout": args.timeout,
     }
 
 

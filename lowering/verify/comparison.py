@@ -9,22 +9,33 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
-from lowering.options import check_extra
 from lowering.runtimes.sessions import open_session
 from lowering.verify.declared import blame_declarations, declaration_problems
-from lowering.verify.dtypes import ML_FLOATS
-from lowering.verify.inputs import feed_sets
+from lowering.verify.dtypes import ML_FLOATS, read_as_floats
+from lowering.verify.inputs import feed_sets, synthesized_run
 from lowering.verify.npz import save_all, save_failing_run
-from lowering.verify.ports import Feeds, ModelLike, Port, model_ports, sequence_groups
+from lowering.verify.ports import (
+    Feeds,
+    ModelLike,
+    Port,
+    model_ports,
+    sequence_groups,
+    sequence_offsets,
+)
+from lowering.verify.randomness import has_random_ops, random_sources, same
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
+from lowering.verify.runs import fallbacks, schedule
 from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
-from lowering.verify.tolerance import ATOL, RTOL, ULPS, Tolerance, compare_value
+from lowering.verify.settings import TIME_SCALE, TIMEOUT
+from lowering.verify.tolerance import ATOL, FLOAT64_ULPS, RTOL, ULPS, Tolerance, compare_value
 from lowering.verify.values import ValueRange
 
 
@@ -35,8 +46,8 @@ def compare(
     inputs: Mapping[str, object] | Sequence[Mapping[str, object]] | str | os.PathLike | None = None,
     runs: int | None = None,
     seed: int = 0,
-    rtol: float = RTOL,
-    atol: float = ATOL,
+    rtol: float | None = None,
+    atol: float | None = None,
     ulps: int = ULPS,
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str | None, ValueRange] | None = None,
@@ -44,6 +55,7 @@ def compare(
     save_failing: bool = False,
     show_schedule: bool = False,
     runtime: str = "onnxruntime",
+    timeout: float = TIMEOUT,
 ) -> Report:
     """Run ``a`` (the reference) and ``b`` in onnxruntime on the same inputs; compare.
 
@@ -55,17 +67,38 @@ def compare(
     ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
+    ``rtol``/``atol`` hold float32 (default :data:`RTOL`, :data:`ATOL`); float64
+    has its own default (:data:`FLOAT64_ULPS`), and both when either is given.
+    ``timeout`` (seconds) is the least time one run is given: a run of B gets
+    :data:`TIME_SCALE` times A's own time on the same inputs when that is
+    more, a run of A that many times its slowest finished run so far. A run past its
+    limit is stopped (onnxruntime's ``RunOptions.terminate``): B past it where
+    A finished is a mismatch, A past it a run A fails.
     Needs the ``verify`` extra (onnxruntime): raises
     :class:`~lowering.options.MissingExtraError` without it.
     """
-    check_extra("verify", "lowering.verify.compare")
+    from lowering.extras import missing
+
+    if missing("verify"):  # lowering.options imports onnx_ir, which a comparison does not need
+        from lowering.options import check_extra
+
+        check_extra("verify", "lowering.verify.compare")
     if runtime not in VERIFY_RUNTIMES:
         raise ValueError(f"runtime must be one of {', '.join(VERIFY_RUNTIMES)}, not {runtime!r}")
     if inputs is not None and runs is not None:
         raise ValueError("give inputs or runs, not both")
     if runs is not None and runs < 1:
         raise ValueError("runs must be at least 1")
-    tolerance = Tolerance(rtol, atol, ulps)
+    if not timeout > 0:
+        raise ValueError(f"timeout must be more than 0 seconds, not {timeout!r}")
+    # float64 has its own ulps, unless rtol or atol is given (then both types use them)
+    given = rtol is not None or atol is not None
+    tolerance = Tolerance(
+        RTOL if rtol is None else rtol,
+        ATOL if atol is None else atol,
+        ulps,
+        None if given else FLOAT64_ULPS,
+    )
     report = Report([], 0, show_schedule=show_schedule)
     try:
         proto_a = _load(a, "A")
@@ -86,38 +119,77 @@ def compare(
         inputs_a = [p for p in inputs_a if p.default is None]
         inputs_b = [p for p in inputs_b if p.default is None]
     try:
-        groups = sequence_groups(proto_a)
-        sets = feed_sets(inputs_a, inputs, runs, seed, dims, val_ranges, report.notes, groups)
+        groups, offsets = sequence_groups(proto_a), sequence_offsets(proto_a)
+        sets = feed_sets(
+            inputs_a, inputs, runs, seed, dims, val_ranges, report.notes, groups, offsets
+        )
         if save_inputs is not None:  # before running: a run that crashes still left them
             save_all(report, sets, os.fspath(save_inputs))
     except InputsError as error:
         report.input_error = str(error)
         return report
+    narrow_a = _narrow(a, proto_a)
     try:
-        session_a = _session(a, "A")
+        session_a = _session(narrow_a[0], "A")
     except CannotCompare as error:
         report.reason = str(error)
         return report
     session_b = None
     elsewhere: dict[int, tuple[list | None, str | None]] = {}
+    slowest_a = 0.0  # A's slowest run so far, in seconds
+    ran_a: dict[int, tuple[list | None, str | None, float]] = {}
+
+    def run_a(feeds: Feeds) -> tuple[list | None, str | None, float]:
+        nonlocal slowest_a
+        outcome = _try_run(session_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
+        outcome = (_narrowed(outcome[0], narrow_a[1]), *outcome[1:])
+        if outcome[1] is None:  # a run stopped at its limit says nothing of A's pace
+            slowest_a = max(slowest_a, outcome[2])
+        return outcome
+
     if broken_b is None and runtime != "onnxruntime":
-        elsewhere = run_elsewhere(runtime, b, inputs_b, sets)
+        # A first: B's child process is given A's slowest time, scaled
+        ran_a = {label: run_a(feeds) for label, _, feeds in sets}
+        limit = max(timeout, TIME_SCALE * slowest_a)
+        elsewhere = run_elsewhere(runtime, b, inputs_b, sets, limit)
     elif broken_b is None:
+        narrow_b = _narrow(b, proto_b)
         try:
-            session_b = _session(b, "B")
+            session_b = _session(narrow_b[0], "B")
         except CannotCompare as error:
             broken_b = str(error)
     failing: Feeds | None = None
     declared_notes: dict[str, str] = {}
     substantial: list[int] = []  # the compared runs whose inputs are not all empty
+    # a model with random ops runs twice: outputs that differ are compared by
+    # structure only, and the verdict is "could not compare"
+    twice = has_random_ops(proto_a) or (broken_b is None and has_random_ops(proto_b))
+    specs = schedule(runs) if inputs is None else []
     for label, text, feeds in sets:
         record = RunRecord(label, text)
         report.records.append(record)
-        results_a, error_a = _try_run(session_a, feeds, "A")
+        results_a, error_a, seconds_a = ran_a.pop(label) if label in ran_a else run_a(feeds)
+        if error_a and specs and not elsewhere:
+            # A rejects this run's inputs: try the run again with one kind of
+            # input at a time put back to the plain one, so the others are drawn
+            for other in fallbacks(specs[label]):
+                other_text, other_feeds = synthesized_run(
+                    inputs_a, other, seed + label, dims, val_ranges, groups, offsets
+                )
+                outcome = run_a(other_feeds)
+                if outcome[1] is None:
+                    results_a, error_a, seconds_a = outcome
+                    feeds = other_feeds
+                    record.description = f"{other_text}; A rejected {text}"
+                    break
         if label in elsewhere:
             results_b, error_b = elsewhere[label]
-        elif session_b is not None:
-            results_b, error_b = _try_run(session_b, feeds, "B")
+        elif session_b is not None and error_a is None:
+            limit = max(timeout, TIME_SCALE * seconds_a)
+            results_b, error_b, _ = _try_run(session_b, feeds, "B", limit, seconds_a)
+            results_b = _narrowed(results_b, narrow_b[1])
+        elif session_b is not None:  # A fails: B gets the floor
+            results_b, error_b, _ = _try_run(session_b, feeds, "B", timeout)
         else:
             results_b, error_b = None, broken_b
         if error_a:
@@ -134,8 +206,15 @@ def compare(
             for row in report.rows:
                 row.fail(f"run {label}: {error_b}, where A runs")
         else:
-            for row, result_a, result_b in zip(report.rows, results_a, results_b, strict=False):
-                compare_value(row, result_a, result_b, tolerance, f"run {label}: {row.name}")
+            again = run_a(feeds)[0] if twice else None
+            for i, (row, result_a, result_b) in enumerate(
+                zip(report.rows, results_a, results_b, strict=False)
+            ):
+                random = again is not None and not same(result_a, again[i])
+                if random and row.random is None:
+                    row.random = random_sources(proto_a, i) if i < len(proto_a.graph.output) else []
+                where = f"run {label}: {row.name}"
+                compare_value(row, result_a, result_b, tolerance, where, structure_only=random)
             problems_a = declaration_problems(inputs_a, outputs_a, feeds, results_a)
             problems_b = declaration_problems(inputs_b, outputs_b, feeds, results_b)
             blame_declarations(report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
@@ -150,6 +229,15 @@ def compare(
             if failing is None:
                 report.failing_run, failing = label, feeds
     report.notes += declared_notes.values()
+    random_rows = [row for row in report.rows if row.random is not None]
+    if random_rows and report.runs:
+        names = ", ".join(repr(row.name) for row in random_rows)
+        ops = sorted({op for row in random_rows for op in row.random or []})
+        report.reason = (
+            f"output{'s' if len(random_rows) > 1 else ''} {names} differ between two runs of A "
+            f"on the same inputs (random: {', '.join(ops) or 'no random op found'}); "
+            "compared by dtype, shape and length only"
+        )
     if not report.runs:
         report.reason = (
             "A fails on every input set; no run could be compared" if sets else "no input sets"
@@ -225,6 +313,27 @@ def _load(model: ModelLike, label: str) -> onnx.ModelProto:
         ) from error
 
 
+def _narrow(model: ModelLike, proto: onnx.ModelProto) -> tuple[ModelLike, dict[int, type]]:
+    """What onnxruntime loads for ``model``, and which outputs are narrow floats read
+    through a Cast to float32 (:func:`read_as_floats`). A model file with external
+    data is loaded as it is (its copy would lose the data's folder)."""
+    external = any(
+        init.data_location == onnx.TensorProto.EXTERNAL for init in proto.graph.initializer
+    )
+    copy = None if external and not isinstance(model, onnx.ModelProto) else read_as_floats(proto)
+    return (model, {}) if copy is None else copy
+
+
+def _narrowed(results: list | None, positions: dict[int, type]) -> list | None:
+    """The float32 outputs read through a Cast back in their narrow type (exact)."""
+    if results is None or not positions:
+        return results
+    return [
+        np.asarray(value).astype(positions[i]) if i in positions else value
+        for i, value in enumerate(results)
+    ]
+
+
 def _session(model: ModelLike, label: str):
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else os.fspath(model)
     try:
@@ -233,16 +342,37 @@ def _session(model: ModelLike, label: str):
         raise CannotCompare(f"onnxruntime cannot load {label}: {one_line(error)}") from error
 
 
-def _try_run(session, feeds: Feeds, label: str):
-    """The outputs, or None and why onnxruntime could not run ``label``."""
+def _try_run(
+    session, feeds: Feeds, label: str, limit: float, took_a: float | None = None
+) -> tuple[list | None, str | None, float]:
+    """The outputs, or None and why onnxruntime could not run ``label``, and the
+    seconds the run took. A run past ``limit`` seconds is stopped from a timer
+    thread through ``RunOptions.terminate`` (checked between nodes, in Loop and
+    Scan bodies too); ``took_a``: A's time on the same inputs, for the message."""
     import onnxruntime as ort
 
     options = ort.RunOptions()
     options.log_severity_level = 4
+    stopped = threading.Event()
+
+    def stop() -> None:
+        stopped.set()
+        options.terminate = True
+
+    timer = threading.Timer(limit, stop)
+    timer.daemon = True
+    start = time.perf_counter()
+    timer.start()
     try:
-        return session.run(None, _ort_feeds(feeds), options), None
+        return session.run(None, _ort_feeds(feeds), options), None, time.perf_counter() - start
     except Exception as error:  # noqa: BLE001 -- onnxruntime raises many kinds
-        return None, f"onnxruntime cannot run {label}: {one_line(error)}"
+        seconds = time.perf_counter() - start
+        if stopped.is_set():
+            where = f"; A took {took_a:.3g} s" if took_a is not None else ""
+            return None, f"{label} ran past its time limit of {limit:.3g} s{where}", seconds
+        return None, f"onnxruntime cannot run {label}: {one_line(error)}", seconds
+    finally:
+        timer.cancel()
 
 
 def _ort_feeds(feeds: Feeds) -> Feeds:

@@ -24,7 +24,7 @@ from lowering.verify.values import ValueRange, make_array
 
 
 def feed_sets(
-    ports, inputs, runs, seed, dims, val_ranges, notes, groups=None
+    ports, inputs, runs, seed, dims, val_ranges, notes, groups=None, offsets=None
 ) -> list[tuple[int, str, Feeds]]:
     """(label, description, feeds) for every run: read from an npz path or given
     as feed dicts (both conformed to the declared dtypes), or else synthesized
@@ -46,14 +46,22 @@ def feed_sets(
         ]
     ranges = dict(val_ranges or {})
     _check_ranges(ports, ranges)
-    sets = []
-    for run, spec in enumerate(schedule(runs)):
-        feeds, bound = synthesize(
-            ports, spec, np.random.default_rng(seed + run), dict(dims or {}), ranges, groups
-        )
-        sizes = ", ".join(f"{name}={size}" for name, size in sorted(bound.items()))
-        sets.append((run, spec.describe() + (f"; {sizes}" if sizes else ""), feeds))
-    return sets
+    return [
+        (run, *synthesized_run(ports, spec, seed + run, dims, ranges, groups, offsets))
+        for run, spec in enumerate(schedule(runs))
+    ]
+
+
+def synthesized_run(
+    ports, spec: RunSpec, seed: int, dims, ranges, groups, offsets=None
+) -> tuple[str, Feeds]:
+    """One run's description and feeds, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    feeds, bound = synthesize(
+        ports, spec, rng, dict(dims or {}), dict(ranges or {}), groups, offsets
+    )
+    sizes = ", ".join(f"{name}={size}" for name, size in sorted(bound.items()))
+    return spec.describe() + (f"; {sizes}" if sizes else ""), feeds
 
 
 def _check_ranges(ports: Sequence[Port], ranges: dict) -> None:
@@ -81,6 +89,7 @@ def synthesize(
     fixed: dict[str, int],
     ranges: Mapping[str | None, ValueRange] | None = None,
     groups: Mapping[str, int] | None = None,
+    offsets: Mapping[str, int] | None = None,
 ) -> tuple[Feeds, dict[str, int]]:
     """One run's feeds, and the size each shared symbolic dim took.
 
@@ -90,22 +99,35 @@ def synthesize(
     paired elements still fit together (SequenceMap needs that). Every
     sequence input has the run's length, except with ``spec.independent``:
     then sequences of another group (``groups``, from :func:`sequence_groups`:
-    sequences no map ties together) are longer by their group's number.
+    sequences no map ties together) are longer by their group's number
+    (shorter with ``spec.shorter``). ``offsets`` (:func:`sequence_offsets`)
+    lengthens a tied sequence that a map reads with an element inserted.
     An input that is also an initializer is left out (its default holds)
     unless ``spec.override``; an optional input is absent with ``spec.absent``.
     """
     ranges = ranges or {}
     groups = groups or {}
+    offsets = offsets or {}
+    mode = spec.dims
     tensor_dims = {d for p in ports if not p.sequence for d in (p.dims or ()) if isinstance(d, str)}
     shared = dict(fixed)
+    if mode == "wide":  # shape by shape: one wide dim in each
+        for port in ports:
+            if not port.sequence and port.dims is not None:
+                _shape(port.dims, shared, mode, rng)
     for name in sorted(tensor_dims - set(shared)):
-        shared[name] = dim_size(spec.dims, rng)
+        shared[name] = dim_size(mode, rng)
 
     def length(port: Port) -> int:
-        return spec.length + (groups.get(port.name, 0) if spec.independent else 0)
+        extra = offsets.get(port.name, 0)
+        if spec.shorter:
+            return max(0, spec.length - groups.get(port.name, 0)) + extra
+        return spec.length + extra + (groups.get(port.name, 0) if spec.independent else 0)
 
     longest = max([spec.length, *(length(p) for p in ports if p.sequence)])
-    per_element = [dict(shared) for _ in range(longest)]
+    # "same": one dims dict for every element index, so all elements share a shape
+    one = dict(shared)
+    per_element = [one if mode == "same" else dict(shared) for _ in range(longest)]
     feeds: Feeds = {}
     for port in ports:
         if port.default is not None and (port.count or not spec.override):
@@ -115,29 +137,42 @@ def synthesize(
             continue
         value_range = ranges.get(port.name, ranges.get(None)) if _numeric(port.dtype) else None
         if port.sequence:
+            fixed_shape = _shape(port.dims, one, mode, rng) if mode == "same" else None
             feeds[port.name] = [
-                make_array(port, _shape(port.dims, per_element[i], spec.dims, rng), spec.values, value_range, rng)
+                make_array(port, fixed_shape or _shape(port.dims, per_element[i], mode, rng),
+                           spec.values, value_range, rng, index=i)
                 for i in range(length(port))
             ]  # fmt: skip
         else:
-            shape = _shape(port.dims, shared, spec.dims, rng)
+            shape = _shape(port.dims, shared, mode, rng)
             feeds[port.name] = make_array(port, shape, spec.values, value_range, rng)
     return feeds, {name: shared[name] for name in sorted(tensor_dims | set(fixed))}
 
 
 def _shape(dims, bound: dict[str, int], mode: str, rng) -> tuple[int, ...]:
+    """A shape for declared ``dims``; an unknown rank is 0..2 (3 or 4 in modes rank3
+    and rank4). In mode "wide" the first dim drawn in a shape that has no dim
+    above 64 yet is 65..130, the others 1..2: one wide dim, cheaply."""
     if dims is None:
-        return tuple(dim_size(mode, rng) for _ in range(int(rng.integers(0, 3))))
+        rank = {"rank3": 3, "rank4": 4}.get(mode, int(rng.integers(0, 3)))
+        dims = (None,) * rank
+    has_wide = any(
+        (d if isinstance(d, int) else bound.get(d, 0) if isinstance(d, str) else 0) > 64
+        for d in dims
+    )
     shape = []
     for dim in dims:
         if isinstance(dim, int):
             shape.append(dim)
-        elif isinstance(dim, str):
-            if dim not in bound:
-                bound[dim] = dim_size(mode, rng)
+            continue
+        if isinstance(dim, str) and dim in bound:
             shape.append(bound[dim])
-        else:
-            shape.append(dim_size(mode, rng))
+            continue
+        size = dim_size(mode, rng, wide=not has_wide)
+        has_wide = has_wide or size > 64
+        if isinstance(dim, str):
+            bound[dim] = size
+        shape.append(size)
     return tuple(shape)
 
 

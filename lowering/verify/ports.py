@@ -208,39 +208,95 @@ def _pass_on(name: str) -> onnx.NodeProto:
 
 def sequence_groups(model: onnx.ModelProto) -> dict[str, int]:
     """The sequence inputs, numbered by group: sequences read by one map, at any
-    depth (or derived from such: a map's output has its first input's length),
-    share a group and must have one length; the others may differ."""
+    depth (or derived from such), share a group and must have lengths that fit
+    together (:func:`sequence_offsets`); the others may differ."""
+    return _ties(model)[0]
+
+
+def sequence_offsets(model: onnx.ModelProto) -> dict[str, int]:
+    """How much longer than its group's shortest each sequence input must be: 0,
+    but 1 for a z whose SequenceInsert(z, t) one map reads beside an x."""
+    return _ties(model)[1]
+
+
+def _ties(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, int]]:
+    """Which sequence inputs one map ties, and their lengths' offsets. A value
+    follows an input (with a length offset) through Identity, Optional and
+    OptionalGetElement, SequenceInsert (+1) and SequenceErase (-1), a map's
+    outputs (its first input's length), an If whose branches agree, and a
+    Loop's carried value that its body hands on as it is."""
     inputs = [
         info.name
         for info in model.graph.input
         if info.type.WhichOneof("value") in ("sequence_type", "optional_type")
     ]
-    root: dict[str, str] = {name: name for name in inputs}
+    # len(name) = len(parent) + delta
+    parent: dict[str, tuple[str, int]] = {name: (name, 0) for name in inputs}
 
-    def find(name: str) -> str:
-        while root[name] != name:
-            name = root[name]
-        return name
+    def find(name: str) -> tuple[str, int]:
+        """The root of ``name``'s group, and len(name) - len(root)."""
+        total = 0
+        while parent[name][0] != name:
+            up, delta = parent[name]
+            total += delta
+            name = up
+        return name, total
 
-    source: dict[str, str] = {name: name for name in inputs}  # value -> the input it follows
+    # value -> (the input it follows, len(value) - len(input))
+    source: dict[str, tuple[str, int]] = {name: (name, 0) for name in inputs}
+
+    def tie(first: tuple[str, int], other: tuple[str, int]) -> None:
+        (root_a, to_a), (root_b, to_b) = find(first[0]), find(other[0])
+        if root_a != root_b:  # len(a) + first[1] == len(b) + other[1]
+            parent[root_b] = (root_a, to_a + first[1] - to_b - other[1])
+
+    def follow(value: str, new: str, delta: int = 0) -> None:
+        if value in source and new:
+            origin, offset = source[value]
+            source[new] = (origin, offset + delta)
 
     def visit(nodes) -> None:
         for node in nodes:
-            if node.op_type == "SequenceMap":
-                tied = [source[n] for n in node.input if n in source]
-                for other in tied[1:]:
-                    root[find(other)] = find(tied[0])
-                if node.input and node.input[0] in source:
-                    for output in node.output:
-                        source[output] = source[node.input[0]]
-            elif node.op_type == "Identity" and node.input and node.input[0] in source:
-                source[node.output[0]] = source[node.input[0]]
+            graphs = {a.name: a.g for a in node.attribute if a.HasField("g")}
+            if node.op_type == "Loop" and "body" in graphs:
+                body = graphs["body"]
+                for outer, inner in zip(node.input[2:], body.input[2:], strict=False):
+                    follow(outer, inner.name)
             for attr in node.attribute:
                 for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
                     visit(graph.node)
+            first = node.input[0] if node.input else ""
+            if node.op_type == "SequenceMap":
+                tied = [source[n] for n in node.input if n in source]
+                for other in tied[1:]:
+                    tie(tied[0], other)
+                for output in node.output:
+                    follow(first, output)
+            elif node.op_type in ("Identity", "Optional", "OptionalGetElement"):
+                follow(first, node.output[0])
+            elif node.op_type == "SequenceInsert":
+                follow(first, node.output[0], 1)
+            elif node.op_type == "SequenceErase":
+                follow(first, node.output[0], -1)
+            elif node.op_type == "If" and {"then_branch", "else_branch"} <= set(graphs):
+                then, other = graphs["then_branch"], graphs["else_branch"]
+                for output, a, b in zip(node.output, then.output, other.output, strict=False):
+                    if a.name in source and source.get(b.name, source[a.name]) == source[a.name]:
+                        follow(a.name, output)
+            elif node.op_type == "Loop" and "body" in graphs:
+                body = graphs["body"]
+                carried = zip(node.output, node.input[2:], body.output[1:], strict=False)
+                for output, initial, handed in carried:
+                    if initial in source and source.get(handed.name) == source[initial]:
+                        follow(initial, output)
 
     visit(model.graph.node)
     for function in model.functions:
         visit(function.node)
     numbers: dict[str, int] = {}
-    return {name: numbers.setdefault(find(name), len(numbers)) for name in inputs}
+    groups = {name: numbers.setdefault(find(name)[0], len(numbers)) for name in inputs}
+    offsets = {name: find(name)[1] for name in inputs}
+    lowest: dict[int, int] = {}
+    for name in inputs:
+        lowest[groups[name]] = min(lowest.get(groups[name], 0), offsets[name])
+    return groups, {name: offsets[name] - lowest[groups[name]] for name in inputs}

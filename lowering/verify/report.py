@@ -44,10 +44,17 @@ class Row:
     problem: str | None = None
     failures: int = 0
     tolerance: str = ""  # the float tolerance its values were held to ("" if none)
+    #: the random ops that reach it, when it differed between two runs of A
+    #: (then compared by dtype, shape and length only)
+    random: list[str] | None = None
 
     @property
     def verdict(self) -> str:
-        return "ok" if self.problem is None else f"MISMATCH: {self.problem}"
+        if self.problem is not None:
+            return f"MISMATCH: {self.problem}"
+        if self.random is not None:
+            return f"not by value: random in A ({', '.join(self.random) or 'no random op found'})"
+        return "ok"
 
     def fail(self, problem: str) -> None:
         self.failures += 1

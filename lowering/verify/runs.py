@@ -22,6 +22,13 @@ DIM_MODES = {
     "zero": "dims 0",
     "primes": "prime dims",  # 2, 3, 5, 7, 11, 13
     "eights": "dims 8k",  # 8, 16, 24, 32: heads, tiles, vector widths
+    # an element of unknown rank has rank 3 (4), every dim 2..4
+    "rank3": "rank 3 where unknown, dims 2..4",
+    "rank4": "rank 4 where unknown, dims 2..4",
+    # one dim of each shape 65..130 (past 64 and int8), the rest 1..2
+    "wide": "one dim 65..130",
+    # the elements of a sequence all have one shape, dims 2..4
+    "same": "elements of one shape, dims 2..4",
 }
 PRIMES = (2, 3, 5, 7, 11, 13)
 EIGHTS = (8, 16, 24, 32)
@@ -32,6 +39,16 @@ VALUE_MODES = {
     # int16 and near the type's limits (counts and sizes: 100..999)
     "large": "large values",
     "special": "NaN and +-inf",  # among normal values; ints min, max, 0, +-1
+    # floats past 1e6 up to a tenth of the type's max (float16: its top binade)
+    "huge": "huge values",
+    # subnormals: most near the smallest normal (1/x finite), some a few ulps
+    "tiny": "subnormal values",
+    # a large mean and a spread of 1 (float32 2**14..; a one-pass variance cancels)
+    "offset": "large mean, small spread",
+    # floats at exact ties +-0.5, +-1.5, ...; strings that differ in case or spaces
+    "ties": "ties at k + 0.5, strings in other case",
+    # a whole element (a whole tensor) of -inf, NaN in every third element
+    "masked": "whole elements of -inf or NaN",
 }
 
 
@@ -44,7 +61,8 @@ class RunSpec:
       (a rewrite must never fold them into constants);
     - ``absent``: optional inputs are fed as absent (present otherwise);
     - ``independent``: sequence inputs that no map ties together get lengths
-      of their own (the first keeps ``length``).
+      of their own (the first keeps ``length``, the others are longer);
+    - ``shorter``: the same, shorter than the first.
     """
 
     length: int
@@ -53,6 +71,7 @@ class RunSpec:
     override: bool = False
     absent: bool = False
     independent: bool = False
+    shorter: bool = False
 
     def describe(self) -> str:
         text = f"length {self.length}, {DIM_MODES[self.dims]}, {VALUE_MODES[self.values]}"
@@ -62,6 +81,7 @@ class RunSpec:
                 (self.override, "initializers overridden"),
                 (self.absent, "optional inputs absent"),
                 (self.independent, "untied sequences of their own lengths"),
+                (self.shorter, "untied sequences shorter"),
             )
             if flag
         ]
@@ -96,6 +116,15 @@ DEFAULT_SCHEDULE: tuple[RunSpec, ...] = (
     RunSpec(33, "ones", "large"),
     RunSpec(3, "eights", "large", independent=True),
     RunSpec(2, "zero", "special", override=True),
+    # issue 35: the values and shapes the runs above never drew
+    RunSpec(2, "random", "huge"),
+    RunSpec(3, "large", "tiny"),
+    RunSpec(2, "large", "offset"),
+    RunSpec(3, "rank3", "ties"),
+    RunSpec(3, "rank4", "masked"),
+    RunSpec(2, "wide"),
+    RunSpec(130, "ones"),
+    RunSpec(9, "same", shorter=True),
 )
 
 
@@ -109,7 +138,34 @@ def schedule(runs: int | None = None) -> list[RunSpec]:
     return [DEFAULT_SCHEDULE[i % len(DEFAULT_SCHEDULE)] for i in range(count)]
 
 
-def dim_size(mode: str, rng: np.random.Generator) -> int:
+#: When a run's inputs make A fail, the same run is tried again with these
+#: changes, in order (each keeping the rest of the run: its length, the
+#: other mode), so that one kind of input the model rejects does not hide
+#: the other the run draws. A length A rejects is not changed: that run is
+#: skipped.
+FALLBACKS: tuple[dict[str, object], ...] = (
+    {"values": "normal"},
+    {"dims": "random"},
+    {"values": "normal", "dims": "random"},
+)
+
+
+def fallbacks(spec: RunSpec) -> list[RunSpec]:
+    """The runs to try, in order, when A rejects ``spec``'s inputs."""
+    tried = [spec]
+    for change in FALLBACKS:
+        other = dataclasses.replace(spec, **change)  # type: ignore[arg-type]
+        if other not in tried:
+            tried.append(other)
+    return tried[1:]
+
+
+def dim_size(mode: str, rng: np.random.Generator, wide: bool = False) -> int:
+    """One dim; in mode "wide", ``wide`` says whether this dim is one of the wide ones."""
+    if mode == "wide":
+        return int(rng.integers(65, 131)) if wide else int(rng.integers(1, 3))
+    if mode in ("rank3", "rank4", "same"):
+        return int(rng.integers(2, 5))
     if mode == "ones":
         return 1
     if mode == "zero":

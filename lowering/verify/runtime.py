@@ -15,7 +15,6 @@ from collections.abc import Sequence
 import onnx
 
 from lowering.extras import installed, missing
-from lowering.options import MissingExtraError
 from lowering.verify.ports import ModelLike, Port
 from lowering.verify.report import one_line
 
@@ -37,6 +36,8 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
     """What to install for ``who`` to run B in ``runtime``, if anything: onnxruntime
     (the ``verify`` extra), where A always runs, and ``runtime``'s package."""
     if missing("verify"):
+        from lowering.options import MissingExtraError  # imports onnx_ir: only here
+
         return str(MissingExtraError("verify", who))
     entry = VERIFY_RUNTIMES.get(runtime)
     if entry is None:
@@ -53,9 +54,10 @@ def verify_runtime(runtime: str | None) -> str:
 
 
 def run_elsewhere(
-    runtime: str, b: ModelLike, ports: Sequence[Port], feed_sets
+    runtime: str, b: ModelLike, ports: Sequence[Port], feed_sets, timeout: float
 ) -> dict[int, tuple[list | None, str | None]]:
-    """B's outputs (or why it failed) on every run, in ``runtime``'s own child process."""
+    """B's outputs (or why it failed) on every run, in ``runtime``'s own child
+    process, each run given ``timeout`` seconds (a child that hangs is restarted)."""
     from lowering.runtimes.runners import run_many
 
     entry = VERIFY_RUNTIMES[runtime]
@@ -77,7 +79,7 @@ def run_elsewhere(
                 continue
             jobs.append((pathlib.Path(path), values))
             labels.append(label)
-        for label, result in zip(labels, run_many(name, jobs), strict=True):
+        for label, result in zip(labels, run_many(name, jobs, timeout), strict=True):
             if isinstance(result, Exception):
                 outcomes[label] = (None, f"{name} cannot run B: {one_line(result)}")
             else:

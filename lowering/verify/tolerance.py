@@ -14,16 +14,20 @@ import numpy as np
 
 from lowering.verify.dtypes import ML_FLOATS
 from lowering.verify.report import Row
-from lowering.verify.settings import ATOL, RTOL, ULPS
+from lowering.verify.settings import ATOL, BIAS_MIN, BIAS_SHARE, FLOAT64_ULPS, RTOL, ULPS
 
 __all__ = [  # the defaults are re-exported from lowering.verify.settings
     "ATOL",
+    "FLOAT64_ULPS",
     "NARROW_FLOATS",
     "RTOL",
     "ULPS",
     "Tolerance",
     "compare_value",
 ]
+
+#: Mantissa bits of float32 and float64 (for ulps and the bias check).
+WIDE_FLOATS: dict[str, int] = {"float32": 23, "complex64": 23, "float64": 52, "complex128": 52}
 
 #: Floating types narrower than float32, and their mantissa bits.
 NARROW_FLOATS: dict[str, int] = {
@@ -38,34 +42,83 @@ NARROW_FLOATS: dict[str, int] = {
 
 @dataclasses.dataclass(frozen=True)
 class Tolerance:
-    """How close two float values must be, by element type.
+    """How close two float values must be, by element type; each type has its own.
 
-    float32, float64 and complex values: ``|a - b| <= atol + rtol * |b|``.
-    float16, bfloat16 and float8 values, where one unit in the last place
-    (ulp) is 1e-3 or more relative: ``|a - b| <= ulps * ulp(max(|b|, 1))``,
-    so a right rewrite that rounds a partial result to the narrow type
-    passes (below 1, a sum's rounding is that of its larger terms), and one
-    that is off by more than a few roundings does not.
+    float32 (complex64): ``|a - b| <= atol + rtol * |b|``. float64 (complex128):
+    ``float64_ulps`` units in the last place of ``max(|b|, 1)`` (2**24: 2**-28
+    relative, where one rounding to float32 is up to 2**-24), or ``rtol`` and
+    ``atol`` where they are given (``float64_ulps`` None). float16, bfloat16 and
+    float8, where one unit in the last place (ulp) is 1e-3 or more relative:
+    ``|a - b| <= ulps * ulp(max(|b|, 1))``, so a right rewrite that rounds a
+    partial result to the narrow type passes (below 1, a sum's rounding is
+    that of its larger terms), and one that is off by more than a few
+    roundings does not.
+
+    Beside each element, an output's errors together: a mean error (signed,
+    or toward larger magnitudes) of more than one ulp of a narrow type, or
+    :data:`BIAS_SHARE` of the float32 or float64 tolerance, over at least
+    :data:`BIAS_MIN` finite elements and more than three standard errors (so
+    rounding noise, in either direction, is no bias), is a bias: a
+    systematic error (a bfloat16 result 2.5% off is 3-5 ulps, within 8).
     """
 
     rtol: float = RTOL
     atol: float = ATOL
     ulps: int = ULPS
+    float64_ulps: int | None = FLOAT64_ULPS
 
     def describe(self, dtype: np.dtype) -> str:
-        if dtype.name not in NARROW_FLOATS:
-            return f"rtol {self.rtol:g}, atol {self.atol:g}"
-        return f"{self.ulps} ulp ({dtype.name})"
+        if dtype.name in NARROW_FLOATS:
+            return f"{self.ulps} ulp ({dtype.name})"
+        if WIDE_FLOATS.get(dtype.name) == 52 and self.float64_ulps is not None:
+            return f"2**{int(np.log2(self.float64_ulps))} ulp ({dtype.name})"
+        return f"rtol {self.rtol:g}, atol {self.atol:g}"
 
     def allowed(self, dtype: np.dtype, b: np.ndarray) -> np.ndarray:
         """The largest difference each element of ``b`` (float64) may have."""
         bits = NARROW_FLOATS.get(dtype.name)
-        if bits is None:
-            return self.atol + self.rtol * np.abs(b)
-        return self.ulps * 2.0 ** (np.floor(np.log2(np.maximum(np.abs(b), 1.0))) - bits)
+        if bits is not None:
+            return self.ulps * ulp(b, bits)
+        if WIDE_FLOATS.get(dtype.name) == 52 and self.float64_ulps is not None:
+            return self.float64_ulps * ulp(b, 52)
+        return self.atol + self.rtol * np.abs(b)
+
+    def bias(self, dtype: np.dtype, a: np.ndarray, b: np.ndarray) -> float | None:
+        """A bias of ``a`` against ``b`` (:func:`bias`): a mean error of more than one
+        ulp of a narrow type, of more than :data:`BIAS_SHARE` of the tolerance
+        of float32 and float64."""
+        limit = 1 / self.ulps if dtype.name in NARROW_FLOATS else BIAS_SHARE
+        return bias(a, b, self.allowed(dtype, b), limit)
 
 
-def compare_value(row: Row, a, b, tolerance: Tolerance, where: str) -> None:
+def ulp(b: np.ndarray, bits: int) -> np.ndarray:
+    """One unit in the last place of ``max(|b|, 1)`` for a type of ``bits`` mantissa bits."""
+    return 2.0 ** (np.floor(np.log2(np.maximum(np.abs(b), 1.0))) - bits)
+
+
+def bias(a: np.ndarray, b: np.ndarray, allowed: np.ndarray, limit: float) -> float | None:
+    """The mean signed error of ``a`` against ``b`` (float64, all finite), in units
+    of ``allowed`` (each element's tolerance), when it is a bias: more than
+    ``limit`` of them over at least :data:`BIAS_MIN` elements, and more than
+    three standard errors (rounding noise either way is none). Signed as is
+    (an offset) and toward larger magnitudes (a scale: ``a = 1.025 * b``)."""
+    if a.size < BIAS_MIN or a.dtype.kind == "c":
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        errors = np.where(allowed > 0, (a - b) / allowed, 0.0)
+    for signed in (errors, errors * np.sign(b)):
+        mean = float(signed.mean())
+        noise = 3 * float(signed.std()) / np.sqrt(signed.size)
+        if abs(mean) > max(limit, noise):
+            return mean
+    return None
+
+
+def compare_value(
+    row: Row, a, b, tolerance: Tolerance, where: str, structure_only: bool = False
+) -> None:
+    """Fail ``row`` where ``a`` and ``b`` differ; ``structure_only``: in kind,
+    sequence length, dtype and shape only (an output that is random in A)."""
     if a is None or b is None:  # an optional output
         if (a is None) != (b is None):
             row.fail(f"{where}: absent in {'A' if a is None else 'B'} only")
@@ -78,7 +131,7 @@ def compare_value(row: Row, a, b, tolerance: Tolerance, where: str) -> None:
             row.fail(f"{where}: {len(a)} elements in A, {len(b)} in B")
             return
         for i, (element_a, element_b) in enumerate(zip(a, b, strict=True)):
-            compare_value(row, element_a, element_b, tolerance, f"{where}[{i}]")
+            compare_value(row, element_a, element_b, tolerance, f"{where}[{i}]", structure_only)
         return
     a, b = np.asarray(a), np.asarray(b)
     row.elements += 1
@@ -87,6 +140,8 @@ def compare_value(row: Row, a, b, tolerance: Tolerance, where: str) -> None:
         return
     if a.shape != b.shape:
         row.fail(f"{where}: shape {list(a.shape)} in A, {list(b.shape)} in B")
+        return
+    if structure_only:
         return
     if a.dtype.kind in "fc" or a.dtype.type in ML_FLOATS:
         row.tolerance = row.tolerance or tolerance.describe(a.dtype)
@@ -113,6 +168,11 @@ def compare_value(row: Row, a, b, tolerance: Tolerance, where: str) -> None:
             row.fail(
                 f"{where}: values differ by more than {tolerance.describe(dtype)} "
                 f"(max abs {float(diff.max()):.3g})"
+            )
+        elif (mean := tolerance.bias(dtype, a[finite], b[finite])) is not None:
+            row.fail(
+                f"{where}: a bias: A is off by {mean:+.2g} of {tolerance.describe(dtype)} on "
+                f"average over {int(np.sum(finite))} values, though each is within it"
             )
     elif not np.array_equal(a, b):
         differing = int(np.sum(a != b))

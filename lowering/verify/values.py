@@ -21,6 +21,12 @@ from lowering.verify.report import InputsError
 
 _WORDS = np.array(["", "a", "onnx", "Loop", "sequence", "ünï", "x y"], dtype=object)
 _ODD_WORDS = np.array(["", " ", "\t\n", "ünï 名前", "a" * 64, "0", "-1"], dtype=object)
+# Words that differ only in case or whitespace, in this order: a scalar is "ONNX",
+# two strings "ONNX" and "onnx ", ...
+_CASE_WORDS = ["ONNX", "onnx ", "Onnx", " onnx", "onnx", "on nx", "ONNX\t", "A", "a"]
+# Exact ties, in this order (a scalar is 0.5, where round-half-even and
+# floor(x + 0.5) differ; two values 0.5 and -1.5, ...)
+_TIES = [0.5, -1.5, 2.5, -0.5, 1.5, -2.5, 3.5, -3.5]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,17 +37,30 @@ class ValueRange:
     hi: float
 
 
-def make_array(port: Port, shape, values: str, value_range: ValueRange | None, rng) -> np.ndarray:
+def make_array(
+    port: Port, shape, values: str, value_range: ValueRange | None, rng, index: int = 0
+) -> np.ndarray:
     """Contents of the port's element dtype, as an array even for a scalar.
+    ``index``: the element's position in its sequence (mode "masked").
 
     onnxruntime takes no numpy scalar (np.float32(1.0)), only arrays.
     """
     dtype = object if port.dtype == onnx.TensorProto.STRING else None
-    return np.asarray(_contents(port, shape, values, value_range, rng), dtype=dtype)
+    return np.asarray(_contents(port, shape, values, value_range, rng, index), dtype=dtype)
 
 
-def _contents(port: Port, shape, values: str, value_range: ValueRange | None, rng):
+def _in_order(choices, shape, rng) -> np.ndarray:
+    """``choices`` repeated to fill ``shape``, at shuffled places: every array holds
+    the first ``size`` choices whatever the seed."""
+    size = int(np.prod(shape, dtype=np.int64))
+    filled = np.resize(np.asarray(choices, dtype=object), size)
+    return filled[rng.permutation(size)].reshape(shape)
+
+
+def _contents(port: Port, shape, values: str, value_range: ValueRange | None, rng, index=0):
     if port.dtype == onnx.TensorProto.STRING:
+        if values == "ties":
+            return _in_order(_CASE_WORDS, shape, rng)
         words = {"normal": _WORDS, "zeros": np.array([""], dtype=object)}.get(values, _ODD_WORDS)
         return np.asarray(rng.choice(words, size=shape), dtype=object)
     dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(port.dtype))
@@ -53,12 +72,16 @@ def _contents(port: Port, shape, values: str, value_range: ValueRange | None, rn
     if dtype.kind == "c":
         real = np.dtype(np.float64 if dtype.itemsize == 16 else np.float32)
         complex_values = np.empty(shape, dtype)
-        complex_values.real = _floats(real, shape, values, rng)
-        complex_values.imag = _floats(real, shape, values, rng)
+        complex_values.real = _floats(real, shape, values, rng, index)
+        complex_values.imag = _floats(real, shape, values, rng, index)
         return complex_values
     if dtype.kind in "iu" or dtype.type in SMALL_INTS:
-        return _ints(dtype, shape, values, rng, count=port.count)
-    return _floats(dtype, shape, values, rng)
+        ints = {"huge": "large"}.get(values, values if values in _INT_MODES else "normal")
+        return _ints(dtype, shape, ints, rng, count=port.count)
+    return _floats(dtype, shape, values, rng, index)
+
+
+_INT_MODES = ("normal", "zeros", "large", "special")
 
 
 def _ints(dtype: np.dtype, shape, values: str, rng, count: bool = False) -> np.ndarray:
@@ -89,8 +112,42 @@ def _ints(dtype: np.dtype, shape, values: str, rng, count: bool = False) -> np.n
     return np.array(np.asarray(picked).tolist(), dtype=dtype).reshape(shape)
 
 
-def _floats(dtype: np.dtype, shape, values: str, rng) -> np.ndarray:
+def _floats(dtype: np.dtype, shape, values: str, rng, index: int = 0) -> np.ndarray:
     normal = rng.standard_normal(shape) * 2
+    info = ml_dtypes.finfo(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    if values == "huge":
+        # exponents spread evenly from a tenth of the max down to 1e6 (float16:
+        # its top binade and below), at shuffled places: a scalar is the largest
+        top = math.log10(float(info.max)) - 1.0
+        low = min(6.0, top - 1.0) if top > 7 else top - 0.5
+        top = top if top > 7 else math.log10(float(info.max)) - 0.1
+        exponents = np.linspace(top, low, size) if size > 1 else np.array([top])
+        sign = -1.0 if rng.random() < 0.5 else 1.0
+        return (sign * 10.0 ** exponents[rng.permutation(size)]).reshape(shape).astype(dtype)
+    if values == "tiny":
+        # the first half (a scalar) near the smallest normal, so 1/x is finite and
+        # flushing to 0 makes it inf; the rest a few ulps above 0; both signs
+        smallest = float(info.smallest_normal)
+        near = smallest * rng.uniform(0.3, 0.99, size)
+        deep = float(info.smallest_subnormal) * rng.integers(1, 9, size)
+        picked = np.where(np.arange(size) < max(1, size // 2), near, deep)
+        signs = np.where(rng.random(size) < 0.5, -1.0, 1.0)
+        return (signs * picked)[rng.permutation(size)].reshape(shape).astype(dtype)
+    if values == "offset":
+        # mean 2**(mantissa/2 + 3) (float32 2**14.5), spread 1: x*x has no bits
+        # left for the spread; the first two values are mean and mean + 1
+        mean = 2.0 ** round(info.nmant / 2 + 3)
+        spread = rng.uniform(0.0, 1.0, size)
+        spread[:2] = [0.0, 1.0][: min(2, size)]
+        sign = -1.0 if rng.random() < 0.5 else 1.0
+        return (sign * (mean + spread))[rng.permutation(size)].reshape(shape).astype(dtype)
+    if values == "ties":
+        return _in_order(_TIES, shape, rng).astype(np.float64).astype(dtype)
+    if values == "masked":
+        # a tensor is all -inf; a sequence's elements all -inf, all NaN, normal, ...
+        fill = (-np.inf, np.nan, None)[index % 3]
+        return normal.astype(dtype) if fill is None else np.full(shape, fill, dtype)
     if values == "zeros":
         picked = rng.choice(np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, 0.5]), size=shape)
         return np.where(rng.random(shape) < 0.8, picked, normal).astype(dtype)
