@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lowering import console
 from lowering.defaults import DEFAULT_MAX_UNROLL, DEFAULT_RUNTIME, RUNTIME_NAMES, STRATEGIES
 from lowering.irutils.collector import collector_paused
 
@@ -186,13 +187,16 @@ def main(argv: list[str] | None = None) -> int:
     for handler in handlers:  # a log record (a warning, -v's info) takes the line away first
         handler.addFilter(run.clear_line)
     try:
-        code = _lower(args, run, started)
-    finally:
-        run.line.clear()
-        for handler in handlers:
-            handler.removeFilter(run.clear_line)
-    if args.report is not None and not run.report_refused:
-        code = _write_report(args, run, code)
+        try:
+            code = _lower(args, run, started)
+        finally:
+            run.line.clear()
+            for handler in handlers:
+                handler.removeFilter(run.clear_line)
+        if args.report is not None and not run.report_refused:
+            code = _write_report(args, run, code)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no report; the staging folders are gone
+        return console.interrupted(PROG, run.written)
     return code
 
 
@@ -205,6 +209,7 @@ class _Run:
     report: Report | None = None  # once OUT is written
     verify: verify.Report | None = None  # once compared
     error: str | None = None
+    written: str | None = None  # OUT, once it is in place
     report_refused: bool = False  # --report names a file IN reads: never written
 
     def failed(self, message: str) -> str:
@@ -266,6 +271,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 or model.ir_version != ir_version,
                 external_data=args.external_data,
             )
+            run.written = _label(args.output)
             paused.close()
             elapsed = time.perf_counter() - started
             run.line("summarizing", 0, 0)
@@ -482,16 +488,16 @@ def _label(path: str) -> str:
 
 
 def _say(text: str) -> None:
-    print(text, file=sys.stderr)
+    console.say(text)  # a closed stderr stops the printing, not the run
 
 
 def _fail(message: str, verbose: bool, details: Sequence[str] = ()) -> int:
     if verbose:
-        traceback.print_exc()
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+        _say(traceback.format_exc().rstrip("\n"))
+    _say(f"{PROG}: error: {message}")
     if verbose:
         for line in details:
-            print(line, file=sys.stderr)
+            _say(line)
     return 1
 
 

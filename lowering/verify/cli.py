@@ -162,7 +162,17 @@ def joined_values(argv: Sequence[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """``onnx-verify``: prints as ``onnx-lower --verify`` does, everything on
     stderr: the table (not with -q on a match), then the verdict."""
+    from lowering import console
+
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        return console.interrupted_verify()
+
+
+def _main(argv: list[str] | None) -> int:
     from lowering import __version__
+    from lowering.console import say
     from lowering.verify.comparison import compare
     from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime
 
@@ -194,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(problem)
     report = compare(args.a, args.b, **compare_kwargs(args))
     if report.status == BAD_INPUTS:
-        print(f"{parser.prog}: error: {report.input_error}", file=sys.stderr)
+        say(f"{parser.prog}: error: {report.input_error}")
         return report.exit_code
     if not args.quiet or report.status != MATCH:
-        print(report.table(), file=sys.stderr)
-        print(summary(report, args.a, args.b), file=sys.stderr)
+        say(report.table())
+        say(summary(report, args.a, args.b))
     return report.exit_code
