@@ -59,6 +59,21 @@ def run_pipeline(
     return lower(model)
 
 
+#: The end of ``--help``: the exit codes and an example (docs/cli.md says more).
+EPILOG = """\
+exit codes:
+  0    OUT was written (with --verify: and it matches IN)
+  1    IN cannot be read, lowered or written: one line names the file, the node
+       and why; with --verify: OUT was written but does not match IN
+  2    usage: an unknown option, a value out of range
+  3    with --verify: OUT was written, but the two could not be compared
+  130  interrupted (Ctrl-C): nothing written, no report
+
+example:
+  onnx-lower examples/torch_atleast_2d.onnx out.onnx --verify --report report.json
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     from lowering import __version__
 
@@ -67,9 +82,11 @@ def _parser() -> argparse.ArgumentParser:
         options["color"] = False  # plain text, whatever the terminal: scripts parse it
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Rewrite every ONNX SequenceMap into an equivalent form without it "
-        "(vectorized, unrolled, a Scan or a Loop), normalize SequenceInsert positions, and "
-        "declare another opset on request.",
+        description="Rewrite every ONNX SequenceMap into an equivalent form without it\n"
+        "(vectorized, unrolled, a Scan or a Loop), normalize SequenceInsert positions,\n"
+        "and declare another opset on request.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         **options,
     )
     parser.add_argument(

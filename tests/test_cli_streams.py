@@ -174,3 +174,59 @@ def test_ctrl_c_in_onnx_verify_exits_130_in_one_line(tmp_path):
         out, err = child.communicate(timeout=60)
     assert child.returncode == 130
     assert (out, err) == ("", "onnx-verify: interrupted\n")
+
+
+# --- --help: exit codes, a working example, and what it imports -----------------------------
+
+COMMANDS = {"onnx-lower": "lowering", "onnx-verify": "lowering.verify"}
+
+
+@pytest.mark.parametrize("prog", COMMANDS)
+def test_help_lists_the_exit_codes_and_its_examples_work(tmp_path, prog):
+    done = subprocess.run(
+        [sys.executable, "-m", COMMANDS[prog], "--help"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    )
+    text = done.stdout
+    codes = text.split("exit codes:\n", 1)[1].split("\n\n", 1)[0]
+    assert [line.split()[0] for line in codes.splitlines() if not line.startswith("     ")] == [
+        "0", "1", "2", "3", "130",
+    ]  # fmt: skip
+    examples = text.split("example", 1)[1].split(":\n", 1)[1]
+    commands = [line.split() for line in examples.splitlines() if line.startswith("  onnx-")]
+    assert commands and any(words[0] == prog for words in commands)
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "torch_atleast_2d.onnx").write_bytes(
+        (ROOT / "examples" / "torch_atleast_2d.onnx").read_bytes()
+    )
+    for words in commands:
+        if "--inputs" in words:  # replays a file the run before would have saved
+            continue
+        ran = subprocess.run(
+            [sys.executable, "-m", COMMANDS[words[0]], *words[1:]],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=_env(),
+            check=False,
+        )
+        assert ran.returncode == 0, (words, ran.stderr)
+
+
+@pytest.mark.parametrize("prog", COMMANDS)
+def test_help_imports_neither_onnx_nor_numpy(prog):
+    """``python -X importtime`` lists every module imported: none of these."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", COMMANDS[prog], "--help"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    )
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    heavy = {m for m in imported if m.split(".")[0] in {"onnx", "onnx_ir", "numpy", "onnxruntime"}}
+    assert "lowering.cli" in imported or "lowering.verify.cli" in imported
+    assert heavy == set()
