@@ -65,7 +65,7 @@ exit codes:
   0    OUT was written (with --verify: and it matches IN)
   1    IN cannot be read, lowered or written: one line names the file, the node
        and why; with --verify: OUT was written but does not match IN
-  2    usage: an unknown option, a value out of range
+  2    usage: an unknown option, a value out of range, - on a terminal
   3    with --verify: OUT was written, but the two could not be compared
   130  interrupted (Ctrl-C): nothing written, no report
 
@@ -90,13 +90,17 @@ def _parser() -> argparse.ArgumentParser:
         **options,
     )
     parser.add_argument(
-        "input", metavar="IN.onnx", help="the model to lower (never modified); - reads stdin"
+        "input",
+        metavar="IN.onnx",
+        help="the model to lower, never modified unless it is also OUT (then replaced "
+        "atomically, only once the lowering succeeded); - reads stdin (not a terminal)",
     )
     parser.add_argument(
         "output",
         metavar="OUT.onnx",
         help="where to write the lowered model, replaced atomically (a symlink's target); "
-        "- (stdout), a FIFO or a character device is streamed to, weights embedded",
+        "- (stdout, not a terminal), a FIFO or a character device is streamed to, weights "
+        "embedded",
     )
     parser.add_argument(
         "--strategy",
@@ -300,7 +304,9 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 kept=result.kept,
                 input=source.label,
                 output="<stdout>" if args.output == STREAM else args.output,
-                files=Files(written.identical, written.data_files, written.embedded),
+                files=Files(
+                    written.identical, written.data_files, written.embedded, written.shared
+                ),
                 seconds=elapsed,
                 lowest=not args.quiet or args.report is not None,  # -q alone prints no summary
             )
@@ -388,6 +394,11 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     from lowering import model_io
     from lowering.options import OptionError, Options
 
+    # As gzip: a binary model is neither read from nor written to a terminal.
+    if args.output == STREAM and _is_terminal(sys.stdout):
+        parser.error("refusing to write a binary model to a terminal; redirect stdout or name OUT")
+    if args.input == STREAM and _is_terminal(sys.stdin):
+        parser.error("refusing to read a binary model from a terminal; redirect stdin or name IN")
     try:  # every option is checked where the API checks it, and said as a flag
         args.options = Options(
             normalize_inserts=args.normalize_inserts,
@@ -463,6 +474,13 @@ def _same_path(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed, or replaced by something without one
+        return False
 
 
 def _is_stream(path: str) -> bool:
@@ -542,7 +560,7 @@ def _summary(report: Report, verbose: bool) -> str:
         ]
         if report.not_optimized is not None:
             lines.append(f"  --optimize: {report.not_optimized}")
-        return "\n".join(lines + _kept(report, verbose))
+        return "\n".join(lines + _shared(report) + _kept(report, verbose))
     lines = []
     options = report.options
     if not report.nodes:
@@ -571,6 +589,7 @@ def _summary(report: Report, verbose: bool) -> str:
         lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
     if report.files.embedded:
         lines.append(f"  weights embedded in {target}")
+    lines += _shared(report)
     lowest = report.lowest_opset
     declared = report.after.opset_import.get("", lowest)
     if lowest is not None and declared is not None and lowest < declared:
@@ -590,6 +609,21 @@ def _summary(report: Report, verbose: bool) -> str:
             lines.append(f"  --target-opset {options.target_opset} {how}{into}: {listed}")
     lines += _op_table(report.before.op_counts, report.after.op_counts)
     return "\n".join(lines)
+
+
+def _shared(report: Report) -> list[str]:
+    """The data files of IN's that OUT reads: shipping OUT alone breaks it."""
+    assert report.files is not None
+    shared = report.files.shared
+    if not shared:
+        return []
+    s = "s" if len(shared) != 1 else ""
+    line = (
+        f"  {report.output} reads its weights from {', '.join(shared)} beside it "
+        f"({report.input}'s data file{s}, not copied): ship {'them' if s else 'it'} "
+        f"with {report.output}, or give --external-data NAME for a file of its own"
+    )
+    return [line]
 
 
 def _listed(rewrites: list[Node]) -> list[str]:

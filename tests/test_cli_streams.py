@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import pty
 import signal
 import subprocess
 import sys
@@ -22,6 +23,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIMPLE = """<ir_version: 8, opset_import: ["" : 17]>
 g (seq(float[N]) x) => (seq(float[N]) y) {
   [the_map] y = SequenceMap <body = body (float[N] a) => (float[N] c) { c = Neg(a) }> (x)
+}"""
+
+# The body calls an op nobody knows: the lowering fails (exit 1).
+UNKNOWABLE = """<ir_version: 8, opset_import: ["" : 17, "custom" : 1]>
+g (seq(float[N]) x) => (float z) {
+  [mystery] y = SequenceMap <body = body (float[N] a) => (c) { c = custom.Foo(a) }> (x)
+  z = custom.Bar(y)
 }"""
 
 
@@ -230,3 +238,141 @@ def test_help_imports_neither_onnx_nor_numpy(prog):
     heavy = {m for m in imported if m.split(".")[0] in {"onnx", "onnx_ir", "numpy", "onnxruntime"}}
     assert "lowering.cli" in imported or "lowering.verify.cli" in imported
     assert heavy == set()
+
+
+# --- a terminal where a binary model would go ----------------------------------------------
+
+
+def _on_a_terminal(command: list[str], which: str, cwd: pathlib.Path) -> tuple[int, bytes, str]:
+    """Run ``command`` with stdout or stdin (``which``) a pseudo-terminal; the exit code,
+    what reached the terminal, and stderr."""
+    main, child = pty.openpty()
+    streams = {"stdout": subprocess.PIPE, "stdin": subprocess.DEVNULL}
+    streams[which] = child
+    done = subprocess.run(
+        command, **streams, stderr=subprocess.PIPE, cwd=cwd, env=_env(), check=False, timeout=60
+    )
+    os.close(child)
+    os.set_blocking(main, False)
+    try:
+        shown = os.read(main, 1 << 16)
+    except OSError:  # nothing written: EAGAIN, or EIO once the other end is closed
+        shown = b""
+    os.close(main)
+    return done.returncode, shown, done.stderr.decode()
+
+
+def test_out_dash_on_a_terminal_is_refused_as_gzip_does(tmp_path, model):
+    code, shown, err = _on_a_terminal(
+        [sys.executable, "-m", "lowering", str(model), "-"], "stdout", tmp_path
+    )
+    assert code == 2 and shown == b""
+    assert err.splitlines()[-1] == (
+        "onnx-lower: error: refusing to write a binary model to a terminal; "
+        "redirect stdout or name OUT"
+    )
+
+
+def test_in_dash_on_a_terminal_is_refused(tmp_path):
+    code, _, err = _on_a_terminal(
+        [sys.executable, "-m", "lowering", "-", str(tmp_path / "out.onnx")], "stdin", tmp_path
+    )
+    assert code == 2 and not (tmp_path / "out.onnx").exists()
+    assert "refusing to read a binary model from a terminal" in err.splitlines()[-1]
+
+
+def test_out_dash_into_a_pipe_still_streams(tmp_path, model):
+    done = subprocess.run(
+        [sys.executable, "-m", "lowering", "-q", str(model), "-"],
+        capture_output=True,
+        env=_env(),
+        check=True,
+    )
+    assert "SequenceMap" not in {n.op_type for n in onnx.load_from_string(done.stdout).graph.node}
+
+
+# --- IN == OUT: allowed, replaced atomically once the lowering succeeded -------------------
+
+
+def _lower(*args: object, cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "lowering", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(),
+        check=False,
+    )
+
+
+def test_in_equals_out_replaces_in_with_its_lowering(tmp_path, model):
+    done = _lower(model, model, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"lowered 1 SequenceMap node in {model} -> {model}" in done.stderr
+    assert "SequenceMap" not in {n.op_type for n in onnx.load(model).graph.node}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+
+
+def test_in_equals_out_is_left_as_it_was_when_the_lowering_fails(tmp_path):
+    source = tmp_path / "in.onnx"
+    onnx.save(parse(UNKNOWABLE), source)
+    before = source.read_bytes()
+    done = _lower(source, source, cwd=tmp_path)
+    assert done.returncode == 1 and "cannot be determined" in done.stderr
+    assert source.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+
+
+# --- which data files OUT reads ------------------------------------------------------------
+
+
+def test_the_summary_names_ins_data_files_that_out_reads(tmp_path):
+    source = weighted_model(tmp_path, 2, 64, real=True)
+    report = tmp_path / "r.json"
+    done = _lower(source, tmp_path / "out.onnx", "--report", report, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"  {tmp_path / 'out.onnx'} reads its weights from weights.bin beside it "
+        f"({source}'s data file, not copied): ship it with {tmp_path / 'out.onnx'}, "
+        "or give --external-data NAME for a file of its own"
+    ) in done.stderr.splitlines()
+    assert json.loads(report.read_text())["files"]["shared"] == ["weights.bin"]
+
+
+@pytest.mark.parametrize("where", ["elsewhere", "external-data", "unchanged"])
+def test_the_summary_names_no_shared_file_when_out_has_its_own(tmp_path, where):
+    (tmp_path / "in").mkdir()
+    source = weighted_model(tmp_path / "in", 2, 64, real=True)
+    out = tmp_path / ("out" if where == "elsewhere" else "in") / "out.onnx"
+    out.parent.mkdir(exist_ok=True)
+    flags = ["--external-data", "out.onnx.data"] if where == "external-data" else []
+    if where == "unchanged":  # nothing to lower: OUT is IN's bytes, and reads IN's data
+        model = onnx.load(source, load_external_data=False)
+        del model.graph.node[:]
+        model.graph.node.append(onnx.helper.make_node("Identity", ["x"], ["y"]))
+        onnx.save(model, source)
+    done = _lower(source, out, *flags, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = "reads its weights from weights.bin beside it" in done.stderr
+    assert said == (where == "unchanged"), done.stderr
+
+
+def test_help_and_the_docs_say_what_in_equals_out_does():
+    """One decision, said alike: allowed, IN replaced once the lowering succeeded."""
+    done = subprocess.run(
+        [sys.executable, "-m", "lowering", "--help"],
+        capture_output=True,
+        text=True,
+        env={**_env(), "COLUMNS": "200"},
+        check=True,
+    )
+    assert (
+        "never modified unless it is also OUT (then replaced atomically, only once the "
+        "lowering succeeded)" in done.stdout
+    )
+    robustness = " ".join((ROOT / "docs" / "robustness.md").read_text().split())
+    assert (
+        "IN == OUT is allowed and replaces IN, atomically and only once the lowering "
+        "succeeded" in robustness
+    )
+    assert "even when IN == OUT" not in robustness
