@@ -312,10 +312,17 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             )
             run.line.clear()
             if not args.quiet:
-                if problem is not None:
+                if problem is not None:  # said of what was done: nothing may have been lowered
+                    done = (
+                        "it was lowered anyway"
+                        if run.report.nodes
+                        else "it was copied as it is"
+                        if written.identical
+                        else "it was written anyway"
+                    )
                     _say(
                         f"{PROG}: warning: {source.label} does not pass the ONNX checker "
-                        f"({problem}); it was lowered anyway"
+                        f"({problem}); {done}"
                     )
                 _say(_summary(run.report, args.verbose))
                 if args.verbose:

@@ -376,3 +376,34 @@ def test_help_and_the_docs_say_what_in_equals_out_does():
         "succeeded" in robustness
     )
     assert "even when IN == OUT" not in robustness
+
+
+# --- messages ------------------------------------------------------------------------------
+
+CUSTOM = """<ir_version: 8, opset_import: ["" : 17]>
+g (float[N] x) => (float[N] y) {
+  [foo] y = FooBar(x)
+}"""
+
+
+def test_a_custom_op_in_the_default_domain_needs_no_opset(tmp_path):
+    source = tmp_path / "foo.onnx"
+    onnx.save(parse(CUSTOM), source)
+    done = _lower(source, tmp_path / "out.onnx", "--target-opset", "11", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"onnx-lower: error: {source}: the model cannot declare opset 11 (FooBar x1 is not an "
+        "ONNX op at opset 17): FooBar (node 'foo' in main graph 'g'): FooBar is not an ONNX op "
+        "at opset 17, the opset the model declares (a custom op needs a domain of its own)\n"
+    )
+    assert "needs" not in done.stderr.replace("needs a domain", "")
+
+
+def test_the_checker_warning_says_what_was_done(tmp_path):
+    source = tmp_path / "foo.onnx"
+    onnx.save(parse(CUSTOM), source)
+    done = _lower(source, tmp_path / "out.onnx", cwd=tmp_path)
+    assert done.returncode == 0
+    warning, summary = done.stderr.splitlines()
+    assert warning.endswith("; it was copied as it is") and "lowered" not in warning
+    assert "nothing to lower" in summary and "unchanged, byte for byte" in summary
