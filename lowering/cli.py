@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lowering import console
 from lowering.defaults import DEFAULT_MAX_UNROLL, DEFAULT_RUNTIME, RUNTIME_NAMES, STRATEGIES
 from lowering.irutils.collector import collector_paused
 
@@ -58,6 +59,21 @@ def run_pipeline(
     return lower(model)
 
 
+#: The end of ``--help``: the exit codes and an example (docs/cli.md says more).
+EPILOG = """\
+exit codes:
+  0    OUT was written (with --verify: and it matches IN)
+  1    IN cannot be read, lowered or written: one line names the file, the node
+       and why; with --verify: OUT was written but does not match IN
+  2    usage: an unknown option, a value out of range, - on a terminal
+  3    with --verify: OUT was written, but the two could not be compared
+  130  interrupted (Ctrl-C): nothing written, no report
+
+example:
+  onnx-lower examples/torch_atleast_2d.onnx out.onnx --verify --report report.json
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     from lowering import __version__
 
@@ -66,19 +82,25 @@ def _parser() -> argparse.ArgumentParser:
         options["color"] = False  # plain text, whatever the terminal: scripts parse it
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Rewrite every ONNX SequenceMap into an equivalent form without it "
-        "(vectorized, unrolled, a Scan or a Loop), normalize SequenceInsert positions, and "
-        "declare another opset on request.",
+        description="Rewrite every ONNX SequenceMap into an equivalent form without it\n"
+        "(vectorized, unrolled, a Scan or a Loop), normalize SequenceInsert positions,\n"
+        "and declare another opset on request.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         **options,
     )
     parser.add_argument(
-        "input", metavar="IN.onnx", help="the model to lower (never modified); - reads stdin"
+        "input",
+        metavar="IN.onnx",
+        help="the model to lower, never modified unless it is also OUT (then replaced "
+        "atomically, only once the lowering succeeded); - reads stdin (not a terminal)",
     )
     parser.add_argument(
         "output",
         metavar="OUT.onnx",
         help="where to write the lowered model, replaced atomically (a symlink's target); "
-        "- (stdout), a FIFO or a character device is streamed to, weights embedded",
+        "- (stdout, not a terminal), a FIFO or a character device is streamed to, weights "
+        "embedded",
     )
     parser.add_argument(
         "--strategy",
@@ -186,13 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     for handler in handlers:  # a log record (a warning, -v's info) takes the line away first
         handler.addFilter(run.clear_line)
     try:
-        code = _lower(args, run, started)
-    finally:
-        run.line.clear()
-        for handler in handlers:
-            handler.removeFilter(run.clear_line)
-    if args.report is not None and not run.report_refused:
-        code = _write_report(args, run, code)
+        try:
+            code = _lower(args, run, started)
+        finally:
+            run.line.clear()
+            for handler in handlers:
+                handler.removeFilter(run.clear_line)
+        if args.report is not None and not run.report_refused:
+            code = _write_report(args, run, code)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no report; the staging folders are gone
+        return console.interrupted(PROG, run.written)
     return code
 
 
@@ -205,6 +230,7 @@ class _Run:
     report: Report | None = None  # once OUT is written
     verify: verify.Report | None = None  # once compared
     error: str | None = None
+    written: str | None = None  # OUT, once it is in place
     report_refused: bool = False  # --report names a file IN reads: never written
 
     def failed(self, message: str) -> str:
@@ -266,6 +292,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 or model.ir_version != ir_version,
                 external_data=args.external_data,
             )
+            run.written = _label(args.output)
             paused.close()
             elapsed = time.perf_counter() - started
             run.line("summarizing", 0, 0)
@@ -277,16 +304,25 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 kept=result.kept,
                 input=source.label,
                 output="<stdout>" if args.output == STREAM else args.output,
-                files=Files(written.identical, written.data_files, written.embedded),
+                files=Files(
+                    written.identical, written.data_files, written.embedded, written.shared
+                ),
                 seconds=elapsed,
                 lowest=not args.quiet or args.report is not None,  # -q alone prints no summary
             )
             run.line.clear()
             if not args.quiet:
-                if problem is not None:
+                if problem is not None:  # said of what was done: nothing may have been lowered
+                    done = (
+                        "it was lowered anyway"
+                        if run.report.nodes
+                        else "it was copied as it is"
+                        if written.identical
+                        else "it was written anyway"
+                    )
                     _say(
                         f"{PROG}: warning: {source.label} does not pass the ONNX checker "
-                        f"({problem}); it was lowered anyway"
+                        f"({problem}); {done}"
                     )
                 _say(_summary(run.report, args.verbose))
                 if args.verbose:
@@ -365,6 +401,11 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     from lowering import model_io
     from lowering.options import OptionError, Options
 
+    # As gzip: a binary model is neither read from nor written to a terminal.
+    if args.output == STREAM and _is_terminal(sys.stdout):
+        parser.error("refusing to write a binary model to a terminal; redirect stdout or name OUT")
+    if args.input == STREAM and _is_terminal(sys.stdin):
+        parser.error("refusing to read a binary model from a terminal; redirect stdin or name IN")
     try:  # every option is checked where the API checks it, and said as a flag
         args.options = Options(
             normalize_inserts=args.normalize_inserts,
@@ -442,6 +483,13 @@ def _same_path(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed, or replaced by something without one
+        return False
+
+
 def _is_stream(path: str) -> bool:
     try:
         mode = os.stat(path).st_mode
@@ -482,16 +530,16 @@ def _label(path: str) -> str:
 
 
 def _say(text: str) -> None:
-    print(text, file=sys.stderr)
+    console.say(text)  # a closed stderr stops the printing, not the run
 
 
 def _fail(message: str, verbose: bool, details: Sequence[str] = ()) -> int:
     if verbose:
-        traceback.print_exc()
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+        _say(traceback.format_exc().rstrip("\n"))
+    _say(f"{PROG}: error: {message}")
     if verbose:
         for line in details:
-            print(line, file=sys.stderr)
+            _say(line)
     return 1
 
 
@@ -519,7 +567,7 @@ def _summary(report: Report, verbose: bool) -> str:
         ]
         if report.not_optimized is not None:
             lines.append(f"  --optimize: {report.not_optimized}")
-        return "\n".join(lines + _kept(report, verbose))
+        return "\n".join(lines + _shared(report) + _kept(report, verbose))
     lines = []
     options = report.options
     if not report.nodes:
@@ -548,6 +596,7 @@ def _summary(report: Report, verbose: bool) -> str:
         lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
     if report.files.embedded:
         lines.append(f"  weights embedded in {target}")
+    lines += _shared(report)
     lowest = report.lowest_opset
     declared = report.after.opset_import.get("", lowest)
     if lowest is not None and declared is not None and lowest < declared:
@@ -567,6 +616,21 @@ def _summary(report: Report, verbose: bool) -> str:
             lines.append(f"  --target-opset {options.target_opset} {how}{into}: {listed}")
     lines += _op_table(report.before.op_counts, report.after.op_counts)
     return "\n".join(lines)
+
+
+def _shared(report: Report) -> list[str]:
+    """The data files of IN's that OUT reads: shipping OUT alone breaks it."""
+    assert report.files is not None
+    shared = report.files.shared
+    if not shared:
+        return []
+    s = "s" if len(shared) != 1 else ""
+    line = (
+        f"  {report.output} reads its weights from {', '.join(shared)} beside it "
+        f"({report.input}'s data file{s}, not copied): ship {'them' if s else 'it'} "
+        f"with {report.output}, or give --external-data NAME for a file of its own"
+    )
+    return [line]
 
 
 def _listed(rewrites: list[Node]) -> list[str]:

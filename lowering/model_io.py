@@ -105,6 +105,9 @@ class Written:
     embedded: bool = False
     #: What was streamed, when OUT is a stream and not IN's bytes (for --verify).
     streamed: onnx.ModelProto | None = None
+    #: IN's data files that OUT reads its weights from (OUT in IN's folder), as OUT
+    #: names them: whoever ships OUT must ship these too.
+    shared: tuple[str, ...] = ()
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -317,7 +320,7 @@ def write(
                 staged = os.path.join(stage, os.path.basename(out.path))
                 _copy_into(source, staged)
                 _commit(stage, [], staged, out.path)
-        return Written(identical=True)
+        return Written(identical=True, shared=_shared(files))
     external_data = _plan_data(files, source, out, external_data, same_file=same_file)
     with _staging(out.folder) as stage:
         # Named as OUT is: no data location can be that name (see _DataCheck).
@@ -327,7 +330,13 @@ def write(
         if external_data is not None and os.path.exists(os.path.join(stage, external_data)):
             written.append(external_data)
         _commit(stage, written, staged_model, out.path)
-    return Written(identical=False, data_files=tuple(written))
+    shared = _shared(files) if external_data is None else ()
+    return Written(identical=False, data_files=tuple(written), shared=shared)
+
+
+def _shared(files: dict[str, str]) -> tuple[str, ...]:
+    """The data locations OUT keeps from IN (:func:`external_files`), each once."""
+    return tuple(sorted(set(files.values())))
 
 
 def _write_stream(model: ir.Model, source: Source, out: Target, *, changed: bool) -> Written:

@@ -69,8 +69,12 @@ class MissingExtraError(OptionError, ImportError):
 
     def spelled(self, name: str) -> str:
         module, others = EXTRAS[self.extra]
+        # The extra is not on any index: the package itself, or the extra from a checkout.
         builds = f" (or any build of it: {others})" if others else ""
-        return f"{name} needs {module}: pip install 'lowering[{self.extra}]'{builds}"
+        return (
+            f"{name} needs {module}: pip install {module}{builds}; "
+            f"from a checkout, pip install -e '.[{self.extra}]'"
+        )
 
 
 def check_extra(extra: str, who: str | None = None) -> None:

@@ -158,6 +158,9 @@ class Files:
     data_files: tuple[str, ...] = ()
     #: The weights were embedded in a stream.
     embedded: bool = False
+    #: IN's data files that OUT reads its weights from (OUT written beside IN), as OUT
+    #: names them: OUT needs them wherever it goes.
+    shared: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -194,7 +194,7 @@ def check_schema(data: dict) -> None:
         assert data["target_opset"]["opset"] == data["options"]["target_opset"]
         assert set(data["target_opset"]) == {"opset", "expanded", "adapted"}
     if data["files"] is not None:
-        assert set(data["files"]) == {"unchanged", "data_files", "embedded"}
+        assert set(data["files"]) == {"unchanged", "data_files", "embedded", "shared"}
 
 
 # --- the JSON says what the summary says -----------------------------------------------------

@@ -53,8 +53,16 @@ class Blocker:
 
     going_up: bool = False
 
+    @property
+    def no_such_op(self) -> bool:
+        """The op is no ONNX op at the opset the model declares (a custom op in the
+        default domain): no opset is what it "needs" (the message only)."""
+        return self.reason.startswith(f"{self.op} is not an ONNX op at opset")
+
     def __str__(self) -> str:
         where = f"{self.op} (node {self.node!r} in {self.graph})"
+        if self.no_such_op:
+            return f"{where}: {self.reason}"
         if self.going_up:
             return f"{where} cannot go up to opset {self.needs}: {self.reason}"
         return f"{where} needs opset {self.needs}: {self.reason}"
@@ -463,7 +471,11 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         return Plan(node, Blocker(op, name, where, target if going_up else needs, reason, going_up))
 
     if now is None:
-        return blocked(current, f"{op} is not an ONNX op at opset {current}")
+        return blocked(
+            current,
+            f"{op} is not an ONNX op at opset {current}, the opset the model declares "
+            "(a custom op needs a domain of its own)",
+        )
     since = now.since_version
     then = schemas.schema(op, target)
     typed: ir.Node | None = None

@@ -182,9 +182,15 @@ def blocked_message(target: int, blockers: list) -> str:
     counts: collections.Counter[tuple[str, int, bool]] = collections.Counter(
         (b.op, b.needs, b.going_up) for b in blockers
     )
+    unknown = {(b.op, b.needs) for b in blockers if b.no_such_op}  # no opset it "needs"
     order = sorted(counts, key=lambda key: (-key[1], key[0]))
     summary = "; ".join(
-        f"{op} x{counts[op, needs, up]} {'cannot go up to' if up else 'needs'} {needs}"
+        f"{op} x{counts[op, needs, up]} "
+        + (
+            f"is not an ONNX op at opset {needs}"
+            if (op, needs) in unknown
+            else f"{'cannot go up to' if up else 'needs'} {needs}"
+        )
         for op, needs, up in order
     )
     kinds: dict[tuple[str, int, bool, str], list] = collections.defaultdict(list)

@@ -109,7 +109,8 @@ if TYPE_CHECKING:
         summary,
     )
     from lowering.verify.runs import DEFAULT_SCHEDULE, DIM_MODES, VALUE_MODES, RunSpec, schedule
-    from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime, verify_runtime
+    from lowering.verify.runtime import missing_runtime, verify_runtime
+    from lowering.verify.settings import VERIFY_RUNTIMES
     from lowering.verify.tolerance import ATOL, NARROW_FLOATS, RTOL, ULPS, Tolerance, compare_value
     from lowering.verify.values import ValueRange
 
@@ -152,7 +153,7 @@ _HOMES = {
     "VALUE_MODES": "lowering.verify.runs",
     "RunSpec": "lowering.verify.runs",
     "schedule": "lowering.verify.runs",
-    "VERIFY_RUNTIMES": "lowering.verify.runtime",
+    "VERIFY_RUNTIMES": "lowering.verify.settings",
     "missing_runtime": "lowering.verify.runtime",
     "verify_runtime": "lowering.verify.runtime",
     "ATOL": "lowering.verify.tolerance",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowering.verify.report import BAD_INPUTS, MATCH, summary
 from lowering.verify.runs import DEFAULT_SCHEDULE
-from lowering.verify.settings import ATOL, RTOL, TIME_SCALE, TIMEOUT, ULPS
+from lowering.verify.settings import ATOL, RTOL, TIME_SCALE, TIMEOUT, ULPS, VERIFY_RUNTIMES
 
 if TYPE_CHECKING:
     from lowering.verify.values import ValueRange
@@ -183,19 +183,46 @@ def joined_values(argv: Sequence[str]) -> list[str]:
     return joined
 
 
+#: The end of ``onnx-verify --help``: the exit codes and an example (docs/verify.md).
+EPILOG = """\
+exit codes:
+  0    every output matches (runs where A itself fails are listed, not counted)
+  1    a mismatch on some run, or B cannot be read, loaded or run where A runs
+  2    usage, or inputs that cannot be used (--inputs unreadable, an input
+       missing, a dtype that would change values)
+  3    could not compare: A itself cannot be loaded or run (or only on empty
+       inputs)
+  130  interrupted (Ctrl-C)
+
+examples:
+  onnx-lower examples/torch_atleast_2d.onnx out.onnx
+  onnx-verify examples/torch_atleast_2d.onnx out.onnx --runs 8
+  onnx-verify examples/torch_atleast_2d.onnx out.onnx --inputs FILE.npz
+  (the last replays the inputs a mismatch saved: the table names FILE.npz)
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     """``onnx-verify``: prints as ``onnx-lower --verify`` does, everything on
     stderr: the table (not with -q on a match), then the verdict."""
+    from lowering import console
+
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        return console.interrupted_verify()
+
+
+def _main(argv: list[str] | None) -> int:
     from lowering import __version__
-    from lowering.verify.comparison import compare
-    from lowering.verify.runtime import VERIFY_RUNTIMES, missing_runtime
+    from lowering.console import say
 
     parser = argparse.ArgumentParser(
         prog="onnx-verify",
-        description="Run two models on the same inputs and compare every output "
-        "(also: python -m lowering.verify). Exit 0 match, 1 mismatch or B broken "
-        "where A runs, 2 usage or unusable inputs, 3 could not compare (A itself cannot "
-        "run, or only on empty inputs).",
+        description="Run two models on the same inputs and compare every output\n"
+        "(also: python -m lowering.verify).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("a", metavar="A.onnx", help="the reference, run in onnxruntime")
     parser.add_argument("b", metavar="B.onnx", help="the model to check, e.g. a lowering")
@@ -213,14 +240,18 @@ def main(argv: list[str] | None = None) -> int:
     noise.add_argument("-q", "--quiet", action="store_true", help="print nothing on a match")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(joined_values(sys.argv[1:] if argv is None else argv))
+    # Only now: --help and --version import neither onnx nor numpy (issue 37).
+    from lowering.verify.comparison import compare
+    from lowering.verify.runtime import missing_runtime
+
     problem = missing_runtime(args.runtime, who=parser.prog)
     if problem is not None:
         parser.error(problem)
     report = compare(args.a, args.b, **compare_kwargs(args))
     if report.status == BAD_INPUTS:
-        print(f"{parser.prog}: error: {report.input_error}", file=sys.stderr)
+        say(f"{parser.prog}: error: {report.input_error}")
         return report.exit_code
     if not args.quiet or report.status != MATCH:
-        print(report.table(), file=sys.stderr)
-        print(summary(report, args.a, args.b), file=sys.stderr)
+        say(report.table())
+        say(summary(report, args.a, args.b))
     return report.exit_code

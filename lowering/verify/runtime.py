@@ -17,19 +17,9 @@ import onnx
 from lowering.extras import installed, missing
 from lowering.verify.ports import ModelLike, Port
 from lowering.verify.report import one_line
+from lowering.verify.settings import VERIFY_RUNTIMES
 
-#: ``--runtime`` for verification: where B may run, its runner
-#: (:data:`lowering.runtimes.runners.RUNNERS`), the module it needs and the package to
-#: install for it.
-VERIFY_RUNTIMES: dict[str, tuple[str, str, str] | None] = {
-    "onnxruntime": None,
-    "openvino": ("OpenVINO", "openvino", "openvino"),
-    "tract": ("tract", "tract", "tract"),
-    "onnx-reference": ("onnx.reference", "onnx", "onnx"),
-    "tvm": ("TVM", "tvm", "apache-tvm"),
-    "tinygrad": ("tinygrad", "tinygrad", "tinygrad"),
-    "mnn": ("MNN", "MNN", "MNN"),
-}
+__all__ = ["VERIFY_RUNTIMES", "missing_runtime", "run_elsewhere", "verify_runtime"]
 
 
 def missing_runtime(runtime: str, who: str = "--verify") -> str | None:

@@ -1,4 +1,4 @@
-"""The comparison's default tolerances, importing nothing: ``--help`` shows them.
+"""The comparison's defaults, importing nothing: ``--help`` shows them.
 
 :mod:`lowering.verify.tolerance` applies them; they live here so that the
 option parsers of ``onnx-lower`` and ``onnx-verify`` import neither onnx
@@ -27,3 +27,16 @@ TIMEOUT = 10.0
 #: A run of B is given this many times A's own time on the same inputs, when
 #: that is more than the timeout; a run of A this many times its slowest run so far.
 TIME_SCALE = 10
+
+#: ``--runtime`` for verification: where B may run, its runner
+#: (:data:`lowering.runtimes.runners.RUNNERS`), the module it needs and the package to
+#: install for it.
+VERIFY_RUNTIMES: dict[str, tuple[str, str, str] | None] = {
+    "onnxruntime": None,
+    "openvino": ("OpenVINO", "openvino", "openvino"),
+    "tract": ("tract", "tract", "tract"),
+    "onnx-reference": ("onnx.reference", "onnx", "onnx"),
+    "tvm": ("TVM", "tvm", "apache-tvm"),
+    "tinygrad": ("tinygrad", "tinygrad", "tinygrad"),
+    "mnn": ("MNN", "MNN", "MNN"),
+}
