@@ -214,6 +214,12 @@ def lower_to_scan(
     body.inputs.extend([*state_inputs, *element_inputs])
     body.outputs.extend([*state_outputs, *scanned])
 
+    # onnxruntime's Scan kills the process (SIGFPE) stacking an empty result
+    # along a middle axis: such a stack is built along 0 and transposed.
+    built = [
+        axis if axis in (0, len(t[1] or ())) or _never_empty(t[1]) else 0
+        for axis, t in zip(axes, plan.result_types, strict=True)
+    ]
     scan = new_node(
         "Scan",
         [*states, *scan_inputs],
@@ -221,7 +227,7 @@ def lower_to_scan(
             "body": body,
             "num_scan_inputs": len(scan_inputs),
             "scan_input_axes": scan_input_axes,
-            "scan_output_axes": axes,
+            "scan_output_axes": built,
         },
         num_outputs=len(states) + len(scanned),
         name=node.name,
@@ -231,17 +237,23 @@ def lower_to_scan(
     for value in scan.outputs[: len(states)]:
         fresh(value, "final_state")
     stacks = list(scan.outputs[len(states) :])
-    for stack, axis, (type_, shape) in zip(stacks, axes, plan.result_types, strict=True):
-        assert shape is not None, "scan_axes takes only outputs of known shape"
-        dims: list[int | ir.SymbolicDim | None] = [*shape]
-        dims.insert(axis, None)
-        typed(fresh(stack, "stack"), (type_, ir.Shape(dims)))
+    for stack, axis, (type_, shape) in zip(stacks, built, plan.result_types, strict=True):
+        typed(fresh(stack, "stack"), (type_, _stacked(shape, axis)))
     if not guard:
         new_nodes.append(scan)
     else:
-        guarded = _unless_empty(scan, stacks, scan_inputs[0], scan_input_axes[0], axes, plan)
+        guarded = _unless_empty(scan, stacks, scan_inputs[0], scan_input_axes[0], built, plan)
         new_nodes += guarded
         stacks = list(guarded[-1].outputs)
+    for k, (axis, was, (type_, shape)) in enumerate(
+        zip(axes, built, plan.result_types, strict=True)
+    ):
+        if axis != was:
+            rank = len(shape or ())
+            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+            moved = fresh(new_node("Transpose", [stacks[k]], {"perm": perm}))
+            new_nodes.append(moved)
+            stacks[k] = typed(fresh(moved.outputs[0], "stack"), (type_, _stacked(shape, axis)))
     for output, stack, axis, (type_, shape) in zip(
         node.outputs, stacks, axes, plan.result_types, strict=True
     ):
@@ -277,6 +289,19 @@ def _proven_nonempty(tensor: ir.Value, axis: int, main_graph: ir.Graph) -> bool:
         return False
     dim = shape[axis]
     return isinstance(dim, int) and dim > 0
+
+
+def _never_empty(shape: ir.Shape | None) -> bool:
+    """Whether an element of ``shape`` is proven to hold a value."""
+    return shape is not None and all(isinstance(d, int) and d > 0 for d in shape)
+
+
+def _stacked(shape: ir.Shape | None, axis: int) -> ir.Shape:
+    """``shape`` with a stack's axis of unknown size at ``axis``."""
+    assert shape is not None, "scan_axes takes only outputs of known shape"
+    dims: list[int | ir.SymbolicDim | None] = [*shape]
+    dims.insert(axis, None)
+    return ir.Shape(dims)
 
 
 def _unless_empty(
