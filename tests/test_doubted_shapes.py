@@ -46,6 +46,8 @@ FORMS = {
     "tinygrad": {"runtime": "tinygrad"},
     "opset11": {"target_opset": 11},
 }
+#: Forms the sweeps below do not draw (``check`` takes any of these too).
+OTHER_FORMS = {"optimize": {"optimize": True}}
 #: Runtimes without sequence ops: they may refuse where no pin is computed.
 MAY_REFUSE = {"openvino", "tract", "tinygrad"}
 READERS = ("insert_at_claimed", "insert_at_shape", "at_last", "map")
@@ -153,7 +155,7 @@ def check(model: onnx.ModelProto, feeds: dict, form: str) -> None:
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
         lower = lowering.lower
     try:
-        result = lower(model, **FORMS[form])
+        result = lower(model, **{**FORMS, **OTHER_FORMS}[form])
     except lowering.LoweringError as error:
         refusable = form in MAY_REFUSE or (form == "opset11" and "opset 11" in str(error))
         # (an insert out of range for a length proven static: a model that always fails)
@@ -467,3 +469,55 @@ def test_a_refused_copy_is_named_by_the_map_the_user_wrote():
     message = str(refused.value)
     assert message.startswith("node 'pool_map' (SequenceMap) in main graph 'g': --runtime openvino")
     assert "output 0 of MaxPool" in message and "\n" not in message
+
+
+# -- found by the structural fuzzer (features inferred and scan_only) -----------------
+
+FOUND = {
+    # A Squeeze with empty axes (ONNX: [1,1,3], onnxruntime: [3]) split and
+    # mapped: the type oracle kept ONNX's element rank on the map body's
+    # input, and the vectorizer transposed a rank-1 stack as rank 3.
+    "squeezed elements": """
+    g (float[1,1,3] x) => (int64[?] n, int64[?] d) {
+      axes = Constant <value = int64[0] {}> ()
+      q = Squeeze (x, axes)
+      s = SplitToSequence <axis = -1, keepdims = 0> (q)
+      shapes, sizes = SequenceMap <body = body (float e) => (int64[?] shape, int64 size) {
+            shape = Shape (e)
+            size = Size (e)
+          }> (s)
+      n = ConcatFromSequence <axis = 0, new_axis = 1> (sizes)
+      d = ConcatFromSequence <axis = 0, new_axis = 0> (shapes)
+    }""",
+    # A Resize (ONNX [1,2,13], onnxruntime [1,2,14]) in a Scan body, then a
+    # Reshape to [-1]: the optimizer merged the pin into that Reshape, and
+    # onnxruntime sized the Scan's output from ONNX's [26].
+    "pinned, then reshaped": """
+    g (float[N,1,2,5] x) => (float[?] y) {
+      s = SplitToSequence <axis = 0, keepdims = 0> (x)
+      m = SequenceMap <body = body (float[1,2,5] e) => (float[?] r) {
+            scales = Constant <value = float[3] {1.0, 1.0, 2.8}> ()
+            z = Resize <mode = "nearest"> (e, , scales)
+            flat = Constant <value = int64[1] {-1}> ()
+            r = Reshape (z, flat)
+          }> (s)
+      y = ConcatFromSequence <axis = 0, new_axis = 0> (m)
+    }""",
+}
+
+
+@pytest.mark.parametrize("form", ["auto", "no_unroll", "loop", "optimize"])
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
+@pytest.mark.parametrize("name", list(FOUND))
+def test_what_the_fuzzer_found_lowers_right(name, declared, form):
+    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]>' + FOUND[name])
+    if declared:
+        model = onnx.shape_inference.infer_shapes(model)
+    rng = np.random.default_rng(0)
+    feeds = {
+        i.name: rng.standard_normal(
+            [d.dim_value or 3 for d in i.type.tensor_type.shape.dim]
+        ).astype(np.float32)
+        for i in model.graph.input
+    }
+    check(model, feeds, form)

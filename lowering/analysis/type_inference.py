@@ -87,6 +87,9 @@ class TypeOracle:
         the copy (its large initializers dropped) may not hold."""
         for sub, twin_sub in zip(graphs_within(original), graphs_within(inferred), strict=False):
             self._twin_of[sub] = list(twin_sub)
+            for value, twin_value in zip(sub.inputs, twin_sub.inputs, strict=False):
+                if value in proof.doubted:  # a body's element of a doubted sequence
+                    twin_value.shape = None
             for node, twin in zip(sub, twin_sub, strict=False):
                 for value, twin_value in zip(node.outputs, twin.outputs, strict=False):
                     if value in proof.doubted:

@@ -64,7 +64,7 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
             kept: list[Dim] | None = None
             if proven is not None and len(proven) == len(declared):
                 kept = [d if d == p else None for d, p in zip(declared, proven, strict=True)]
-            elif value.is_graph_output():  # (of any graph: one of the main graph needs it)
+            elif value in model.graph.outputs:  # (the checker wants its rank declared)
                 kept = [None] * len(declared)
             if kept != declared:
                 value.shape = None if kept is None else ir.Shape(kept)

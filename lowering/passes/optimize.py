@@ -18,6 +18,7 @@ import onnx_ir as ir
 
 from lowering.irutils.checker import full_check_problem
 from lowering.irutils.naming import fresh, name_fresh
+from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import snapshot
@@ -107,7 +108,8 @@ _FENCE_DOMAIN = "lowering.fenced"
 
 
 def _fence_disputed_nodes(model: ir.Model) -> bool:
-    """Hide from the optimizer every node that runtimes compute two ways.
+    """Hide from the optimizer every node that runtimes compute two ways, and
+    the Reshapes that may pin a shape ONNX gets wrong.
 
     onnxscript folds a node of constants by onnx.reference, which reads
     ``Squeeze(c, [])`` as ONNX does (no dim squeezed) where onnxruntime
@@ -121,7 +123,9 @@ def _fence_disputed_nodes(model: ir.Model) -> bool:
 
     Returns whether any node was fenced.
     """
-    fenced = [node for node in model_nodes(model) if disputed_reading(node) is not None]
+    fenced = [
+        node for node in model_nodes(model) if disputed_reading(node) is not None or _may_pin(node)
+    ]
     for node in fenced:
         node.domain = _FENCE_DOMAIN  # only default-domain nodes are disputed: they go back to ""
     if fenced:
@@ -130,6 +134,20 @@ def _fence_disputed_nodes(model: ir.Model) -> bool:
             if any(node.domain == _FENCE_DOMAIN for node in nodes_within(function)):
                 function.opset_imports[_FENCE_DOMAIN] = 1
     return bool(fenced)
+
+
+def _may_pin(node: ir.Node) -> bool:
+    """A Reshape of an output ONNX may size wrong: maybe a pin to its computed
+    shape (:mod:`lowering.passes.hide_unproven_outputs`), which the optimizer
+    would merge into the next Reshape, where onnxruntime reads ONNX's wrong
+    size again (a Scan output allocated [26] for [28])."""
+    data = node.inputs[0] if is_onnx_op(node, "Reshape") and node.inputs else None
+    producer = data.producer() if data is not None else None
+    return (
+        producer is not None
+        and is_onnx_domain(producer.domain)
+        and may_be_seen_wrong(producer.op_type)
+    )
 
 
 def _unfence(model: ir.Model) -> None:
