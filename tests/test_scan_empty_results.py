@@ -1,8 +1,8 @@
-"""A Scan whose results may be empty stacks them along a middle axis by a Transpose.
+"""A Scan whose results may be empty stacks them along an axis other than 0 by a Transpose.
 
 onnxruntime's Scan kills the process (SIGFPE) stacking an empty result
-along an axis strictly inside the stack (measured: `scan_output_axes` 1 of
-a [2, 0] result), where axis 0 and the last axis run. A map over the rows
+along an axis other than 0 (measured: `scan_output_axes` 1 of a [2, 0]
+result, and of a [0] one); along 0 it runs. A map over the rows
 of a split whose body may give an empty result, concatenated with
 ``new_axis = 1`` on every axis, is run in a child process (a crash would
 take pytest with it) against onnxruntime on the original (structural
@@ -31,28 +31,36 @@ for optimize in (False, True):
 """
 
 
-def _model(width: int, axis: int):
+_LAST = 'r = Resize <mode = "nearest"> (c, , scales)'
+_LAST_FLAT = """z = Resize <mode = "nearest"> (c, , scales)
+            flat = Constant <value = int64[1] {-1}> ()
+            r = Reshape (z, flat)"""
+
+
+def _model(width: int, axis: int, flat: bool = False):
     # Each row is sliced to ``width`` columns (0: empty), then a Resize (no
     # batching rule) keeps it: a Scan over the rows, its results maybe empty.
     return parse(f"""<ir_version: 8, opset_import: ["" : 17]>
-    g (float[N,2,3] x) => (float[?,?,?] y) {{
+    g (float[N,2,3] x) => (float[{"?,?" if flat else "?,?,?"}] y) {{
       s = SplitToSequence <axis = 0, keepdims = 0> (x)
-      m = SequenceMap <body = body (float[2,3] e) => (float[?,?] r) {{
+      m = SequenceMap <body = body (float[2,3] e) => (float[{"?" if flat else "?,?"}] r) {{
             starts = Constant <value = int64[1] {{0}}> ()
             ends = Constant <value = int64[1] {{{width}}}> ()
             axes = Constant <value = int64[1] {{1}}> ()
             c = Slice (e, starts, ends, axes)
             scales = Constant <value = float[2] {{1.0, 1.0}}> ()
-            r = Resize <mode = "nearest"> (c, , scales)
+            {_LAST_FLAT if flat else _LAST}
           }}> (s)
       y = ConcatFromSequence <axis = {axis}, new_axis = 1> (m)
     }}""")
 
 
-@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize(
+    ("flat", "axis"), [(False, 0), (False, 1), (False, 2), (True, 0), (True, 1)]
+)
 @pytest.mark.parametrize("width", [0, 3])
-def test_a_scan_of_empty_results_runs_on_every_axis(width, axis, tmp_path):
-    model = _model(width, axis)
+def test_a_scan_of_empty_results_runs_on_every_axis(width, axis, flat, tmp_path):
+    model = _model(width, axis, flat)
     result = lowering.lower(model)
     assert "Scan" in [n.op_type for n in result.graph.node]
     x = np.arange(24, dtype=np.float32).reshape(4, 2, 3)

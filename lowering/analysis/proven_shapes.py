@@ -42,6 +42,11 @@ from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, subgraphs
 
+#: Ops whose rank ONNX may get wrong too: Squeeze with empty axes (ONNX
+#: squeezes nothing, onnxruntime every unit dim), PRelu whose slope
+#: broadcasts X (ONNX keeps X's rank); the others' ranks are right.
+RANK_SEEN_WRONG = frozenset({"Squeeze", "PRelu"})
+
 
 @dataclasses.dataclass
 class Proof:
@@ -50,6 +55,9 @@ class Proof:
 
     known: dict[ir.Value, Operand] = dataclasses.field(default_factory=dict)
     doubted: set[ir.Value] = dataclasses.field(default_factory=set)
+    #: The doubted values whose rank is doubted too: computed from an op ONNX
+    #: gives another rank than onnxruntime (:data:`RANK_SEEN_WRONG`).
+    rank_doubted: set[ir.Value] = dataclasses.field(default_factory=set)
 
     def operand(self, value: ir.Value | None) -> Operand | None:
         """What is proven of ``value`` (None: an absent input)."""
@@ -81,21 +89,28 @@ def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: boo
     proof = Proof() if proof is None else proof
     for node in owner:
         doubted_input = any(v is not None and v in proof.doubted for v in node.inputs)
+        rank_input = any(v is not None and v in proof.rank_doubted for v in node.inputs)
         for sub in subgraphs(node):
             if doubted_input:
                 proof.doubted.update(sub.inputs)
+            if rank_input:
+                proof.rank_doubted.update(sub.inputs)
             prove(sub, opset, proof, fill=fill)
             doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
+            rank_input = rank_input or any(v in proof.rank_doubted for v in sub.outputs)
         onnx_op = is_onnx_domain(node.domain)
         if not (fill or doubted_input or (onnx_op and may_be_seen_wrong(node.op_type))):
             continue
         operands = [proof.operand(v) for v in node.inputs]
-        if not doubted_input and not (onnx_op and seen_wrong(node, operands)):
+        wrong = onnx_op and seen_wrong(node, operands)
+        if not doubted_input and not wrong:
             if onnx_op and fill:  # the declaration holds; inference fills what it leaves out
                 for value, got in zip(node.outputs, infer_outputs(node, operands, opset)):
                     proof.known[value] = _merged(value, got)
             continue
         proof.doubted.update(node.outputs)
+        if rank_input or not onnx_op or (wrong and node.op_type in RANK_SEEN_WRONG):
+            proof.rank_doubted.update(node.outputs)
         inferred = infer_outputs(node, operands, opset) if onnx_op else None
         computed = computed_shapes(node, operands) if onnx_op else None
         for k, value in enumerate(node.outputs):

@@ -15,7 +15,8 @@ pass, first in the pipeline, makes every shape inference will see a fact:
   :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`
   (a node nothing declares wrong is left to the steps that copy or read it);
 - every declaration the proof still doubts is forgotten, dim by dim (a dim
-  the proof gives too, the same size or symbol, stays)::
+  the proof gives too, the same size or symbol, stays; so does the rank,
+  but where an op ONNX gives another rank is upstream)::
 
     R = Resize(X: float[1,5], scales [1, 1.4])     R = Resize(X, scales [1, 1.4])
     value_info R: float[1,6]                  ->   P = Reshape(R, [1, 7])        (R: float)
@@ -64,8 +65,8 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
             kept: list[Dim] | None = None
             if proven is not None and len(proven) == len(declared):
                 kept = [d if d == p else None for d, p in zip(declared, proven, strict=True)]
-            elif value in model.graph.outputs:  # (the checker wants its rank declared)
-                kept = [None] * len(declared)
+            elif value in model.graph.outputs or value not in proof.rank_doubted:
+                kept = [None] * len(declared)  # (the checker wants a graph output's rank)
             if kept != declared:
                 value.shape = None if kept is None else ir.Shape(kept)
                 changed = True

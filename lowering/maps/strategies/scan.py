@@ -215,9 +215,10 @@ def lower_to_scan(
     body.outputs.extend([*state_outputs, *scanned])
 
     # onnxruntime's Scan kills the process (SIGFPE) stacking an empty result
-    # along a middle axis: such a stack is built along 0 and transposed.
+    # along an axis other than 0 (a [2,0] along 1, a [0] along 1): a stack of
+    # results that may be empty is built along 0 and transposed.
     built = [
-        axis if axis in (0, len(t[1] or ())) or _never_empty(t[1]) else 0
+        axis if axis == 0 or _never_empty(t[1]) else 0
         for axis, t in zip(axes, plan.result_types, strict=True)
     ]
     scan = new_node(
