@@ -25,8 +25,9 @@ pass, first in the pipeline, makes every shape inference will see a fact:
                                                    (Q = MaxPool<ceil_mode>(float[1,1,?]): not computed)
 
 Nothing is declared in place of a forgotten dim: ONNX's inference would
-contradict it. A graph output keeps its declared rank, which the checker
-requires; graph inputs are what the caller feeds, and stay as declared.
+contradict it. A main-graph output keeps its declared rank even where that
+is doubted (the checker requires one); graph inputs are what the caller
+feeds, and stay as declared.
 A model with no op ONNX sizes wrong is left as it is.
 """
 
