@@ -25,9 +25,10 @@ pass, first in the pipeline, makes every shape inference will see a fact:
                                                    (Q = MaxPool<ceil_mode>(float[1,1,?]): not computed)
 
 Nothing is declared in place of a forgotten dim: ONNX's inference would
-contradict it. A main-graph output keeps its declared rank even where that
-is doubted (the checker requires one); graph inputs are what the caller
-feeds, and stay as declared.
+contradict it. An output of the main graph or of an If, Loop or Scan body
+keeps its declared rank even where that is doubted (the checker, and
+onnxruntime's Scan, require one); graph inputs are what the caller feeds,
+and stay as declared.
 A model with no op ONNX sizes wrong is left as it is.
 """
 
@@ -38,6 +39,7 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import prove_model
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.node_inference import Dim
+from lowering.irutils.walk import model_nodes, subgraphs
 from lowering.passes.hide_unproven_outputs import (
     apply_hiding,
     plan_copied_shapes,
@@ -58,6 +60,7 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
             apply_hiding(pin)
         changed = bool(pins)
         proof = prove_model(model)
+        ranked = _ranked_outputs(model)
         for value in proof.doubted:
             if value.shape is None:
                 continue
@@ -66,14 +69,26 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
             kept: list[Dim] | None = None
             if proven is not None and len(proven) == len(declared):
                 kept = [d if d == p else None for d, p in zip(declared, proven, strict=True)]
-            elif value in model.graph.outputs or value not in proof.rank_doubted:
-                kept = [None] * len(declared)  # (the checker wants a graph output's rank)
+            elif value in ranked or value not in proof.rank_doubted:
+                kept = [None] * len(declared)
             if kept != declared:
                 value.shape = None if kept is None else ir.Shape(kept)
                 changed = True
         if pins:
             name_fresh(model)
         return ir.passes.PassResult(model, modified=changed)
+
+
+def _ranked_outputs(model: ir.Model) -> set[ir.Value]:
+    """The outputs whose declared rank stays, doubted or not: the main graph's
+    (the checker requires one) and those of the If, Loop and Scan bodies
+    (onnxruntime requires one of a Scan's); a SequenceMap's body, which the
+    lowering reads the rank of, is not among them."""
+    ranked = set(model.graph.outputs)
+    for node in model_nodes(model):
+        if node.op_type != "SequenceMap":
+            ranked.update(v for sub in subgraphs(node) for v in sub.outputs)
+    return ranked
 
 
 def _contradicts(shape: ir.Shape | None, computed: tuple[Dim, ...] | None) -> bool:
