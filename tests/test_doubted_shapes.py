@@ -142,7 +142,7 @@ def reader_model(name: str, reader: str, declared: bool) -> tuple[onnx.ModelProt
     return model, feeds
 
 
-def check(model: onnx.ModelProto, feeds: dict, form: str) -> None:
+def check(model: onnx.ModelProto, feeds: dict, form: str, optimized: bool = True) -> None:
     """The lowered model passes the full checker and computes what onnxruntime
     computes on the original; a runtime without sequences may refuse. (Where
     ONNX's wrong shape makes the original fail the full checker itself, a
@@ -171,8 +171,10 @@ def check(model: onnx.ModelProto, feeds: dict, form: str) -> None:
     assert_same(ort_run(result, feeds), expected)
     # onnxruntime's optimizer folds Shape from ONNX's inference: where it goes
     # wrong on the original, it may on the output too; nowhere else.
-    optimized = _try(run, model, feeds)
-    if optimized is not None and all(np.array_equal(a, b) for a, b in zip(optimized, expected)):
+    original_optimized = _try(run, model, feeds) if optimized else None
+    if original_optimized is not None and all(
+        np.array_equal(a, b) for a, b in zip(original_optimized, expected)
+    ):
         assert_same(run(result, feeds), expected, "optimized")
 
 
@@ -506,11 +508,33 @@ FOUND = {
 }
 
 
+# A Resize (ONNX [1,6], onnxruntime [1,7]) inside a model-local function:
+# ONNX's inference sees through the call, the proof did not. (onnxruntime's
+# optimizer still folds a Shape of the call's output from its own inference
+# once it has inlined the function: no pin reaches there; open.)
+THROUGH_A_FUNCTION = """
+    g (float[1,5] x) => (float[1] y, float[?,?] z) {
+      r = local.f0 (x)
+      s = SplitToSequence <axis = 1, keepdims = 0> (r)
+      last = Constant <value = int64 {-1}> ()
+      y = SequenceAt (s, last)
+      m = SequenceMap <body = b (float[1] e) => (float[1] o) { o = Neg (e) }> (s)
+      z = ConcatFromSequence <axis = 1, new_axis = 1> (m)
+    }
+    <domain: "local", opset_import: ["" : 17]>
+    f0 (a) => (c) {
+      sc = Constant <value = float[2] {1.0, 1.4}> ()
+      c = Resize <mode = "nearest"> (a, , sc)
+    }"""
+
+
 @pytest.mark.parametrize("form", ["auto", "no_unroll", "loop", "optimize"])
 @pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
 @pytest.mark.parametrize("name", list(FOUND))
 def test_what_the_fuzzer_found_lowers_right(name, declared, form):
-    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]>' + FOUND[name])
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>' + FOUND[name]
+    )
     if declared:
         model = onnx.shape_inference.infer_shapes(model)
     rng = np.random.default_rng(0)
@@ -521,3 +545,15 @@ def test_what_the_fuzzer_found_lowers_right(name, declared, form):
         for i in model.graph.input
     }
     check(model, feeds, form)
+
+
+@pytest.mark.parametrize("form", ["auto", "no_unroll", "loop"])
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
+def test_a_function_call_of_an_op_onnx_sizes_wrong_is_doubted(declared, form):
+    model = onnx.parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>' + THROUGH_A_FUNCTION
+    )
+    if declared:
+        model = onnx.shape_inference.infer_shapes(model)
+    feeds = {"x": np.arange(5, dtype=np.float32).reshape(1, 5)}
+    check(model, feeds, form, optimized=False)

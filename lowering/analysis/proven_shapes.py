@@ -58,6 +58,9 @@ class Proof:
     #: The doubted values whose rank is doubted too: computed from an op ONNX
     #: gives another rank than onnxruntime (:data:`RANK_SEEN_WRONG`).
     rank_doubted: set[ir.Value] = dataclasses.field(default_factory=set)
+    #: The model-local functions some of whose outputs are doubted: a call's
+    #: outputs are, as ONNX's inference sees through the call.
+    doubting: set[ir.OperatorIdentifier] = dataclasses.field(default_factory=set)
 
     def operand(self, value: ir.Value | None) -> Operand | None:
         """What is proven of ``value`` (None: an absent input)."""
@@ -99,10 +102,11 @@ def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: boo
             doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
             rank_input = rank_input or any(v in proof.rank_doubted for v in sub.outputs)
         onnx_op = is_onnx_domain(node.domain)
-        if not (fill or doubted_input or (onnx_op and may_be_seen_wrong(node.op_type))):
+        call = node.op_identifier() in proof.doubting
+        if not (fill or doubted_input or call or (onnx_op and may_be_seen_wrong(node.op_type))):
             continue
         operands = [proof.operand(v) for v in node.inputs]
-        wrong = onnx_op and seen_wrong(node, operands)
+        wrong = call or (onnx_op and seen_wrong(node, operands))
         if not doubted_input and not wrong:
             if onnx_op and fill:  # the declaration holds; inference fills what it leaves out
                 for value, got in zip(node.outputs, infer_outputs(node, operands, opset)):
@@ -128,13 +132,20 @@ def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
     """:func:`prove` over the main graph and every model-local function, each
     at the default-domain opset it imports."""
     proof = Proof()
-    owners: list[tuple[GraphLike, dict[str, int]]] = [
-        (model.graph, model.opset_imports),
-        *((f, f.opset_imports) for f in model.functions.values()),
-    ]
-    for owner, imports in owners:
-        prove(owner, default_opset(imports), proof, fill=fill)
-    return proof
+    # Functions first, until no call newly doubts its outputs (a function
+    # calling one that does), then the main graph.
+    while True:
+        for function in model.functions.values():
+            prove(function, default_opset(function.opset_imports), proof, fill=fill)
+        doubting = {
+            f.identifier()
+            for f in model.functions.values()
+            if any(v in proof.doubted for v in f.outputs)
+        }
+        if doubting <= proof.doubting:
+            break
+        proof.doubting |= doubting
+    return prove(model.graph, default_opset(model.opset_imports), proof, fill=fill)
 
 
 def default_opset(imports: dict[str, int]) -> int:

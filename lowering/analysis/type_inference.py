@@ -45,7 +45,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
-from lowering.analysis.proven_shapes import Proof, default_opset, prove
+from lowering.analysis.proven_shapes import Proof, prove_model
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_within
 
 logger = logging.getLogger(__name__)
@@ -59,11 +59,10 @@ class TypeOracle:
     def __init__(self, model: ir.Model, functions: Sequence[ir.Function] = ()):
         self._twin_of: dict[GraphLike, list[ir.Node]] = {}
         self._position: dict[GraphLike, dict[ir.Node, int]] = {}
+        self._proof = prove_model(model)
         inferred = _infer_model(model)
         if inferred is not None:
-            self._pair(
-                model.graph, inferred.graph, prove(model.graph, default_opset(model.opset_imports))
-            )
+            self._pair(model.graph, inferred.graph, self._proof)
         for function in _callers_first(model, functions):
             self._infer_function(model, function)
 
@@ -123,7 +122,7 @@ class TypeOracle:
             logger.warning("Shape inference failed for function %r: %s", function.name, error)
             return
         graph = ir.serde.deserialize_model(inferred).graph
-        self._pair(function, graph, prove(function, default_opset(function.opset_imports)))
+        self._pair(function, graph, self._proof)
 
     def _call_site_types(
         self, model: ir.Model, function: ir.Function
