@@ -69,8 +69,11 @@ def test_random_models_lower_correctly(model):
 # again comes out of this set until it is fixed: ``opset11`` (issue 21), whose
 # edge maps lowered to opset 11 leave a SequenceInsert at the sequence's
 # length (the canonical form is [0, n)) and relabel Clip of double to
-# Clip-11, which onnxruntime has no kernel for.
-CI_FEATURES = ALL_FEATURES - {"opset11"}
+# Clip-11, which onnxruntime has no kernel for; issue 33's features, whose
+# last family is open: onnxruntime's allocation planner reuses a buffer
+# sized by ONNX's wrong inference of a copy's own output ("Shape mismatch
+# attempting to re-use buffer"), which no pin after the copy reaches.
+CI_FEATURES = ALL_FEATURES - {"opset11"} - WRONG_SHAPE_FEATURES
 
 
 def _features() -> frozenset:

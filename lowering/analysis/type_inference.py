@@ -59,7 +59,7 @@ class TypeOracle:
     def __init__(self, model: ir.Model, functions: Sequence[ir.Function] = ()):
         self._twin_of: dict[GraphLike, list[ir.Node]] = {}
         self._position: dict[GraphLike, dict[ir.Node, int]] = {}
-        self._proof = prove_model(model)
+        self._proof = prove_model(model, fill=True)  # (its untyped values inferred: untyped bodies)
         inferred = _infer_model(model)
         if inferred is not None:
             self._pair(model.graph, inferred.graph, self._proof)
