@@ -25,7 +25,7 @@ from lowering.verify import NARROW_FLOATS, Tolerance
 
 
 def cli(
-    argv: list[str], stdin: bytes = b"", cwd: pathlib.Path | None = None
+    argv: list, stdin: bytes = b"", cwd: pathlib.Path | None = None, text: bool = False
 ) -> subprocess.CompletedProcess:
     """``python -m lowering ARGV`` in this process, with bytes for stdin and stdout.
 
@@ -50,6 +50,8 @@ def cli(
         os.chdir(here)
         sys.stdin, sys.stdout, sys.stderr = saved
     out, err = (stream.buffer.getvalue() for stream in streams[1:])  # type: ignore[attr-defined]
+    if text:
+        return subprocess.CompletedProcess(argv, code, out.decode(), err.decode())
     return subprocess.CompletedProcess(argv, code, out, err)
 
 
