@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from lowering.runtimes.sessions import open_session
+from lowering.runtimes.sessions import open_session, session_options
 from lowering.verify.declared import blame_declarations, declaration_problems
-from lowering.verify.dtypes import ML_FLOATS, read_as_floats
+from lowering.verify.dtypes import ML_FLOATS
 from lowering.verify.inputs import feed_sets, synthesized_run
+from lowering.verify.narrow import Reading, ort_value_array, read_back, reading
 from lowering.verify.npz import save_all, save_failing_run
 from lowering.verify.ports import (
     Feeds,
@@ -35,6 +36,10 @@ from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunR
 from lowering.verify.runs import fallbacks, schedule
 from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
 from lowering.verify.settings import TIME_SCALE, TIMEOUT
+
+#: The session config key that tells onnxruntime where a model loaded from
+#: memory has its external data.
+EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
 from lowering.verify.tolerance import ATOL, FLOAT64_ULPS, RTOL, ULPS, Tolerance, compare_value
 from lowering.verify.values import ValueRange
 
@@ -128,34 +133,67 @@ def compare(
     except InputsError as error:
         report.input_error = str(error)
         return report
-    narrow_a = _narrow(a, proto_a)
+    reading_a = reading(a, proto_a)
     try:
-        session_a = _session(narrow_a[0], "A")
+        session_a = _session(reading_a, "A")
     except CannotCompare as error:
         report.reason = str(error)
         return report
-    session_b = None
-    elsewhere: dict[int, tuple[list | None, str | None]] = {}
     slowest_a = 0.0  # A's slowest run so far, in seconds
-    ran_a: dict[int, tuple[list | None, str | None, float]] = {}
 
     def run_a(feeds: Feeds) -> tuple[list | None, str | None, float]:
         nonlocal slowest_a
-        outcome = _try_run(session_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
-        outcome = (_narrowed(outcome[0], narrow_a[1]), *outcome[1:])
+        outcome = _try_run(session_a, reading_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
         if outcome[1] is None:  # a run stopped at its limit says nothing of A's pace
             slowest_a = max(slowest_a, outcome[2])
         return outcome
 
-    if broken_b is None and runtime != "onnxruntime":
-        # A first: B's child process is given A's slowest time, scaled
-        ran_a = {label: run_a(feeds) for label, _, feeds in sets}
-        limit = max(timeout, TIME_SCALE * slowest_a)
-        elsewhere = run_elsewhere(runtime, b, inputs_b, sets, limit)
-    elif broken_b is None:
-        narrow_b = _narrow(b, proto_b)
+    # A first, on every run: a run whose inputs A rejects is drawn again
+    # (synthesized runs), so that B, wherever it runs, gets what A took
+    specs = schedule(runs) if inputs is None else []
+    settled: list[tuple[RunRecord, Feeds, tuple[list | None, str | None, float]]] = []
+    lengths: list[int] = []  # the lengths A took
+    redrawn = False
+    for label, text, feeds in sets:
+        record = RunRecord(label, text)
+        report.records.append(record)
+        outcome = run_a(feeds)
+        spec = specs[label] if specs else None
+        if outcome[1] and spec is not None:
+            sequences = any(p.sequence for p in inputs_a)
+            for other in fallbacks(spec, lengths if sequences else ()):
+                other_text, other_feeds = synthesized_run(
+                    inputs_a, other, seed + label, dims, val_ranges, groups, offsets
+                )
+                retried = run_a(other_feeds)
+                if retried[1] is None:
+                    record.description = f"{other_text}; A rejected {text}: {outcome[1]}"
+                    outcome, feeds, spec, redrawn = retried, other_feeds, other, True
+                    break
+        if outcome[1] is None and spec is not None:
+            lengths.append(spec.length)
+        settled.append((record, feeds, outcome))
+    if redrawn and save_inputs is not None:  # the inputs compared, replayed with --inputs
         try:
-            session_b = _session(narrow_b[0], "B")
+            save_all(
+                report, [(r.label, r.description, f) for r, f, _ in settled], os.fspath(save_inputs)
+            )
+        except InputsError as error:
+            report.input_error = str(error)
+            return report
+
+    session_b = None
+    reading_b = Reading(b)
+    elsewhere: dict[int, tuple[list | None, str | None]] = {}
+    if broken_b is None and runtime != "onnxruntime":
+        # B's child process is given A's slowest time, scaled
+        limit = max(timeout, TIME_SCALE * slowest_a)
+        runs_b = [(r.label, r.description, f) for r, f, _ in settled]
+        elsewhere = run_elsewhere(runtime, b, inputs_b, runs_b, limit)
+    elif broken_b is None:
+        reading_b = reading(b, proto_b)
+        try:
+            session_b = _session(reading_b, "B")
         except CannotCompare as error:
             broken_b = str(error)
     failing: Feeds | None = None
@@ -164,32 +202,15 @@ def compare(
     # a model with random ops runs twice: outputs that differ are compared by
     # structure only, and the verdict is "could not compare"
     twice = has_random_ops(proto_a) or (broken_b is None and has_random_ops(proto_b))
-    specs = schedule(runs) if inputs is None else []
-    for label, text, feeds in sets:
-        record = RunRecord(label, text)
-        report.records.append(record)
-        results_a, error_a, seconds_a = ran_a.pop(label) if label in ran_a else run_a(feeds)
-        if error_a and specs and not elsewhere:
-            # A rejects this run's inputs: try the run again with one kind of
-            # input at a time put back to the plain one, so the others are drawn
-            for other in fallbacks(specs[label]):
-                other_text, other_feeds = synthesized_run(
-                    inputs_a, other, seed + label, dims, val_ranges, groups, offsets
-                )
-                outcome = run_a(other_feeds)
-                if outcome[1] is None:
-                    results_a, error_a, seconds_a = outcome
-                    feeds = other_feeds
-                    record.description = f"{other_text}; A rejected {text}"
-                    break
+    for record, feeds, (results_a, error_a, seconds_a) in settled:
+        label = record.label
         if label in elsewhere:
             results_b, error_b = elsewhere[label]
         elif session_b is not None and error_a is None:
             limit = max(timeout, TIME_SCALE * seconds_a)
-            results_b, error_b, _ = _try_run(session_b, feeds, "B", limit, seconds_a)
-            results_b = _narrowed(results_b, narrow_b[1])
+            results_b, error_b, _ = _try_run(session_b, reading_b, feeds, "B", limit, seconds_a)
         elif session_b is not None:  # A fails: B gets the floor
-            results_b, error_b, _ = _try_run(session_b, feeds, "B", timeout)
+            results_b, error_b, _ = _try_run(session_b, reading_b, feeds, "B", timeout)
         else:
             results_b, error_b = None, broken_b
         if error_a:
@@ -313,40 +334,28 @@ def _load(model: ModelLike, label: str) -> onnx.ModelProto:
         ) from error
 
 
-def _narrow(model: ModelLike, proto: onnx.ModelProto) -> tuple[ModelLike, dict[int, type]]:
-    """What onnxruntime loads for ``model``, and which outputs are narrow floats read
-    through a Cast to float32 (:func:`read_as_floats`). A model file with external
-    data is loaded as it is (its copy would lose the data's folder)."""
-    external = any(
-        init.data_location == onnx.TensorProto.EXTERNAL for init in proto.graph.initializer
-    )
-    copy = None if external and not isinstance(model, onnx.ModelProto) else read_as_floats(proto)
-    return (model, {}) if copy is None else copy
-
-
-def _narrowed(results: list | None, positions: dict[int, type]) -> list | None:
-    """The float32 outputs read through a Cast back in their narrow type (exact)."""
-    if results is None or not positions:
-        return results
-    return [
-        np.asarray(value).astype(positions[i]) if i in positions else value
-        for i, value in enumerate(results)
-    ]
-
-
-def _session(model: ModelLike, label: str):
+def _session(reading: Reading, label: str):
+    model = reading.model
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else os.fspath(model)
     try:
-        return open_session(source, log_severity=4)
+        if reading.folder is None:
+            return open_session(source, log_severity=4)
+        # a copy in memory of a file with external data: onnxruntime reads the
+        # data from the file's folder (nothing is written)
+        import onnxruntime as ort
+
+        options = session_options(log_severity=4)
+        options.add_session_config_entry(EXTERNAL_FOLDER, reading.folder)
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as error:
         raise CannotCompare(f"onnxruntime cannot load {label}: {one_line(error)}") from error
 
 
 def _try_run(
-    session, feeds: Feeds, label: str, limit: float, took_a: float | None = None
+    session, reading: Reading, feeds: Feeds, label: str, limit: float, took_a: float | None = None
 ) -> tuple[list | None, str | None, float]:
-    """The outputs, or None and why onnxruntime could not run ``label``, and the
-    seconds the run took. A run past ``limit`` seconds is stopped from a timer
+    """The outputs (narrow floats in their type: ``reading``), or None and why
+    onnxruntime could not run ``label``, and the seconds the run took. A run past ``limit`` seconds is stopped from a timer
     thread through ``RunOptions.terminate`` (checked between nodes, in Loop and
     Scan bodies too); ``took_a``: A's time on the same inputs, for the message."""
     import onnxruntime as ort
@@ -364,7 +373,13 @@ def _try_run(
     start = time.perf_counter()
     timer.start()
     try:
-        return session.run(None, _ort_feeds(feeds), options), None, time.perf_counter() - start
+        if reading.ort_values:
+            values = session.run_with_ort_values(None, _ort_values(feeds), options)
+            results = [ort_value_array(value) for value in values]
+        else:
+            results = session.run(None, _ort_feeds(feeds), options)
+        seconds = time.perf_counter() - start
+        return read_back(results, reading.types), None, seconds
     except Exception as error:  # noqa: BLE001 -- onnxruntime raises many kinds
         seconds = time.perf_counter() - start
         if stopped.is_set():
@@ -388,3 +403,21 @@ def _ort_feeds(feeds: Feeds) -> Feeds:
         else:
             converted[name] = value
     return converted
+
+
+def _ort_values(feeds: Feeds) -> Feeds:
+    """Every feed as an OrtValue (an absent optional left out), for a run that reads
+    OrtValues; onnxruntime's Python API makes no OrtValue of a sequence."""
+    import onnxruntime as ort
+
+    values = {}
+    for name, value in _ort_feeds(feeds).items():
+        if isinstance(value, list):
+            raise TypeError(
+                f"input {name!r} is a sequence: a bfloat16 optional output is read as an "
+                "OrtValue, and onnxruntime's Python API takes no sequence with OrtValues"
+            )
+        if value is not None:
+            is_value = isinstance(value, ort.OrtValue)
+            values[name] = value if is_value else ort.OrtValue.ortvalue_from_numpy(value)
+    return values
