@@ -1,23 +1,25 @@
 """Narrow-float outputs read as floats: what onnxruntime loads, and how each output is read.
 
-onnxruntime's Python API returns float8e4m3fn and float8e5m2 only as raw
-bytes, and bfloat16 and the two fnuz float8 types not at all. Each output
-that holds one (a tensor, an optional, a sequence's elements) is read back
-in its ml_dtypes type, exactly, and compared in its ulps (-0.0 equal to
-+0.0, NaN only against NaN):
+onnxruntime's Python API (1.20 to 1.32) returns float8e4m3fn only as raw
+bytes, and bfloat16 and the other float8 types not at all. Each output that
+holds one (a tensor, an optional, a sequence's elements) is read back in
+its ml_dtypes type, exactly, and compared in its ulps (-0.0 equal to +0.0,
+NaN only against NaN):
 
-    tensor y       copy: y -> Cast(to=float) -> y_as_float32  --astype-->  narrow type
-    optional       float8e4m3fn, e5m2: raw uint8 bytes         --view-->    narrow type
-                   bfloat16, fnuz: run_with_ort_values, the OrtValue's bytes --view--> narrow type
+    tensor y    copy: y -> Cast(to=float) -> y_as_float32   --astype-->  narrow type
+    optional    run_with_ort_values: the OrtValue's bytes     --view-->    narrow type
+                (a run with a sequence input: run, raw bytes  --view-->    narrow type)
 
 An optional cannot be cast (no ONNX op takes apart an optional of a narrow
-float: OptionalGetElement and OptionalHasElement take none); a run that
+float: OptionalGetElement and OptionalHasElement take none). A run that
 reads OrtValues takes no sequence input (onnxruntime's Python API makes no
-OrtValue of one). A narrow-float sequence is never longer than 0 in
-onnxruntime (no op builds one, and its Python API feeds none), so nothing
-in it is read. The copy is made in memory: a model file with external data
-is opened with onnxruntime told the folder of its data (nothing is written,
-and the file is not changed).
+OrtValue of one): with one, the run reads arrays, and an optional that
+onnxruntime returns no array of, when present, fails it (a run A fails,
+listed with onnxruntime's reason). A narrow-float sequence is never longer
+than 0 in onnxruntime (no op builds one, and its Python API feeds none), so
+nothing in it is read. The copy is made in memory: a model file with
+external data is opened with onnxruntime told the folder of its data
+(nothing is written, and the file is not changed).
 """
 
 from __future__ import annotations
@@ -31,10 +33,6 @@ import onnx
 from lowering.verify.dtypes import ML_FLOATS
 from lowering.verify.ports import ModelLike
 
-#: The narrow floats onnxruntime's Python API returns no array of (not even bytes).
-NO_NUMPY = frozenset(
-    {onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT8E4M3FNUZ, onnx.TensorProto.FLOAT8E5M2FNUZ}
-)
 #: The ml_dtypes type of each narrow float's ONNX type.
 _ONNX_TO_ML: dict[int, type] = {int(onnx_type): ml for ml, onnx_type in ML_FLOATS.items()}
 
@@ -74,7 +72,7 @@ def reading(model: ModelLike, proto: onnx.ModelProto) -> Reading:
     found = {i: _narrow_type(info.type) for i, info in enumerate(proto.graph.output)}
     narrow = {i: kind for i, kind in found.items() if kind is not None}
     types = {i: _ONNX_TO_ML[elem] for i, (_, elem) in narrow.items()}
-    if any(kind == "optional" and elem in NO_NUMPY for kind, elem in narrow.values()):
+    if any(kind == "optional" for kind, _ in narrow.values()):
         return Reading(model, types=types, ort_values=True)
     cast = [i for i, (kind, _) in narrow.items() if kind == "tensor"]
     if not cast:

@@ -161,9 +161,10 @@ def fallbacks(spec: RunSpec, lengths: Sequence[int] = ()) -> list[RunSpec]:
     First each kind the run draws put back to its plain form (:data:`PLAIN`),
     one at a time and then all, keeping its length; then, when the run draws
     any kind beyond its length, the run as it is at the lengths A took
-    (``lengths``, the nearest :data:`OTHER_LENGTHS` first), then all plain at
-    the nearest. A plain run (the empty sequence of run 1) is not drawn at
-    another length: it would only repeat another run.
+    (``lengths``, the nearest :data:`OTHER_LENGTHS` first; never 0, which
+    holds no value or dim), then all plain at the nearest. A plain run (the
+    empty sequence of run 1) is not drawn at another length: it would only
+    repeat another run.
     """
     tried = [spec]
 
@@ -177,7 +178,7 @@ def fallbacks(spec: RunSpec, lengths: Sequence[int] = ()) -> list[RunSpec]:
         plain = dataclasses.replace(plain, **change)  # type: ignore[arg-type]
     add(plain)
     if plain != spec:
-        nearest = sorted(set(lengths) - {spec.length}, key=lambda n: (abs(n - spec.length), n))
+        nearest = sorted(set(lengths) - {spec.length, 0}, key=lambda n: (abs(n - spec.length), n))
         for length in nearest[:OTHER_LENGTHS]:
             add(dataclasses.replace(spec, length=length))
         if nearest:
