@@ -202,6 +202,7 @@ def compare(
     # a model with random ops runs twice: outputs that differ are compared by
     # structure only, and the verdict is "could not compare"
     twice = has_random_ops(proto_a) or (broken_b is None and has_random_ops(proto_b))
+    compared: list[tuple[RunRecord, Feeds, list | None, list | None, str | None, list | None]] = []
     for record, feeds, (results_a, error_a, seconds_a) in settled:
         label = record.label
         if label in elsewhere:
@@ -222,20 +223,34 @@ def compare(
         report.runs += 1
         if not _empty_inputs(inputs_a, feeds):
             substantial.append(label)
+        ran = error_b is None and results_a is not None and results_b is not None
+        again = run_a(feeds)[0] if twice and ran else None
+        compared.append((record, feeds, results_a, results_b, error_b, again))
+    # an output that differs between two runs of A on any run is random on every
+    # run (two runs of a Dropout over one value agree half of the time)
+    random = {
+        i
+        for *_, results_a, _, _, again in compared
+        if results_a is not None and again is not None
+        for i in range(min(len(results_a), len(again)))
+        if not same(results_a[i], again[i])
+    }
+    for i in sorted(random):
+        if i < len(report.rows):
+            sources = random_sources(proto_a, i) if i < len(proto_a.graph.output) else []
+            report.rows[i].random = sources
+    for record, feeds, results_a, results_b, error_b, _ in compared:
+        label = record.label
         before = sum(row.failures for row in report.rows)
         if error_b or results_a is None or results_b is None:
             for row in report.rows:
                 row.fail(f"run {label}: {error_b}, where A runs")
         else:
-            again = run_a(feeds)[0] if twice else None
             for i, (row, result_a, result_b) in enumerate(
                 zip(report.rows, results_a, results_b, strict=False)
             ):
-                random = again is not None and not same(result_a, again[i])
-                if random and row.random is None:
-                    row.random = random_sources(proto_a, i) if i < len(proto_a.graph.output) else []
                 where = f"run {label}: {row.name}"
-                compare_value(row, result_a, result_b, tolerance, where, structure_only=random)
+                compare_value(row, result_a, result_b, tolerance, where, i in random)
             problems_a = declaration_problems(inputs_a, outputs_a, feeds, results_a)
             problems_b = declaration_problems(inputs_b, outputs_b, feeds, results_b)
             blame_declarations(report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
@@ -264,11 +279,11 @@ def compare(
             "A fails on every input set; no run could be compared" if sets else "no input sets"
         )
     elif not substantial:
-        compared = [r.label for r in report.records if r.outcome != "skipped"]
+        labels = [r.label for r in report.records if r.outcome != "skipped"]
         report.reason = (
             f"only runs with empty inputs (an empty sequence or a zero-sized tensor) could be "
-            f"compared (run{'s' if len(compared) != 1 else ''} "
-            f"{', '.join(map(str, compared))}); A fails on every other; give --inputs or --dim "
+            f"compared (run{'s' if len(labels) != 1 else ''} "
+            f"{', '.join(map(str, labels))}); A fails on every other; give --inputs or --dim "
             "with sizes A accepts"
         )
     from_file = isinstance(inputs, (str, os.PathLike))  # replaying it needs no copy
