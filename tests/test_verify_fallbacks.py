@@ -183,3 +183,32 @@ def test_fallbacks_put_back_one_kind_at_a_time_then_all_then_move_the_length():
     ]
     assert fallbacks(plain, [3, 9]) == []  # the empty run 1 stays as it is
     assert fallbacks(verify.RunSpec(130, "ones"), [0]) == [verify.RunSpec(130)]
+
+
+def test_a_run_a_never_ends_on_is_tried_once_more_in_its_plain_form(monkeypatch):
+    """A's Loop never ends once x holds NaN: each run that draws NaN is stopped at
+    its limit, then drawn once more with plain values (each try may take the
+    whole limit, so no other form is tried) and compared."""
+    from lowering.verify import comparison
+    from tests.test_verify_limits import _endless
+
+    _, endless = _endless()
+    stopped: list[str] = []
+    run = comparison._try_run
+
+    def counted(*args, **kwargs):
+        outcome = run(*args, **kwargs)
+        if outcome[1] and comparison.PAST_LIMIT in outcome[1]:
+            stopped.append(outcome[1])
+        return outcome
+
+    monkeypatch.setattr(comparison, "_try_run", counted)
+    report = verify.compare(endless, endless, timeout=0.3)
+    assert report.status == verify.MATCH, report.table()
+    redrawn = [r for r in report.records if "A rejected" in r.description]
+    assert redrawn and all(r.outcome == "compared" for r in redrawn)
+    assert all(PAST in r.description and "normal values" in r.description for r in redrawn)
+    assert len(stopped) == len(redrawn)  # one stop per run: the plain form ends
+
+
+PAST = "A ran past its time limit of 0.3 s"
