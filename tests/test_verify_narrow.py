@@ -240,3 +240,36 @@ def _ml(name: str):
     import ml_dtypes
 
     return getattr(ml_dtypes, name)
+
+
+def test_lower_verify_of_a_bfloat16_model_with_external_data(tmp_path, capsys):
+    """onnx-lower IN OUT --verify, IN a map with its weights in a data file and a
+    bfloat16 output: compared in bfloat16 (it was "A fails on every input set")."""
+    from lowering import cli
+
+    w = onnx.numpy_helper.from_array(np.ones(64, np.float32), "w")
+    body = h.make_graph(
+        [h.make_node("Mul", ["a", "w"], ["c"])],
+        "body",
+        [h.make_tensor_value_info("a", TensorProto.FLOAT, [64])],
+        [h.make_tensor_value_info("c", TensorProto.FLOAT, [64])],
+    )
+    floats = h.make_sequence_type_proto(h.make_tensor_type_proto(TensorProto.FLOAT, [64]))
+    graph = h.make_graph(
+        [
+            h.make_node("SequenceMap", ["x"], ["s"], body=body),
+            h.make_node("ConcatFromSequence", ["s"], ["wide"], axis=0, new_axis=1),
+            h.make_node("Cast", ["wide"], ["y"], to=TensorProto.BFLOAT16),
+        ],
+        "g",
+        [h.make_value_info("x", floats)],
+        [h.make_tensor_value_info("y", TensorProto.BFLOAT16, ["n", 64])],
+        [w],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    source = _save(model, tmp_path / "in", external=True)
+    before = _contents(source.parent)
+    assert cli.main([str(source), str(tmp_path / "out.onnx"), "--verify"]) == 0
+    err = capsys.readouterr().err
+    assert "8 ulp (bfloat16)  ok" in err and "of 25 runs compared" in err
+    assert _contents(source.parent) == before

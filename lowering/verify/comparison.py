@@ -395,8 +395,9 @@ def _try_run(
     start = time.perf_counter()
     timer.start()
     try:
-        if reading.ort_values and not any(isinstance(v, list) for v in feeds.values()):
-            values = session.run_with_ort_values(None, _ort_values(feeds), options)
+        ort_values = _ort_values(feeds) if reading.ort_values else None
+        if ort_values is not None:
+            values = session.run_with_ort_values(None, ort_values, options)
             results = [ort_value_array(value) for value in values]
         else:
             results = session.run(None, _ort_feeds(feeds), options)
@@ -427,13 +428,17 @@ def _ort_feeds(feeds: Feeds) -> Feeds:
     return converted
 
 
-def _ort_values(feeds: Feeds) -> Feeds:
-    """Every feed (none a sequence: onnxruntime's Python API makes no OrtValue of
-    one) as an OrtValue, an absent optional left out."""
+def _ort_values(feeds: Feeds) -> Feeds | None:
+    """Every feed as an OrtValue (an absent optional left out); None where one
+    cannot be: onnxruntime's Python API makes no OrtValue of a sequence or of
+    strings."""
     import onnxruntime as ort
 
     values = {}
     for name, value in _ort_feeds(feeds).items():
+        strings = isinstance(value, np.ndarray) and value.dtype.kind in "OUS"
+        if isinstance(value, list) or strings:
+            return None
         if value is not None:
             is_value = isinstance(value, ort.OrtValue)
             values[name] = value if is_value else ort.OrtValue.ortvalue_from_numpy(value)

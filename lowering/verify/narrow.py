@@ -12,8 +12,8 @@ NaN only against NaN):
 
 An optional cannot be cast (no ONNX op takes apart an optional of a narrow
 float: OptionalGetElement and OptionalHasElement take none). A run that
-reads OrtValues takes no sequence input (onnxruntime's Python API makes no
-OrtValue of one): with one, the run reads arrays, and an optional that
+reads OrtValues takes no sequence or string input (onnxruntime's Python API
+makes no OrtValue of them): with one, the run reads arrays, and an optional that
 onnxruntime returns no array of, when present, fails it (a run A fails,
 listed with onnxruntime's reason). A narrow-float sequence is never longer
 than 0 in onnxruntime (no op builds one, and its Python API feeds none), so
