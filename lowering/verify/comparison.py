@@ -1,5 +1,9 @@
 """:func:`compare`: load A and B, run both on every run's feeds, and fill the report.
 
+    A on every run --rejects--> the run drawn again (a kind put back, a length moved)
+      |
+    B on the inputs A took (here, or in --runtime's child) --> compare --> blame
+
 onnxruntime is imported only when a comparison runs, so that ``python -m
 lowering --help`` (which adds these options) does not load it. Which model
 is blamed for what is decided here; the package doc lists the exit codes.
@@ -80,7 +84,10 @@ def compare(
     :data:`TIME_SCALE` times A's own time on the same inputs when that is
     more, a run of A that many times its slowest finished run so far. A run past its
     limit is stopped (onnxruntime's ``RunOptions.terminate``): B past it where
-    A finished is a mismatch, A past it a run A fails.
+    A finished is a mismatch, A past it a run A fails. A runs first on every
+    run; a synthesized run whose inputs A rejects is drawn again
+    (:func:`~lowering.verify.runs.fallbacks`; past its time limit, in its
+    plain form only) before B runs on what A took.
     Needs the ``verify`` extra (onnxruntime): raises
     :class:`~lowering.options.MissingExtraError` without it.
     """
