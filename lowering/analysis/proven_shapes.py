@@ -25,6 +25,7 @@ infers them from type constraints, soundly.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import onnx_ir as ir
 
@@ -79,6 +80,23 @@ class Proof:
         got = self.operand(value)
         return None if got is None or got.shape is None else tuple(got.shape)
 
+    def declarable(self, value: ir.Value, *, keep_rank: bool = False) -> ir.Shape | None:
+        """What of ``value``'s declared shape is a fact, and so may be declared
+        again: all of it where it is not doubted; else each dim the proof gives
+        too (a proven dim that differs is not declared in its place: ONNX's
+        inference would contradict it), or only the rank where the proof has
+        no shape and the rank is not doubted (``keep_rank``: even then)."""
+        declared = value.shape
+        if declared is None or value not in self.doubted:
+            return declared
+        dims = [d if isinstance(d, int) else d.value for d in declared]
+        proven = self.shape(value)
+        if proven is not None and len(proven) == len(dims):
+            return ir.Shape([d if d == p else None for d, p in zip(dims, proven, strict=True)])
+        if keep_rank or value not in self.rank_doubted:
+            return ir.Shape([None] * len(dims))
+        return None
+
 
 def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: bool = True) -> Proof:
     """Prove the shapes of the values of ``owner`` and the graphs nested in it.
@@ -115,17 +133,34 @@ def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: boo
         proof.doubted.update(node.outputs)
         if rank_input or not onnx_op or (wrong and node.op_type in RANK_SEEN_WRONG):
             proof.rank_doubted.update(node.outputs)
-        inferred = infer_outputs(node, operands, opset) if onnx_op else None
-        computed = computed_shapes(node, operands) if onnx_op else None
-        for k, value in enumerate(node.outputs):
+        proven = proven_outputs(node, operands, opset)
+        for value, got in zip(node.outputs, proven, strict=True):
             declared = operand(value, small_constant(value))
-            got = inferred[k] if inferred is not None else Inferred(None, None)
-            shape = computed[k] if computed is not None else got.shape
             if declared is None or declared.type is not None:
                 continue  # a sequence or an optional: its element's shape stays unknown
             dtype = _dtype(declared) or got.dtype
-            proof.known[value] = Operand(dtype, shape, declared.value)
+            proof.known[value] = Operand(dtype, got.shape, declared.value)
     return proof
+
+
+def proven_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int) -> list[Inferred]:
+    """What is proven of each output of ``node`` from what is proven of its
+    inputs (``operands``), whatever is declared: the shape onnxruntime's rule
+    computes (:mod:`lowering.irutils.computed_shapes`), else what ONNX's
+    per-node inference proves (trusted ops only: never a shape of an op
+    :func:`~lowering.irutils.node_inference.seen_wrong` names), else none.
+    The step :func:`prove` takes at each node it doubts, for callers that
+    follow values of their own (the vectorizer's element shapes)."""
+    if not is_onnx_domain(node.domain):
+        return [Inferred(None, None)] * len(node.outputs)
+    inferred = infer_outputs(node, operands, opset)
+    computed = computed_shapes(node, operands)
+    if computed is None:
+        return inferred
+    return [
+        Inferred(got.dtype, computed[k]) if k < len(computed) else got
+        for k, got in enumerate(inferred)
+    ]
 
 
 def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:

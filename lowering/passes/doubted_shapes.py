@@ -64,15 +64,9 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         for value in proof.doubted:
             if value.shape is None:
                 continue
-            declared = [d if isinstance(d, int) else d.value for d in value.shape]
-            proven = proof.shape(value)
-            kept: list[Dim] | None = None
-            if proven is not None and len(proven) == len(declared):
-                kept = [d if d == p else None for d, p in zip(declared, proven, strict=True)]
-            elif value in ranked or value not in proof.rank_doubted:
-                kept = [None] * len(declared)
-            if kept != declared:
-                value.shape = None if kept is None else ir.Shape(kept)
+            kept = proof.declarable(value, keep_rank=value in ranked)
+            if kept != value.shape:
+                value.shape = kept
                 changed = True
         if pins:
             name_fresh(model)
