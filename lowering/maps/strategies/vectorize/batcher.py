@@ -341,11 +341,9 @@ class Batcher:
             self.moved.append(node)
             proven = self._proven(node, args)
             for output, (dtype, dims) in zip(node.outputs, proven, strict=True):
-                known = None if output in self.plan.proof.doubted else _value_dims(output)
+                known = _element_shape(node, self.proven_dims(output), dims, False)
                 dtype = output.dtype if output.type is not None else dtype
-                self.info[output] = BodyValue(
-                    output, known if known is not None else dims, False, dtype
-                )
+                self.info[output] = BodyValue(output, known, False, dtype)
             return
         rule = RULES.get(node.op_type)
         if rule is None:
@@ -384,8 +382,9 @@ class Batcher:
         return BodyValue(value, self.proven_dims(value), False, value.dtype if value.type else None)
 
     def proven_dims(self, value: ir.Value) -> Dims | None:
-        """What is proven of the shape of ``value``, a value the body did not
-        make (the outer scope's, an initializer's): the one shape analysis's
+        """What is proven of the shape of ``value``, as the model was planned
+        (an outer scope's value, an initializer, an invariant node's output):
+        the one shape analysis's
         (:attr:`MapPlan.proof`), never a declaration it doubts; its rank where
         only its dims are doubted."""
         proof = self.plan.proof
