@@ -332,52 +332,72 @@ SHAPE_READERS = {
 NOT_BATCHED = {"Resize", "NonZero"}
 
 
-def vectorized_model(name: str, reader: str, declared: bool) -> tuple[onnx.ModelProto, dict]:
+def vectorized_model(
+    name: str, reader: str, declared: bool, outside: bool = False, unbatched: bool = False
+) -> tuple[onnx.ModelProto, dict]:
     """The case's op in a map body over three elements of its first run-time
     input (a float element the body ignores where it has none), its other
-    run-time inputs read from outside, its output read by ``reader``."""
+    run-time inputs read from outside, its output read by ``reader``.
+
+    ``outside``: the op on the first element, in the main graph, its output
+    read by the body from there. ``unbatched``: the body returns a Compress
+    of its element too (an op with no batching rule: unrolled, not vectorized).
+    """
     case, opset, shape = CASES[name]
     nodes, inputs, initializers, feeds = _case_nodes(case, "r")
     dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
     if inputs:
         mapped = inputs.pop(0)
         element = feeds.pop(mapped.name)
-        nodes[0].input[list(nodes[0].input).index(mapped.name)] = "e"
+        first = "e0" if outside else "e"
+        nodes[0].input[list(nodes[0].input).index(mapped.name)] = first
     else:
         element = np.arange(2, dtype=np.float32)
     elem_type = helper.np_dtype_to_tensor_dtype(element.dtype)
     lines, out_type, rank = SHAPE_READERS[reader]
-    out_type = (
-        out_type
-        or helper.tensor_dtype_to_string(helper.np_dtype_to_tensor_dtype(dtype))
-        .removeprefix("TensorProto.")
-        .lower()
-    )
+    out_type = out_type or _type_text(dtype)
     rank = len(shape) if rank is None else rank
-    body_nodes = [*(_const(t.name, onnx.numpy_helper.to_array(t)) for t in initializers), *nodes]
+    case_nodes = [*(_const(t.name, onnx.numpy_helper.to_array(t)) for t in initializers), *nodes]
     reads = onnx.parser.parse_graph(
         f"reads ({_type_text(dtype)}[{','.join('?' * len(shape))}] r) => ({out_type} o) "
         "{ " + " ".join(f"{line}\n" for line in lines) + " }"
     )
+    extra_nodes, extra_outputs = [], []
+    if unbatched:
+        extra_nodes = [
+            _const("flat", np.array([-1])),
+            helper.make_node("Reshape", ["e", "flat"], ["ef"]),
+            _const("keep", np.array([True])),
+            helper.make_node("Compress", ["ef", "keep"], ["o2"]),
+        ]
+        extra_outputs = [helper.make_tensor_value_info("o2", elem_type, [1])]
+    out_elem = reads.output[0].type.tensor_type.elem_type
     body = helper.make_graph(
-        [*body_nodes, *reads.node],
+        [*([] if outside else case_nodes), *reads.node, *extra_nodes],
         "body",
         [helper.make_tensor_value_info("e", elem_type, element.shape)],
-        [helper.make_tensor_value_info("o", reads.output[0].type.tensor_type.elem_type, None)],
-    )
-    body.output[0].type.tensor_type.shape.dim.extend(
-        [onnx.TensorShapeProto.Dimension() for _ in range(rank)]
+        [helper.make_tensor_value_info("o", out_elem, [None] * rank), *extra_outputs],
     )
     feeds["X"] = np.stack([element, element + 1, element * 2]).astype(element.dtype)
+    outer = []
+    if outside:
+        outer = [
+            _const("at0", np.array(0)),
+            helper.make_node("Gather", ["X", "at0"], ["e0"]),
+            *case_nodes,
+        ]
     graph = helper.make_graph(
         [
+            *outer,
             helper.make_node("SplitToSequence", ["X"], ["s"], axis=0, keepdims=0),
-            helper.make_node("SequenceMap", ["s"], ["m"], body=body),
+            helper.make_node(
+                "SequenceMap", ["s"], ["m", *(["m2"] if unbatched else [])], body=body
+            ),
             helper.make_node("ConcatFromSequence", ["m"], ["Y"], axis=0, new_axis=1),
         ],
         "g",
         [helper.make_tensor_value_info("X", elem_type, [3, *element.shape]), *inputs],
-        [helper.make_tensor_value_info("Y", body.output[0].type.tensor_type.elem_type, None)],
+        [helper.make_tensor_value_info("Y", out_elem, [None] * (rank + 1))],
     )
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", max(opset, 17))], ir_version=8
@@ -388,53 +408,126 @@ def vectorized_model(name: str, reader: str, declared: bool) -> tuple[onnx.Model
 
 
 def _type_text(dtype: np.dtype) -> str:
-    return {"float32": "float", "float64": "double", "bool": "bool"}.get(dtype.name, dtype.name)
+    return {"float32": "float", "float64": "double"}.get(dtype.name, dtype.name)
 
 
-VECTORIZED_SWEEP = [
-    (name, reader, declared)
+#: Where the op sits (in the body, or outside it, read by the body from
+#: there) and the form the map gets (vectorized, or unrolled: the body
+#: returns an op with no batching rule too).
+PLACES = {
+    "body, vectorized": (False, False),
+    "outside, vectorized": (True, False),
+    "body, unrolled": (False, True),
+    "outside, unrolled": (True, True),
+}
+BODY_READS_SWEEP = [
+    (name, reader, place, declared)
     for name in CASES
     if name != "Squeeze: empty axes attribute"  # (an opset-11 form: SequenceMap needs 17)
     for reader in SHAPE_READERS
+    for place in PLACES
     for declared in (True, False)
 ]
+#: Unrolled copies of a PRelu that broadcasts X, pinned to their true shape:
+#: onnxruntime's allocation planner still reuses, for a copy's own output, a
+#: buffer of ONNX's claimed shape ("Shape mismatch attempting to re-use
+#: buffer"; docs/testing.md, the family left open).
+_PRELU_PLANNER = pytest.mark.xfail(
+    reason="onnxruntime reuses a buffer sized by ONNX's wrong inference", strict=False
+)
 
 
-@pytest.mark.parametrize(("name", "reader", "declared"), VECTORIZED_SWEEP)
-def test_what_a_vectorized_body_reads_of_a_shape_is_proven(name, reader, declared):
-    """Every op ONNX sizes wrong, in a map body, read by Shape, Size, Reshape,
-    Expand and Concat there, with ONNX's value_info or not: vectorized
-    (where its op has a batching rule), it computes what onnxruntime computes
-    on the original (fuzz seed 3805: the Shape of an Einsum broadcasting a
-    size-1 dim was folded to ONNX's [3,1,4] for [3,2,4])."""
-    model, feeds = vectorized_model(name, reader, declared)
+def _marked(name: str, place: str, *rest) -> object:
+    marks = [_PRELU_PLANNER] if name.startswith("PRelu") and place == "body, unrolled" else []
+    return pytest.param(name, *rest[:1], place, *rest[1:], marks=marks)
+
+
+def _body_reads(name: str, reader: str, place: str, declared: bool) -> None:
+    outside, unbatched = PLACES[place]
+    model, feeds = vectorized_model(name, reader, declared, outside, unbatched)
+    # The oracle: the model without ONNX's value_info (with it, onnxruntime may
+    # fail on its own, reusing a buffer of a claimed shape for a larger one).
+    plain = vectorized_model(name, reader, False, outside, unbatched)[0]
+    expected = _try(ort_run, plain, feeds)
+    if expected is None:
+        return  # onnxruntime refuses the original (a Reshape of a claimed [0]): no oracle
     _, report = lowering.lower_with_report(model)
     strategies = [node.strategy for node in report.nodes]
-    if CASES[name][0].op not in NOT_BATCHED:
+    if unbatched:
+        assert strategies == ["unroll"], report.nodes
+    elif not outside and CASES[name][0].op not in NOT_BATCHED:
         assert strategies == ["vectorize"], report.nodes
-    check(model, feeds, "auto")
+    result = lowered(model)
+    assert_same(ort_run(result, feeds), expected)
+    # onnxruntime's optimizer folds Shape from ONNX's inference: where it goes
+    # wrong on the original, it may on the output too; nowhere else.
+    optimized = _try(run, plain, feeds)
+    if optimized is not None and all(np.array_equal(a, b) for a, b in zip(optimized, expected)):
+        assert_same(run(result, feeds), expected, "optimized")
 
 
-@pytest.mark.parametrize(
-    ("name", "reader"),
-    [(name, reader) for name, reader, declared in VECTORIZED_SWEEP if declared],
-)
-def test_the_vectorizer_alone_reads_no_doubted_declaration(name, reader):
-    """LowerSequenceMapPass, on the model with ONNX's value_info, without
-    DoubtedShapesPass first (which forgets it in the pipeline); then
-    HideUnprovenOutputsPass, which pins the copies onnxruntime's own
-    inference would size wrong."""
+def _lowered_alone(name: str, reader: str, place: str) -> None:
     import onnx_ir as ir
 
-    model, feeds = vectorized_model(name, reader, declared=True)
+    outside, unbatched = PLACES[place]
+    model, feeds = vectorized_model(name, reader, True, outside, unbatched)
     if _try(ort_run, model, feeds) is None:
         return  # onnxruntime refuses ONNX's declaration itself (a Reshape of a claimed [0])
-    expected = ort_run(vectorized_model(name, reader, declared=False)[0], feeds)
+    expected = ort_run(vectorized_model(name, reader, False, outside, unbatched)[0], feeds)
     result = ir.serde.deserialize_model(model)
-    ir.passes.PassManager([lowering.LowerSequenceMapPass(), lowering.HideUnprovenOutputsPass()])(
-        result
-    )
+    ir.passes.PassManager(
+        [
+            lowering.LowerSequenceMapPass(),
+            lowering.EliminateSequencesPass(),
+            lowering.HideUnprovenOutputsPass(),
+        ]
+    )(result)
     assert_same(ort_run(ir.serde.serialize_model(result), feeds), expected)
+
+
+BODY_READS = [_marked(n, p, r, d) for n, r, p, d in BODY_READS_SWEEP]
+#: The fast loop: every op vectorized in the body, without value_info (the
+#: fuzzer's seed 3805 among them), and a sample of the rest.
+BODY_READS_FAST = [
+    _marked(n, p, r, d) for n, r, p, d in BODY_READS_SWEEP if p == "body, vectorized" and not d
+] + random.Random(36).sample(
+    [_marked(n, p, r, d) for n, r, p, d in BODY_READS_SWEEP if p != "body, vectorized" or d],
+    60,
+)
+ALONE = [_marked(n, p, r) for n, r, p, d in BODY_READS_SWEEP if d]
+
+
+@pytest.mark.parametrize(("name", "reader", "place", "declared"), BODY_READS_FAST)
+def test_what_a_lowered_body_reads_of_a_shape_is_proven(name, reader, place, declared):
+    """Every op ONNX sizes wrong, in a map body or outside it, read by Shape,
+    Size, Reshape, Expand and Concat in the body, with ONNX's value_info or
+    not: vectorized (where its op has a batching rule) or unrolled, it
+    computes what onnxruntime computes on the original (fuzz seed 3805: the
+    Shape of an Einsum broadcasting a size-1 dim, vectorized, was folded to
+    ONNX's [3,1,4] for [3,2,4])."""
+    _body_reads(name, reader, place, declared)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "reader", "place", "declared"), BODY_READS)
+def test_what_a_lowered_body_reads_of_a_shape_is_proven_everywhere(name, reader, place, declared):
+    _body_reads(name, reader, place, declared)
+
+
+@pytest.mark.parametrize(("name", "reader", "place"), random.Random(37).sample(ALONE, 40))
+def test_the_map_lowering_alone_reads_no_doubted_declaration(name, reader, place):
+    """LowerSequenceMapPass, on the model with ONNX's value_info, without
+    DoubtedShapesPass first (which forgets it in the pipeline); then
+    EliminateSequencesPass and HideUnprovenOutputsPass (which pins the
+    copies onnxruntime's own inference would size wrong): no declaration the
+    proof doubts is read, by the vectorizer or by the fold of unrolled copies."""
+    _lowered_alone(name, reader, place)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "reader", "place"), ALONE)
+def test_the_map_lowering_alone_reads_no_doubted_declaration_everywhere(name, reader, place):
+    _lowered_alone(name, reader, place)
 
 
 # -- exposed by the sequence elimination ------------------------------------------

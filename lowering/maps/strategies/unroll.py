@@ -108,7 +108,7 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
         # Removed with the maps, in one batch per graph (Replacer.finish).
         replacer._removed.setdefault(owner, []).extend(nodes)
 
-    return fold_static(plan.located.scope.owner, new_nodes, plan.opset, discard)
+    return fold_static(plan.located.scope.owner, new_nodes, plan.opset, discard, plan.proof.doubted)
 
 
 def _elements(
