@@ -183,6 +183,23 @@ def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
     return prove(model.graph, default_opset(model.opset_imports), proof, fill=fill)
 
 
+def call_shapes(
+    function: ir.Function, operands: Sequence[Operand | None]
+) -> list[tuple[Dim, ...] | None]:
+    """What is proven of the outputs of one call of ``function``, given what is
+    proven of its inputs there (``operands``): the function's body proven
+    for this call alone, each input as the call gives it. (Its inputs are
+    untyped; :func:`prove_model` proves the function for every call at once,
+    and knows no size there.) A call in it is not followed: its outputs are
+    unknown."""
+    proof = Proof()
+    for value, known in zip(function.inputs, operands, strict=False):
+        if known is not None:
+            proof.known[value] = known
+    prove(function, default_opset(function.opset_imports), proof, fill=True)
+    return [proof.shape(value) for value in function.outputs]
+
+
 def default_opset(imports: dict[str, int]) -> int:
     """The default domain's version in ``imports`` ("" or "ai.onnx")."""
     return imports.get("", imports.get("ai.onnx", 1))
