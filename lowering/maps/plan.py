@@ -387,9 +387,10 @@ def same_length_inputs(plan: MapPlan) -> bool:
         if source is None:
             return False
         tensor, axis, _ = source
-        if tensor.shape is None:
+        shape = plan.proof.declarable(tensor)  # (a dim the proof doubts is no length)
+        if shape is None or not -shape.rank() <= axis < shape.rank():
             return False
-        dims.append(tensor.shape[axis])
+        dims.append(shape[axis])
     first = dims[0]
     named = isinstance(first, int) or getattr(first, "value", None) is not None
     return named and all(d == first for d in dims)
