@@ -530,6 +530,56 @@ def test_the_map_lowering_alone_reads_no_doubted_declaration_everywhere(name, re
     _lowered_alone(name, reader, place)
 
 
+#: Splits of a Resize (ONNX [1,6], onnxruntime [1,7]) whose lengths a map's
+#: lowering reads: beside a split of a true [1,6] (one length? the stacks
+#: would not line up), and in chunks of 2 (three? four, the last of one).
+SPLIT_LENGTHS = {
+    "beside another split": """
+    g (float[1,5] x, float[1,6] w) => (float[?,?] z) {
+      sc = Constant <value = float[2] {1.0, 1.4}> ()
+      r = Resize <mode = "nearest"> (x, , sc)
+      a = SplitToSequence <axis = 1, keepdims = 0> (w)
+      b = SplitToSequence <axis = 1, keepdims = 0> (r)
+      m = SequenceMap <body = body (float[1] e, float[1] f) => (float[1] o) { o = Add(e, f) }> (a, b)
+      z = ConcatFromSequence <axis = 1, new_axis = 1> (m)
+    }""",
+    "in chunks": """
+    g (float[1,5] x) => (float[?] z) {
+      sc = Constant <value = float[2] {1.0, 1.4}> ()
+      r = Resize <mode = "nearest"> (x, , sc)
+      two = Constant <value = int64 {2}> ()
+      s = SplitToSequence <axis = 1> (r, two)
+      m = SequenceMap <body = body (float[1,?] e) => (float[?] o) {
+          flat = Constant <value = int64[1] {-1}> ()
+          f = Reshape(e, flat)
+          keep = Constant <value = bool[1] {1}> ()
+          n = Size(e)
+          nn = Reshape(n, flat)
+          k = Expand(keep, nn)
+          o = Compress(f, k)
+      }> (s)
+      z = ConcatFromSequence <axis = 0> (m)
+    }""",
+}
+
+
+@pytest.mark.parametrize("options", [{}, {"max_unroll": 0}, {"strategy": "loop"}])
+@pytest.mark.parametrize("name", list(SPLIT_LENGTHS))
+def test_the_map_lowering_alone_reads_split_lengths_as_proven(name, options):
+    """LowerSequenceMapPass alone, on ONNX's value_info: the length of a split
+    (unrolled, vectorized beside another) is not read from a doubted dim."""
+    import onnx_ir as ir
+
+    text = '<ir_version: 8, opset_import: ["" : 17]>' + SPLIT_LENGTHS[name]
+    feeds = {"x": np.arange(5, dtype=np.float32).reshape(1, 5), "w": np.ones((1, 6), np.float32)}
+    model = onnx.parser.parse_model(text)
+    feeds = {i.name: feeds[i.name] for i in model.graph.input}
+    expected = ort_run(model, feeds)
+    result = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))
+    lowering.LowerSequenceMapPass(**options)(result)
+    assert_same(ort_run(ir.serde.serialize_model(result), feeds), expected)
+
+
 # -- exposed by the sequence elimination ------------------------------------------
 
 

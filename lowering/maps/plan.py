@@ -374,7 +374,7 @@ def same_length_inputs(plan: MapPlan) -> bool:
     sequences = [v for v, s in zip(plan.inputs, plan.is_sequence, strict=True) if s]
     if all(v is sequences[0] for v in sequences):
         return True
-    lengths = SequenceLengths()
+    lengths = SequenceLengths(plan.proof)
     static = [lengths(v) for v in sequences]
     if all(n is not None for n in static):
         return len(set(static)) == 1

@@ -298,16 +298,15 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             plans = [plan_map(loc, None, _opset(model, loc), proof) for loc in found]
         else:  # ask ONNX shape inference, which costs a pass over the whole model
             oracle = TypeOracle(model, functions)
+            proof = oracle.proof
             plans = [
-                plan_map(
-                    loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc), oracle.proof
-                )
+                plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc), proof)
                 for loc in found
             ]
         shared = SharedConstants()  # one per value per graph, for every map of this run
         for plan in plans:
             plan.constants = shared
-        lengths = SequenceLengths()
+        lengths = SequenceLengths(proof)
         # In the order of each graph, as they are rewritten (_rewrite_order): a
         # map that reads a vectorized map's output will read its stack.
         upstream: dict[ir.Value, tuple[ir.Value, Ragged | None]] = {}
