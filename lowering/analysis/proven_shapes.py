@@ -20,6 +20,11 @@ proves from its inputs' proofs (:func:`~lowering.irutils.node_inference.infer_ou
 trusted ops only), else unknown. So a computed shape feeds the next node,
 and a chain of copies is sized link by link. Dtypes are always kept: ONNX
 infers them from type constraints, soundly.
+
+Its readers: :meth:`Proof.declarable` (what of a declaration may be read or
+declared again), :func:`proven_outputs` (one node's step, for a reader that
+follows values of its own, as the vectorizer follows element shapes) and
+:func:`call_shapes` (a model-local function proven for one call).
 """
 
 from __future__ import annotations

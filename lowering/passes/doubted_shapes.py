@@ -14,6 +14,10 @@ pass, first in the pipeline, makes every shape inference will see a fact:
   to it, where it is made, by the Reshape of
   :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`
   (a node nothing declares wrong is left to the steps that copy or read it);
+- the outputs of a call of a model-local function holding such an op are
+  pinned after the call where they are computed for it (onnxruntime's
+  optimizer inlines the function and folds a Shape of them from its own
+  inference: :func:`_call_pins`);
 - every declaration the proof still doubts is forgotten, dim by dim (a dim
   the proof gives too, the same size or symbol, stays; so does the rank,
   but where an op ONNX gives another rank is upstream)::
