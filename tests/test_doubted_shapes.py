@@ -822,12 +822,24 @@ def test_what_the_fuzzer_found_lowers_right(name, declared, form):
     check(model, feeds, form)
 
 
+# The same Resize a call deeper, after a Relu: the outer function proven for
+# the call follows the inner call, proven for its own.
+THROUGH_TWO_FUNCTIONS = (
+    THROUGH_A_FUNCTION.replace("r = local.f0 (x)", "r = local.f1 (x)")
+    + """
+    <domain: "local", opset_import: ["" : 17, "local" : 1]>
+    f1 (a) => (d) {
+      b = local.f0 (a)
+      d = Relu (b)
+    }"""
+)
+
+
 @pytest.mark.parametrize("form", ["auto", "no_unroll", "loop"])
 @pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
-def test_a_function_call_of_an_op_onnx_sizes_wrong_is_doubted(declared, form):
-    model = onnx.parser.parse_model(
-        '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>' + THROUGH_A_FUNCTION
-    )
+@pytest.mark.parametrize("text", [THROUGH_A_FUNCTION, THROUGH_TWO_FUNCTIONS], ids=["one", "two"])
+def test_a_function_call_of_an_op_onnx_sizes_wrong_is_doubted(text, declared, form):
+    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17, "local" : 1]>' + text)
     if declared:
         model = onnx.shape_inference.infer_shapes(model)
     feeds = {"x": np.arange(5, dtype=np.float32).reshape(1, 5)}

@@ -30,7 +30,7 @@ follows values of its own, as the vectorizer follows element shapes) and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -103,14 +103,23 @@ class Proof:
         return None
 
 
-def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: bool = True) -> Proof:
+def prove(
+    owner: GraphLike,
+    opset: int,
+    proof: Proof | None = None,
+    *,
+    fill: bool = True,
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None = None,
+) -> Proof:
     """Prove the shapes of the values of ``owner`` and the graphs nested in it.
 
     ``opset``: the default domain's version there. ``proof``: what is known
     already (of outer scopes); it is extended and returned. ``fill``: also
     infer what the declarations of values that are facts leave out (values
     rewrites made are untyped); without it, only doubted values are worked
-    out, which costs no inference where nothing is seen wrong.
+    out, which costs no inference where nothing is seen wrong. ``functions``:
+    the model-local functions whose calls are followed, each proven for the
+    call (:func:`call_shapes`); by default a call's outputs are unknown.
     """
     proof = Proof() if proof is None else proof
     for node in owner:
@@ -121,11 +130,12 @@ def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: boo
                 proof.doubted.update(sub.inputs)
             if rank_input:
                 proof.rank_doubted.update(sub.inputs)
-            prove(sub, opset, proof, fill=fill)
+            prove(sub, opset, proof, fill=fill, functions=functions)
             doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
             rank_input = rank_input or any(v in proof.rank_doubted for v in sub.outputs)
         onnx_op = is_onnx_domain(node.domain)
-        call = node.op_identifier() in proof.doubting
+        callee = None if functions is None else functions.get(node.op_identifier())
+        call = node.op_identifier() in proof.doubting or callee is not None
         if not (fill or doubted_input or call or (onnx_op and may_be_seen_wrong(node.op_type))):
             continue
         operands = [proof.operand(v) for v in node.inputs]
@@ -138,7 +148,10 @@ def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: boo
         proof.doubted.update(node.outputs)
         if rank_input or not onnx_op or (wrong and node.op_type in RANK_SEEN_WRONG):
             proof.rank_doubted.update(node.outputs)
-        proven = proven_outputs(node, operands, opset)
+        if callee is not None:  # followed into: proven for this call
+            proven = _called(callee, operands, functions)
+        else:
+            proven = proven_outputs(node, operands, opset)
         for value, got in zip(node.outputs, proven, strict=True):
             declared = operand(value, small_constant(value))
             if declared is None or declared.type is not None:
@@ -189,20 +202,38 @@ def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
 
 
 def call_shapes(
-    function: ir.Function, operands: Sequence[Operand | None]
+    function: ir.Function,
+    operands: Sequence[Operand | None],
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None = None,
 ) -> list[tuple[Dim, ...] | None]:
     """What is proven of the outputs of one call of ``function``, given what is
     proven of its inputs there (``operands``): the function's body proven
     for this call alone, each input as the call gives it. (Its inputs are
     untyped; :func:`prove_model` proves the function for every call at once,
-    and knows no size there.) A call in it is not followed: its outputs are
-    unknown."""
+    and knows no size there.) A call in it of one of ``functions`` is followed
+    the same way (ONNX forbids recursion); any other call's outputs are unknown."""
+    return [got.shape for got in _called(function, operands, functions)]
+
+
+def _called(
+    function: ir.Function,
+    operands: Sequence[Operand | None],
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None,
+) -> list[Inferred]:
     proof = Proof()
     for value, known in zip(function.inputs, operands, strict=False):
         if known is not None:
             proof.known[value] = known
-    prove(function, default_opset(function.opset_imports), proof, fill=True)
-    return [proof.shape(value) for value in function.outputs]
+    prove(function, default_opset(function.opset_imports), proof, fill=True, functions=functions)
+    outputs = [proof.operand(value) for value in function.outputs]
+    return [
+        Inferred(None, None) if got is None else Inferred(_dtype(got), _shape(got))
+        for got in outputs
+    ]
+
+
+def _shape(known: Operand) -> tuple[Dim, ...] | None:
+    return None if known.shape is None else tuple(known.shape)
 
 
 def default_opset(imports: dict[str, int]) -> int:

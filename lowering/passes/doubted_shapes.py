@@ -105,7 +105,8 @@ def _call_pins(model: ir.Model) -> list[_Hiding]:
         function = model.functions.get(node.op_identifier())
         if function is None or node.op_identifier() not in proof.doubting:
             continue
-        shapes = call_shapes(function, [proof.operand(v) for v in node.inputs])
+        operands = [proof.operand(v) for v in node.inputs]
+        shapes = call_shapes(function, operands, model.functions)
         for value, shape in zip(node.outputs, shapes, strict=True):
             if shape is None or not all(isinstance(d, int) for d in shape):
                 continue
