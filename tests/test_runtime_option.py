@@ -19,7 +19,8 @@ import pytest
 
 import lowering
 from lowering.api import RuntimeName
-from lowering.runtimes.profiles import RUNTIMES, rejecting
+from lowering.rewrites import spelled
+from lowering.runtimes.profiles import RUNTIMES, rejections
 from lowering.runtimes.runners import compile_openvino
 from tests.helpers import all_nodes, assert_same, cli, run
 
@@ -257,7 +258,7 @@ def test_each_map_says_which_runtimes_reject_its_form():
     """A map that keeps a loop names who cannot run it; a loop-free one names nobody."""
     looped = ir.serde.deserialize_model(onnx.parser.parse_model(RAGGED_RETURNED))
     (rewrite,) = lowering.lower_in_place(looped)
-    assert rewrite.rejected_by == rejecting({"Loop", "SequenceInsert", "SequenceEmpty"})
+    assert rewrite.rejected_by == spelled(rejections({"Loop", "SequenceInsert", "SequenceEmpty"}))
     assert rewrite.rejected_by == [
         "openvino (SequenceEmpty)",
         "tract (Loop)",

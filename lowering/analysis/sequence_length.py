@@ -73,9 +73,6 @@ class SequenceLengths:
             self._known[value] = self._compute(value)
         return self._known[value]
 
-    def forget(self, value: ir.Value) -> None:
-        self._known.pop(value, None)
-
     def _compute(self, value: ir.Value) -> int | None:
         node = value.producer()
         if node is None or not is_onnx_domain(node.domain):

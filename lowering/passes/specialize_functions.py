@@ -90,11 +90,6 @@ class SpecializeFunctionsPass(ir.passes.InPlacePass):
     :class:`SpecializeResult`.
     """
 
-    @staticmethod
-    def would_change(model: ir.Model) -> bool:
-        """Whether the pass would change ``model``: a map takes its body from a graph attribute."""
-        return bool(_needed_attributes(model))
-
     def call(self, model: ir.Model) -> SpecializeResult:
         needs = _needed_attributes(model)
         if not needs:

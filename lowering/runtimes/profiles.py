@@ -23,7 +23,6 @@ from collections.abc import Iterable
 
 from lowering import defaults
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
-from lowering.rewrites import spelled
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,8 +109,3 @@ def rejections(ops: set[str]) -> list[tuple[str, str]]:
     if not ops:  # (most rewrites add no loop or sequence op: asked once per map)
         return []
     return [(r.name, r.missing(ops)[0]) for r in _MEASURED if r.missing(ops)]
-
-
-def rejecting(ops: set[str]) -> list[str]:
-    """:func:`rejections` as the summary says them: ``["tract (Loop)", "tvm (Loop)"]``."""
-    return spelled(rejections(ops))
