@@ -104,6 +104,15 @@ class SharedConstants:
             self._owners[node] = owner
         return found
 
+    def share(self, owner: GraphLike, node: ir.Node, value: np.ndarray) -> ir.Value:
+        """The shared Constant of ``value`` in ``owner``: one handed out before, or
+        ``node``'s output (a detached Constant of ``value``), which becomes the one."""
+        key = ("Constant", value.dtype.str, tuple(value.shape), value.tobytes())
+        found = self._values.setdefault((owner, key), node.outputs[0])
+        if found is node.outputs[0]:
+            self._owners[node] = owner
+        return found
+
     def zeros(self, owner: GraphLike, shape: Sequence[int], dtype: ir.DataType) -> ir.Value:
         """``ConstantOfShape(shape)`` of ``dtype`` zeros (one element of that shape)."""
         key = ("ConstantOfShape", dtype.numpy().str, tuple(shape), b"")

@@ -28,6 +28,7 @@ import numpy as np
 import onnx.defs
 import onnx_ir as ir
 
+from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.op_facts import is_onnx_op
@@ -90,7 +91,7 @@ class Plan:
         self,
         replaced: dict[ir.Value, ir.Value],
         maybe_dead: set[ir.Value],
-        shared: SharedConstants | None = None,
+        shared: SharedConstants,
     ) -> None:
         """Apply the plan.
 
@@ -218,7 +219,7 @@ class Sandbox:
         node: ir.Node,
         replaced: dict[ir.Value, ir.Value],
         maybe_dead: set[ir.Value],
-        constants: SharedConstants | None = None,
+        constants: SharedConstants,
     ) -> None:
         """Put the sandbox's nodes in place of ``node`` in its graph."""
         owner = node.graph
@@ -259,10 +260,9 @@ class Sandbox:
                 new_value.shape = old_value.shape
         replaced.update(zip(node.outputs, outputs))
         names = [value.name for value in node.outputs]
-        if shared:
-            # The model's first constants of their value: at the top of the
-            # graph, where every later node of every conversion can read them.
-            owner.insert_before(next(iter(owner)), shared)
+        # The model's first constants of their value: at the top of the
+        # graph, where every later node of every conversion can read them.
+        constants.place(shared)
         ir.convenience.replace_nodes_and_values(
             owner, node, [node], new_nodes, list(node.outputs), outputs
         )
@@ -291,21 +291,16 @@ def _tensor_of(node: ir.Node) -> np.ndarray | None:
 #: those read from declared shapes.
 SANDBOX_FOLDS = frozenset(RULES) - {"Shape", "Size"}
 
-#: Per graph, the shared Constant of each small value one conversion wrote
-#: (owned by the pass's run: nothing is kept from one run to the next).
-SharedConstants = dict[ir.Graph, dict[tuple, ir.Value]]
 _MAX_SHARED = 64  # elements: the constants of expansions and adapters are small
 
 
-def _share_constants(
-    sandbox: ir.Graph, owner: ir.Graph, shared: SharedConstants | None
-) -> list[ir.Node]:
-    """Let the sandbox's Constants read an equal one ``owner`` already has at its top.
+def _share_constants(sandbox: ir.Graph, owner: ir.Graph, shared: SharedConstants) -> list[ir.Value]:
+    """Let the sandbox's small Constants read an equal one of ``owner``'s, by ``shared``.
 
-    Returns the sandbox's Constants that become shared ones (moved out of
-    the sandbox, for the caller to put at the top of ``owner``).
+    Returns the values of the sandbox's Constants that become shared ones
+    (moved out of the sandbox, for :meth:`SharedConstants.place` to put at
+    the top of ``owner``).
     """
-    table = {} if shared is None else shared.setdefault(owner, {})
     first = []
     for node in list(sandbox):
         output = node.outputs[0] if node.op_type == "Constant" and node.outputs else None
@@ -319,19 +314,16 @@ def _share_constants(
             or output.dtype is None
         ):
             continue
-        key = (output.dtype, value.shape, value.tobytes())
-        known = table.get(key)
-        producer = known.producer() if known is not None else None
-        if known is not None and producer is not None and producer.graph is owner:
+        known = shared.share(owner, node, value)
+        if known is not output:
             output.replace_all_uses_with(known)
             sandbox.remove(node, safe=True)
             continue
-        table[key] = output
         sandbox.remove(node)  # its readers follow it into the model
         node.version = None
         fresh(node)
         fresh(output)
-        first.append(node)
+        first.append(output)
     return first
 
 

@@ -11,6 +11,7 @@ import onnx_ir as ir
 
 from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
+from lowering.irutils.constants import SharedConstants
 from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
@@ -20,7 +21,7 @@ from lowering.irutils.snapshot import adopt
 from lowering.irutils.walk import model_nodes
 from lowering.opset import schemas
 from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opset
-from lowering.opset.plan import DEAD_CHAIN_OPS, Blocker, Plan, SharedConstants, plan_node
+from lowering.opset.plan import DEAD_CHAIN_OPS, Blocker, Plan, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
 from lowering.passes.hide_unproven_outputs import (
     Copied,
@@ -71,7 +72,7 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             result.adapted[f"onnx.version_converter to opset {MIN_OPSET}"] += 1
         replaced: dict[ir.Value, ir.Value] = {}
         maybe_dead: set[ir.Value] = set()
-        constants: SharedConstants = {}  # equal small constants shared, for this run only
+        constants = SharedConstants()  # equal small constants shared, for this run only
         # The model's own Identities stay; the conversion's go where the rule allows.
         theirs = {node for node in model_nodes(model) if is_onnx_op(node, "Identity")}
         before = set(model_nodes(model))
