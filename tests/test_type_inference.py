@@ -106,3 +106,29 @@ def test_an_einsum_is_only_trusted_where_its_letters_agree(shapes, wrong):
     node = ir.Node("", "Einsum", [], [ir.AttrString("equation", equation)])
     operands = [Operand(ir.DataType.FLOAT, shape) for shape in shapes]
     assert seen_wrong(node, operands) is wrong
+
+
+WEIGHTED = """<ir_version: 8, opset_import: ["" : 18]>
+g (float[2, 300] x, int64[2] s) => (m, y, z)
+<float[300, 4] w = {...}, int64[2] s = {1, 600}, int64[2] t = {600, 1}> {
+  m = MatMul(x, w)
+  y = Reshape(x, t)
+  z = Reshape(x, s)
+}"""
+
+
+def test_inference_reads_no_weight_and_leaves_the_model_as_it_was():
+    """A large initializer is an input without data in ONNX's copy (its value
+    decides no shape); a small one keeps its value, and the model is untouched."""
+    from lowering.analysis.type_inference import _without_weights
+
+    proto = onnx.parser.parse_model(WEIGHTED.replace("{...}", "{" + ", ".join(["1"] * 1200) + "}"))
+    model = ir.serde.deserialize_model(proto)
+    before = ir.serde.serialize_model(model)
+    copy = _without_weights(model)
+    assert [t.name for t in copy.graph.initializer] == ["s", "t"]
+    assert [i.name for i in copy.graph.input] == ["x", "s", "w"]
+    assert ir.serde.serialize_model(model) == before
+    oracle = TypeOracle(model)
+    twins = [oracle.twin(node, model.graph) for node in list(model.graph)[:2]]
+    assert [list(twin.outputs[0].shape) for twin in twins if twin is not None] == [[2, 4], [600, 1]]

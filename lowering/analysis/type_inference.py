@@ -43,7 +43,6 @@ from collections.abc import Sequence
 
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import _c_api_utils
 
 from lowering.analysis.proven_shapes import Proof, prove_model
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_within
@@ -298,10 +297,50 @@ def _complete(type_proto: onnx.TypeProto) -> bool:
 
 def _infer_model(model: ir.Model) -> ir.Model | None:
     try:
-        # Large initializers are dropped from the copy that ONNX serializes.
-        inferred = _c_api_utils.call_onnx_api(_infer_proto, model)
+        inferred = _infer_proto(_without_weights(model))
     except Exception as error:  # noqa: BLE001 -- ONNX raises many kinds; best effort
         logger.warning("Shape inference failed, using declared types only: %s", error)
         return None
     twin = ir.serde.deserialize_model(inferred)
     return twin
+
+
+#: Initializers larger than this (bytes) are declared inputs in the copy ONNX infers.
+_LARGE = 1000
+
+
+def _without_weights(model: ir.Model) -> onnx.ModelProto:
+    """``model`` serialized for ONNX's inference, each large initializer declared an
+    input of its type without its data (the model itself is not changed).
+
+    A weight's value never decides a shape, and copying gigabytes into a proto
+    for one call would cost more than the inference; the small ones stay, as
+    ONNX reads axes and shapes from their values (also from an initializer that
+    is a graph input: the proof, not the copy, decides which shapes are facts).
+    """
+    graph = model.graph
+    large = [
+        v
+        for v in graph.initializers.values()
+        if v.type is not None and (v.const_value is None or v.const_value.nbytes > _LARGE)
+    ]
+    view = ir.GraphView(
+        [*graph.inputs, *(v for v in large if not v.is_graph_input())],
+        graph.outputs,
+        nodes=graph,
+        initializers=[v for v in graph.initializers.values() if v not in large],
+        doc_string=graph.doc_string,
+        opset_imports=graph.opset_imports,
+        name=graph.name,
+    )
+    proto = onnx.ModelProto(ir_version=model.ir_version)
+    proto.opset_import.extend(
+        onnx.helper.make_opsetid(domain, version) for domain, version in model.opset_imports.items()
+    )
+    # (onnx_ir 1.1's GraphView is not typed as its own GraphViewProtocol.)
+    ir.serde.serialize_graph_into(proto.graph, view, model_ir_version=model.ir_version)  # type: ignore[arg-type]
+    proto.functions.extend(
+        ir.serde.serialize_function(f, create_value_info=model.ir_version >= 10)
+        for f in model.functions.values()
+    )
+    return proto
