@@ -6,7 +6,7 @@ Two features of :func:`tests.fuzz_models.structured_models`:
     Exporters and simplifiers hand on models that went through
     ``onnx.shape_inference.infer_shapes``: every value then declares what
     ONNX infers of it, wrong for the ops of
-    ``lowering.irutils.node_inference`` (SHAPES_SEEN_WRONG, doubted()). Some
+    ``lowering.irutils.node_inference`` (op_facts.SHAPES_SEEN_WRONG, doubted()). Some
     examples go through it (:func:`inferred_model`): the tool is handed that
     model, value_info and all; the oracle, and onnxruntime's run of the
     original, stay those of the model before. :func:`wrong_site` puts an op

@@ -1,9 +1,9 @@
 """One constant evaluator, one rule per op, whoever asks (issue 23, item 3).
 
 Positions and trip counts (``static_array``), an adapter's axes and shapes
-(``opset.fold``) and the fold of unrolled copies (``static_fold.fold_node``)
-read constants through one module. For every op two of them read through,
-they agree; and what any of them folds is what onnxruntime computes. The
+(``evaluate(.., shapes=True)``) and the fold of unrolled copies
+(``static_fold.fold_node``) read constants through one module, every one
+through every rule. For every op they agree; and what any of them folds is what onnxruntime computes. The
 Cast rule: a cast is folded only where it is exact and does not wrap.
 """
 
@@ -16,10 +16,8 @@ import onnx_ir as ir
 import pytest
 
 from lowering.irutils import static_values
-from lowering.irutils.static_fold import FOLDED_OPS as COPY_OPS
+from lowering.irutils.op_facts import SHAPE_READING_OPS
 from lowering.irutils.static_fold import fold_node
-from lowering.opset.fold import FOLDED_OPS as ADAPTER_OPS
-from lowering.opset.fold import fold
 from lowering.runtimes.sessions import open_session
 
 DTYPES = {
@@ -114,6 +112,7 @@ def _op(op_type: str, inputs: list[np.ndarray], **attributes) -> ir.Value:
     values = []
     for i, array in enumerate(inputs):
         value = ir.Value(name=f"c{i}", const_value=ir.tensor(array, name=f"c{i}"))
+        value.dtype = value.const_value.dtype  # (CastLike reads its target's type)
         graph.register_initializer(value)
         values.append(value)
     node = ir.node(op_type, values, attributes)
@@ -121,28 +120,56 @@ def _op(op_type: str, inputs: list[np.ndarray], **attributes) -> ir.Value:
     return node.outputs[0]
 
 
-SHARED = sorted((ADAPTER_OPS & COPY_OPS) - {"Shape"})
+def fold(value: ir.Value) -> np.ndarray | None:
+    """How an adapter reads an axes or shape input (declared shapes included)."""
+    return static_values.evaluate(value, shapes=True)
+
+
+_I = np.array([1, 2], np.int64)
+_B = np.array([True, False])
 OPERANDS = {
-    "Cast": ([np.array([1, 2], np.int64)], {"to": ir.DataType.INT32}),
-    "Add": ([np.array([1, 2], np.int64), np.array([3, 4], np.int64)], {}),
-    "Sub": ([np.array([1, 2], np.int64), np.array([3, 4], np.int64)], {}),
+    "Identity": ([_I], {}),
+    "Cast": ([_I], {"to": ir.DataType.INT32}),
+    "CastLike": ([_I, np.array([0.5], np.float32)], {}),
+    "Squeeze": ([np.array([[3]], np.int64), np.array([0], np.int64)], {}),
+    "Unsqueeze": ([_I, np.array([0], np.int64)], {}),
+    "Reshape": ([np.array([[1, 2], [3, 4]], np.int64), np.array([-1], np.int64)], {}),
+    "Concat": ([_I, np.array([3], np.int64)], {"axis": 0}),
+    "Gather": ([np.array([5, 6, 7], np.int64), np.array([2, 0], np.int64)], {}),
+    "Add": ([_I, np.array([3, 4], np.int64)], {}),
+    "Sub": ([_I, np.array([3, 4], np.int64)], {}),
     "Mul": ([np.array([2**62], np.int64), np.array([4], np.int64)], {}),  # wraps, as runtimes
+    "Div": ([np.array([1.0, -3.0], np.float32), np.array([4.0, 2.0], np.float32)], {}),
+    "Sqrt": ([np.array([4.0, 2.0], np.float32)], {}),
+    "Range": ([np.array(1, np.int64), np.array(7, np.int64), np.array(2, np.int64)], {}),
+    "Equal": ([_I, np.array([1, 3], np.int64)], {}),
+    "Less": ([_I, np.array([1, 3], np.int64)], {}),
+    "LessOrEqual": ([_I, np.array([1, 3], np.int64)], {}),
+    "Greater": ([_I, np.array([1, 3], np.int64)], {}),
+    "GreaterOrEqual": ([_I, np.array([1, 3], np.int64)], {}),
+    "Not": ([_B], {}),
+    "And": ([_B, np.array([True, True])], {}),
+    "Or": ([_B, np.array([False, False])], {}),
+    "Xor": ([_B, np.array([True, True])], {}),
 }
+SHARED = sorted(OPERANDS)
 
 
 @pytest.mark.parametrize("op", SHARED)
 def test_callers_agree_on_every_op_they_share(op):
     arrays, attributes = OPERANDS[op]
     by_fold = fold(_op(op, arrays, **attributes))
+    by_position = static_values.static_array(_op(op, arrays, **attributes))
     value = _op(op, arrays, **attributes)
     node = value.producer()
     assert node is not None and fold_node(node)
     np.testing.assert_array_equal(by_fold, node.attributes["value"].as_tensor().numpy())
+    np.testing.assert_array_equal(by_position, by_fold)
 
 
 def test_every_callers_ops_have_a_rule():
-    for ops in (ADAPTER_OPS, COPY_OPS, static_values.POSITION_OPS):
-        assert ops <= set(static_values.RULES), ops - set(static_values.RULES)
+    """Every rule but those that read shapes is checked above, for every caller."""
+    assert set(OPERANDS) == set(static_values.RULES) - SHAPE_READING_OPS
 
 
 def test_weights_are_never_read():
@@ -150,7 +177,7 @@ def test_weights_are_never_read():
     big = np.zeros(static_values.MAX_ELEMENTS + 1, np.int64)
     assert fold(_op("Identity", [big])) is None
     value = _op("Identity", [big])
-    assert static_values.evaluate(value, {"Identity"}) is None
+    assert static_values.evaluate(value) is None
     # Positions and split sizes are read whole (a split of 10,000 lengths).
     assert static_values.static_array(_op("Identity", [big])) is not None
 

@@ -36,7 +36,7 @@ import onnxruntime as ort
 import pytest
 
 import lowering
-from lowering.maps.uniform_shapes import REDUCE_OPS
+from lowering.irutils.op_facts import REDUCE_OPS
 from lowering.opset import plan, schemas
 from lowering.opset.allowlist import RELABEL
 from lowering.opset.registry import ADAPTERS

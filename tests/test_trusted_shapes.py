@@ -30,7 +30,8 @@ import onnx_ir as ir
 import pytest
 from onnx import helper
 
-from lowering.irutils.node_inference import TRUSTED_SHAPE_OPS, Operand, infer_outputs, seen_wrong
+from lowering.irutils.node_inference import Operand, infer_outputs, seen_wrong
+from lowering.irutils.op_facts import TRUSTED_SHAPE_OPS
 from lowering.runtimes.sessions import open_session
 from tests.helpers import assert_same, lowered, op_types, parse
 

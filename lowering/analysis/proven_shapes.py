@@ -44,14 +44,9 @@ from lowering.irutils.node_inference import (
     operand,
     seen_wrong,
 )
-from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import RANK_SEEN_WRONG, is_onnx_domain
 from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, subgraphs
-
-#: Ops whose rank ONNX may get wrong too: Squeeze with empty axes (ONNX
-#: squeezes nothing, onnxruntime every unit dim), PRelu whose slope
-#: broadcasts X (ONNX keeps X's rank); the others' ranks are right.
-RANK_SEEN_WRONG = frozenset({"Squeeze", "PRelu"})
 
 
 @dataclasses.dataclass

@@ -17,10 +17,10 @@ are not the runtime's. MaxPool with ``ceil_mode = 1`` and an end pad::
     onnxruntime:  window 2 dropped, as the spec says  ->  float[1,1,2]
 
 A fold of ``Shape(MaxPool(x))`` on ONNX's answer is a wrong constant. So a
-shape is taken only from the ops in TRUSTED_SHAPE_OPS, each checked against
-onnxruntime on edge attributes and inputs (tests/test_trusted_shapes.py),
-and not in the cases of them doubted() names. Every other output gets its
-dtype and no shape.
+shape is taken only from the ops in op_facts.TRUSTED_SHAPE_OPS, each checked
+against onnxruntime on edge attributes and inputs (tests/test_trusted_shapes.py),
+and not in the cases of them doubted() names (op_facts.SHAPE_DOUBTED_OPS).
+Every other output gets its dtype and no shape.
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import (
+    SHAPE_DOUBTED_OPS,
+    SHAPES_SEEN_WRONG,
+    TRUSTED_SHAPE_OPS,
+    is_onnx_domain,
+)
 from lowering.irutils.shapes import THROUGH_FIRST
 
 Dim = int | str | None  # a known size, a symbolic dim, or unknown
@@ -67,48 +72,6 @@ class Inferred(NamedTuple):
             return None
         return tuple(d if isinstance(d, int) else None for d in self.shape)
 
-
-# Ops whose inferred shapes match onnxruntime's on the edge cases of
-# tests/test_trusted_shapes.py at opsets 11 to 21, save the cases doubted()
-# names. Left out for ONNX's shapes seen to differ from onnxruntime's:
-# MaxPool, AveragePool, LpPool (ceil_mode = 1, above), ConvTranspose
-# (auto_pad SAME with output_padding: one too many), Resize (scales: the
-# floor of a float product, 5 x 1.4 -> 6 to ONNX, 7 to onnxruntime), Einsum
-# (batch dims of size 1 do not broadcast), NonZero (of a scalar: [0, ?] to
-# ONNX, [1, 1] to onnxruntime). Left out as not checked: every other op,
-# Conv among them.
-_ELEMENTWISE = [
-    # unary, output shaped like the input
-    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot", "Ceil", "Celu",
-    "Cos", "Cosh", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
-    "Identity", "IsInf", "IsNaN", "LeakyRelu", "Log", "Mish", "Neg", "Not", "Reciprocal",
-    "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus",
-    "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Cast", "CastLike", "Clip",
-    "Softmax", "LogSoftmax", "Hardmax", "CumSum", "Trilu", "LpNormalization", "LRN",
-    # multidirectional broadcasting
-    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr",
-    "BitwiseXor", "And", "Or", "Xor", "Equal", "Less", "LessOrEqual", "Greater",
-    "GreaterOrEqual", "Max", "Min", "Mean", "Sum", "Where", "PRelu",
-]  # fmt: skip
-_REDUCTIONS = [
-    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
-    "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare", "ArgMax", "ArgMin",
-]  # fmt: skip
-_SHAPING = [
-    "Shape", "Size", "Concat", "Gather", "GatherElements", "Slice", "Reshape", "Squeeze",
-    "Unsqueeze", "Transpose", "Expand", "ConstantOfShape", "Range", "Constant", "Flatten",
-    "Tile", "Split", "TopK", "OneHot", "Pad", "DepthToSpace", "SpaceToDepth",
-]  # fmt: skip
-_OTHERS = [
-    "MatMul", "Gemm", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
-    "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "Dropout",
-]  # fmt: skip
-TRUSTED_SHAPE_OPS: frozenset[str] = frozenset(_ELEMENTWISE + _REDUCTIONS + _SHAPING + _OTHERS)
-
-#: Ops whose ONNX-inferred shapes were seen to differ from onnxruntime's (above).
-SHAPES_SEEN_WRONG: frozenset[str] = frozenset(
-    ["MaxPool", "AveragePool", "LpPool", "ConvTranspose", "Resize", "Einsum", "NonZero"]
-)
 
 _GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
@@ -205,7 +168,7 @@ def _dim(dim: onnx.TensorShapeProto.Dimension, symbols: set[str]) -> Dim:
 
 def seen_wrong(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     """Whether ONNX's inferred shapes of ``node`` may be wrong: an op of
-    :data:`SHAPES_SEEN_WRONG` (save an Einsum whose every letter that occurs
+    :data:`~lowering.irutils.op_facts.SHAPES_SEEN_WRONG` (save an Einsum whose every letter that occurs
     twice or more has one size in all operands, known or one symbolic dim:
     only a size-1 dim that broadcasts is misread, and a letter of one
     occurrence, such as the batch letter of a vectorized Einsum, has nothing
@@ -274,19 +237,15 @@ def _einsum_sizes_agree(node: ir.Node, operands: Sequence[Operand | None]) -> bo
     return True
 
 
-#: The trusted ops :func:`doubted` has cases of.
-DOUBTED_OPS = frozenset(["Range", "Slice", "Squeeze", "PRelu"])
-
-
 def may_be_seen_wrong(op_type: str) -> bool:
     """Whether :func:`seen_wrong` can say yes for some node of ``op_type`` (so a
     caller may skip working out the operands of every other node)."""
-    return op_type in SHAPES_SEEN_WRONG or op_type in DOUBTED_OPS
+    return op_type in SHAPES_SEEN_WRONG or op_type in SHAPE_DOUBTED_OPS
 
 
 def doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     """The cases of trusted ops where ONNX's shapes and onnxruntime's still differ."""
-    if node.op_type not in DOUBTED_OPS:
+    if node.op_type not in SHAPE_DOUBTED_OPS:
         return False
     values = [None if o is None else o.value for o in operands]
     if node.op_type == "Range":

@@ -1,9 +1,14 @@
-"""Facts about ONNX ops that more than one part of the package needs, in one place.
+"""The one table of facts about ONNX ops: every "which ops ..." question is answered here.
 
-The default domain is spelled "" or "ai.onnx"; Reduce ops, the ops whose
-axes moved from an attribute to an input (and when), the sequence and loop
-ops, the ops whose output has their first input's element type, and the
-ops whose output shapes follow from their inputs' shapes.
+The default domain is spelled "" or "ai.onnx"; the pointwise ops (unary and
+broadcasting), the Reduce ops, the ops whose axes moved from an attribute
+to an input (and when), the sequence and loop ops, the ops whose output has
+their first input's element type, the ops whose output shapes follow from
+their inputs' shapes, the ops that read only their input's shape, the random
+ops, and where ONNX's shape inference is trusted, doubted or seen wrong
+(checked against onnxruntime by tests/test_trusted_shapes.py). What a module
+chooses to do with an op (which forms it writes, which ops it folds) is
+that module's own policy, and stays there.
 """
 
 from __future__ import annotations
@@ -20,6 +25,37 @@ def is_onnx_op(node: ir.Node, op_type: str) -> bool:
     """True for a default-domain op, which may be spelled "" or "ai.onnx"."""
     return node.op_type == op_type and is_onnx_domain(node.domain)
 
+
+#: Pointwise on their first operand, output shaped like it (Clip's bounds are
+#: other operands).
+UNARY_POINTWISE_OPS = frozenset(
+    [
+        "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot", "Cast", "Ceil",
+        "Celu", "Cos", "Cosh", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
+        "Identity", "IsInf", "IsNaN", "LeakyRelu", "Log", "Mish", "Neg", "Not", "Reciprocal",
+        "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus",
+        "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Clip",
+    ]
+)  # fmt: skip
+
+#: Pointwise on all their operands, which broadcast against each other (numpy's
+#: way). PRelu is not among them: ONNX broadcasts its slope into X only.
+BROADCAST_POINTWISE_OPS = frozenset(
+    [
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or",
+        "Xor", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "BitShift",
+        "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Where",
+    ]
+)  # fmt: skip
+
+#: Ops whose output is computed from their input's shape, not its values.
+SHAPE_READING_OPS = frozenset({"Shape", "Size"})
+
+#: The ONNX ops whose results are random.
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+     "Bernoulli"}
+)  # fmt: skip
 
 #: The Reduce ops: their axes moved from an attribute to an optional input
 #: (ReduceSum at 13, the others at 18).
@@ -50,6 +86,7 @@ SEQUENCE_OPS = (
     "SplitToSequence",
     "ConcatFromSequence",
 )
+PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 
 #: Ops whose (first) output has the element type of their first input: an
 #: untyped value made by one of them has the type its input has.
@@ -90,3 +127,51 @@ SHAPE_FROM_SHAPES_OPS = frozenset(
         "Sum", "Tan", "Tanh", "ThresholdedRelu", "Transpose", "Trilu", "Where", "Xor",
     ]
 )  # fmt: skip
+
+# Where ONNX's shape inference (a second implementation of each op, ONNX 1.23)
+# agrees with onnxruntime, on the edge cases of tests/test_trusted_shapes.py at
+# opsets 11 to 21, save the cases node_inference.doubted() names. Left out for
+# ONNX's shapes seen to differ from onnxruntime's: MaxPool, AveragePool, LpPool
+# (ceil_mode = 1: a window that starts in the end pad), ConvTranspose
+# (auto_pad SAME with output_padding: one too many), Resize (scales: the
+# floor of a float product, 5 x 1.4 -> 6 to ONNX, 7 to onnxruntime), Einsum
+# (batch dims of size 1 do not broadcast), NonZero (of a scalar: [0, ?] to
+# ONNX, [1, 1] to onnxruntime). Left out as not checked: every other op,
+# Conv among them.
+
+#: Ops whose ONNX-inferred shapes match onnxruntime's (save the doubted cases).
+TRUSTED_SHAPE_OPS = (
+    UNARY_POINTWISE_OPS
+    | BROADCAST_POINTWISE_OPS
+    | REDUCE_OPS
+    | frozenset(
+        [
+            "CastLike", "Softmax", "LogSoftmax", "Hardmax", "CumSum", "Trilu",
+            "LpNormalization", "LRN", "PRelu", "ArgMax", "ArgMin",
+            # shaping
+            "Shape", "Size", "Concat", "Gather", "GatherElements", "Slice", "Reshape",
+            "Squeeze", "Unsqueeze", "Transpose", "Expand", "ConstantOfShape", "Range",
+            "Constant", "Flatten", "Tile", "Split", "TopK", "OneHot", "Pad", "DepthToSpace",
+            "SpaceToDepth",
+            # others
+            "MatMul", "Gemm", "BatchNormalization", "InstanceNormalization",
+            "LayerNormalization", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
+            "Dropout",
+        ]
+    )
+)  # fmt: skip
+
+#: Ops whose ONNX-inferred shapes were seen to differ from onnxruntime's (above).
+SHAPES_SEEN_WRONG = frozenset(
+    ["MaxPool", "AveragePool", "LpPool", "ConvTranspose", "Resize", "Einsum", "NonZero"]
+)
+
+#: The trusted ops with cases where ONNX's shapes and onnxruntime's still differ
+#: (Range of float bounds, Slice to the first element, Squeeze of empty axes,
+#: PRelu whose slope broadcasts X: node_inference.doubted()).
+SHAPE_DOUBTED_OPS = frozenset(["Range", "Slice", "Squeeze", "PRelu"])
+
+#: Ops whose rank ONNX may get wrong too: Squeeze with empty axes (ONNX
+#: squeezes nothing, onnxruntime every unit dim), PRelu whose slope
+#: broadcasts X (ONNX keeps X's rank); the others' ranks are right.
+RANK_SEEN_WRONG = frozenset({"Squeeze", "PRelu"})

@@ -26,15 +26,12 @@ the copy.
 
 The fold is local: it looks only at the nodes one unrolling made (the
 copies, their element reads and the shared constants), and at the branches
-it inlines into them. It folds a closed list of ops, on proven facts only:
+it inlines into them. It folds, on proven facts only:
 
+    op(constants)                         each op of the one constant evaluator, by its rule
+                                          (:mod:`lowering.irutils.static_values`): exact casts,
+                                          comparisons, bool logic, integer arithmetic, ...
     Shape(x), Size(x)                     x of static shape (declared, or inferred below)
-    Cast, CastLike                        of a constant, exact and not wrapping (one Cast rule)
-    Equal, Less(OrEqual), Greater(OrEqual) of constants (numbers and bools)
-    Not, And, Or, Xor                     of bool constants
-    Add, Sub, Mul                         of integer constants (wrapping, as runtimes do)
-
-each by its rule in the one constant evaluator (:mod:`lowering.irutils.static_values`).
     If(c)                                 c a constant: the taken branch's nodes take its place
     Identity(x)                           bypassed, unless it must stay (:mod:`lowering.irutils.identities`)
 
@@ -64,9 +61,9 @@ from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import Operand, infer_outputs, operand
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.op_facts import SHAPE_READING_OPS, is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import GraphLike
-from lowering.irutils.static_values import SHAPE_ONLY_OPS, evaluate_node, small_constant
+from lowering.irutils.static_values import evaluate_node, small_constant
 from lowering.irutils.walk import nodes_within, subgraphs
 
 Discard = Callable[[GraphLike, list[ir.Node]], None]
@@ -111,11 +108,12 @@ def fold_static(
                 mine.update(inlined)
                 pending.extendleft(reversed(inlined))
                 continue
+        elif is_onnx_op(node, "Identity"):
+            if bypass_identity(node):
+                kept.append(node)  # read by nothing now: removed with the dead
+                continue
         elif is_onnx_domain(node.domain) and _reads_facts(node, doubted) and fold_node(node):
             kept.append(node)
-            continue
-        elif is_onnx_op(node, "Identity") and bypass_identity(node):
-            kept.append(node)  # read by nothing now: removed with the dead
             continue
         _infer_shapes(node, opset, doubted)
         kept.append(node)
@@ -143,8 +141,6 @@ def release(graph: ir.Graph) -> set[ir.Value]:
 
 def fold_node(node: ir.Node) -> bool:
     """Turn ``node`` into a Constant holding its value, if its rule can work it out."""
-    if node.op_type not in FOLDED_OPS:
-        return False
     result = evaluate_node(node, [small_constant(v) for v in node.inputs])
     if result is None:
         return False
@@ -163,29 +159,6 @@ def fold_node(node: ir.Node) -> bool:
     output.dtype = dtype
     output.shape = ir.Shape(result.shape)
     return True
-
-
-#: The ops folded in unrolled copies, by the rules of :mod:`lowering.irutils.static_values`.
-FOLDED_OPS = frozenset(
-    {
-        "Shape",
-        "Size",
-        "Cast",
-        "CastLike",
-        "Equal",
-        "Less",
-        "LessOrEqual",
-        "Greater",
-        "GreaterOrEqual",
-        "Not",
-        "And",
-        "Or",
-        "Xor",
-        "Add",
-        "Sub",
-        "Mul",
-    }
-)
 
 
 def _inline_if(
@@ -268,7 +241,7 @@ def _inline_if(
 def _reads_facts(node: ir.Node, doubted: Container[ir.Value]) -> bool:
     """Whether what ``node``'s rule reads of its inputs is a fact: not the
     declared shape of a doubted value (the values are, being constants)."""
-    if node.op_type not in SHAPE_ONLY_OPS:
+    if node.op_type not in SHAPE_READING_OPS:
         return True
     return not any(v is not None and v in doubted for v in node.inputs)
 

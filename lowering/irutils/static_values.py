@@ -5,9 +5,10 @@ axes input as a bare constant: paddle2onnx writes ``Squeeze(Constant
 int64[1])``, torch ``Reshape(Constant[1], Constant[-1])`` or ``Concat`` of
 constants, and unrolled bodies test ``Equal(Size(Shape(e)), 0)``. This
 module computes such values with numpy, by one rule per op, for every
-caller; each caller names the ops it reads through (:data:`POSITION_OPS`
-for positions and trip counts, :mod:`lowering.opset.fold` for adapters,
-:mod:`lowering.irutils.static_fold` for unrolled copies)::
+caller (positions and trip counts, an adapter's axes, unrolled copies:
+:mod:`lowering.irutils.static_fold`), each reading through every op that
+has a rule; a caller says only whether declared shapes count as facts
+(``Shape``/``Size``, :data:`~lowering.irutils.op_facts.SHAPE_READING_OPS`)::
 
     Constant / initializer (not a graph input)   -> its tensor (small ones, unless asked)
     Identity(s)                                  -> s
@@ -41,13 +42,13 @@ is also a graph input is never static: a caller may feed another value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.constants import constant_array
-from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.op_facts import SHAPE_READING_OPS, is_onnx_domain, is_onnx_op
 
 #: Larger values stay computed at run time: a fold must not make the model grow,
 #: and weights (maybe external data) are never read.
@@ -104,31 +105,30 @@ def evaluate_node(
 
 def evaluate(
     value: ir.Value | None,
-    ops: Collection[str],
     limit: int | None = MAX_ELEMENTS,
+    *,
+    shapes: bool = False,
     depth: int = 0,
 ) -> np.ndarray | None:
-    """The value of ``value``: a constant, or computed from constants through ``ops`` only.
+    """The value of ``value``: a constant, or computed from constants by the rules.
 
     ``limit``: the most elements a constant read or a value computed may have.
+    ``shapes``: whether ``Shape``/``Size`` read declared shapes (the caller
+    takes them as facts); without, they are not read.
     """
     constant = small_constant(value, limit)
     if constant is not None or value is None:
         return constant
     node = value.producer()
-    if node is None or node.op_type not in ops or depth > _MAX_DEPTH:
+    if node is None or node.op_type not in RULES or depth > _MAX_DEPTH:
         return None
-    if node.op_type in SHAPE_ONLY_OPS:
+    if node.op_type in SHAPE_READING_OPS:
+        if not shapes:
+            return None
         values: list[np.ndarray | None] = [None] * len(node.inputs)
     else:
-        values = [evaluate(v, ops, limit, depth + 1) for v in node.inputs]
+        values = [evaluate(v, limit, shapes=shapes, depth=depth + 1) for v in node.inputs]
     return evaluate_node(node, values, limit)
-
-
-#: What positions, trip counts and lengths are read through (the insert pass
-#: removes these chains when it folds one).
-POSITION_OPS = frozenset({"Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"})
-FOLDABLE_OPS = frozenset({"Constant", *POSITION_OPS})
 
 
 def static_array(value: ir.Value | None) -> np.ndarray | None:
@@ -136,7 +136,7 @@ def static_array(value: ir.Value | None) -> np.ndarray | None:
 
     Any size: a split of 10,000 lengths is read whole.
     """
-    return evaluate(value, POSITION_OPS, limit=None)
+    return evaluate(value, limit=None)
 
 
 def _identity(node: ir.Node, values) -> np.ndarray | None:
@@ -376,9 +376,6 @@ def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarra
     return np.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype)
 
 
-#: Ops whose result is read from their input's declared shape, not its value.
-SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
-
 RULES: dict[str, Rule] = {
     "Identity": _identity,
     "Cast": _cast,
@@ -406,3 +403,7 @@ RULES: dict[str, Rule] = {
     "Or": _of_types(_BOOL, np.logical_or),
     "Xor": _of_types(_BOOL, np.logical_xor),
 }
+
+#: What a fold reads through, and the Constants it starts from: the chains a
+#: caller removes once a fold leaves them unread.
+FOLDABLE_OPS = frozenset({"Constant", *RULES})

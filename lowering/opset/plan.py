@@ -31,12 +31,16 @@ import onnx_ir as ir
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import adopt_name, fresh
-from lowering.irutils.op_facts import is_onnx_op
-from lowering.irutils.static_values import MAX_ELEMENTS, RULES, evaluate_node, small_constant
+from lowering.irutils.op_facts import SHAPE_READING_OPS, is_onnx_op
+from lowering.irutils.static_values import (
+    MAX_ELEMENTS,
+    evaluate,
+    evaluate_node,
+    small_constant,
+)
 from lowering.irutils.walk import has_subgraphs
 from lowering.opset import adapters as _registered  # noqa: F401  (registers the adapters)
 from lowering.opset import expand, schemas
-from lowering.opset.fold import FOLDED_OPS, fold
 from lowering.opset.insert_guard import InsertGuard, insert_guard
 from lowering.opset.registry import ADAPTERS, EXPANSIONS, Adapter, Decline
 from lowering.runtimes.ort_kernels import node_unsupported, runs_as_function
@@ -143,10 +147,16 @@ class Sandbox:
         )
 
     def constant(self, value: ir.Value | None) -> np.ndarray | None:
-        """The constant behind a sandbox value: a real input's, or a Constant's made here."""
+        """The constant behind a sandbox value: a real input's, or a Constant's made here.
+
+        torch.onnx writes axes and shapes as small computations rather than
+        constants (``Reshape(Constant[1], Constant[-1])``, ``Concat(..)``): an
+        adapter reads them by the one constant evaluator, declared shapes
+        included (``Shape`` of a static shape).
+        """
         if value is None:
             return None
-        return fold(self.real.get(value, value))
+        return evaluate(self.real.get(value, value), shapes=True)
 
     def tidy(self, target: int) -> None:
         """Fold what the conversion made constant, and drop its Identities and dead nodes.
@@ -172,7 +182,7 @@ class Sandbox:
                 if value is not None:
                     known[node.outputs[0]] = value
                 continue
-            if node.op_type not in SANDBOX_FOLDS or len(node.outputs) != 1:
+            if node.op_type in SHAPE_READING_OPS or len(node.outputs) != 1:
                 continue
             values = [self._known(v, known) for v in node.inputs]
             if any(value is None for value in values):
@@ -286,10 +296,6 @@ def _tensor_of(node: ir.Node) -> np.ndarray | None:
         return tensor.numpy() if tensor.size <= MAX_ELEMENTS else None
     return small_constant(node.outputs[0])
 
-
-#: The ops :meth:`Sandbox.tidy` folds: every rule of the constant evaluator but
-#: those read from declared shapes.
-SANDBOX_FOLDS = frozenset(RULES) - {"Shape", "Size"}
 
 _MAX_SHARED = 64  # elements: the constants of expansions and adapters are small
 
@@ -446,8 +452,6 @@ def _as_attribute(name: str, value) -> ir.Attr:
         return ir.Attr(name, value.type, value.value)
     return ir.convenience.convert_attribute(name, value)
 
-
-DEAD_CHAIN_OPS = frozenset([*FOLDED_OPS, "Constant", "Equal"])
 
 TypedTwin = Callable[[], "ir.Node | None"]
 

@@ -47,7 +47,7 @@ from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
-from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
+from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
@@ -86,8 +86,6 @@ _UNGUARDED = (
     "tract loads one If per graph: onnxruntime fails on it when the split is empty "
     "(tract runs it)"
 )
-
-PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 
 
 @dataclasses.dataclass

@@ -18,10 +18,11 @@ from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import adopt
+from lowering.irutils.static_values import FOLDABLE_OPS
 from lowering.irutils.walk import model_nodes
 from lowering.opset import schemas
 from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opset
-from lowering.opset.plan import DEAD_CHAIN_OPS, Blocker, Plan, plan_node
+from lowering.opset.plan import Blocker, Plan, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
 from lowering.passes.hide_unproven_outputs import (
     Copied,
@@ -92,7 +93,7 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             [n for n in model_nodes(model) if is_onnx_op(n, "Identity") and n not in theirs]
         )
         for value in maybe_dead:
-            remove_unread(value, DEAD_CHAIN_OPS)
+            remove_unread(value, FOLDABLE_OPS)
         for line in result.summary():
             _LOG.info("opset %d: %s", self.target, line)
         result.modified = upgraded or any(

@@ -14,11 +14,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-#: The ONNX ops whose results are random.
-RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
-     "Bernoulli"}
-)  # fmt: skip
+from lowering.irutils.op_facts import RANDOM_OPS
 
 
 def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from lowering.maps.uniform_shapes import REDUCE_OPS
+from lowering.irutils.op_facts import REDUCE_OPS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,13 +24,18 @@ import numpy as np
 import numpy.typing as npt
 import onnx_ir as ir
 
-from lowering.analysis.proven_shapes import RANK_SEEN_WRONG, proven_outputs
+from lowering.analysis.proven_shapes import proven_outputs
 from lowering.irutils.axes import axes_as_input
 from lowering.irutils.constants import constant_array
 from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import Operand, seen_wrong
 from lowering.irutils.nodes import attribute
-from lowering.irutils.op_facts import SAME_DTYPE_OPS, is_onnx_domain, is_onnx_op
+from lowering.irutils.op_facts import (
+    RANK_SEEN_WRONG,
+    SAME_DTYPE_OPS,
+    is_onnx_domain,
+    is_onnx_op,
+)
 from lowering.maps.plan import MapPlan, ragged_source, split_source
 from lowering.maps.strategies.vectorize import (
     elementwise,

@@ -16,6 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.constants import constant_array
+from lowering.irutils.op_facts import BROADCAST_POINTWISE_OPS, UNARY_POINTWISE_OPS
 from lowering.maps.strategies.vectorize.body_values import BodyValue, broadcast_dims, required
 from lowering.maps.strategies.vectorize.family import RuleFamily
 
@@ -25,24 +26,7 @@ if TYPE_CHECKING:
 FAMILY = RuleFamily(__name__)
 
 
-#: Pointwise on their first operand (Clip's bounds must be the same for every element).
-UNARY_OPS = (
-    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot", "Cast", "Ceil",
-    "Celu", "Cos", "Cosh", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
-    "Identity", "IsInf", "IsNaN", "LeakyRelu", "Log", "Mish", "Neg", "Not", "Reciprocal",
-    "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus",
-    "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu", "Clip",
-)  # fmt: skip
-
-#: Pointwise on all their operands, which broadcast against each other (numpy's way).
-BROADCAST_OPS = (
-    "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor",
-    "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "BitShift", "BitwiseAnd",
-    "BitwiseOr", "BitwiseXor", "Where",
-)  # fmt: skip
-
-
-@FAMILY.rule(*UNARY_OPS)
+@FAMILY.rule(*sorted(UNARY_POINTWISE_OPS))
 def _elementwise_unary(
     v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]
 ) -> list[BodyValue]:
@@ -59,7 +43,7 @@ def _cast_like(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> l
     return [BodyValue(out, x.shape, x.batched)]
 
 
-@FAMILY.rule(*BROADCAST_OPS)
+@FAMILY.rule(*sorted(BROADCAST_POINTWISE_OPS))
 def _elementwise_broadcast(
     v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]
 ) -> list[BodyValue]:

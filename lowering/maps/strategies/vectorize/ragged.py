@@ -64,14 +64,18 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import Proof
 from lowering.irutils.axes import axes_as_input
 from lowering.irutils.constants import constant_array
-from lowering.irutils.op_facts import REDUCE_OPS, is_onnx_op
+from lowering.irutils.op_facts import (
+    BROADCAST_POINTWISE_OPS,
+    REDUCE_OPS,
+    UNARY_POINTWISE_OPS,
+    is_onnx_op,
+)
 from lowering.maps.strategies.vectorize.body_values import (
     BodyValue,
     Dims,
     Ragged,
     broadcast_dims,
 )
-from lowering.maps.strategies.vectorize.elementwise import BROADCAST_OPS, UNARY_OPS
 from lowering.maps.strategies.vectorize.family import RuleFamily
 from lowering.maps.strategies.vectorize.reductions import reduce_along, reduced_axes
 
@@ -107,7 +111,7 @@ def _the_ragged(v: Batcher, args: Sequence[BodyValue | None]) -> list[BodyValue]
     return [a for a in present if a.ragged is not None]
 
 
-@FAMILY.rule(*UNARY_OPS, "CastLike")
+@FAMILY.rule(*sorted(UNARY_POINTWISE_OPS), "CastLike")
 def _unary(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
     """Pointwise: the op on X; its other operands (Clip's bounds, CastLike's
     target) must be the same for every element."""
@@ -117,7 +121,7 @@ def _unary(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[
     return [BodyValue(out, x.shape, True, ragged=x.ragged)]
 
 
-@FAMILY.rule(*BROADCAST_OPS, "PRelu")
+@FAMILY.rule(*sorted(BROADCAST_POINTWISE_OPS), "PRelu")
 def _pointwise(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[BodyValue]:
     """Broadcasting, aligned on the right: the ragged operands' ragged axes must
     line up, and an outer operand must have 1 (or nothing) there."""
@@ -262,7 +266,7 @@ def _rank(value: ir.Value, proof: Proof) -> int | None:
         if (
             producer is None
             or not is_onnx_op(producer, producer.op_type)
-            or producer.op_type not in UNARY_OPS
+            or producer.op_type not in UNARY_POINTWISE_OPS
             or not producer.inputs
             or producer.inputs[0] is None
         ):
