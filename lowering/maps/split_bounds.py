@@ -49,7 +49,12 @@ import onnx_ir as ir
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.op_facts import (
+    BROADCAST_POINTWISE_OPS,
+    UNARY_POINTWISE_OPS,
+    is_onnx_domain,
+    is_onnx_op,
+)
 
 _INT64 = ir.TensorType(ir.DataType.INT64)
 _VECTOR = (_INT64, ir.Shape([None]))
@@ -108,26 +113,7 @@ def ragged_split(sequence: ir.Value | None) -> RaggedSplit | None:
 
 
 #: Ops whose output has the rank of their broadcast inputs (the largest).
-_RANK_KEEPING = frozenset(
-    [
-        "Cast",
-        "CastLike",
-        "Identity",
-        "Neg",
-        "Abs",
-        "Ceil",
-        "Floor",
-        "Relu",
-        "Clip",
-        "Add",
-        "Sub",
-        "Mul",
-        "Div",
-        "Mod",
-        "Max",
-        "Min",
-    ]
-)
+_RANK_KEEPING = UNARY_POINTWISE_OPS | BROADCAST_POINTWISE_OPS | {"CastLike"}
 
 
 def split_rank(value: ir.Value, depth: int = 8) -> int | None:

@@ -29,7 +29,12 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from lowering.irutils.constants import constant_array
-from lowering.irutils.op_facts import REDUCE_OPS, SHAPE_FROM_SHAPES_OPS, is_onnx_domain
+from lowering.irutils.op_facts import (
+    RANDOM_OPS,
+    REDUCE_OPS,
+    SHAPE_FROM_SHAPES_OPS,
+    is_onnx_domain,
+)
 from lowering.irutils.walk import has_subgraphs
 
 # Ops whose output shapes also depend on the values of these operands.
@@ -50,17 +55,6 @@ _SHAPE_OPERANDS = {
     "CenterCropPad": (1,),
     **{op: (1,) for op in REDUCE_OPS},
 }
-
-_NOT_DETERMINISTIC = frozenset(
-    [
-        "RandomNormal",
-        "RandomNormalLike",
-        "RandomUniform",
-        "RandomUniformLike",
-        "Multinomial",
-        "Bernoulli",
-    ]
-)
 
 
 def static_shapes(shapes: list[ir.Shape | None]) -> bool:
@@ -140,7 +134,7 @@ class UniformShapes:
             return
         op = node.op_type
         inputs = node.inputs
-        if op not in _NOT_DETERMINISTIC and all(self._is_invariant(v) for v in inputs):
+        if op not in RANDOM_OPS and all(self._is_invariant(v) for v in inputs):
             self._invariant.update(outputs)
             self._uniform.update(outputs)
             return
