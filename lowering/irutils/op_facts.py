@@ -48,6 +48,9 @@ BROADCAST_POINTWISE_OPS = frozenset(
     ]
 )  # fmt: skip
 
+#: The comparisons: pointwise, broadcasting, bool results.
+COMPARISON_OPS = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+
 #: Ops whose output is computed from their input's shape, not its values.
 SHAPE_READING_OPS = frozenset({"Shape", "Size"})
 
@@ -91,20 +94,17 @@ PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 #: Ops whose (first) output has the element type of their first input: an
 #: untyped value made by one of them has the type its input has.
 SAME_DTYPE_OPS = (
-    frozenset(
+    (UNARY_POINTWISE_OPS - {"Cast", "IsInf", "IsNaN"})
+    | (BROADCAST_POINTWISE_OPS - COMPARISON_OPS - {"Where"})
+    | REDUCE_OPS
+    | frozenset(
         [
-            "Abs", "Acos", "Acosh", "Add", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Clip",
-            "Concat", "Cos", "Cosh", "CumSum", "Div", "Dropout", "Elu", "Erf", "Exp", "Expand",
-            "Flatten", "Floor", "Gather", "GatherElements", "Gemm", "HardSigmoid", "HardSwish",
-            "Hardmax", "Identity", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax",
-            "LpNormalization", "MatMul", "Max", "Mean", "Min", "Mish", "Mod", "Mul", "Neg",
-            "Pad", "Pow", "PRelu", "Reciprocal", "Relu", "Reshape", "Round", "Selu", "Sigmoid",
-            "Sign", "Sin", "Sinh", "Slice", "Softmax", "Softplus", "Softsign", "Split", "Sqrt",
-            "Squeeze", "Sub", "Sum", "Tan", "Tanh", "Tile", "TopK", "Transpose", "Trilu",
-            "Unsqueeze",
+            "Concat", "CumSum", "Dropout", "Expand", "Flatten", "Gather", "GatherElements",
+            "Gemm", "Hardmax", "LayerNormalization", "LogSoftmax", "LpNormalization", "MatMul",
+            "Pad", "PRelu", "Reshape", "Slice", "Softmax", "Split", "Squeeze", "Tile", "TopK",
+            "Transpose", "Trilu", "Unsqueeze",
         ]
     )
-    | REDUCE_OPS
 )  # fmt: skip
 
 #: Ops whose output shapes follow from their inputs' shapes and attributes.
