@@ -42,7 +42,7 @@ TOOL = "lowering"
 #: What the node entries are; the other rewrites are conversions and --optimize's note.
 #: (A SequenceAt is a split read as a Slice in a model with no map to lower:
 #: :mod:`lowering.passes.eliminate_sequences`.)
-NODE_OPS = ("SequenceMap", "SequenceInsert", "SequenceAt")
+NODE_OPS = ("SequenceMap", "SequenceInsert", "SequenceAt", "Loop")
 
 _LOG = logging.getLogger(__name__)
 
