@@ -21,8 +21,9 @@ ragged ``map_fn``, onnxscript for an append in a ``for``. ``acc`` has no other
 use in the body, and ``acc_n`` no other reader (a reader may sit in a
 nested graph: ``xs[i]`` in a second loop). The form (:class:`Accumulator`):
 
-- ``stack``: the element's shape is proven static (:mod:`lowering.analysis.proven_shapes`)
-  and every iteration appends: the Loop stacks the elements as a scan
+- ``stack``: the element's shape is proven fixed (:mod:`lowering.analysis.proven_shapes`;
+  static, or sized by a graph input's symbolic dim: :func:`bound_dims`) and
+  every iteration appends: the Loop stacks the elements as a scan
   output, and the readers read the stack
   (:func:`lowering.maps.strategies.uniform.read_stack_in_readers`);
 - ``concat``: otherwise, a tensor carried through the loop and grown by
@@ -30,7 +31,7 @@ nested graph: ``xs[i]`` in a second loop). The form (:class:`Accumulator`):
   a reader needs it, the element's size along the axis carried as
   ``lengths`` (:mod:`lowering.loops.concat_reads`). The axis is the concat
   reader's; without one, axis 0 of a stack where the shape is static, else
-  the one dim that is not. Every other dim must be static (the empty start
+  the one dim that is not. Every other dim must be fixed (the empty start
   needs it), so the elements agree on them, as the concat reader demands.
 
 A sequence the graph returns stays a sequence (:attr:`Accumulator.returned`):
@@ -55,6 +56,30 @@ from lowering.runtimes.ort_kernels import first_unsupported
 
 Dims = tuple[int | str | None, ...]
 
+#: A symbolic dim of a graph input: the input and the axis it sizes.
+Bound = dict[str, tuple[ir.Value, int]]
+
+
+def bound_dims(graph: ir.Graph) -> Bound:
+    """The symbolic dims of ``graph``'s inputs, each with an input and axis it sizes.
+
+    Such a dim is one size for the whole run, so an element whose proven
+    shape has it is as uniform as one of static shape, and the empty start
+    of a concat reads it from the input's shape. A symbol declared only
+    inside a body binds nothing: it may name another size each iteration.
+    """
+    bound: Bound = {}
+    for value in graph.inputs:
+        for axis, dim in enumerate(value.shape or ()):
+            if isinstance(dim, ir.SymbolicDim) and dim.value is not None:
+                bound.setdefault(dim.value, (value, axis))
+    return bound
+
+
+def fixed(dim: int | str | None, bound: Bound) -> bool:
+    """Whether ``dim`` is one size every iteration: static, or a graph input's."""
+    return isinstance(dim, int) or (isinstance(dim, str) and dim in bound)
+
 
 @dataclasses.dataclass
 class Accumulator:
@@ -78,6 +103,8 @@ class Accumulator:
     axis: int = 0
     new_axis: bool = False
     returned: bool = False
+    #: The graph input dims the empty start of a concat reads.
+    bound: Bound = dataclasses.field(default_factory=dict)
 
     @property
     def element(self) -> ir.Value:
@@ -107,7 +134,7 @@ class Accumulator:
 
 
 def plan_accumulators(
-    loop: ir.Node, proof: Proof, opset: int
+    loop: ir.Node, proof: Proof, opset: int, bound: Bound | None = None
 ) -> tuple[list[Accumulator], list[str]]:
     """The accumulators of ``loop`` that can be rewritten, and why the others cannot.
 
@@ -127,7 +154,7 @@ def plan_accumulators(
         producer = initial.producer() if initial is not None else None
         if producer is None or not is_onnx_op(producer, "SequenceEmpty"):
             continue
-        found = plan_accumulator(loop, body, k, proof, opset)
+        found = plan_accumulator(loop, body, k, proof, opset, bound or {})
         if isinstance(found, str):
             why.append(f"{loop.outputs[k].name!r}: {found}")
         else:
@@ -136,7 +163,7 @@ def plan_accumulators(
 
 
 def plan_accumulator(
-    loop: ir.Node, body: ir.Graph, k: int, proof: Proof, opset: int
+    loop: ir.Node, body: ir.Graph, k: int, proof: Proof, opset: int, bound: Bound
 ) -> Accumulator | str:
     """The plan for carried value ``k`` of ``loop`` (started by a SequenceEmpty), or why not."""
     initial = loop.inputs[2 + k]
@@ -168,7 +195,7 @@ def plan_accumulator(
     if output.is_graph_output():
         accumulator.returned = True
         return accumulator
-    problem = _choose_form(accumulator, opset)
+    problem = _choose_form(accumulator, opset, bound)
     return problem if problem is not None else accumulator
 
 
@@ -220,7 +247,7 @@ def _insert_of(
     return "its If does not insert into it in one branch"
 
 
-def _choose_form(accumulator: Accumulator, opset: int) -> str | None:
+def _choose_form(accumulator: Accumulator, opset: int, bound: Bound) -> str | None:
     """Set ``accumulator``'s form (the module docstring); None, or why it has none."""
     readers = accumulator.readers
     for user, index in readers:
@@ -229,7 +256,7 @@ def _choose_form(accumulator: Accumulator, opset: int) -> str | None:
         if user.op_type == "SequenceAt" and (len(user.inputs) < 2 or user.inputs[1] is None):
             return f"SequenceAt {user.name!r} has no position"
     shape, dtype = accumulator.shape, accumulator.dtype
-    static = all(isinstance(d, int) for d in shape)
+    static = all(fixed(d, bound) for d in shape)
     concats = {
         (user.attributes.get_int("axis", 0), user.attributes.get_int("new_axis", 0) != 0)
         for user, _ in readers
@@ -247,7 +274,7 @@ def _choose_form(accumulator: Accumulator, opset: int) -> str | None:
     elif static:
         axis, new_axis = 0, True
     else:
-        unknown = [a for a, d in enumerate(shape) if not isinstance(d, int)]
+        unknown = [a for a, d in enumerate(shape) if not fixed(d, bound)]
         if len(unknown) != 1:
             return "its elements may differ in more than one dim"
         axis, new_axis = unknown[0], False
@@ -258,8 +285,9 @@ def _choose_form(accumulator: Accumulator, opset: int) -> str | None:
     dims = list(shape)
     if new_axis:
         dims.insert(axis, 1)
-    if not all(isinstance(d, int) for a, d in enumerate(dims) if a != axis):
-        return f"a dim of its elements other than the concat's axis ({axis}) is not proven static"
+    if not all(fixed(d, bound) for a, d in enumerate(dims) if a != axis):
+        return f"a dim of its elements other than the concat's axis ({axis}) is not proven fixed"
+    accumulator.bound = {d: bound[d] for d in dims if isinstance(d, str) and d in bound}
     if dtype not in EMPTY_TYPES:
         return f"onnxruntime makes no empty {dtype.name} tensor to start from"
     ops: list[tuple[str, ir.DataType | None]] = [("Concat", dtype), ("Slice", dtype)]

@@ -45,7 +45,7 @@ from lowering.irutils.constants import constant_node
 from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.nodes import new_node
-from lowering.loops.accumulators import Accumulator, runs_once
+from lowering.loops.accumulators import Accumulator, Bound, runs_once
 from lowering.loops.concat_reads import lengths_count, nonempty, read_concat_in_readers
 from lowering.maps.plan import typed
 from lowering.maps.strategies.uniform import count_of, read_stack_in_readers
@@ -256,7 +256,7 @@ def _concat_in_body(
     insert, inner, element = a.insert, body.inputs[2 + a.k], a.element
     where = insert.graph
     assert where is not None
-    dims: list[int | None] = [d if isinstance(d, int) else None for d in a.shape]
+    dims: list[int | str | None] = list(a.shape)
     if a.new_axis:
         dims.insert(a.axis, 1)
     carried_shape = ir.Shape([None if i == a.axis else d for i, d in enumerate(dims)])
@@ -321,9 +321,39 @@ def _concat_in_body(
             branch_node.resize_outputs(len(branch_node.outputs) + 1)
             out = typed(fresh(branch_node.outputs[-1], "lengths"), _INT64_VECTOR)
             counted = (counted[0], counted[1], out)
-    start_dims = [0 if i == a.axis else d for i, d in enumerate(dims)]
-    shape_constant = constant_node(np.array(start_dims, np.int64), "empty_shape")
+    start_dims: list[int | str] = []
+    for i, d in enumerate(dims):
+        assert i == a.axis or d is not None, "the planner checked every other dim is fixed"
+        start_dims.append(0 if i == a.axis or d is None else d)
+    start_shape = _start_shape(start_dims, a.bound)
     zero = ir.tensor(np.zeros(1, a.dtype.numpy()))
-    empty_node = fresh(new_node("ConstantOfShape", [shape_constant.outputs[0]], {"value": zero}))
+    empty_node = fresh(new_node("ConstantOfShape", [start_shape[-1].outputs[0]], {"value": zero}))
     typed(fresh(empty_node.outputs[0], "empty"), (ir.TensorType(a.dtype), ir.Shape(start_dims)))
-    return [shape_constant, empty_node], grown, counted
+    return [*start_shape, empty_node], grown, counted
+
+
+def _start_shape(dims: list[int | str], bound: Bound) -> list[ir.Node]:
+    """Nodes computing ``dims`` as an int64 vector: a constant where all are
+    static, else a Concat of constants and the graph inputs' dims."""
+    if all(isinstance(d, int) for d in dims):
+        return [constant_node(np.array(dims, np.int64), "empty_shape")]
+    nodes: list[ir.Node] = []
+    pieces: list[ir.Value] = []
+    for dim in dims:
+        if isinstance(dim, int):
+            nodes.append(constant_node(np.array([dim], np.int64), "dim"))
+        else:
+            value, axis = bound[dim]
+            shape = fresh(new_node("Shape", [value]))
+            typed(fresh(shape.outputs[0], "input_shape"), (ir.TensorType(ir.DataType.INT64), None))
+            at = constant_node(np.array([axis], np.int64), "axis")
+            nodes += [shape, at, fresh(new_node("Gather", [shape.outputs[0], at.outputs[0]]))]
+        pieces.append(
+            typed(nodes[-1].outputs[0], (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
+        )
+    concat = fresh(new_node("Concat", pieces, {"axis": 0}))
+    typed(
+        fresh(concat.outputs[0], "empty_shape"),
+        (ir.TensorType(ir.DataType.INT64), ir.Shape([len(dims)])),
+    )
+    return [*nodes, concat]

@@ -26,7 +26,7 @@ from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes
 from lowering.irutils.walk import nodes_within
-from lowering.loops.accumulators import Accumulator, plan_accumulators
+from lowering.loops.accumulators import Accumulator, bound_dims, plan_accumulators
 from lowering.loops.rewrite import rewrite_loop
 from lowering.options import RuntimeName, check_runtime
 from lowering.rewrites import LoweringResult, Rewrite
@@ -53,10 +53,12 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
         if not loops:
             return LoweringResult(model, modified=False)
         proof = prove_model(model, fill=True)
+        bound = bound_dims(model.graph)
         plans: list[tuple[Located, int, list[Accumulator]]] = []
         for located in loops:
             opset = located.scope.opset(model) or 1
-            accumulators, _ = plan_accumulators(located.node, proof, opset)
+            known = bound if located.scope.function is None else {}
+            accumulators, _ = plan_accumulators(located.node, proof, opset, known)
             for returned in (a for a in accumulators if a.returned):
                 self._check_returned(located, returned)
             chosen = [a for a in accumulators if not a.returned]
