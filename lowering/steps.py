@@ -189,7 +189,9 @@ class Pipeline(ir.passes.InPlacePass):
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run with its options, in order (each runs
         only when its step says: these are the ones whose step could say so)."""
-        anything = Progress(has_maps=True, maps_lowered=True, rewritten=True, changed=True)
+        anything = Progress(
+            has_maps=True, has_sequences=True, maps_lowered=True, rewritten=True, changed=True
+        )
         return [
             step.make(self.options, anything) for step in STEPS if step.when(self.options, anything)
         ]
