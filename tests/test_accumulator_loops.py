@@ -135,6 +135,32 @@ SECOND_LOOP_RAGGED = """
     c4 = Identity (c3)
   }>"""
 
+WITH_SCAN = (
+    """
+  s, sq = Loop (m, t, e) <body = b (int64 i, bool c, seq(float) acc) => (bool c2, seq(float) acc2, float[3] sq2) {
+    row = Gather <axis = 0> (x, i)"""
+    + PREFIX
+    + """
+    acc2 = SequenceInsert (acc, y)
+    sq2 = Mul (row, row)
+    c2 = Identity (c)
+  }>"""
+)
+
+NESTED = """
+  two = Constant <value = int64 {2}> ()
+  out = Loop (two, t) <body = outer (int64 k, bool oc) => (bool oc2, float[M,3] part) {
+    s = Loop (m, t, e) <body = b (int64 i, bool c, seq(float) acc) => (bool c2, seq(float) acc2) {
+      row = Gather <axis = 0> (x, i)
+      kf = Cast <to = 1> (k)
+      y = Mul (row, kf)
+      acc2 = SequenceInsert (acc, y)
+      c2 = Identity (c)
+    }>
+    part = ConcatFromSequence <axis = 0, new_axis = 1> (s)
+    oc2 = Identity (oc)
+  }>"""
+
 #: name: (model, the form expected)
 CASES = {
     "stack": (
@@ -226,6 +252,15 @@ CASES = {
         "stack",
     ),
     "second_loop": (model("float[3] sum", append(ROW), SECOND_LOOP), "stack"),
+    "with_scan_output": (
+        model(
+            "float[M,3] out, float[N,3] sq",
+            WITH_SCAN,
+            "out = ConcatFromSequence <axis = 0> (s)",
+        ),
+        "concat",
+    ),
+    "nested": (model("float[2,N,3] out", NESTED, ""), "stack"),
     "second_loop_ragged": (model("float sum", append(PREFIX), SECOND_LOOP_RAGGED), "concat"),
     "ragged_at_and_length": (
         model(

@@ -84,3 +84,13 @@ def test_the_summary_says_what_was_rewritten(tmp_path, capsys):
     said = capsys.readouterr().err
     assert "rewrote the sequences 1 Loop accumulates" in said
     assert "appended under an If, a Concat carried through the loop" in said
+
+
+def test_the_report_says_what_each_list_became():
+    model = onnx.load(DATA / "lists_several.onnx")
+    _, report = lowering.lower_with_report(model, runtime="openvino")
+    (node,) = [n.as_dict() for n in report.nodes if n.op == "Loop"]
+    assert node["name"] == "/Loop" and node["strategy"] == "concat+stack"
+    assert "stacked as a scan output" in node["reason"]
+    assert "a Concat carried through the loop" in node["reason"]
+    assert {"runtime": "tract", "op": "Loop"} in node["rejected_by"]
