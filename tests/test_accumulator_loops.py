@@ -273,6 +273,18 @@ CASES = {
     ),
 }
 
+#: Ragged lists keep their sequence where the target runs sequences (the default,
+#: onnxruntime: faster than a carried Concat); the forms still written there.
+KEPT_BY_DEFAULT = {
+    "ragged": [],
+    "ragged_flat": [],
+    "prepend_ragged": [],
+    "second_loop_ragged": [],
+    "ragged_at_and_length": [],
+    "with_scan_output": [],
+    "several": ["stack"],
+}
+
 OPTIONS = {
     "default": {},
     "openvino": {"runtime": "openvino"},
@@ -291,9 +303,13 @@ def test_lowered_loop_computes_what_the_original_computes(name, options):
     original, form = CASES[name]
     onnx.checker.check_model(original, full_check=True)
     result = lowered(original, **OPTIONS[options])
-    assert not set(op_types(result)) & SEQUENCE_OPS, op_types(result)
+    forms = [form]
+    if options == "default" and name in KEPT_BY_DEFAULT:
+        forms = KEPT_BY_DEFAULT[name]
+    else:
+        assert not set(op_types(result)) & SEQUENCE_OPS, op_types(result)
     rewrites = lowering.lower_in_place(ir.serde.deserialize_model(original), **OPTIONS[options])
-    assert [r.strategy for r in rewrites if r.op_type == "Loop"] == [form]
+    assert [r.strategy for r in rewrites if r.op_type == "Loop"] == forms
     for count in (0, 1, 4):
         expected = try_run(original, feeds(count))
         actual = try_run(result, feeds(count))

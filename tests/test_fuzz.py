@@ -320,7 +320,7 @@ def test_issue_33_features_lower_correctly(feature):
 def test_issue_34_accumulator_loops_lower_correctly():
     """Lists built in a Loop (tests/fuzz_accumulators.py), with every strategy,
     an opset and a runtime: right, or (a list the graph returns) refused in one
-    line; most lose every sequence op."""
+    line; for OpenVINO, most lose every sequence op."""
     import lowering
 
     rewritten = 0
@@ -328,7 +328,11 @@ def test_issue_34_accumulator_loops_lower_correctly():
         assert "SequenceMap" not in {n.op_type for n in example.model.graph.node}
         check_valid(example)
         check_structured(example)
-        ops = {n.op_type for n in all_nodes(lowering.lower(example.model))}
+        try:
+            result = lowering.lower(example.model, runtime="openvino")
+        except lowering.LoweringError:
+            continue  # a list the graph returns
+        ops = {n.op_type for n in all_nodes(result)}
         rewritten += not ops & {"SequenceInsert", "SequenceEmpty"}
     assert rewritten >= 6, rewritten
 

@@ -103,6 +103,8 @@ class Accumulator:
     axis: int = 0
     new_axis: bool = False
     returned: bool = False
+    #: A concat along a dim the elements may differ in (not only under an If).
+    ragged: bool = False
     #: The graph input dims the empty start of a concat reads.
     bound: Bound = dataclasses.field(default_factory=dict)
 
@@ -296,6 +298,7 @@ def _choose_form(accumulator: Accumulator, opset: int, bound: Bound) -> str | No
     if (missing := first_unsupported(ops, opset)) is not None:
         return f"onnxruntime has no {missing} for {dtype.name}"
     accumulator.form, accumulator.axis, accumulator.new_axis = "concat", axis, new_axis
+    accumulator.ragged = not fixed(dims[axis], bound) if not new_axis else False
     return None
 
 

@@ -6,15 +6,14 @@ A sequence of n elements that agree on every dim but ``axis`` is held as
 (:mod:`lowering.loops.rewrite`'s concat form). Its readers become::
 
     ConcatFromSequence<axis, new_axis>(seq)  ->  whole
-    SequenceAt(seq, i)                       ->  Slice(whole, Gather(starts, [i']),
-                                                       Gather(ends, [i']), [axis])
+    SequenceAt(seq, i)                       ->  Slice(whole, Gather(starts, [i]),
+                                                       Gather(ends, [i]), [axis])
                                                  (then Squeeze(axis) with new_axis)
     SequenceLength(seq)                      ->  Gather(Shape(lengths), 0)
 
 with ``ends = CumSum(lengths)``, ``starts = ends - lengths`` computed once
-after the loop, and i' = i + n where i is in [-n, 0)
-(:func:`lowering.irutils.positions.wrap_negative`): an i out of range makes
-the Gathers fail, as SequenceAt fails. A concat of no elements fails in
+after the loop. Gather, like SequenceAt, counts an i in [-n, 0) from the
+end and fails on one out of range. A concat of no elements fails in
 onnxruntime; ``whole`` would be an empty tensor, so unless the sequence is
 proven non-empty the concat reads it through :func:`nonempty`, which fails
 the same way.
@@ -30,7 +29,6 @@ from lowering.irutils.constants import constant_node
 from lowering.irutils.dead_code import become_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
-from lowering.irutils.positions import wrap_negative
 from lowering.maps.plan import SCALAR_INT64, typed
 from lowering.maps.strategies.uniform import count_of
 
@@ -55,7 +53,7 @@ def read_concat_in_readers(
     the value's producer (the offsets); a reader's own nodes go before it.
     """
     after: list[ir.Node] = []
-    offsets: tuple[ir.Value, ir.Value, ir.Value] | None = None
+    offsets: tuple[ir.Value, ir.Value] | None = None
     for user, _ in list(output.uses()):
         graph = user.graph
         assert graph is not None, "the planner takes only readers in a graph"
@@ -71,25 +69,24 @@ def read_concat_in_readers(
         if offsets is None:
             nodes, offsets = _offsets(lengths)
             after += nodes
-        starts, ends, count = offsets
+        starts, ends = offsets
         position = user.inputs[1]
         assert position is not None, "the planner checked the position is there"
-        nodes = _element(whole, position, starts, ends, count, axis, new_axis, opset)
+        nodes = _element(whole, position, starts, ends, axis, new_axis, opset)
         typed(nodes[-1].outputs[0], element)
         graph.insert_before(user, nodes)
         become_identity(user, nodes[-1].outputs[0], graph)
     return after
 
 
-def _offsets(lengths: ir.Value) -> tuple[list[ir.Node], tuple[ir.Value, ir.Value, ir.Value]]:
-    """``starts``, ``ends`` of each element along the axis, and their count."""
+def _offsets(lengths: ir.Value) -> tuple[list[ir.Node], tuple[ir.Value, ir.Value]]:
+    """``starts`` and ``ends`` of each element along the axis."""
     zero = constant_node(np.array(0, np.int64), "axis")
     cumsum = fresh(new_node("CumSum", [lengths, zero.outputs[0]]))
     ends = typed(fresh(cumsum.outputs[0], "ends"), _INT64_VECTOR)
     sub = fresh(new_node("Sub", [ends, lengths]))
     starts = typed(fresh(sub.outputs[0], "starts"), _INT64_VECTOR)
-    count = count_of(lengths, None)
-    return [zero, cumsum, sub, *count], (starts, ends, count[-1].outputs[0])
+    return [zero, cumsum, sub], (starts, ends)
 
 
 def _element(
@@ -97,7 +94,6 @@ def _element(
     position: ir.Value,
     starts: ir.Value,
     ends: ir.Value,
-    count: ir.Value,
     axis: int,
     new_axis: bool,
     opset: int,
@@ -113,9 +109,8 @@ def _element(
         reshape = fresh(new_node("Reshape", [p, scalar.outputs[0]]))
         p = typed(fresh(reshape.outputs[0], "index"), SCALAR_INT64)
         nodes += [scalar, reshape]
-    nodes += wrap_negative(p, count)
     one = constant_node(np.array([1], np.int64), "one")
-    shape = fresh(new_node("Reshape", [nodes[-1].outputs[0], one.outputs[0]]))
+    shape = fresh(new_node("Reshape", [p, one.outputs[0]]))
     index = typed(fresh(shape.outputs[0], "at"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
     start = fresh(new_node("Gather", [starts, index]))
     end = fresh(new_node("Gather", [ends, index]))

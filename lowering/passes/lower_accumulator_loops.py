@@ -7,6 +7,11 @@ readers a form serves becomes a stack the Loop builds as a scan output
 (elements of one static shape, appended every iteration) or a tensor it
 grows by Concat, with the elements' lengths where a reader needs them; the
 readers read those instead. Every loop is planned before any is changed.
+Ragged elements (a concat along a dim they may differ in) get the Concat
+only for a target without sequences (``--runtime`` openvino, tract, ..., or
+``--target-opset`` below 13): the Concat copies O(n^2) bytes, and
+onnxruntime runs the sequence as written faster at 1,000 rows
+(docs/performance.md).
 
 A sequence the graph returns stays as it is built, where the target has
 sequences. A ``--runtime`` without sequence ops, or a ``--target-opset``
@@ -35,6 +40,11 @@ from lowering.runtimes.profiles import RUNTIMES, rejections
 #: The first opset whose Loop carries sequences.
 LOOP_SEQUENCES_SINCE = 13
 
+#: What an accumulator loop and its readers run.
+_SEQUENCE_READS = frozenset(
+    {"SequenceEmpty", "SequenceInsert", "SequenceAt", "SequenceLength", "ConcatFromSequence"}
+)
+
 
 class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
     """Rewrite every accumulator loop a form serves; refuse a returned one the target cannot hold.
@@ -47,6 +57,11 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
         super().__init__()
         self.runtime = RUNTIMES[check_runtime(runtime)]
         self.target_opset = target_opset
+        # The target runs the sequence ops as written (docs/performance.md: a carried
+        # Concat of ragged elements copies O(n^2) bytes, slower than onnxruntime's sequence).
+        self.has_sequences = not self.runtime.missing(_SEQUENCE_READS) and (
+            target_opset is None or target_opset >= LOOP_SEQUENCES_SINCE
+        )
 
     def call(self, model: ir.Model) -> LoweringResult:
         loops = find_nodes(model, lambda n: is_onnx_op(n, "Loop"))
@@ -61,7 +76,9 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
             accumulators, _ = plan_accumulators(located.node, proof, opset, known)
             for returned in (a for a in accumulators if a.returned):
                 self._check_returned(located, returned)
-            chosen = [a for a in accumulators if not a.returned]
+            chosen = [
+                a for a in accumulators if not a.returned and not (a.ragged and self.has_sequences)
+            ]
             if chosen:
                 plans.append((located, opset, chosen))
         rewrites = []
