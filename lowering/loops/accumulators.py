@@ -143,7 +143,11 @@ def plan_accumulators(
     A sequence the graph returns is planned with ``returned`` set and no form.
     """
     body_attr = loop.attributes.get("body")
-    if body_attr is None or body_attr.type != ir.AttributeType.GRAPH:
+    if (
+        not isinstance(body_attr, ir.Attr)
+        or body_attr.is_ref()
+        or body_attr.type != ir.AttributeType.GRAPH
+    ):
         return [], []
     body = body_attr.as_graph()
     carried = len(loop.inputs) - 2
@@ -216,37 +220,44 @@ def _insert_of(
     j = list(producer.outputs).index(result)
     then_attr = producer.attributes.get("then_branch")
     else_attr = producer.attributes.get("else_branch")
-    if then_attr is None or else_attr is None:
-        return "its If has no branches"
+    if not all(
+        isinstance(a, ir.Attr) and not a.is_ref() and a.type == ir.AttributeType.GRAPH
+        for a in (then_attr, else_attr)
+    ):
+        return "its If has no branches of its own"
+    assert then_attr is not None and else_attr is not None
     branches = [then_attr.as_graph(), else_attr.as_graph()]
     for inserting, passing in (branches, branches[::-1]):
-        grown = inserting.outputs[j]
-        insert = grown.producer()
-        if (
-            insert is None
-            or not is_onnx_op(insert, "SequenceInsert")
-            or insert.inputs[0] is not inner
-            or grown.uses()
-            or list(inserting.outputs).count(grown) != 1
-        ):
+        insert = _only_returned(inserting, j, "SequenceInsert", inner)
+        if insert is None:
             continue
         passed = passing.outputs[j]
-        copy = passed.producer()
         allowed = {insert}
         if passed is not inner:
-            if (
-                copy is None
-                or not is_onnx_op(copy, "Identity")
-                or copy.inputs[0] is not inner
-                or passed.uses()
-                or list(passing.outputs).count(passed) != 1
-            ):
+            copy = _only_returned(passing, j, "Identity", inner)
+            if copy is None:
                 return "its If's other branch does not pass the sequence on unchanged"
             allowed.add(copy)
         if {user for user, _ in uses} != allowed or len(uses) != len(allowed):
             return "the body reads the sequence other than by one SequenceInsert"
         return insert, (producer, j, passing)
     return "its If does not insert into it in one branch"
+
+
+def _only_returned(graph: ir.Graph, j: int, op_type: str, inner: ir.Value) -> ir.Node | None:
+    """The ``op_type`` node of ``graph`` reading ``inner`` first and making its
+    output ``j``, which nothing else reads or returns; None if there is none."""
+    value = graph.outputs[j]
+    node = value.producer()
+    if (
+        node is None
+        or not is_onnx_op(node, op_type)
+        or node.inputs[0] is not inner
+        or value.uses()
+        or list(graph.outputs).count(value) != 1
+    ):
+        return None
+    return node
 
 
 def _choose_form(accumulator: Accumulator, opset: int, bound: Bound) -> str | None:

@@ -29,7 +29,8 @@ from lowering.irutils.constants import constant_node
 from lowering.irutils.dead_code import become_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
-from lowering.maps.plan import SCALAR_INT64, typed
+from lowering.irutils.positions import int64_scalar
+from lowering.maps.plan import typed
 from lowering.maps.strategies.uniform import count_of
 
 _INT64_VECTOR = (ir.TensorType(ir.DataType.INT64), ir.Shape([None]))
@@ -99,16 +100,8 @@ def _element(
     opset: int,
 ) -> list[ir.Node]:
     nodes: list[ir.Node] = []
-    p = position
-    if p.dtype != ir.DataType.INT64:
-        cast = fresh(new_node("Cast", [p], {"to": ir.DataType.INT64.value}))
-        p = typed(fresh(cast.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), p.shape))
-        nodes.append(cast)
-    if p.shape is None or p.shape.rank() != 0:
-        scalar = constant_node(np.array([], np.int64), "scalar_shape")
-        reshape = fresh(new_node("Reshape", [p, scalar.outputs[0]]))
-        p = typed(fresh(reshape.outputs[0], "index"), SCALAR_INT64)
-        nodes += [scalar, reshape]
+    nodes += int64_scalar(position)
+    p = nodes[-1].outputs[0] if nodes else position
     one = constant_node(np.array([1], np.int64), "one")
     shape = fresh(new_node("Reshape", [p, one.outputs[0]]))
     index = typed(fresh(shape.outputs[0], "at"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))

@@ -55,7 +55,7 @@ from lowering.irutils.dead_code import become_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.irutils.positions import wrap_negative
+from lowering.irutils.positions import int64_scalar, wrap_negative
 from lowering.maps.plan import (
     SCALAR_INT64,
     MapPlan,
@@ -307,16 +307,8 @@ def _element_at(
         negative = constant_node(np.array(index, np.int64), "index")
         nodes += [negative, *wrap_negative(negative.outputs[0], count, negative=True)]
         return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)
-    p = position
-    if p.dtype != ir.DataType.INT64:
-        cast = fresh(new_node("Cast", [p], {"to": ir.DataType.INT64.value}))
-        p = typed(fresh(cast.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), p.shape))
-        nodes.append(cast)
-    if p.shape is None or p.shape.rank() != 0:
-        scalar = constant_node(np.array([], np.int64), "scalar_shape")
-        reshape = fresh(new_node("Reshape", [p, scalar.outputs[0]]))
-        p = typed(fresh(reshape.outputs[0], "index"), SCALAR_INT64)
-        nodes += [scalar, reshape]
+    nodes += int64_scalar(position)
+    p = nodes[-1].outputs[0] if nodes else position
     if unsupported("Gather", dtype, opset) is None:
         # Gather counts a negative index from the back and refuses one out of
         # range, as SequenceAt does: one op per read (in a loop, 6x fewer).
