@@ -4,7 +4,7 @@ Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models;
 :func:`lower_with_report` for the lowered model and its :class:`Report`);
 :func:`pipeline`, the same as one onnx_ir pass; the passes it runs, each
 valid on its own (:class:`DoubtedShapesPass`, :class:`SpecializeFunctionsPass`,
-:class:`FoldInsertChainsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
+:class:`FoldInsertChainsPass`, :class:`LowerAccumulatorLoopsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
 :class:`HideUnprovenOutputsPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
 :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from lowering.passes.fresh_names import FreshNamesPass
     from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
     from lowering.passes.ir_version import IrVersionPass
+    from lowering.passes.lower_accumulator_loops import LowerAccumulatorLoopsPass
     from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
     from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
     from lowering.passes.optimize import OptimizePass
@@ -57,6 +58,7 @@ _HOMES = {
     "FreshNamesPass": "lowering.passes.fresh_names",
     "HideUnprovenOutputsPass": "lowering.passes.hide_unproven_outputs",
     "IrVersionPass": "lowering.passes.ir_version",
+    "LowerAccumulatorLoopsPass": "lowering.passes.lower_accumulator_loops",
     "LowerSequenceMapPass": "lowering.passes.lower_sequence_maps",
     "NormalizeSequenceInsertPass": "lowering.passes.normalize_inserts",
     "OptimizePass": "lowering.passes.optimize",
@@ -77,6 +79,7 @@ __all__ = [
     "FreshNamesPass",
     "HideUnprovenOutputsPass",
     "IrVersionPass",
+    "LowerAccumulatorLoopsPass",
     "LowerSequenceMapPass",
     "LoweringError",
     "LoweringResult",

@@ -550,6 +550,7 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
         lambda n: n.op == "SequenceInsert" and not n.strategy,
     ),
     ("read {count} SequenceAt node{s} as {a}Slice{s}", lambda n: n.op == "SequenceAt"),
+    ("rewrote the sequences {count} Loop{s} accumulate{a2}", lambda n: n.op == "Loop"),
 )
 
 #: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.
@@ -585,7 +586,9 @@ def _summary(report: Report, verbose: bool) -> str:
         if not of_op:
             continue
         plural = "s" if len(of_op) != 1 else ""
-        said = done.format(count=len(of_op), s=plural, a="" if plural else "a ")
+        said = done.format(
+            count=len(of_op), s=plural, a="" if plural else "a ", a2="" if plural else "s"
+        )
         lines.append(f"{PROG}: {said} in {source_label} -> {target} ({timing})")
         if len(of_op) > DETAIL_LIMIT and not verbose:
             lines += _grouped(of_op)

@@ -9,6 +9,7 @@ name so that importing it never hides that function.)
                                   (with a sequence op, or target_opset=N)
     SpecializeFunctionsPass       a copy of a function per graph a call gives its map
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
+    LowerAccumulatorLoopsPass  +  sequences Loops accumulate, as scan outputs or a Concat
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
                                   (with no map lowered: the split reads, if any sequence op)
@@ -24,6 +25,7 @@ name so that importing it never hides that function.)
     ProvenancePass            ****  metadata_props naming the tool, its version and options
 
     *    only when the model holds a SequenceMap
+    +    only when the model holds a sequence op other than SequenceMap
     **   only when a map was lowered
     ***  only when a map, a position or a split read was rewritten
     **** only when a node was rewritten, or an opset or the IR version declared anew
@@ -54,6 +56,7 @@ from lowering.passes.eliminate_sequences import EliminateSequencesPass, Eliminat
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
 from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.passes.ir_version import IrVersionPass
+from lowering.passes.lower_accumulator_loops import LowerAccumulatorLoopsPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
@@ -100,6 +103,11 @@ STEPS: tuple[Step, ...] = (
     ),
     Step("specialize", lambda o, p: SpecializeFunctionsPass(), lambda o, p: True),
     Step("fold insert chains", lambda o, p: FoldInsertChainsPass(), lambda o, p: p.has_maps),
+    Step(
+        "accumulator loops",
+        lambda o, p: LowerAccumulatorLoopsPass(o.runtime, o.target_opset),
+        lambda o, p: p.has_sequences,
+    ),
     Step(
         "lower maps",
         lambda o, p: LowerSequenceMapPass(
@@ -180,7 +188,9 @@ class Pipeline(ir.passes.InPlacePass):
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run with its options, in order (each runs
         only when its step says: these are the ones whose step could say so)."""
-        anything = Progress(has_maps=True, maps_lowered=True, rewritten=True, changed=True)
+        anything = Progress(
+            has_maps=True, has_sequences=True, maps_lowered=True, rewritten=True, changed=True
+        )
         return [
             step.make(self.options, anything) for step in STEPS if step.when(self.options, anything)
         ]

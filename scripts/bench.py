@@ -16,6 +16,9 @@
    as a process against an onnx_ir load + save process, paired runs.
 3. Peak RSS of ``python -m lowering`` on a model with 1 GiB of external
    weights, written to the same folder and to another one.
+5. Accumulator loops (issue 34): TorchScript's exports of lists built in a
+   loop (tests/data/torch/lists_*.onnx) against their lowered forms, at
+   1,000 iterations (``--accumulators`` runs this table alone).
 4. Down-conversion (``--target-opset``): TargetOpsetPass on the largest
    committed torch export, against onnx load + save of the same file; and on
    chains of n blocks that each need an adapter and an expansion, to show
@@ -557,10 +560,76 @@ def rss_table(folder: pathlib.Path, gib: float) -> str:
     return "\n".join(rows)
 
 
+#: The TorchScript list exports timed, and their inputs for n iterations.
+ACCUMULATOR_FEEDS = {
+    "stack (append, torch.stack)": ("stack", lambda rng, n: [rng.standard_normal((n, 16))]),
+    "prepend (insert(0), torch.stack)": ("prepend", lambda rng, n: [rng.standard_normal((n, 16))]),
+    "ragged (x[i, :i+1], torch.cat)": (
+        "cat_ragged",
+        lambda rng, n: [rng.standard_normal((n, n))],
+    ),
+    "NMS-style (if keep: append)": (
+        "nms",
+        lambda rng, n: [rng.standard_normal((n, 4)), rng.random(n)],
+    ),
+    "two lists (stack and ragged cat)": (
+        "several",
+        lambda rng, n: [rng.standard_normal((n, n))],
+    ),
+    "xs[i] in a second loop, len(xs)": (
+        "second_loop",
+        lambda rng, n: [rng.standard_normal((n, 16))],
+    ),
+}
+
+
+def accumulator_table(sizes: list[int], repeats: int) -> str:
+    """The original list loops against their lowered forms, in onnxruntime."""
+    data = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "torch"
+    rng = np.random.default_rng(0)
+    rows = [
+        "| list loop (form) | n | original (ms) | lowered (ms) | original / lowered |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        for label, (name, make) in ACCUMULATOR_FEEDS.items():
+            model = onnx.load(data / f"lists_{name}.onnx")
+            ir_model = ir.serde.deserialize_model(model)
+            rewrites = lowering.lower_in_place(ir_model)
+            lowered_proto = ir.serde.serialize_model(ir_model)
+            target = "default"
+            if not any(r.op_type == "Loop" for r in rewrites):
+                # onnxruntime keeps ragged lists as written: time the form of a
+                # runtime without sequences (the Concat), slower, which is why
+                ir_model = ir.serde.deserialize_model(model)
+                rewrites = lowering.lower_in_place(ir_model, runtime="openvino")
+                lowered_proto = ir.serde.serialize_model(ir_model)
+                target = "--runtime openvino"
+            forms = {r.strategy for r in rewrites if r.op_type == "Loop"}
+            assert forms, f"{name}: no accumulator rewritten"
+            sessions = [_session(model), _session(lowered_proto)]
+            names = [i.name for i in model.graph.input]
+            feeds = {k: v.astype(np.float32) for k, v in zip(names, make(rng, n), strict=True)}
+            _check_same(sessions, feeds, label)
+            original, lowered_ms = _medians_ms(sessions, feeds, _reps(n, repeats))
+            rows.append(
+                f"| {label} ({'+'.join(sorted(forms))}, {target}) | {n:,} | {original:.2f} "
+                f"| {lowered_ms:.2f} | {original / lowered_ms:.1f}x |"
+            )
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    parser.add_argument(
+        "--accumulators", action="store_true", help="only the accumulator loops' table"
+    )
     args = parser.parse_args()
+    if args.accumulators:
+        print("## Accumulator loops (median)\n")
+        print(accumulator_table([100] if args.quick else [1000], 7 if args.quick else 15))
+        return
     sizes = [10, 100] if args.quick else [10, 100, 1000, 10000]
     counts = [10, 100] if args.quick else [100, 1000, 10000]
     opset_counts = [10, 100] if args.quick else [100, 1000, 3000]
@@ -582,7 +651,9 @@ def main() -> None:
         print("## Down-conversion with --target-opset\n")
         print(down_conversion_table(opset_counts, pathlib.Path(folder)), "\n")
         print("## Peak memory with large external weights\n")
-        print(rss_table(pathlib.Path(folder), 0.0625 if args.quick else 1.0))
+        print(rss_table(pathlib.Path(folder), 0.0625 if args.quick else 1.0), "\n")
+    print("## Accumulator loops (median)\n")
+    print(accumulator_table([100] if args.quick else [1000], 7 if args.quick else 15))
 
 
 if __name__ == "__main__":
