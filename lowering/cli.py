@@ -74,6 +74,17 @@ example:
 """
 
 
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME:D,D,...`` (NAME may hold ``:``; ``NAME:`` is a scalar)."""
+    name, sep, dims = text.rpartition(":")
+    sizes = dims.split(",") if dims else []
+    if not sep or not name or not all(size.strip().isdigit() for size in sizes):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME:D,D,... with whole numbers of at least 0, got {text!r}"
+        )
+    return name, tuple(int(size) for size in sizes)
+
+
 def _parser() -> argparse.ArgumentParser:
     from lowering import __version__
 
@@ -149,6 +160,17 @@ def _parser() -> argparse.ArgumentParser:
         help="declare IR version N (exit 1 naming what needs more); by default the output "
         "keeps IN's IR version, or with --target-opset declares the lowest its content allows "
         "(old runtimes refuse a model by its IR version alone)",
+    )
+    parser.add_argument(
+        "--input-shape",
+        type=_input_shape,
+        action="append",
+        default=[],
+        metavar="NAME:D,D,...",
+        help="fix the dims of graph input NAME before lowering (of its elements, for a "
+        "sequence input; NAME: for a scalar), so a length they make static can be unrolled; "
+        "OUT's input declares them and --verify feeds only them (repeatable); exit 2 when "
+        "they contradict IN's declared rank or dims or NAME is no input",
     )
     parser.add_argument(
         "--no-normalize-inserts",
@@ -249,6 +271,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
     """Read, lower, write, summarize and (``--verify``) compare; the exit code."""
     from lowering import model_io
     from lowering.errors import LoweringError
+    from lowering.options import InputShapeError
     from lowering.report import Files, Measure, Report
 
     stage, file = "read", _label(args.input)
@@ -270,7 +293,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                     file=args.report,
                 )
         problem = model_io.checker_problem(source)
-        opsets, ir_version = _opsets(model), model.ir_version
+        opsets, ir_version, shapes = _opsets(model), model.ir_version, _input_shapes(model)
         run.before = Measure.of(model)
         stage = "lower"
         result = run_pipeline(
@@ -289,7 +312,8 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 out,
                 changed=bool(rewrites)
                 or _opsets(model) != opsets
-                or model.ir_version != ir_version,
+                or model.ir_version != ir_version
+                or _input_shapes(model) != shapes,
                 external_data=args.external_data,
             )
             run.written = _label(args.output)
@@ -336,6 +360,9 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             return run.verify.exit_code
     except model_io.ModelFileError as error:
         return _fail(run.failed(f"{error.file or file}: {error}"), args.verbose)
+    except InputShapeError as error:  # a usage error IN's declarations reveal
+        _fail(run.failed(f"{file}: {error.flag}"), args.verbose)
+        return 2
     except LoweringError as error:
         return _fail(run.failed(f"{file}: {error}"), args.verbose, error.details)
     except Exception as error:  # noqa: BLE001 -- an unexpected failure still gets one clear line
@@ -416,9 +443,19 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             target_opset=args.target_opset,
             ir_version=args.ir_version,
             keep_originals=args.verbose,
+            input_shapes=_shapes(parser, args.input_shape),
         )
     except OptionError as error:
         parser.error(error.flag)
+    if not args.verify:
+        from lowering.verify.cli import given_options
+
+        given = given_options(args)
+        if given:
+            parser.error(
+                f"{', '.join(given)} compare{'s' if len(given) == 1 else ''} "
+                "IN and OUT: give --verify too"
+            )
     if args.verify:
         from lowering import verify
 
@@ -437,6 +474,18 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         problem = _report_problem(args)
         if problem is not None:
             parser.error(f"--report {args.report}: {problem}")
+
+
+def _shapes(
+    parser: argparse.ArgumentParser, given: list[tuple[str, tuple[int, ...]]]
+) -> dict[str, tuple[int, ...]] | None:
+    """``--input-shape``'s, by name; a name given twice is a usage error."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, dims in given:
+        if name in shapes:
+            parser.error(f"--input-shape {name}: given twice")
+        shapes[name] = dims
+    return shapes or None
 
 
 def _report_problem(args: argparse.Namespace) -> str | None:
@@ -572,6 +621,8 @@ def _summary(report: Report, verbose: bool) -> str:
     options = report.options
     if not report.nodes:
         why = []
+        if options.input_shapes is not None:
+            why.append("fixed input shapes")
         if options.target_opset is not None:
             why.append(f"declared default-domain opset {options.target_opset}")
         if options.target_opset is not None or options.ir_version is not None:
@@ -592,6 +643,7 @@ def _summary(report: Report, verbose: bool) -> str:
         else:
             lines += _listed(of_op)
     lines += _kept(report, verbose)
+    lines += _fixed(report)
     if report.files.data_files:
         lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
     if report.files.embedded:
@@ -616,6 +668,17 @@ def _summary(report: Report, verbose: bool) -> str:
             lines.append(f"  --target-opset {options.target_opset} {how}{into}: {listed}")
     lines += _op_table(report.before.op_counts, report.after.op_counts)
     return "\n".join(lines)
+
+
+def _fixed(report: Report) -> list[str]:
+    """The inputs ``--input-shape`` fixed, as OUT declares them."""
+    from lowering.options import spelled_shape
+
+    shapes = report.options.input_shapes
+    if not shapes:
+        return []
+    said = ", ".join(f"{name!r} {spelled_shape(dims)}" for name, dims in shapes.items())
+    return [f"  {report.output} declares its input{'s' if len(shapes) != 1 else ''} {said}"]
 
 
 def _shared(report: Report) -> list[str]:
@@ -723,6 +786,10 @@ def _op_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
     lines = [f"  {'op type':<{width}}  {'before':>6}  {'after':>6}"]
     lines += [f"  {op:<{width}}  {b:>6}  {a:>6}" for op, b, a in rows]
     return lines
+
+
+def _input_shapes(model: ir.Model) -> list[object]:
+    return [None if v.shape is None else tuple(v.shape) for v in model.graph.inputs]
 
 
 def _opsets(model: ir.Model) -> list[dict[str, int]]:

@@ -97,7 +97,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help=f"the first K runs of the schedule, cycling past its end "
         f"(default: all {len(DEFAULT_SCHEDULE)}; -v prints it)",
     )
-    group.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
+    group.add_argument("--seed", type=int, help="seed of the first run (default 0)")
     group.add_argument(
         "--rtol",
         type=_tolerance,
@@ -111,7 +111,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--ulps",
         type=_positive,
-        default=ULPS,
         metavar="K",
         help=f"float16, bfloat16, float8: K units in the last place (default {ULPS})",
     )
@@ -119,7 +118,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--dim",
         type=_dim,
         action="append",
-        default=[],
         metavar="NAME=SIZE",
         help="fix a symbolic dim everywhere (repeatable)",
     )
@@ -127,7 +125,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--val-range",
         type=parse_val_range,
         action="append",
-        default=[],
         metavar="[NAME:]LO,HI",
         help="synthesize the values of input NAME (of every numeric input without NAME) "
         "in [LO, HI] (repeatable)",
@@ -135,7 +132,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--timeout",
         type=_seconds,
-        default=TIMEOUT,
         metavar="SECONDS",
         help=f"the least time one run of a model is given (default {TIMEOUT:g}); a run of B "
         f"gets {TIME_SCALE} times A's time on the same inputs when that is more, and "
@@ -155,18 +151,39 @@ def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "inputs": args.inputs,
         "runs": args.runs,
-        "seed": args.seed,
+        "seed": 0 if args.seed is None else args.seed,
         "rtol": args.rtol,
         "atol": args.atol,
-        "ulps": args.ulps,
-        "dims": dict(args.dim),
-        "val_ranges": dict(args.val_range),
+        "ulps": ULPS if args.ulps is None else args.ulps,
+        "dims": dict(args.dim or []),
+        "val_ranges": dict(args.val_range or []),
         "save_inputs": args.save_inputs,
         "save_failing": True,
         "show_schedule": bool(getattr(args, "verbose", False)),
         "runtime": verify_runtime(getattr(args, "runtime", None)),
-        "timeout": args.timeout,
+        "timeout": TIMEOUT if args.timeout is None else args.timeout,
     }
+
+
+#: The comparison options :func:`add_options` adds, by flag (every one defaults to None).
+COMPARISON_FLAGS = {
+    "--inputs": "inputs",
+    "--runs": "runs",
+    "--seed": "seed",
+    "--rtol": "rtol",
+    "--atol": "atol",
+    "--ulps": "ulps",
+    "--dim": "dim",
+    "--val-range": "val_range",
+    "--timeout": "timeout",
+    "--save-inputs": "save_inputs",
+}
+
+
+def given_options(args: argparse.Namespace) -> list[str]:
+    """The comparison options given on the command line (``onnx-lower`` refuses them
+    without ``--verify``: they would change nothing, silently)."""
+    return [flag for flag, dest in COMPARISON_FLAGS.items() if getattr(args, dest) is not None]
 
 
 def joined_values(argv: Sequence[str]) -> list[str]:

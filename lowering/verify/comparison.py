@@ -26,6 +26,8 @@ from lowering.verify.ports import (
     Feeds,
     ModelLike,
     Port,
+    fed_as_b_declares,
+    input_difference,
     model_ports,
     sequence_groups,
     sequence_offsets,
@@ -111,13 +113,23 @@ def compare(
     try:
         proto_b = _load(b, "B")
         inputs_b, outputs_b = model_ports(proto_b, "input"), model_ports(proto_b, "output")
-        broken_b = _input_difference(inputs_a, inputs_b)
+        broken_b = input_difference(inputs_a, inputs_b)
     except CannotCompare as error:
         broken_b, inputs_b, outputs_b = str(error), inputs_a, outputs_a
     report.rows = _signature_rows(outputs_a, outputs_b)
     if runtime != "onnxruntime":  # other runtimes take no values for initializers
         inputs_a = [p for p in inputs_a if p.default is None]
         inputs_b = [p for p in inputs_b if p.default is None]
+    if broken_b is None:  # B's fixed input dims: the runs feed only those
+        inputs_a, bound = fed_as_b_declares(inputs_a, inputs_b)
+        clash = [f"{k}={dims[k]}" for k in bound if dims and dims.get(k, bound[k]) != bound[k]]
+        if clash:
+            report.input_error = (
+                f"--dim {', '.join(clash)}: B declares {', '.join(f'{k}={bound[k]}' for k in bound)}"
+                " on its inputs"
+            )
+            return report
+        dims = {**bound, **(dims or {})}
     try:
         groups, offsets = sequence_groups(proto_a), sequence_offsets(proto_a)
         sets = feed_sets(
@@ -271,18 +283,6 @@ def _empty_inputs(ports: Sequence[Port], feeds: Feeds) -> bool:
         if port.dims is None or not all(isinstance(d, int) for d in port.dims):
             arrays += value if port.sequence else [value]
     return any(np.asarray(array).size == 0 for array in arrays)
-
-
-def _input_difference(a: list[Port], b: list[Port]) -> str | None:
-    """Why B cannot take A's inputs, if it cannot: different names or kinds."""
-    names_a, names_b = [p.name for p in a], [p.name for p in b]
-    if sorted(names_a) != sorted(names_b):
-        return f"the models take different inputs: {names_a} in A, {names_b} in B"
-    kinds_b = {p.name: p.kind() for p in b}
-    for port in a:
-        if kinds_b[port.name] != port.kind():
-            return f"input {port.name!r} is {port.kind()} in A but {kinds_b[port.name]} in B"
-    return None
 
 
 def _signature_rows(a: list[Port], b: list[Port]) -> list[Row]:
