@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "output",
         metavar="OUT.onnx",
+        nargs="?",
         help="where to write the lowered model, replaced atomically (a symlink's target); "
         "- (stdout, not a terminal), a FIFO or a character device is streamed to, weights "
         "embedded",
@@ -198,6 +199,13 @@ def _parser() -> argparse.ArgumentParser:
         "(onnxruntime for none or generic) on the same inputs and compare every output "
         "(exit 1 on a mismatch, 3 if they cannot be compared)",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="lower IN in memory and say what would be lowered, in which form and why, and "
+        "what OUT would declare (IR version, opsets, inputs, outputs); write nothing (OUT "
+        "may be left out; not with --verify, --report or --external-data)",
+    )
     from lowering.verify.cli import add_options  # onnxruntime loads only to run
 
     add_options(parser)
@@ -282,7 +290,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         # every IR object of the model read, and at 10,000 maps serializing the
         # result with it on took four times as long. It resumes before --verify.
         paused.enter_context(collector_paused())
-        out = model_io.target(args.output)
+        out = None if args.dry_run else model_io.target(args.output)
         run.line("reading the model", 0, 0)
         model, source = model_io.read(args.input)
         if args.report is not None:
@@ -303,18 +311,33 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             progress=run.line,
         )
         rewrites = result.rewrites
+        changed = (
+            bool(rewrites)
+            or _opsets(model) != opsets
+            or model.ir_version != ir_version
+            or _input_shapes(model) != shapes
+        )
+        if out is None:  # --dry-run: say what OUT would be, write nothing
+            stage = "summarize"
+            run.report = Report.of(
+                run.before,
+                model,
+                rewrites,
+                args.options,
+                kept=result.kept,
+                input=source.label,
+                output=args.output or "OUT",
+                files=Files(not changed),
+                seconds=time.perf_counter() - started,
+                lowest=True,
+            )
+            _say(_dry_run(run.report, model, problem, args.verbose))
+            return 0
         stage, file = "write", _label(args.output)
         run.line("writing the model", 0, 0)
         with model_io.kept_original(source, out, keep=args.verify) as original:
             written = model_io.write(
-                model,
-                source,
-                out,
-                changed=bool(rewrites)
-                or _opsets(model) != opsets
-                or model.ir_version != ir_version
-                or _input_shapes(model) != shapes,
-                external_data=args.external_data,
+                model, source, out, changed=changed, external_data=args.external_data
             )
             run.written = _label(args.output)
             paused.close()
@@ -428,6 +451,16 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     from lowering import model_io
     from lowering.options import OptionError, Options
 
+    if args.output is None and not args.dry_run:
+        parser.error("the following arguments are required: OUT.onnx (or give --dry-run)")
+    if args.dry_run:
+        for flag, given in (
+            ("--verify", args.verify),
+            ("--report", args.report is not None),
+            ("--external-data", args.external_data is not None),
+        ):
+            if given:
+                parser.error(f"--dry-run writes and runs nothing; {flag} needs OUT written")
     # As gzip: a binary model is neither read from nor written to a terminal.
     if args.output == STREAM and _is_terminal(sys.stdout):
         parser.error("refusing to write a binary model to a terminal; redirect stdout or name OUT")
@@ -601,18 +634,23 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
     ("read {count} SequenceAt node{s} as {a}Slice{s}", lambda n: n.op == "SequenceAt"),
 )
 
+_PRESENT = {"lowered": "lower", "normalized": "normalize", "read": "read"}
+
 #: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.
 DETAIL_LIMIT = 20
 
 
-def _summary(report: Report, verbose: bool) -> str:
-    """The summary, rendered from the report (what ``--report`` writes): they cannot disagree."""
+def _summary(report: Report, verbose: bool, dry: bool = False) -> str:
+    """The summary, rendered from the report (what ``--report`` writes): they cannot
+    disagree. ``dry``: in the conditional, for ``--dry-run``, which writes nothing."""
     assert report.files is not None and report.after is not None and report.before is not None
     source_label, target = report.input, report.output
     timing = f"in {report.seconds:.2f} s"
     if report.files.unchanged:
         lines = [
-            f"{PROG}: {source_label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
+            f"{PROG}: {source_label}: nothing to lower; "
+            + (f"{target} would be IN" if dry else f"wrote {target} unchanged")
+            + f", byte for byte ({timing})"
         ]
         if report.not_optimized is not None:
             lines.append(f"  --optimize: {report.not_optimized}")
@@ -628,8 +666,8 @@ def _summary(report: Report, verbose: bool) -> str:
         if options.target_opset is not None or options.ir_version is not None:
             why.append(f"IR version {report.after.ir_version}")
         lines.append(
-            f"{PROG}: {source_label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
-            f", {timing})"
+            f"{PROG}: {source_label}: nothing to lower; {'would write' if dry else 'wrote'} "
+            f"{target} ({', '.join(why) or 're-serialized'}, {timing})"
         )
     for done, selects in _DONE:
         of_op = [node for node in report.nodes if selects(node)]
@@ -637,13 +675,16 @@ def _summary(report: Report, verbose: bool) -> str:
             continue
         plural = "s" if len(of_op) != 1 else ""
         said = done.format(count=len(of_op), s=plural, a="" if plural else "a ")
+        if dry:  # "lowered 2 ..." -> "would lower 2 ..."
+            verb, rest = said.split(" ", 1)
+            said = f"would {_PRESENT[verb]} {rest}"
         lines.append(f"{PROG}: {said} in {source_label} -> {target} ({timing})")
         if len(of_op) > DETAIL_LIMIT and not verbose:
             lines += _grouped(of_op)
         else:
             lines += _listed(of_op)
     lines += _kept(report, verbose)
-    lines += _fixed(report)
+    lines += [] if dry else _fixed(report)  # a dry run lists every input it would declare
     if report.files.data_files:
         lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
     if report.files.embedded:
@@ -667,6 +708,44 @@ def _summary(report: Report, verbose: bool) -> str:
             listed = ", ".join(conversions)
             lines.append(f"  --target-opset {options.target_opset} {how}{into}: {listed}")
     lines += _op_table(report.before.op_counts, report.after.op_counts)
+    return "\n".join(lines)
+
+
+def _dry_run(report: Report, model: ir.Model, problem: str | None, verbose: bool) -> str:
+    """What ``--dry-run`` says: the summary as it would be, in the conditional, and
+    what OUT would declare (its version, opsets, inputs and outputs)."""
+    from lowering.options import spelled_shape
+
+    lines = [f"{PROG}: dry run: nothing written"]
+    if problem is not None:
+        lines.append(f"{PROG}: warning: {report.input} does not pass the ONNX checker ({problem})")
+    lines.append(_summary(report, verbose, dry=True))
+    assert report.after is not None
+    opsets = ", ".join(
+        f"{domain or 'ai.onnx'} {version}" for domain, version in report.after.opset_import.items()
+    )
+    lines.append(
+        f"  {report.output} would declare IR version {report.after.ir_version}, opsets {opsets}"
+    )
+
+    def typed(value: ir.Value) -> str:
+        kind = value.type
+        if kind is None:
+            return f"{value.name!r} (no type)"
+        element = kind.elem_type if isinstance(kind, ir_types.SequenceType) else kind
+        dtype = getattr(element, "dtype", None)
+        said = dtype.name.lower() if dtype is not None else str(element)
+        if value.shape is not None:
+            said += spelled_shape(value.shape)
+        return f"{value.name!r} {'seq(' + said + ')' if element is not kind else said}"
+
+    import onnx_ir as ir_types
+
+    for what, values in (("inputs", model.graph.inputs), ("outputs", model.graph.outputs)):
+        shown = [typed(v) for v in values[:DETAIL_LIMIT]]
+        more = len(values) - len(shown)
+        rest = f", and {more} more" if more else ""
+        lines.append(f"  {what}: {', '.join(shown) or 'none'}{rest}")
     return "\n".join(lines)
 
 
