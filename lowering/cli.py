@@ -328,9 +328,9 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 input=source.label,
                 output=args.output or "OUT",
                 files=Files(not changed),
-                seconds=time.perf_counter() - started,
                 lowest=True,
             )
+            run.report = run.report.replace(seconds=time.perf_counter() - started)
             _say(_dry_run(run.report, model, problem, args.verbose))
             return 0
         stage, file = "write", _label(args.output)
@@ -341,7 +341,6 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             )
             run.written = _label(args.output)
             paused.close()
-            elapsed = time.perf_counter() - started
             run.line("summarizing", 0, 0)
             run.report = Report.of(
                 run.before,
@@ -354,9 +353,10 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 files=Files(
                     written.identical, written.data_files, written.embedded, written.shared
                 ),
-                seconds=elapsed,
                 lowest=not args.quiet or args.report is not None,  # -q alone prints no summary
             )
+            # The whole run's time, summarizing included: what the summary and the report say.
+            run.report = run.report.replace(seconds=time.perf_counter() - started)
             run.line.clear()
             if not args.quiet:
                 if problem is not None:  # said of what was done: nothing may have been lowered
