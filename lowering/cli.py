@@ -491,9 +491,10 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             )
     if args.verify:
         from lowering import verify
+        from lowering.verify.cli import replay_dir_problem
 
         problem = verify.missing_runtime(verify.verify_runtime(args.runtime))
-        if problem is not None:
+        if problem is not None or (problem := replay_dir_problem(args)) is not None:
             parser.error(problem)
     if args.external_data is not None:
         name = args.external_data

@@ -189,6 +189,7 @@ VALUES = {
     "--val-range": "-1,1",
     "--timeout": "5",
     "--save-inputs": "inputs.npz",
+    "--replay-dir": ".",
 }
 
 

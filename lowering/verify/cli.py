@@ -142,6 +142,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.npz",
         help="write every run's inputs to FILE.npz, for --inputs",
     )
+    group.add_argument(
+        "--replay-dir",
+        metavar="DIR",
+        help="on a mismatch some inputs cause, write the first failing run's inputs to a new "
+        "verify-runK-*.npz in DIR (default: the temporary folder, $TMPDIR or /tmp), for "
+        "--inputs; none when B cannot take A's inputs or fails on every input alike",
+    )
 
 
 def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,7 +165,7 @@ def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "dims": dict(args.dim or []),
         "val_ranges": dict(args.val_range or []),
         "save_inputs": args.save_inputs,
-        "save_failing": True,
+        "save_failing": True if args.replay_dir is None else args.replay_dir,
         "show_schedule": bool(getattr(args, "verbose", False)),
         "runtime": verify_runtime(getattr(args, "runtime", None)),
         "timeout": TIMEOUT if args.timeout is None else args.timeout,
@@ -177,6 +184,7 @@ COMPARISON_FLAGS = {
     "--val-range": "val_range",
     "--timeout": "timeout",
     "--save-inputs": "save_inputs",
+    "--replay-dir": "replay_dir",
 }
 
 
@@ -184,6 +192,20 @@ def given_options(args: argparse.Namespace) -> list[str]:
     """The comparison options given on the command line (``onnx-lower`` refuses them
     without ``--verify``: they would change nothing, silently)."""
     return [flag for flag, dest in COMPARISON_FLAGS.items() if getattr(args, dest) is not None]
+
+
+def replay_dir_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--replay-dir`` cannot be used: no such folder, or not writable."""
+    import os
+
+    folder = args.replay_dir
+    if folder is None:
+        return None
+    if not os.path.isdir(folder):
+        return f"--replay-dir {folder}: no such folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--replay-dir {folder}: cannot write to the folder"
+    return None
 
 
 def joined_values(argv: Sequence[str]) -> list[str]:
@@ -261,7 +283,7 @@ def _main(argv: list[str] | None) -> int:
     from lowering.verify.comparison import compare
     from lowering.verify.runtime import missing_runtime
 
-    problem = missing_runtime(args.runtime, who=parser.prog)
+    problem = missing_runtime(args.runtime, who=parser.prog) or replay_dir_problem(args)
     if problem is not None:
         parser.error(problem)
     report = compare(args.a, args.b, **compare_kwargs(args))

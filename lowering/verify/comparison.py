@@ -54,7 +54,7 @@ def compare(
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str | None, ValueRange] | None = None,
     save_inputs: str | os.PathLike | None = None,
-    save_failing: bool = False,
+    save_failing: bool | str | os.PathLike = False,
     show_schedule: bool = False,
     runtime: str = "onnxruntime",
     timeout: float = TIMEOUT,
@@ -65,7 +65,11 @@ def compare(
     of them, or the path of an npz file; without it, ``runs`` input sets are
     synthesized by the schedule (all of it when None) from ``a``'s input
     types. ``save_inputs`` writes every run's inputs there; ``save_failing``
-    writes the first failing run's inputs to a fresh temporary file.
+    writes the first failing run's inputs to a fresh file (``verify-runK-*.npz``)
+    in the temporary folder (True) or in that folder (a path), only where a
+    replay can help: not when B cannot take A's inputs (different names,
+    kinds or static dims: ``report.input_difference``, said first), cannot be
+    loaded, or declares other outputs, which no input changes.
     ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
@@ -113,10 +117,13 @@ def compare(
     try:
         proto_b = _load(b, "B")
         inputs_b, outputs_b = model_ports(proto_b, "input"), model_ports(proto_b, "output")
-        broken_b = input_difference(inputs_a, inputs_b)
+        broken_b = report.input_difference = input_difference(inputs_a, inputs_b)
     except CannotCompare as error:
         broken_b, inputs_b, outputs_b = str(error), inputs_a, outputs_a
     report.rows = _signature_rows(outputs_a, outputs_b)
+    # A failure no run's inputs decide (B cannot take A's inputs, cannot be read
+    # or loaded, or declares other outputs) is the same on every input: no replay.
+    by_inputs = not any(row.problem for row in report.rows)
     if runtime != "onnxruntime":  # other runtimes take no values for initializers
         inputs_a = [p for p in inputs_a if p.default is None]
         inputs_b = [p for p in inputs_b if p.default is None]
@@ -263,8 +270,15 @@ def compare(
             "with sizes A accepts"
         )
     from_file = isinstance(inputs, (str, os.PathLike))  # replaying it needs no copy
-    if failing is not None and save_failing and save_inputs is None and not from_file:
-        save_failing_run(report, failing)
+    if (
+        failing is not None
+        and save_failing is not False
+        and save_inputs is None
+        and not from_file
+        and by_inputs
+        and broken_b is None
+    ):
+        save_failing_run(report, failing, None if save_failing is True else save_failing)
     return report
 
 

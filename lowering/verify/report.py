@@ -94,6 +94,7 @@ class Report:
     failing_run: int | None = None
     saved_to: str | None = None  # where inputs were saved for --inputs
     saved_runs: int = 0  # how many runs (--save-inputs); 0: the failing run alone
+    input_difference: str | None = None  # why B cannot take A's inputs: said first
     show_schedule: bool = False
 
     @property
@@ -117,6 +118,8 @@ class Report:
         if self.status == BAD_INPUTS:
             return f"cannot use the inputs: {self.input_error}"
         lines = []
+        if self.input_difference is not None:
+            lines.append(f"B cannot take A's inputs: {self.input_difference}")
         if self.show_schedule:
             lines += [record.line() for record in self.records]
         if self.rows and (self.runs or self.status == MISMATCH):
@@ -223,6 +226,8 @@ def summary(report: Report, a: str, b: str) -> str:
     """One line saying what the comparison found."""
     if report.status == MATCH:
         return f"{b} matches {a} on every output"
+    if report.status == MISMATCH and report.input_difference is not None:
+        return f"{b} does not match {a}: {report.input_difference}"
     if report.status == MISMATCH:
         return f"{b} does not match {a}: {', '.join(map(repr, report.mismatched()))}"
     if report.status == BAD_INPUTS:
