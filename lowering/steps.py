@@ -45,9 +45,8 @@ import onnx_ir as ir
 
 from lowering import __version__
 from lowering.errors import LoweringError, refusal
-from lowering.irutils.collector import collector_paused
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
-from lowering.irutils.scopes import find_nodes, shared_scopes, unshared_scopes
+from lowering.irutils.scopes import find_nodes
 from lowering.irutils.snapshot import restorer, snapshot
 from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
@@ -206,10 +205,6 @@ class Pipeline(ir.passes.InPlacePass):
             raise
 
     def _call(self, model: ir.Model) -> LoweringResult:
-        with shared_scopes(model):  # one scope index for the passes' walks
-            return self._steps(model)
-
-    def _steps(self, model: ir.Model) -> LoweringResult:
         if self.options.input_shapes is not None:  # a usage error, raised as itself
             planned_shapes(model, self.options.input_shapes)
         ops = {located.node.op_type for located in find_nodes(model, _is_sequence_op)}
@@ -230,11 +225,7 @@ class Pipeline(ir.passes.InPlacePass):
             self.progress(step.name, 0, 0)
             pass_ = step.make(self.options, progress)
             try:
-                if getattr(pass_, "shares_scopes", False):
-                    result = _run(pass_, model)
-                else:
-                    with unshared_scopes(model):
-                        result = _run(pass_, model)
+                result = _run(pass_, model)
             except LoweringError as error:
                 if specialized is not None:  # name the function the user wrote
                     raise specialized.unspecialized(error) from None
@@ -286,17 +277,9 @@ def _is_sequence_op(node: ir.Node) -> bool:
 
 
 def _run(pass_: ir.passes.PassBase, model: ir.Model) -> ir.passes.PassResult:
-    """Run one pass, raising a refusal as itself rather than in onnx_ir's wrapper.
-
-    The collector is paused for the package's passes only
-    (:mod:`lowering.irutils.collector`): onnxscript's optimizer runs with it
-    as the caller left it.
-    """
+    """Run one pass, raising a refusal as itself rather than in onnx_ir's wrapper."""
     try:
-        if isinstance(pass_, OptimizePass):
-            return pass_(model)
-        with collector_paused():
-            return pass_(model)
+        return pass_(model)
     except ir.passes.PassError as error:
         refused = refusal(error)
         if refused is not None:

@@ -57,7 +57,6 @@ from hypothesis import HealthCheck, find, given, seed, settings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from lowering.irutils import scopes
 from tests.fuzz_check import (
     SKIPPED,
     FuzzFailure,
@@ -152,7 +151,6 @@ def main() -> int:
     )
     args = parser.parse_args()
     ort.set_default_logger_severity(4)
-    scopes.check_shared = True  # every walk served from a shared index checked, as in the tests
     if args.replay:
         return replay(args.replay)
     if args.generator == "ops":

@@ -7,6 +7,8 @@ empty sequences and outer-scope references.
 
 from __future__ import annotations
 
+import io
+import os
 import pathlib
 import subprocess
 import sys
@@ -20,6 +22,37 @@ from onnx import TensorProto
 import lowering
 from lowering.runtimes.sessions import open_session
 from lowering.verify import NARROW_FLOATS, Tolerance
+
+
+def cli(
+    argv: list, stdin: bytes = b"", cwd: pathlib.Path | None = None, text: bool = False
+) -> subprocess.CompletedProcess:
+    """``python -m lowering ARGV`` in this process, with bytes for stdin and stdout.
+
+    A child process costs seconds of imports per call; tests/test_cli.py runs
+    the real entry points once. Returns what ``subprocess.run`` would."""
+    from lowering.cli import main
+
+    streams = [io.TextIOWrapper(io.BytesIO(data)) for data in (stdin, b"", b"")]
+    saved = sys.stdin, sys.stdout, sys.stderr
+    here = os.getcwd()
+    sys.stdin, sys.stdout, sys.stderr = streams
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        for stream in streams[1:]:
+            stream.flush()
+    finally:
+        os.chdir(here)
+        sys.stdin, sys.stdout, sys.stderr = saved
+    out, err = (stream.buffer.getvalue() for stream in streams[1:])  # type: ignore[attr-defined]
+    if text:
+        return subprocess.CompletedProcess(argv, code, out.decode(), err.decode())
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def parse(text: str) -> onnx.ModelProto:

@@ -15,7 +15,7 @@ import onnx
 import pytest
 
 import lowering
-from lowering.runtimes import ort_kernel_table, ort_kernels
+from lowering.runtimes import ort_kernels
 from tests.helpers import assert_same, lowered, parse, run, try_run
 
 # ONNX type name -> (numpy type that onnxruntime feeds, numpy type of the elements)
@@ -190,7 +190,7 @@ def test_kernel_table_matches_the_installed_onnxruntime():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     installed = module.table()
-    for op, spans in ort_kernel_table.KERNELS.items():
+    for op, spans in ort_kernels.KERNELS.items():
         for since, until, types in spans:
             found = [t for a, b, t in installed[op] if (a, b) == (since, until)]
             assert found, f"{op} ({since}, {until}) is not registered in onnxruntime"

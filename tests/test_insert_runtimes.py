@@ -14,7 +14,6 @@ import collections
 import functools
 import json
 import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -25,7 +24,7 @@ from lowering import NormalizeSequenceInsertPass
 from lowering.cli import main
 from lowering.runtimes.profiles import RUNTIMES
 from lowering.runtimes.sessions import open_session
-from tests.helpers import all_nodes, assert_same, parse
+from tests.helpers import all_nodes, assert_same, cli, parse
 
 F2 = "float[2]"
 X = np.full(2, 99, np.float32)
@@ -140,10 +139,8 @@ def _cli(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     position; the run and its report."""
     source, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
     onnx.save(_model("dynamic"), source)
-    command = [sys.executable, "-m", "lowering", str(source), str(out), "--runtime", "mnn"]
-    run = subprocess.run(
-        [*command, "--report", str(report), *extra], capture_output=True, text=True, check=False
-    )
+    command = [source, out, "--runtime", "mnn"]
+    run = cli([*command, "--report", report, *extra], text=True)
     assert run.returncode == 0, run.stderr
     assert out.read_bytes() == source.read_bytes()
     return run, json.loads(report.read_text())

@@ -113,7 +113,7 @@ def _entries() -> list[Entry]:
         versions = sorted(
             {
                 s.since_version
-                for v in range(MIN, schemas.LATEST + 1)
+                for v in range(MIN, onnx.defs.onnx_opset_version() + 1)
                 if (s := schemas.schema(op, v))
             }
         )

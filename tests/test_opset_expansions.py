@@ -141,13 +141,13 @@ FOLDED = {
 @pytest.mark.parametrize("target", [11, 13, 16])
 @pytest.mark.parametrize("name", sorted(FOLDED))
 def test_expansions_come_out_folded_with_their_constants_shared(name, target, monkeypatch):
-    """200 chained expansions: no Cast of a constant, no Identity, a bounded count of
+    """30 chained expansions: no Cast of a constant, no Identity, a bounded count of
     nodes each, and bit for bit what the unfolded expansion computes."""
     from lowering.opset import plan
     from lowering.runtimes.sessions import open_session
 
     op_text, most = FOLDED[name]
-    count = 200
+    count = 30
     original = parse(_chained(op_text, count))
     folded = lowering_lower(original, target)
     onnx.checker.check_model(folded, full_check=True)

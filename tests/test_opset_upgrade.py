@@ -19,12 +19,11 @@ import pytest
 
 import lowering
 from lowering.errors import LoweringError
-from lowering.opset import schemas
 from lowering.opset.library import LIBRARY_UP, _changes
 from tests.cases.upgrade_models import cases, init, model, resize_cases, vi
 from tests.helpers import assert_same, run, try_run
 
-TARGETS = (11, 12, 13, schemas.LATEST)
+TARGETS = (11, 12, 13, onnx.defs.onnx_opset_version())
 CASES = dict([*cases(), *resize_cases()])
 _BACKEND = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 
@@ -99,7 +98,7 @@ def _backend_data(folder: str) -> tuple[dict, list]:
     ]
 
 
-@pytest.mark.parametrize("target", (11, 13, schemas.LATEST))
+@pytest.mark.parametrize("target", (11, 13, onnx.defs.onnx_opset_version()))
 @pytest.mark.parametrize("name", sorted(BACKEND))
 def test_onnx_backend_models_below_11_go_up_with_their_expected_outputs(name, target):
     path = BACKEND[name]

@@ -20,7 +20,6 @@ from onnx import helper as h
 
 import lowering
 from lowering.errors import LoweringError
-from lowering.opset import schemas
 from lowering.opset.library import READS_CONSTANT
 from tests.cases.upgrade_models import init, model, vi
 from tests.helpers import assert_same, run
@@ -33,7 +32,7 @@ FED = {
 }
 _READERS = (("Upsample", 9), ("Resize", 10))
 KINDS = ("initializer", "constant_node", "overridable")
-TARGETS = (11, 13, schemas.LATEST)
+TARGETS = (11, 13, onnx.defs.onnx_opset_version())
 
 
 def _model(op: str, opset: int, mode: str, kind: str) -> onnx.ModelProto:

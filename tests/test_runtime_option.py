@@ -10,7 +10,6 @@ the output is for them.
 from __future__ import annotations
 
 import subprocess
-import sys
 import typing
 
 import numpy as np
@@ -22,7 +21,7 @@ import lowering
 from lowering.api import RuntimeName
 from lowering.runtimes.profiles import RUNTIMES, rejecting
 from lowering.runtimes.runners import compile_openvino
-from tests.helpers import all_nodes, assert_same, run
+from tests.helpers import all_nodes, assert_same, cli, run
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -283,8 +282,7 @@ def test_an_unknown_runtime_is_the_callers_mistake():
 
 
 def _cli(*args) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "lowering", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+    return cli(list(args), text=True)
 
 
 def test_cli_refuses_in_one_line_and_rejects_unknown_names(tmp_path):

@@ -10,8 +10,6 @@ import os
 import pathlib
 import pty
 import select
-import subprocess
-import sys
 import threading
 import tty
 
@@ -20,7 +18,7 @@ import onnx
 import pytest
 
 from lowering.cli import main
-from tests.helpers import assert_same, op_types, parse, run, weighted_model
+from tests.helpers import assert_same, cli, op_types, parse, run, weighted_model
 
 SIMPLE = """<ir_version: 8, opset_import: ["" : 17]>
 g (seq(float[N]) x) => (seq(float[N]) y) {
@@ -320,25 +318,14 @@ def test_character_device_out_is_streamed_to(tmp_path):
 def test_stdin_to_stdout(tmp_path):
     data = parse(SIMPLE).SerializeToString()
     before = snapshot(tmp_path)
-    result = subprocess.run(
-        [sys.executable, "-m", "lowering", "-q", "-", "-"],
-        input=data,
-        capture_output=True,
-        cwd=tmp_path,
-        check=False,
-    )
+    result = cli(["-q", "-", "-"], stdin=data, cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == b"", result.stderr
     _lowered_bytes_ok(result.stdout)
     assert changed(before, snapshot(tmp_path)) == set()
 
 
 def test_stdin_to_a_file_and_the_summary_names_it(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "lowering", "-", str(tmp_path / "out.onnx")],
-        input=parse(SIMPLE).SerializeToString(),
-        capture_output=True,
-        check=False,
-    )
+    result = cli(["-", str(tmp_path / "out.onnx")], stdin=parse(SIMPLE).SerializeToString())
     assert result.returncode == 0, result.stderr
     assert b"in <stdin> -> " in result.stderr
     _lowered_bytes_ok((tmp_path / "out.onnx").read_bytes())
@@ -346,11 +333,7 @@ def test_stdin_to_a_file_and_the_summary_names_it(tmp_path):
 
 def test_stdout_embeds_external_weights(tmp_path):
     source = weighted_model(tmp_path, 3, 4, real=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "lowering", str(source), "-"],
-        capture_output=True,
-        check=False,
-    )
+    result = cli([str(source), "-"])
     assert result.returncode == 0, result.stderr
     assert b"weights embedded in <stdout>" in result.stderr
     model = _lowered_bytes_ok(result.stdout)
@@ -363,12 +346,7 @@ def test_stdout_embeds_external_weights(tmp_path):
 def test_nothing_to_lower_streams_in_byte_for_byte(tmp_path):
     model = parse("""<ir_version: 8, opset_import: ["" : 17]>
     g (float[2] x) => (float[2] y) { y = Neg(x) }""")
-    result = subprocess.run(
-        [sys.executable, "-m", "lowering", "-q", "-", "-"],
-        input=model.SerializeToString(),
-        capture_output=True,
-        check=False,
-    )
+    result = cli(["-q", "-", "-"], stdin=model.SerializeToString())
     assert result.returncode == 0 and result.stdout == model.SerializeToString()
 
 
@@ -391,11 +369,7 @@ def test_a_failed_write_leaves_no_staging_folder(tmp_path, capsys, monkeypatch):
 
 def test_verify_compares_what_was_streamed(tmp_path):
     onnx.save(parse(SIMPLE), tmp_path / "in.onnx")
-    result = subprocess.run(
-        [sys.executable, "-m", "lowering", "--verify", str(tmp_path / "in.onnx"), "-"],
-        capture_output=True,
-        check=False,
-    )
+    result = cli(["--verify", str(tmp_path / "in.onnx"), "-"])
     assert result.returncode == 0, result.stderr
     assert b"verdict" in result.stderr and b" ok" in result.stderr
     _lowered_bytes_ok(result.stdout)
@@ -431,11 +405,8 @@ def test_a_data_file_that_became_a_symlink_is_replaced_not_followed(tmp_path):
 
 
 def test_verify_reads_in_from_stdin(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "lowering", "--verify", "-", str(tmp_path / "out.onnx")],
-        input=parse(SIMPLE).SerializeToString(),
-        capture_output=True,
-        check=False,
+    result = cli(
+        ["--verify", "-", str(tmp_path / "out.onnx")], stdin=parse(SIMPLE).SerializeToString()
     )
     assert result.returncode == 0, result.stderr
     assert b"verdict" in result.stderr and b" ok" in result.stderr

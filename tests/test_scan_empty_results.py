@@ -23,11 +23,12 @@ from tests.helpers import parse
 _RUN = """
 import sys, numpy as np, onnx
 from lowering.runtimes.sessions import open_session
-model = onnx.load(sys.argv[1])
-x = np.load(sys.argv[2])
-for optimize in (False, True):
-    out = open_session(model.SerializeToString(), optimize=optimize).run(None, {"x": x})[0]
-    np.save(sys.argv[3], out)
+x = np.load(sys.argv[1])
+for path in sys.argv[2:]:
+    model = onnx.load(path)
+    for optimize in (False, True):
+        out = open_session(model.SerializeToString(), optimize=optimize).run(None, {"x": x})[0]
+    np.save(path[: -len(".onnx")] + ".npy", out)
 """
 
 
@@ -55,25 +56,42 @@ def _model(width: int, axis: int, flat: bool = False):
     }}""")
 
 
-@pytest.mark.parametrize(
-    ("flat", "axis"), [(False, 0), (False, 1), (False, 2), (True, 0), (True, 1)]
-)
-@pytest.mark.parametrize("width", [0, 3])
-def test_a_scan_of_empty_results_runs_on_every_axis(width, axis, flat, tmp_path):
-    model = _model(width, axis, flat)
-    result = lowering.lower(model)
-    assert "Scan" in [n.op_type for n in result.graph.node]
+CASES = [
+    (width, axis, flat)
+    for width in (0, 3)
+    for flat, axis in [(False, 0), (False, 1), (False, 2), (True, 0), (True, 1)]
+]
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """Every case's original and lowered model, run in one child process (a
+    crash kills the child, and the cases it had not reached fail with it)."""
+    folder = tmp_path_factory.mktemp("scans")
     x = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
-    np.save(tmp_path / "x.npy", x)
+    np.save(folder / "x.npy", x)
+    paths = []
+    for case in CASES:
+        model = _model(*case)
+        result = lowering.lower(model)
+        assert "Scan" in [n.op_type for n in result.graph.node], case
+        for name, m in (("original", model), ("lowered", result)):
+            paths.append(folder / ("{}-{}-{}-{}.onnx".format(name, *case)))
+            paths[-1].write_bytes(m.SerializeToString())
+    run = subprocess.run(
+        [sys.executable, "-c", _RUN, str(folder / "x.npy"), *map(str, paths)],
+        check=False, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return folder, run
+
+
+@pytest.mark.parametrize(("width", "axis", "flat"), CASES)
+def test_a_scan_of_empty_results_runs_on_every_axis(ran, width, axis, flat):
+    folder, run = ran
     outputs = {}
-    for name, m in (("original", model), ("lowered", result)):
-        (tmp_path / f"{name}.onnx").write_bytes(m.SerializeToString())
-        run = subprocess.run(
-            [sys.executable, "-c", _RUN, str(tmp_path / f"{name}.onnx"), str(tmp_path / "x.npy"),
-             str(tmp_path / f"{name}.npy")],
-            check=False, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert run.returncode == 0, (name, run.returncode, run.stderr[-500:])
-        outputs[name] = np.load(tmp_path / f"{name}.npy")
+    for name in ("original", "lowered"):
+        path = folder / f"{name}-{width}-{axis}-{flat}.npy"
+        assert path.exists(), (name, run.returncode, run.stderr[-500:])
+        outputs[name] = np.load(path)
     assert outputs["lowered"].shape == outputs["original"].shape
     np.testing.assert_array_equal(outputs["lowered"], outputs["original"])

@@ -128,6 +128,37 @@ def test_a_size_input_is_fed_small_values_and_data_is_not():
     assert max(seen["n"]) <= 1000 < max(seen["k"])
 
 
+# k reaches a size only through an op that reads no value of it: k is data.
+_BLIND = {
+    "Shape": "s = Shape (k)\n y = Reshape (k, s)",
+    "Size": "s = Size (k)\n y = Range (zero, s, one)",
+    "EyeLike": "e = EyeLike (k2)\n s = Shape (e)\n y = Reshape (k, s)",
+    "SequenceLength": "q = SequenceConstruct (k)\n s = SequenceLength (q)\n y = Range (zero, s, one)",
+    "OptionalHasElement": "o = Optional (k)\n h = OptionalHasElement (o)\n"
+    " s = Cast <to = 7> (h)\n y = Range (zero, s, one)",
+}
+
+
+@pytest.mark.parametrize("op", list(_BLIND))
+def test_an_int_whose_shape_alone_reaches_a_size_is_data(op):
+    template = """<ir_version: 9, opset_import: ["" : 18]>
+    g (int64[N] k) => (int64 y) {
+      zero = Constant <value = int64 {0}> ()
+      one = Constant <value = int64 {1}> ()
+      k2 = Unsqueeze (k, zero)
+      BODY }"""
+    model = parse(template.replace("BODY", _BLIND[op]))
+    assert size_inputs(model) == set()
+    assert size_inputs(parse(template.replace("BODY", "y = Reshape (one, k)"))) == {"k"}
+    # data: the large run draws ints beyond int16
+    ports = model_ports(model, "input")
+    largest = max(
+        int(np.abs(feeds["k"]).max(initial=0))
+        for _, _, feeds in feed_sets(ports, None, None, 0, None, None, [])
+    )
+    assert largest > 2**15
+
+
 OPTIONAL_AND_DEFAULT = """<ir_version: 9, opset_import: ["" : 18]>
 g (seq(float[N]) s, optional(float[3]) bias, float[2] w) => (float[2] y) <float[2] w = {1, 2}> {
   y = Identity(w)

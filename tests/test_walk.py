@@ -9,9 +9,6 @@ package had one walker, the CLI's external-data scan crashed on these models
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -19,7 +16,7 @@ import pytest
 
 from lowering.cli import main
 from lowering.irutils import walk
-from tests.helpers import all_nodes, assert_same, op_types, parse, run
+from tests.helpers import all_nodes, assert_same, cli, op_types, parse, run
 
 HEADER = '<ir_version: 8, opset_import: ["" : 18, "local" : 1]>'
 FUNCTION = '<domain: "local", opset_import: ["" : 18, "local" : 1]>'
@@ -125,9 +122,7 @@ def test_every_cli_path_reads_and_writes_a_model_with_a_reference(tmp_path, wher
 @pytest.mark.parametrize("where", list(FUNCTIONS))
 def test_streams_read_and_write_a_model_with_a_reference(where):
     data = model_with_reference(where).SerializeToString()
-    done = subprocess.run(
-        [sys.executable, "-m", "lowering", "-", "-"], input=data, capture_output=True, check=False
-    )
+    done = cli(["-", "-"], stdin=data)
     assert done.returncode == 0, done.stderr.decode()
     result = onnx.load_model_from_string(done.stdout)
     assert "SequenceMap" not in op_types(result)

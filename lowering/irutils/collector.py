@@ -1,17 +1,13 @@
-"""Python's cyclic garbage collector, paused while a pass builds IR.
+"""Python's cyclic garbage collector, paused while the command line lowers a model.
 
-A pass makes many objects that live until it ends (new nodes, values and
-attributes; the opset converter's per-plan sandboxes), and each collection
-walks all the young survivors again, and a full one every node of the model
-too: at 10,000 maps that was a third of the lowering's time, and it made
-the opset conversion superlinear. What the passes drop is small (replaced
-nodes; weights are shared, not copied) and reference counting still frees
-what is not in a cycle, so the collector is paused for the pass and resumed
-after it, as it was.
-
-The switch is process-wide: while a pass runs, other threads' cyclic
-garbage waits too, and two lowerings in threads at once may resume it while
-the other still runs (which only costs that one its speed-up).
+Building IR makes many objects that live until the run ends (new nodes,
+values and attributes; the opset converter's per-plan sandboxes), and each
+collection walks all the young survivors again, and a full one every node of
+the model too: at 10,000 maps that was a third of the lowering's time, and
+it made the opset conversion superlinear. The switch is process-wide, so
+only the command line, which owns its process, pauses it; the passes never
+do (a caller of the Python API with a model that large can pause it around
+the call, as docs/performance.md shows).
 """
 
 from __future__ import annotations

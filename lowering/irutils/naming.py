@@ -66,15 +66,22 @@ from __future__ import annotations
 
 import collections
 import functools
-import weakref
 
 import onnx_ir as ir
 
-from lowering.irutils.scopes import iter_scopes, scopes_changed
+from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.walk import subgraphs
 
-# Items made by rewrites and not yet named, with the stem for their names.
-_fresh: weakref.WeakKeyDictionary[ir.Value | ir.Node, str] = weakref.WeakKeyDictionary()
+# The mark, in the item's own metadata (never serialized): the stem for its name.
+_FRESH = "lowering.fresh"
+
+
+def _is_fresh(item: ir.Value | ir.Node) -> bool:
+    return _FRESH in item.meta
+
+
+def _take_stem(item: ir.Value | ir.Node) -> str:
+    return item.meta.pop(_FRESH, "") or ""
 
 
 def fresh(item: ir.Value | ir.Node, stem: str | None = None):
@@ -84,16 +91,16 @@ def fresh(item: ir.Value | ir.Node, stem: str | None = None):
     node is named after its op type and a value after its producer's. Marking
     a node marks its outputs too.
     """
-    _fresh[item] = stem or ""
+    item.meta[_FRESH] = stem or ""
     if isinstance(item, ir.Node):
         for output in item.outputs:
-            _fresh.setdefault(output, "")
+            output.meta.setdefault(_FRESH, "")
     return item
 
 
 def adopt_name(value: ir.Value, name: str | None) -> ir.Value:
     """Give a fresh value a name it takes over from a value it replaces."""
-    _fresh.pop(value, None)
+    value.meta.pop(_FRESH, None)
     value.name = name
     return value
 
@@ -123,10 +130,10 @@ def name_fresh(model: ir.Model) -> bool:
     scopes = [scope.owner for scope in iter_scopes(model)]
     values = list(dict.fromkeys(_values(scopes)))
     nodes = list(_nodes(scopes))
-    to_name_values = [v for v in values if v in _fresh or not v.name]
-    to_name_nodes = [n for n in nodes if n in _fresh]
-    taken_values = {v.name for v in values if v.name and v not in _fresh}
-    taken_nodes = {n.name for n in nodes if n.name and n not in _fresh}
+    to_name_values = [v for v in values if _is_fresh(v) or not v.name]
+    to_name_nodes = [n for n in nodes if _is_fresh(n)]
+    taken_values = {v.name for v in values if v.name and not _is_fresh(v)}
+    taken_nodes = {n.name for n in nodes if n.name and not _is_fresh(n)}
     counters: collections.Counter[str] = collections.Counter()
 
     def unique(stem: str, taken: set[str]) -> str:
@@ -138,14 +145,12 @@ def name_fresh(model: ir.Model) -> bool:
                 return candidate
 
     for value in to_name_values:
-        stem = _fresh.pop(value, "") or _stem_of(value)
+        stem = _take_stem(value) or _stem_of(value)
         value.name = unique(stem, taken_values)
     for node in to_name_nodes:
-        stem = _fresh.pop(node, "") or _snake(node.op_type)
+        stem = _take_stem(node) or _snake(node.op_type)
         node.name = unique(stem, taken_nodes)
     renamed = _Resolver(lambda value: unique(value.name or "v", taken_values)).run(model)
-    if to_name_nodes:
-        scopes_changed(model)  # (scopes are described by their nodes' names)
     return bool(to_name_values or to_name_nodes or renamed)
 
 

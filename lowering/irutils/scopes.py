@@ -11,9 +11,7 @@ reports and error messages use, so users can find the node in their model.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import weakref
 from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
@@ -53,73 +51,7 @@ class Located:
 
 
 def iter_scopes(model: ir.Model) -> Iterator[Scope]:
-    """Yield the main graph, all subgraphs and all functions, parents first.
-
-    Inside :func:`shared_scopes` the walk is made once and shared until
-    :func:`scopes_changed` says the scopes changed.
-    """
-    if model not in _shared:
-        return _all_scopes(model)
-    index = _shared[model]
-    if index is None:
-        index = _shared[model] = list(_all_scopes(model))
-    elif check_shared:
-        fresh_walk = [(s.owner, s.description, s.function) for s in _all_scopes(model)]
-        assert fresh_walk == [(s.owner, s.description, s.function) for s in index], (
-            "a pass changed the model's scopes without scopes_changed(model)"
-        )
-    return iter(index)
-
-
-# The scope index of each model a pipeline runs on (None: to walk again). The
-# passes read scopes many times and change them seldom: a model's subgraphs
-# change only when a node holding one is written or removed, and their
-# descriptions when nodes are named. Nodes are always read live from their
-# graphs; only the list of graphs is shared.
-_shared: weakref.WeakKeyDictionary[ir.Model, list[Scope] | None] = weakref.WeakKeyDictionary()
-
-#: Check every shared index against a fresh walk (the tests turn it on).
-check_shared = False
-
-
-@contextlib.contextmanager
-def shared_scopes(model: ir.Model) -> Iterator[None]:
-    """Share one scope index among the walks of ``model`` inside the block.
-
-    A pass that keeps the index right (``shares_scopes = True``) calls
-    :func:`scopes_changed` whenever it writes or removes a node holding a
-    graph, or renames nodes (:func:`lowering.irutils.naming.name_fresh`
-    does); the pipeline runs every other pass inside
-    :func:`unshared_scopes`.
-    """
-    _shared[model] = None
-    try:
-        yield
-    finally:
-        _shared.pop(model, None)
-
-
-@contextlib.contextmanager
-def unshared_scopes(model: ir.Model) -> Iterator[None]:
-    """Walk ``model`` afresh inside the block (a pass that does not keep the index
-    right); the index is walked again after it."""
-    if model not in _shared:
-        yield
-        return
-    del _shared[model]
-    try:
-        yield
-    finally:
-        _shared[model] = None
-
-
-def scopes_changed(model: ir.Model) -> None:
-    """The model's graphs or their names changed: the next walk walks again."""
-    if model in _shared:
-        _shared[model] = None
-
-
-def _all_scopes(model: ir.Model) -> Iterator[Scope]:
+    """Yield the main graph, all subgraphs and all functions, parents first."""
     yield from _walk(model.graph, f"main graph {model.graph.name or '<unnamed>'!r}", None)
     for function in model.functions.values():
         yield from _walk(function, describe_function(function), function)

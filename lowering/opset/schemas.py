@@ -16,8 +16,6 @@ import onnx_ir as ir
 
 from lowering.opset.allowlist import RELABEL
 
-LATEST = onnx.defs.onnx_opset_version()
-
 
 @functools.cache
 def schema(op: str, version: int) -> onnx.defs.OpSchema | None:
@@ -57,33 +55,6 @@ def formal_types(s) -> list[tuple[str, object, frozenset[str]]]:
         (f.name, f.option, allowed.get(f.type_str, frozenset([f.type_str])))
         for f in (*s.inputs, *s.outputs)
     ]
-
-
-def attributes(s) -> dict:
-    out = {}
-    for name, a in s.attributes.items():
-        default = onnx.helper.get_attribute_value(a.default_value) if a.default_value.name else None
-        out[name] = (a.type, a.required, repr(default))
-    return out
-
-
-def type_only(a, b) -> tuple[list[str], list[str]] | None:
-    """(added, removed) types if ``a`` and ``b`` differ only in types, else None."""
-    fa, fb = formal_types(a), formal_types(b)
-    if [(n, o) for n, o, _ in fa] != [(n, o) for n, o, _ in fb]:
-        return None
-    if attributes(a) != attributes(b) or len(a.inputs) != len(b.inputs):
-        return None
-    if (a.min_input, a.max_input, a.min_output, a.max_output) != (
-        b.min_input,
-        b.max_input,
-        b.min_output,
-        b.max_output,
-    ):
-        return None
-    added = sorted(set().union(*(tb - ta for (_, _, ta), (_, _, tb) in zip(fa, fb))))
-    removed = sorted(set().union(*(ta - tb for (_, _, ta), (_, _, tb) in zip(fa, fb))))
-    return added, removed
 
 
 def relabel_reason(op: str, old: int, new: int) -> str | None:

@@ -57,9 +57,6 @@ class ConstantValueFormPass(ir.passes.InPlacePass):
     """Rewrite each Constant shorthand, in every graph and function, as ``value``,
     and each CastLike of a constant to a declared type as the Constant it is."""
 
-    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
-    shares_scopes = True
-
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = False
         for node in list(model_nodes(model)):

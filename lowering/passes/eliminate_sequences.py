@@ -90,9 +90,6 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
     op it became.
     """
 
-    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
-    shares_scopes = True
-
     def __init__(self, after_maps: bool = True) -> None:
         super().__init__()
         self.after_maps = after_maps

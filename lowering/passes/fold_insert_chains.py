@@ -23,9 +23,6 @@ from lowering.passes.eliminate_sequences import fold_insert_chains
 class FoldInsertChainsPass(ir.passes.InPlacePass):
     """Fold every static insert chain, in every scope, into a SequenceConstruct."""
 
-    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
-    shares_scopes = True
-
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = fold_insert_chains(model)
         if modified:

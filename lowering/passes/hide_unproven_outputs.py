@@ -88,9 +88,6 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
     refused (:func:`plan_copied_shapes`), before anything changes.
     """
 
-    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
-    shares_scopes = True
-
     def __init__(
         self,
         lowered_in: set[GraphLike] | None = None,

@@ -35,9 +35,6 @@ class IrVersionPass(ir.passes.InPlacePass):
     rewrites; ``modified`` when the declared version changed.
     """
 
-    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
-    shares_scopes = True
-
     def __init__(self, ir_version: int | None = None) -> None:
         super().__init__()
         self.ir_version = check_ir_version(ir_version)

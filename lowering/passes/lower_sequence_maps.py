@@ -47,7 +47,7 @@ from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
-from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs, scopes_changed
+from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
 from lowering.maps.strategies.loop import loop_form_ops, lower_to_sequence_loop
@@ -139,9 +139,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             as it goes (:mod:`lowering.progress`; the default says nothing).
     """
 
-    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
-    shares_scopes = True
-
     def __init__(
         self,
         strategy: Strategy = "auto",
@@ -201,7 +198,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         # The Identities already there, the user's, stay whatever they copy.
         written_by_user = {located.node for located in find_nodes(model, _is_identity)}
         # Planned and checked: from here on the model changes.
-        scopes_changed(model)
         link_outer_outputs(model)
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
             _import_default_domain(opset_imports)
@@ -242,7 +238,6 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 replaced[index] = lower_to_sequence_loop(plan, replacer)
             logger.debug("Lowered SequenceMap %r (%s)", plan.node.name, strategy)
         replacer.finish()
-        scopes_changed(model)  # the maps' bodies moved into loops, or out of the model
         # The rewrites' Identities that copy for nothing (a concat read as the
         # stack itself, a copy of a body's Identity) go.
         made = [n for n in find_nodes(model, _is_identity) if n.node not in written_by_user]

@@ -64,9 +64,6 @@ class ProvenancePass(ir.passes.InPlacePass):
     :class:`LoweringResult` with no rewrites, ``modified`` when an entry changed.
     """
 
-    # It keeps a pipeline's shared scope index right (lowering.irutils.scopes).
-    shares_scopes = True
-
     def __init__(self, version: str, options: Options | None = None) -> None:
         super().__init__()
         self.entries = provenance(version, options or Options())

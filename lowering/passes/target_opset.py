@@ -11,7 +11,6 @@ import onnx_ir as ir
 
 from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
-from lowering.irutils.collector import collector_paused
 from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
@@ -56,10 +55,6 @@ class TargetOpsetPass(ir.passes.InPlacePass):
         self.target = checked
 
     def call(self, model: ir.Model) -> TargetOpsetResult:
-        with collector_paused():
-            return self._call(model)
-
-    def _call(self, model: ir.Model) -> TargetOpsetResult:
         original = model
         upgraded = needs_library(model, self.target)
         if upgraded:

@@ -13,7 +13,7 @@ string tensor of rank 2 or more (``['a', 'bb']`` comes back as
 Every strategy asks :func:`unsupported` about each (op, element type) it
 would emit, and the pass falls back to the next strategy, down to the
 general Loop form whose ops are the ones the original's expansion uses.
-The kernel table (:mod:`lowering.runtimes.ort_kernel_table`) is generated from
+The kernel table (``ort_kernels.json``, package data) is generated from
 onnxruntime's own registry by ``scripts/ort_kernel_table.py`` and
 committed, so the output does not depend on what is installed beside it.
 """
@@ -21,13 +21,22 @@ committed, so the output does not depend on what is installed beside it.
 from __future__ import annotations
 
 import functools
+import json
+from importlib import resources
 
 import onnx
 import onnx.defs
 import onnx_ir as ir
 
 from lowering.irutils.op_facts import is_onnx_domain
-from lowering.runtimes.ort_kernel_table import KERNELS, ONNXRUNTIME_VERSION
+
+_TABLE = json.loads(resources.files(__package__).joinpath("ort_kernels.json").read_text())
+ONNXRUNTIME_VERSION: str = _TABLE["onnxruntime"]
+#: op -> [(first opset, last opset, element types of its data input)]
+KERNELS: dict[str, list[tuple[int, int, frozenset[str]]]] = {
+    op: [(since, until, frozenset(types)) for since, until, types in spans]
+    for op, spans in _TABLE["kernels"].items()
+}
 
 # Kernels that exist and give wrong results, with what goes wrong.
 WRONG_RESULTS: dict[tuple[str, ir.DataType], str] = {

@@ -18,18 +18,23 @@ A is the reference. The exit codes say who is to blame:
 - 2: usage, or inputs that cannot be used (``--inputs`` unreadable, missing
   an input, or of a dtype that cannot be converted without changing values).
 - 3: no run could be compared, because A itself cannot be loaded or run,
-  or an output of A is random (differs between two runs of A) and nothing
-  else differs.
+  or runs only on empty inputs (which show nothing), or an output of A is
+  random (differs between two runs of A) and nothing else differs.
 - 0: otherwise. Runs where A fails are listed with onnxruntime's reason and
   not counted: a rewrite that handles an input the original rejects (an
   empty sequence into ConcatFromSequence) is not wrong.
 
 Inputs come from ``--inputs FILE.npz`` or are synthesized from A's declared
 input types by a schedule (:data:`DEFAULT_SCHEDULE`, printed with ``-v``)
-built to hit the edges where rewrites break: sequence lengths 0, 1, 2, 3, 4,
-5, 8 and 9; every symbolic dim 1 in some runs and 5..7 in others; values
-normal, zero-heavy (with -0.0), large (1e3..1e6 for float32) and, for
-floats, NaN and +-inf. ``--runs K`` takes the first K runs of the schedule,
+built to hit the edges where rewrites break (docs/verify.md lists them):
+sequence lengths 0 to 9, 13, 17, 33 and 130, untied sequences longer and
+shorter; dims 0, 1, 5..7, primes, multiples of 8, one of 65..130, rank 3
+and 4 where unknown; values normal, zero-heavy (with -0.0), large, huge,
+subnormal, a large mean with a small spread, ties at k + 0.5, NaN and
++-inf, whole elements of -inf or NaN. A run whose inputs A rejects is drawn
+again with one kind at a time put back to its plain form, then at another
+length A took (:func:`~lowering.verify.runs.fallbacks`), before B runs
+on it. ``--runs K`` takes the first K runs of the schedule,
 cycling with new random values past its end. ``--val-range [NAME:]LO,HI``
 keeps an input's values (every numeric input's, without NAME) inside
 [LO, HI], for models that are only defined there.
@@ -59,6 +64,7 @@ The package, one module per idea (each named after it):
 - :mod:`~lowering.verify.inputs`: every run's feeds, synthesized or given;
 - :mod:`~lowering.verify.npz`: inputs files, read and written;
 - :mod:`~lowering.verify.dtypes`: the ml_dtypes tables;
+- :mod:`~lowering.verify.narrow`: how narrow-float outputs are read;
 - :mod:`~lowering.verify.tolerance`: how close two values must be;
 - :mod:`~lowering.verify.randomness`: random ops, and outputs random in A;
 - :mod:`~lowering.verify.declared`: outputs against their declarations;

@@ -1,5 +1,9 @@
 """:func:`compare`: load A and B, run both on every run's feeds, and fill the report.
 
+    A on every run --rejects--> the run drawn again (a kind put back, a length moved)
+      |
+    B on the inputs A took (here, or in --runtime's child) --> compare --> blame
+
 onnxruntime is imported only when a comparison runs, so that ``python -m
 lowering --help`` (which adds these options) does not load it. Which model
 is blamed for what is decided here; the package doc lists the exit codes.
@@ -17,10 +21,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from lowering.runtimes.sessions import open_session
+from lowering.runtimes.sessions import open_session, session_options
 from lowering.verify.declared import blame_declarations, declaration_problems
-from lowering.verify.dtypes import ML_FLOATS, read_as_floats
+from lowering.verify.dtypes import ML_FLOATS
 from lowering.verify.inputs import feed_sets, synthesized_run
+from lowering.verify.narrow import Reading, ort_value_array, read_back, reading
 from lowering.verify.npz import save_all, save_failing_run
 from lowering.verify.ports import (
     Feeds,
@@ -34,9 +39,15 @@ from lowering.verify.ports import (
 )
 from lowering.verify.randomness import has_random_ops, random_sources, same
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
-from lowering.verify.runs import fallbacks, schedule
+from lowering.verify.runs import RunSpec, fallbacks, schedule
 from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
 from lowering.verify.settings import TIME_SCALE, TIMEOUT
+
+#: How a run stopped at its time limit is told.
+PAST_LIMIT = "ran past its time limit"
+#: The session config key that tells onnxruntime where a model loaded from
+#: memory has its external data.
+EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
 from lowering.verify.tolerance import ATOL, FLOAT64_ULPS, RTOL, ULPS, Tolerance, compare_value
 from lowering.verify.values import ValueRange
 
@@ -79,7 +90,10 @@ def compare(
     :data:`TIME_SCALE` times A's own time on the same inputs when that is
     more, a run of A that many times its slowest finished run so far. A run past its
     limit is stopped (onnxruntime's ``RunOptions.terminate``): B past it where
-    A finished is a mismatch, A past it a run A fails.
+    A finished is a mismatch, A past it a run A fails. A runs first on every
+    run; a synthesized run whose inputs A rejects is drawn again
+    (:func:`~lowering.verify.runs.fallbacks`; past its time limit, in its
+    plain form only) before B runs on what A took.
     Needs the ``verify`` extra (onnxruntime): raises
     :class:`~lowering.options.MissingExtraError` without it.
     """
@@ -147,34 +161,72 @@ def compare(
     except InputsError as error:
         report.input_error = str(error)
         return report
-    narrow_a = _narrow(a, proto_a)
+    reading_a = reading(a, proto_a)
     try:
-        session_a = _session(narrow_a[0], "A")
+        session_a = _session(reading_a, "A")
     except CannotCompare as error:
         report.reason = str(error)
         return report
-    session_b = None
-    elsewhere: dict[int, tuple[list | None, str | None]] = {}
     slowest_a = 0.0  # A's slowest run so far, in seconds
-    ran_a: dict[int, tuple[list | None, str | None, float]] = {}
 
     def run_a(feeds: Feeds) -> tuple[list | None, str | None, float]:
         nonlocal slowest_a
-        outcome = _try_run(session_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
-        outcome = (_narrowed(outcome[0], narrow_a[1]), *outcome[1:])
+        outcome = _try_run(session_a, reading_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
         if outcome[1] is None:  # a run stopped at its limit says nothing of A's pace
             slowest_a = max(slowest_a, outcome[2])
         return outcome
 
-    if broken_b is None and runtime != "onnxruntime":
-        # A first: B's child process is given A's slowest time, scaled
-        ran_a = {label: run_a(feeds) for label, _, feeds in sets}
-        limit = max(timeout, TIME_SCALE * slowest_a)
-        elsewhere = run_elsewhere(runtime, b, inputs_b, sets, limit)
-    elif broken_b is None:
-        narrow_b = _narrow(b, proto_b)
+    # A first, on every run: a run whose inputs A rejects is drawn again
+    # (synthesized runs), so that B, wherever it runs, gets what A took
+    specs = schedule(runs) if inputs is None else []
+    settled: list[tuple[RunRecord, Feeds, tuple[list | None, str | None, float]]] = []
+    lengths: list[int] = []  # the lengths A took
+    redrawn = False
+    for label, text, feeds in sets:
+        record = RunRecord(label, text)
+        report.records.append(record)
+        outcome = run_a(feeds)
+        spec = specs[label] if specs else None
+        if outcome[1] and spec is not None:
+            sequences = any(p.sequence for p in inputs_a)
+            tries = fallbacks(spec, lengths if sequences else ())
+            if PAST_LIMIT in outcome[1]:  # each try may take as long: the plain run only
+                tries = [t for t in tries if t == RunSpec(spec.length)]
+            for other in tries:
+                other_text, other_feeds = synthesized_run(
+                    inputs_a, other, seed + label, dims, val_ranges, groups, offsets
+                )
+                retried = run_a(other_feeds)
+                if retried[1] is None:
+                    record.description = f"{other_text}; A rejected {text}: {outcome[1]}"
+                    outcome, feeds, spec, redrawn = retried, other_feeds, other, True
+                    break
+                if PAST_LIMIT in retried[1]:
+                    break
+        if outcome[1] is None and spec is not None:
+            lengths.append(spec.length)
+        settled.append((record, feeds, outcome))
+    if redrawn and save_inputs is not None:  # the inputs compared, replayed with --inputs
         try:
-            session_b = _session(narrow_b[0], "B")
+            save_all(
+                report, [(r.label, r.description, f) for r, f, _ in settled], os.fspath(save_inputs)
+            )
+        except InputsError as error:
+            report.input_error = str(error)
+            return report
+
+    session_b = None
+    reading_b = Reading(b)
+    elsewhere: dict[int, tuple[list | None, str | None]] = {}
+    if broken_b is None and runtime != "onnxruntime":
+        # B's child process is given A's slowest time, scaled
+        limit = max(timeout, TIME_SCALE * slowest_a)
+        runs_b = [(r.label, r.description, f) for r, f, _ in settled]
+        elsewhere = run_elsewhere(runtime, b, inputs_b, runs_b, limit)
+    elif broken_b is None:
+        reading_b = reading(b, proto_b)
+        try:
+            session_b = _session(reading_b, "B")
         except CannotCompare as error:
             broken_b = str(error)
     failing: Feeds | None = None
@@ -183,32 +235,16 @@ def compare(
     # a model with random ops runs twice: outputs that differ are compared by
     # structure only, and the verdict is "could not compare"
     twice = has_random_ops(proto_a) or (broken_b is None and has_random_ops(proto_b))
-    specs = schedule(runs) if inputs is None else []
-    for label, text, feeds in sets:
-        record = RunRecord(label, text)
-        report.records.append(record)
-        results_a, error_a, seconds_a = ran_a.pop(label) if label in ran_a else run_a(feeds)
-        if error_a and specs and not elsewhere:
-            # A rejects this run's inputs: try the run again with one kind of
-            # input at a time put back to the plain one, so the others are drawn
-            for other in fallbacks(specs[label]):
-                other_text, other_feeds = synthesized_run(
-                    inputs_a, other, seed + label, dims, val_ranges, groups, offsets
-                )
-                outcome = run_a(other_feeds)
-                if outcome[1] is None:
-                    results_a, error_a, seconds_a = outcome
-                    feeds = other_feeds
-                    record.description = f"{other_text}; A rejected {text}"
-                    break
+    compared: list[tuple[RunRecord, Feeds, list | None, list | None, str | None, list | None]] = []
+    for record, feeds, (results_a, error_a, seconds_a) in settled:
+        label = record.label
         if label in elsewhere:
             results_b, error_b = elsewhere[label]
         elif session_b is not None and error_a is None:
             limit = max(timeout, TIME_SCALE * seconds_a)
-            results_b, error_b, _ = _try_run(session_b, feeds, "B", limit, seconds_a)
-            results_b = _narrowed(results_b, narrow_b[1])
+            results_b, error_b, _ = _try_run(session_b, reading_b, feeds, "B", limit, seconds_a)
         elif session_b is not None:  # A fails: B gets the floor
-            results_b, error_b, _ = _try_run(session_b, feeds, "B", timeout)
+            results_b, error_b, _ = _try_run(session_b, reading_b, feeds, "B", timeout)
         else:
             results_b, error_b = None, broken_b
         if error_a:
@@ -220,20 +256,34 @@ def compare(
         report.runs += 1
         if not _empty_inputs(inputs_a, feeds):
             substantial.append(label)
+        ran = error_b is None and results_a is not None and results_b is not None
+        again = run_a(feeds)[0] if twice and ran else None
+        compared.append((record, feeds, results_a, results_b, error_b, again))
+    # an output that differs between two runs of A on any run is random on every
+    # run (two runs of a Dropout over one value agree half of the time)
+    random = {
+        i
+        for *_, results_a, _, _, again in compared
+        if results_a is not None and again is not None
+        for i in range(min(len(results_a), len(again)))
+        if not same(results_a[i], again[i])
+    }
+    for i in sorted(random):
+        if i < len(report.rows):
+            sources = random_sources(proto_a, i) if i < len(proto_a.graph.output) else []
+            report.rows[i].random = sources
+    for record, feeds, results_a, results_b, error_b, _ in compared:
+        label = record.label
         before = sum(row.failures for row in report.rows)
         if error_b or results_a is None or results_b is None:
             for row in report.rows:
                 row.fail(f"run {label}: {error_b}, where A runs")
         else:
-            again = run_a(feeds)[0] if twice else None
             for i, (row, result_a, result_b) in enumerate(
                 zip(report.rows, results_a, results_b, strict=False)
             ):
-                random = again is not None and not same(result_a, again[i])
-                if random and row.random is None:
-                    row.random = random_sources(proto_a, i) if i < len(proto_a.graph.output) else []
                 where = f"run {label}: {row.name}"
-                compare_value(row, result_a, result_b, tolerance, where, structure_only=random)
+                compare_value(row, result_a, result_b, tolerance, where, i in random)
             problems_a = declaration_problems(inputs_a, outputs_a, feeds, results_a)
             problems_b = declaration_problems(inputs_b, outputs_b, feeds, results_b)
             blame_declarations(report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
@@ -262,11 +312,11 @@ def compare(
             "A fails on every input set; no run could be compared" if sets else "no input sets"
         )
     elif not substantial:
-        compared = [r.label for r in report.records if r.outcome != "skipped"]
+        labels = [r.label for r in report.records if r.outcome != "skipped"]
         report.reason = (
             f"only runs with empty inputs (an empty sequence or a zero-sized tensor) could be "
-            f"compared (run{'s' if len(compared) != 1 else ''} "
-            f"{', '.join(map(str, compared))}); A fails on every other; give --inputs or --dim "
+            f"compared (run{'s' if len(labels) != 1 else ''} "
+            f"{', '.join(map(str, labels))}); A fails on every other; give --inputs or --dim "
             "with sizes A accepts"
         )
     from_file = isinstance(inputs, (str, os.PathLike))  # replaying it needs no copy
@@ -327,40 +377,28 @@ def _load(model: ModelLike, label: str) -> onnx.ModelProto:
         ) from error
 
 
-def _narrow(model: ModelLike, proto: onnx.ModelProto) -> tuple[ModelLike, dict[int, type]]:
-    """What onnxruntime loads for ``model``, and which outputs are narrow floats read
-    through a Cast to float32 (:func:`read_as_floats`). A model file with external
-    data is loaded as it is (its copy would lose the data's folder)."""
-    external = any(
-        init.data_location == onnx.TensorProto.EXTERNAL for init in proto.graph.initializer
-    )
-    copy = None if external and not isinstance(model, onnx.ModelProto) else read_as_floats(proto)
-    return (model, {}) if copy is None else copy
-
-
-def _narrowed(results: list | None, positions: dict[int, type]) -> list | None:
-    """The float32 outputs read through a Cast back in their narrow type (exact)."""
-    if results is None or not positions:
-        return results
-    return [
-        np.asarray(value).astype(positions[i]) if i in positions else value
-        for i, value in enumerate(results)
-    ]
-
-
-def _session(model: ModelLike, label: str):
+def _session(reading: Reading, label: str):
+    model = reading.model
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else os.fspath(model)
     try:
-        return open_session(source, log_severity=4)
+        if reading.folder is None:
+            return open_session(source, log_severity=4)
+        # a copy in memory of a file with external data: onnxruntime reads the
+        # data from the file's folder (nothing is written)
+        import onnxruntime as ort
+
+        options = session_options(log_severity=4)
+        options.add_session_config_entry(EXTERNAL_FOLDER, reading.folder)
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as error:
         raise CannotCompare(f"onnxruntime cannot load {label}: {one_line(error)}") from error
 
 
 def _try_run(
-    session, feeds: Feeds, label: str, limit: float, took_a: float | None = None
+    session, reading: Reading, feeds: Feeds, label: str, limit: float, took_a: float | None = None
 ) -> tuple[list | None, str | None, float]:
-    """The outputs, or None and why onnxruntime could not run ``label``, and the
-    seconds the run took. A run past ``limit`` seconds is stopped from a timer
+    """The outputs (narrow floats in their type: ``reading``), or None and why
+    onnxruntime could not run ``label``, and the seconds the run took. A run past ``limit`` seconds is stopped from a timer
     thread through ``RunOptions.terminate`` (checked between nodes, in Loop and
     Scan bodies too); ``took_a``: A's time on the same inputs, for the message."""
     import onnxruntime as ort
@@ -378,12 +416,19 @@ def _try_run(
     start = time.perf_counter()
     timer.start()
     try:
-        return session.run(None, _ort_feeds(feeds), options), None, time.perf_counter() - start
+        ort_values = _ort_values(feeds) if reading.ort_values else None
+        if ort_values is not None:
+            values = session.run_with_ort_values(None, ort_values, options)
+            results = [ort_value_array(value) for value in values]
+        else:
+            results = session.run(None, _ort_feeds(feeds), options)
+        seconds = time.perf_counter() - start
+        return read_back(results, reading.types), None, seconds
     except Exception as error:  # noqa: BLE001 -- onnxruntime raises many kinds
         seconds = time.perf_counter() - start
         if stopped.is_set():
             where = f"; A took {took_a:.3g} s" if took_a is not None else ""
-            return None, f"{label} ran past its time limit of {limit:.3g} s{where}", seconds
+            return None, f"{label} {PAST_LIMIT} of {limit:.3g} s{where}", seconds
         return None, f"onnxruntime cannot run {label}: {one_line(error)}", seconds
     finally:
         timer.cancel()
@@ -402,3 +447,20 @@ def _ort_feeds(feeds: Feeds) -> Feeds:
         else:
             converted[name] = value
     return converted
+
+
+def _ort_values(feeds: Feeds) -> Feeds | None:
+    """Every feed as an OrtValue (an absent optional left out); None where one
+    cannot be: onnxruntime's Python API makes no OrtValue of a sequence or of
+    strings."""
+    import onnxruntime as ort
+
+    values = {}
+    for name, value in _ort_feeds(feeds).items():
+        strings = isinstance(value, np.ndarray) and value.dtype.kind in "OUS"
+        if isinstance(value, list) or strings:
+            return None
+        if value is not None:
+            is_value = isinstance(value, ort.OrtValue)
+            values[name] = value if is_value else ort.OrtValue.ortvalue_from_numpy(value)
+    return values

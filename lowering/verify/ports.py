@@ -214,9 +214,19 @@ SIZE_POSITIONS: dict[str, tuple[int, ...]] = {
 }  # fmt: skip
 
 
+# The outputs of these ops do not depend on their inputs' values (a shape, a
+# count, whether an optional is present, noise of a shape): a value reaches no
+# size through them. Reshape(x, Shape(x)) leaves x data.
+VALUE_BLIND = frozenset(
+    {"Shape", "Size", "SequenceLength", "OptionalHasElement", "EyeLike", "RandomNormalLike",
+     "RandomUniformLike"}
+)  # fmt: skip
+
+
 def size_inputs(model: onnx.ModelProto) -> set[str]:
     """The graph inputs whose values reach a :data:`SIZE_POSITIONS` input of
-    some node, through any ops, subgraphs and model-local functions.
+    some node, through any ops (but :data:`VALUE_BLIND` ones), subgraphs and
+    model-local functions.
 
     Names are followed as written, ignoring shadowing: a name that might
     reach one counts, which only keeps more values small.
@@ -250,6 +260,8 @@ def size_inputs(model: onnx.ModelProto) -> set[str]:
                 continue
             seen.add(name)
             for node in readers.get(name, []):
+                if node.op_type in VALUE_BLIND and node.domain in ("", "ai.onnx"):
+                    continue
                 if any(
                     node.input[i] == name
                     for i in SIZE_POSITIONS.get(node.op_type, ())

@@ -13,6 +13,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the schedule is read by --help, which imports no numpy
+    from collections.abc import Sequence
+
     import numpy as np
 
 DIM_MODES = {
@@ -138,25 +140,49 @@ def schedule(runs: int | None = None) -> list[RunSpec]:
     return [DEFAULT_SCHEDULE[i % len(DEFAULT_SCHEDULE)] for i in range(count)]
 
 
-#: When a run's inputs make A fail, the same run is tried again with these
-#: changes, in order (each keeping the rest of the run: its length, the
-#: other mode), so that one kind of input the model rejects does not hide
-#: the other the run draws. A length A rejects is not changed: that run is
-#: skipped.
-FALLBACKS: tuple[dict[str, object], ...] = (
+#: The plain form of each kind of input a run draws: when A rejects a run's
+#: inputs, the run is drawn again with one kind put back to its plain form at
+#: a time (so that one kind the model rejects does not hide the others the run
+#: draws), then with all of them.
+PLAIN: tuple[dict[str, object], ...] = (
     {"values": "normal"},
     {"dims": "random"},
-    {"values": "normal", "dims": "random"},
+    {"independent": False, "shorter": False},
+    {"absent": False},
+    {"override": False},
 )
+#: How many other lengths a run A rejects is tried at (the nearest A took).
+OTHER_LENGTHS = 2
 
 
-def fallbacks(spec: RunSpec) -> list[RunSpec]:
-    """The runs to try, in order, when A rejects ``spec``'s inputs."""
+def fallbacks(spec: RunSpec, lengths: Sequence[int] = ()) -> list[RunSpec]:
+    """The runs to try, in order, when A rejects ``spec``'s inputs.
+
+    First each kind the run draws put back to its plain form (:data:`PLAIN`),
+    one at a time and then all, keeping its length; then, when the run draws
+    any kind beyond its length, the run as it is at the lengths A took
+    (``lengths``, the nearest :data:`OTHER_LENGTHS` first; never 0, which
+    holds no value or dim), then all plain at the nearest. A plain run (the
+    empty sequence of run 1) is not drawn at another length: it would only
+    repeat another run.
+    """
     tried = [spec]
-    for change in FALLBACKS:
-        other = dataclasses.replace(spec, **change)  # type: ignore[arg-type]
+
+    def add(other: RunSpec) -> None:
         if other not in tried:
             tried.append(other)
+
+    plain = spec
+    for change in PLAIN:
+        add(dataclasses.replace(spec, **change))  # type: ignore[arg-type]
+        plain = dataclasses.replace(plain, **change)  # type: ignore[arg-type]
+    add(plain)
+    if plain != spec:
+        nearest = sorted(set(lengths) - {spec.length, 0}, key=lambda n: (abs(n - spec.length), n))
+        for length in nearest[:OTHER_LENGTHS]:
+            add(dataclasses.replace(spec, length=length))
+        if nearest:
+            add(dataclasses.replace(plain, length=nearest[0]))
     return tried[1:]
 
 
