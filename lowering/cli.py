@@ -65,12 +65,14 @@ exit codes:
   0    OUT was written (with --verify: and it matches IN)
   1    IN cannot be read, lowered or written: one line names the file, the node
        and why; with --verify: OUT was written but does not match IN
-  2    usage: an unknown option, a value out of range, - on a terminal
+  2    usage: an unknown option, a value out of range, - on a terminal, a
+       comparison option without --verify, an --input-shape IN contradicts
   3    with --verify: OUT was written, but the two could not be compared
   130  interrupted (Ctrl-C): nothing written, no report
 
-example:
+examples:
   onnx-lower examples/torch_atleast_2d.onnx out.onnx --verify --report report.json
+  onnx-lower examples/torch_atleast_2d.onnx --dry-run --runtime tvm
 """
 
 
@@ -331,6 +333,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 lowest=True,
             )
             run.report = run.report.replace(seconds=time.perf_counter() - started)
+            run.line.clear()
             _say(_dry_run(run.report, model, problem, args.verbose))
             return 0
         stage, file = "write", _label(args.output)
