@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from lowering import verify
     from lowering.progress import Callback, ProgressLine
-    from lowering.report import Measure, Node, Report
+    from lowering.report import Files, Measure, Node, Report
     from lowering.rewrites import Kept, LoweringResult, Rewrite
 
 # ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
@@ -235,13 +235,13 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format=f"{PROG}: %(levelname)s: %(message)s",
     )
-    run = _Run(_progress_line(args))
+    run = _Run(_progress_line(args), started)
     handlers = logging.getLogger().handlers
     for handler in handlers:  # a log record (a warning, -v's info) takes the line away first
         handler.addFilter(run.clear_line)
     try:
         try:
-            code = _lower(args, run, started)
+            code = _lower(args, run)
         finally:
             run.line.clear()
             for handler in handlers:
@@ -258,6 +258,7 @@ class _Run:
     """What one run found, for ``--report`` (whatever the outcome), and its progress line."""
 
     line: ProgressLine | _NoLine
+    started: float = 0.0  # time.perf_counter() when main began
     before: Measure | None = None  # the model as read
     report: Report | None = None  # once OUT is written
     verify: verify.Report | None = None  # once compared
@@ -277,12 +278,12 @@ class _Run:
         return True
 
 
-def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
+def _lower(args: argparse.Namespace, run: _Run) -> int:
     """Read, lower, write, summarize and (``--verify``) compare; the exit code."""
     from lowering import model_io
     from lowering.errors import LoweringError
     from lowering.options import InputShapeError
-    from lowering.report import Files, Measure, Report
+    from lowering.report import Files, Measure
 
     stage, file = "read", _label(args.input)
     paused = contextlib.ExitStack()
@@ -321,18 +322,8 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         )
         if out is None:  # --dry-run: say what OUT would be, write nothing
             stage = "summarize"
-            run.report = Report.of(
-                run.before,
-                model,
-                rewrites,
-                args.options,
-                kept=result.kept,
-                input=source.label,
-                output=args.output or "OUT",
-                files=Files(not changed),
-                lowest=True,
-            )
-            run.report = run.report.replace(seconds=time.perf_counter() - started)
+            run.report = _summarized(run, model, result, args, source.label, Files(not changed))
+            run.report = run.report.replace(output=args.output or "OUT")
             run.line.clear()
             _say(_dry_run(run.report, model, problem, args.verbose))
             return 0
@@ -345,21 +336,8 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             run.written = _label(args.output)
             paused.close()
             run.line("summarizing", 0, 0)
-            run.report = Report.of(
-                run.before,
-                model,
-                rewrites,
-                args.options,
-                kept=result.kept,
-                input=source.label,
-                output="<stdout>" if args.output == STREAM else args.output,
-                files=Files(
-                    written.identical, written.data_files, written.embedded, written.shared
-                ),
-                lowest=not args.quiet or args.report is not None,  # -q alone prints no summary
-            )
-            # The whole run's time, summarizing included: what the summary and the report say.
-            run.report = run.report.replace(seconds=time.perf_counter() - started)
+            files = Files(written.identical, written.data_files, written.embedded, written.shared)
+            run.report = _summarized(run, model, result, args, source.label, files)
             run.line.clear()
             if not args.quiet:
                 if problem is not None:  # said of what was done: nothing may have been lowered
@@ -401,6 +379,34 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         )
     finally:
         paused.close()
+
+
+def _summarized(
+    run: _Run,
+    model: ir.Model,
+    result: LoweringResult,
+    args: argparse.Namespace,
+    source: str,
+    files: Files,
+) -> Report:
+    """The report of what was done (or, ``--dry-run``, would be), timed to the end of
+    summarizing: the whole run's time, which the summary and the report say."""
+    from lowering.report import Report
+
+    assert run.before is not None, "measured when IN was read"
+    report = Report.of(
+        run.before,
+        model,
+        result.rewrites,
+        args.options,
+        kept=result.kept,
+        input=source,
+        output="<stdout>" if args.output == STREAM else args.output,
+        files=files,
+        # -q alone prints no summary: the lowest opset is worked out only to be said
+        lowest=args.dry_run or not args.quiet or args.report is not None,
+    )
+    return report.replace(seconds=time.perf_counter() - run.started)
 
 
 def _progress_line(args: argparse.Namespace) -> ProgressLine | _NoLine:
