@@ -204,3 +204,13 @@ def test_a_comparison_option_without_verify_is_refused(flag, tmp_path):
 
 def test_every_comparison_option_has_a_case():
     assert set(VALUES) == set(COMPARISON_FLAGS)
+
+
+def test_a_dim_that_contradicts_the_fixed_shape_is_refused(tmp_path):
+    source = _saved(tmp_path, SPLIT_MAP)
+    out = tmp_path / "out.onnx"
+    done = _cli(source, out, "--input-shape", "x:5,4", "--verify", "--dim", "T=3")
+    assert done.returncode == 2 and out.exists()  # OUT was written; the comparison refused
+    assert "cannot use the inputs: --dim T=3: B declares T=5 on its inputs" in done.stderr
+    agreeing = _cli(source, out, "--input-shape", "x:5,4", "--verify", "--dim", "T=5")
+    assert agreeing.returncode == 0, agreeing.stderr
