@@ -20,11 +20,17 @@ proves from its inputs' proofs (:func:`~lowering.irutils.node_inference.infer_ou
 trusted ops only), else unknown. So a computed shape feeds the next node,
 and a chain of copies is sized link by link. Dtypes are always kept: ONNX
 infers them from type constraints, soundly.
+
+Its readers: :meth:`Proof.declarable` (what of a declaration may be read or
+declared again), :func:`proven_outputs` (one node's step, for a reader that
+follows values of its own, as the vectorizer follows element shapes) and
+:func:`call_shapes` (a model-local function proven for one call).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -79,15 +85,41 @@ class Proof:
         got = self.operand(value)
         return None if got is None or got.shape is None else tuple(got.shape)
 
+    def declarable(self, value: ir.Value, *, keep_rank: bool = False) -> ir.Shape | None:
+        """What of ``value``'s declared shape is a fact, and so may be declared
+        again: all of it where it is not doubted; else each dim the proof gives
+        too (a proven dim that differs is not declared in its place: ONNX's
+        inference would contradict it), or only the rank where the proof has
+        no shape and the rank is not doubted (``keep_rank``: even then)."""
+        declared = value.shape
+        if declared is None or value not in self.doubted:
+            return declared
+        dims = [d if isinstance(d, int) else d.value for d in declared]
+        proven = self.shape(value)
+        if proven is not None and len(proven) == len(dims):
+            return ir.Shape([d if d == p else None for d, p in zip(dims, proven, strict=True)])
+        if keep_rank or value not in self.rank_doubted:
+            return ir.Shape([None] * len(dims))
+        return None
 
-def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: bool = True) -> Proof:
+
+def prove(
+    owner: GraphLike,
+    opset: int,
+    proof: Proof | None = None,
+    *,
+    fill: bool = True,
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None = None,
+) -> Proof:
     """Prove the shapes of the values of ``owner`` and the graphs nested in it.
 
     ``opset``: the default domain's version there. ``proof``: what is known
     already (of outer scopes); it is extended and returned. ``fill``: also
     infer what the declarations of values that are facts leave out (values
     rewrites made are untyped); without it, only doubted values are worked
-    out, which costs no inference where nothing is seen wrong.
+    out, which costs no inference where nothing is seen wrong. ``functions``:
+    the model-local functions whose calls are followed, each proven for the
+    call (:func:`call_shapes`); by default a call's outputs are unknown.
     """
     proof = Proof() if proof is None else proof
     for node in owner:
@@ -98,11 +130,12 @@ def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: boo
                 proof.doubted.update(sub.inputs)
             if rank_input:
                 proof.rank_doubted.update(sub.inputs)
-            prove(sub, opset, proof, fill=fill)
+            prove(sub, opset, proof, fill=fill, functions=functions)
             doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
             rank_input = rank_input or any(v in proof.rank_doubted for v in sub.outputs)
         onnx_op = is_onnx_domain(node.domain)
-        call = node.op_identifier() in proof.doubting
+        callee = None if functions is None else functions.get(node.op_identifier())
+        call = node.op_identifier() in proof.doubting or callee is not None
         if not (fill or doubted_input or call or (onnx_op and may_be_seen_wrong(node.op_type))):
             continue
         operands = [proof.operand(v) for v in node.inputs]
@@ -115,17 +148,37 @@ def prove(owner: GraphLike, opset: int, proof: Proof | None = None, *, fill: boo
         proof.doubted.update(node.outputs)
         if rank_input or not onnx_op or (wrong and node.op_type in RANK_SEEN_WRONG):
             proof.rank_doubted.update(node.outputs)
-        inferred = infer_outputs(node, operands, opset) if onnx_op else None
-        computed = computed_shapes(node, operands) if onnx_op else None
-        for k, value in enumerate(node.outputs):
+        if callee is not None:  # followed into: proven for this call
+            proven = _called(callee, operands, functions)
+        else:
+            proven = proven_outputs(node, operands, opset)
+        for value, got in zip(node.outputs, proven, strict=True):
             declared = operand(value, small_constant(value))
-            got = inferred[k] if inferred is not None else Inferred(None, None)
-            shape = computed[k] if computed is not None else got.shape
             if declared is None or declared.type is not None:
                 continue  # a sequence or an optional: its element's shape stays unknown
             dtype = _dtype(declared) or got.dtype
-            proof.known[value] = Operand(dtype, shape, declared.value)
+            proof.known[value] = Operand(dtype, got.shape, declared.value)
     return proof
+
+
+def proven_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int) -> list[Inferred]:
+    """What is proven of each output of ``node`` from what is proven of its
+    inputs (``operands``), whatever is declared: the shape onnxruntime's rule
+    computes (:mod:`lowering.irutils.computed_shapes`), else what ONNX's
+    per-node inference proves (trusted ops only: never a shape of an op
+    :func:`~lowering.irutils.node_inference.seen_wrong` names), else none.
+    The step :func:`prove` takes at each node it doubts, for callers that
+    follow values of their own (the vectorizer's element shapes)."""
+    if not is_onnx_domain(node.domain):
+        return [Inferred(None, None)] * len(node.outputs)
+    inferred = infer_outputs(node, operands, opset)
+    computed = computed_shapes(node, operands)
+    if computed is None:
+        return inferred
+    return [
+        Inferred(got.dtype, computed[k]) if k < len(computed) else got
+        for k, got in enumerate(inferred)
+    ]
 
 
 def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
@@ -146,6 +199,41 @@ def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
             break
         proof.doubting |= doubting
     return prove(model.graph, default_opset(model.opset_imports), proof, fill=fill)
+
+
+def call_shapes(
+    function: ir.Function,
+    operands: Sequence[Operand | None],
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None = None,
+) -> list[tuple[Dim, ...] | None]:
+    """What is proven of the outputs of one call of ``function``, given what is
+    proven of its inputs there (``operands``): the function's body proven
+    for this call alone, each input as the call gives it. (Its inputs are
+    untyped; :func:`prove_model` proves the function for every call at once,
+    and knows no size there.) A call in it of one of ``functions`` is followed
+    the same way (ONNX forbids recursion); any other call's outputs are unknown."""
+    return [got.shape for got in _called(function, operands, functions)]
+
+
+def _called(
+    function: ir.Function,
+    operands: Sequence[Operand | None],
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None,
+) -> list[Inferred]:
+    proof = Proof()
+    for value, known in zip(function.inputs, operands, strict=False):
+        if known is not None:
+            proof.known[value] = known
+    prove(function, default_opset(function.opset_imports), proof, fill=True, functions=functions)
+    outputs = [proof.operand(value) for value in function.outputs]
+    return [
+        Inferred(None, None) if got is None else Inferred(_dtype(got), _shape(got))
+        for got in outputs
+    ]
+
+
+def _shape(known: Operand) -> tuple[Dim, ...] | None:
+    return None if known.shape is None else tuple(known.shape)
 
 
 def default_opset(imports: dict[str, int]) -> int:

@@ -51,6 +51,7 @@ import math
 import numpy as np
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.static_values import static_array
 
@@ -58,8 +59,11 @@ from lowering.irutils.static_values import static_array
 class SequenceLengths:
     """Memoized static lengths of sequence values."""
 
-    def __init__(self) -> None:
+    def __init__(self, proof: Proof | None = None) -> None:
         self._known: dict[ir.Value, int | None] = {}
+        #: What is proven of the model's shapes: a split dim is read from a
+        #: declaration only as far as it is a fact (without it, every one is).
+        self.proof = Proof() if proof is None else proof
 
     def __call__(self, value: ir.Value | None) -> int | None:
         if value is None:
@@ -166,7 +170,7 @@ class SequenceLengths:
         split = node.inputs[1] if len(node.inputs) > 1 else None
         if split is not None:
             sizes = static_array(split)
-            dim = _static_dim(node.inputs[0], axis)
+            dim = _static_dim(node.inputs[0], axis, self.proof)
             if sizes is None or dim is None or sizes.dtype not in (np.int32, np.int64):
                 return None
             if sizes.ndim == 1:
@@ -175,7 +179,7 @@ class SequenceLengths:
                 return int(sizes.shape[0]) if valid else None
             step = int(sizes) if sizes.ndim == 0 else 0
             return None if step <= 0 else math.ceil(dim / step)
-        dim = _static_dim(node.inputs[0], axis)
+        dim = _static_dim(node.inputs[0], axis, self.proof)
         if dim is not None:
             return dim
         # The stacked scan output of a Loop, split along the trips again.
@@ -243,7 +247,7 @@ def _trip_count(value: ir.Value | None, lengths: SequenceLengths) -> int | None:
             and where is not None
             and where.ndim == 0
         ):
-            return _static_dim(shape_node.inputs[0], int(where))
+            return _static_dim(shape_node.inputs[0], int(where), lengths.proof)
     return None
 
 
@@ -255,11 +259,12 @@ def _always_true(condition: ir.Value | None) -> bool:
     return value is not None and bool(value.all())
 
 
-def _static_dim(value: ir.Value | None, axis: int) -> int | None:
-    if value is None or value.shape is None:
+def _static_dim(value: ir.Value | None, axis: int, proof: Proof) -> int | None:
+    shape = None if value is None else proof.declarable(value)
+    if shape is None:
         return None
-    rank = len(value.shape)
+    rank = len(shape)
     if not -rank <= axis < rank:
         return None
-    dim = value.shape[axis]
+    dim = shape[axis]
     return dim if isinstance(dim, int) else None

@@ -59,10 +59,10 @@ class TypeOracle:
     def __init__(self, model: ir.Model, functions: Sequence[ir.Function] = ()):
         self._twin_of: dict[GraphLike, list[ir.Node]] = {}
         self._position: dict[GraphLike, dict[ir.Node, int]] = {}
-        self._proof = prove_model(model, fill=True)  # (its untyped values inferred: untyped bodies)
+        self.proof = prove_model(model, fill=True)  # (its untyped values inferred: untyped bodies)
         inferred = _infer_model(model)
         if inferred is not None:
-            self._pair(model.graph, inferred.graph, self._proof)
+            self._pair(model.graph, inferred.graph, self.proof)
         for function in _callers_first(model, functions):
             self._infer_function(model, function)
 
@@ -122,7 +122,7 @@ class TypeOracle:
             logger.warning("Shape inference failed for function %r: %s", function.name, error)
             return
         graph = ir.serde.deserialize_model(inferred).graph
-        self._pair(function, graph, self._proof)
+        self._pair(function, graph, self.proof)
 
     def _call_site_types(
         self, model: ir.Model, function: ir.Function

@@ -54,7 +54,7 @@ optimizer stays behind ``--optimize``.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 import numpy as np
 import onnx_ir as ir
@@ -62,11 +62,11 @@ import onnx_ir as ir
 from lowering.irutils.dead_code import unread
 from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh
-from lowering.irutils.node_inference import infer_outputs, operand
+from lowering.irutils.node_inference import Operand, infer_outputs, operand
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import GraphLike
-from lowering.irutils.static_values import evaluate_node, small_constant
+from lowering.irutils.static_values import SHAPE_ONLY_OPS, evaluate_node, small_constant
 from lowering.irutils.walk import nodes_within, subgraphs
 
 Discard = Callable[[GraphLike, list[ir.Node]], None]
@@ -77,7 +77,11 @@ def _remove_now(owner: GraphLike, nodes: list[ir.Node]) -> None:
 
 
 def fold_static(
-    owner: GraphLike, nodes: list[ir.Node], opset: int, discard: Discard = _remove_now
+    owner: GraphLike,
+    nodes: list[ir.Node],
+    opset: int,
+    discard: Discard = _remove_now,
+    doubted: Container[ir.Value] = frozenset(),
 ) -> list[ir.Node]:
     """Fold what is static among ``nodes`` (in ``owner``, in order); remove what is left dead.
 
@@ -87,6 +91,9 @@ def fold_static(
     ``discard(graph, nodes)`` takes the nodes to remove, already reading
     nothing: onnx_ir's ``Graph.remove`` scans all of a graph's outputs, so
     a caller folding thousands of copies in one graph removes in one batch.
+    ``doubted``: the values whose declared shapes are not facts
+    (:attr:`lowering.analysis.proven_shapes.Proof.doubted`): a Shape or Size of
+    one is not folded, nor is a shape inferred from one.
     """
     mine = set(nodes)
     outside: set[ir.Value] = set()
@@ -104,13 +111,13 @@ def fold_static(
                 mine.update(inlined)
                 pending.extendleft(reversed(inlined))
                 continue
-        elif is_onnx_domain(node.domain) and fold_node(node):
+        elif is_onnx_domain(node.domain) and _reads_facts(node, doubted) and fold_node(node):
             kept.append(node)
             continue
         elif is_onnx_op(node, "Identity") and bypass_identity(node):
             kept.append(node)  # read by nothing now: removed with the dead
             continue
-        _infer_shapes(node, opset)
+        _infer_shapes(node, opset, doubted)
         kept.append(node)
     kept = _remove_dead(owner, kept, discard, outside)
     _remove_dead_outside(outside, discard)
@@ -258,13 +265,27 @@ def _inline_if(
     return new_nodes
 
 
-def _infer_shapes(node: ir.Node, opset: int) -> None:
-    """Give ``node``'s untyped, unshaped outputs what :mod:`lowering.irutils.node_inference` proves."""
+def _reads_facts(node: ir.Node, doubted: Container[ir.Value]) -> bool:
+    """Whether what ``node``'s rule reads of its inputs is a fact: not the
+    declared shape of a doubted value (the values are, being constants)."""
+    if node.op_type not in SHAPE_ONLY_OPS:
+        return True
+    return not any(v is not None and v in doubted for v in node.inputs)
+
+
+def _infer_shapes(node: ir.Node, opset: int, doubted: Container[ir.Value]) -> None:
+    """Give ``node``'s untyped, unshaped outputs what :mod:`lowering.irutils.node_inference`
+    proves (from its inputs' shapes where they are facts)."""
     if not is_onnx_domain(node.domain) or all(v.shape is not None for v in node.outputs):
         return
     if any(v is not None and v.type is None for v in node.inputs):
         return
-    operands = [operand(v, small_constant(v)) for v in node.inputs]
+    operands = [
+        operand(v, small_constant(v))
+        if v is None or v not in doubted
+        else Operand(v.dtype, None, small_constant(v))
+        for v in node.inputs
+    ]
     for output, proven in zip(node.outputs, infer_outputs(node, operands, opset), strict=True):
         if output.type is None and proven.dtype is not None:
             output.type = ir.TensorType(proven.dtype)

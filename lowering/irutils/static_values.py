@@ -118,7 +118,7 @@ def evaluate(
     node = value.producer()
     if node is None or node.op_type not in ops or depth > _MAX_DEPTH:
         return None
-    if node.op_type in _SHAPE_ONLY:
+    if node.op_type in SHAPE_ONLY_OPS:
         values: list[np.ndarray | None] = [None] * len(node.inputs)
     else:
         values = [evaluate(v, ops, limit, depth + 1) for v in node.inputs]
@@ -377,7 +377,7 @@ def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarra
 
 
 #: Ops whose result is read from their input's declared shape, not its value.
-_SHAPE_ONLY = frozenset({"Shape", "Size"})
+SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
 
 RULES: dict[str, Rule] = {
     "Identity": _identity,

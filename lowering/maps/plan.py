@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.errors import LoweringError
 from lowering.irutils.axes import axes_as_input, with_axes
@@ -58,6 +59,9 @@ class MapPlan:
     # The constants rewrites share, one per value per graph: the pass gives
     # every plan of one run the same (by default a plan has its own).
     constants: SharedConstants = dataclasses.field(default_factory=SharedConstants)
+    # What is proven of the model's shapes (the one analysis, on the model as
+    # planned): which declarations are facts, for what the rewrites read.
+    proof: Proof = dataclasses.field(default_factory=Proof)
 
     @property
     def node(self) -> ir.Node:
@@ -71,9 +75,21 @@ class MapPlan:
         return inputs
 
 
-def plan_map(located: Located, twin: ir.Node | None, opset: int = 17) -> MapPlan:
-    """Check a SequenceMap and work out every type its lowering needs."""
+def plan_map(
+    located: Located, twin: ir.Node | None, opset: int = 17, proof: Proof | None = None
+) -> MapPlan:
+    """Check a SequenceMap and work out every type its lowering needs.
+
+    ``proof``: what is proven of the model's shapes
+    (:func:`~lowering.analysis.proven_shapes.prove_model`); a declared shape
+    is read only as far as it is a fact (:meth:`Proof.declarable`). Without
+    it, every declaration is taken as one.
+    """
     node = located.node
+    proof = Proof() if proof is None else proof
+
+    def _of(value: ir.Value | None) -> TypeAndShape | None:
+        return _type_of(value, proof)
 
     def fail(reason: str) -> LoweringError:
         return LoweringError(reason, node=node, scope=located.scope.description)
@@ -172,6 +188,7 @@ def plan_map(located: Located, twin: ir.Node | None, opset: int = 17) -> MapPlan
         result_types=result_types,
         output_types=output_types,
         opset=opset,
+        proof=proof,
     )
 
 
@@ -357,7 +374,7 @@ def same_length_inputs(plan: MapPlan) -> bool:
     sequences = [v for v, s in zip(plan.inputs, plan.is_sequence, strict=True) if s]
     if all(v is sequences[0] for v in sequences):
         return True
-    lengths = SequenceLengths()
+    lengths = SequenceLengths(plan.proof)
     static = [lengths(v) for v in sequences]
     if all(n is not None for n in static):
         return len(set(static)) == 1
@@ -370,9 +387,10 @@ def same_length_inputs(plan: MapPlan) -> bool:
         if source is None:
             return False
         tensor, axis, _ = source
-        if tensor.shape is None:
+        shape = plan.proof.declarable(tensor)  # (a dim the proof doubts is no length)
+        if shape is None or not -shape.rank() <= axis < shape.rank():
             return False
-        dims.append(tensor.shape[axis])
+        dims.append(shape[axis])
     first = dims[0]
     named = isinstance(first, int) or getattr(first, "value", None) is not None
     return named and all(d == first for d in dims)
@@ -656,10 +674,11 @@ class Replacer:
         return self._output_positions[owner]
 
 
-def _of(value: ir.Value | None) -> TypeAndShape | None:
+def _type_of(value: ir.Value | None, proof: Proof) -> TypeAndShape | None:
+    """``value``'s declared type, with the part of its shape that is a fact."""
     if value is None or value.type is None:
         return None
-    return value.type, value.shape
+    return value.type, proof.declarable(value)
 
 
 def _at(graph: ir.Graph | None, field: str, index: int) -> ir.Value | None:

@@ -14,6 +14,10 @@ pass, first in the pipeline, makes every shape inference will see a fact:
   to it, where it is made, by the Reshape of
   :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`
   (a node nothing declares wrong is left to the steps that copy or read it);
+- the outputs of a call of a model-local function holding such an op are
+  pinned after the call where they are computed for it (onnxruntime's
+  optimizer inlines the function and folds a Shape of them from its own
+  inference: :func:`_call_pins`);
 - every declaration the proof still doubts is forgotten, dim by dim (a dim
   the proof gives too, the same size or symbol, stays; so does the rank,
   but where an op ONNX gives another rank is upstream)::
@@ -36,11 +40,12 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.analysis.proven_shapes import prove_model
+from lowering.analysis.proven_shapes import call_shapes, default_opset, prove_model
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.node_inference import Dim
-from lowering.irutils.walk import model_nodes, subgraphs
+from lowering.irutils.walk import model_nodes, nodes_within, subgraphs
 from lowering.passes.hide_unproven_outputs import (
+    _Hiding,
     apply_hiding,
     plan_copied_shapes,
     statically_wrong,
@@ -56,6 +61,7 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
             for pin in plan_copied_shapes(statically_wrong(model, fill=False), hide=False)
             if _contradicts(pin.value.shape, pin.computed)
         ]
+        pins += _call_pins(model)
         for pin in pins:
             apply_hiding(pin)
         changed = bool(pins)
@@ -64,19 +70,55 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         for value in proof.doubted:
             if value.shape is None:
                 continue
-            declared = [d if isinstance(d, int) else d.value for d in value.shape]
-            proven = proof.shape(value)
-            kept: list[Dim] | None = None
-            if proven is not None and len(proven) == len(declared):
-                kept = [d if d == p else None for d, p in zip(declared, proven, strict=True)]
-            elif value in ranked or value not in proof.rank_doubted:
-                kept = [None] * len(declared)
-            if kept != declared:
-                value.shape = None if kept is None else ir.Shape(kept)
+            kept = proof.declarable(value, keep_rank=value in ranked)
+            if kept != value.shape:
+                value.shape = kept
                 changed = True
         if pins:
             name_fresh(model)
         return ir.passes.PassResult(model, modified=changed)
+
+
+def _call_pins(model: ir.Model) -> list[_Hiding]:
+    """The outputs of calls, in the main graph and its subgraphs, of model-local
+    functions the proof doubts, whose shapes are computed for the call
+    (:func:`~lowering.analysis.proven_shapes.call_shapes`): each pinned after
+    the call, whether declared or not.
+
+    onnxruntime inlines the function and, with its optimizer, folds a Shape
+    of the output from its own inference of the op inside; a pin after the
+    call is what that Shape then reads (a Shape the lowering writes, a trip
+    count, included; for an op in the graph itself, the copies' and readers'
+    pins of :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`
+    do this, but they see no call)::
+
+        r = local.f0(x: float[1,5])      r = local.f0(x)
+        n = Shape(r)            ->       p = Reshape(r, [1, 7])     f0: Resize by 1.4
+                                         n = Shape(p)               (ONNX: [1,6])
+    """
+    proof = prove_model(model)
+    if not proof.doubting:
+        return []
+    opset = default_opset(model.opset_imports)
+    pins = []
+    for node in nodes_within(model.graph):
+        function = model.functions.get(node.op_identifier())
+        if function is None or node.op_identifier() not in proof.doubting:
+            continue
+        operands = [proof.operand(v) for v in node.inputs]
+        shapes = call_shapes(function, operands, model.functions)
+        for value, shape in zip(node.outputs, shapes, strict=True):
+            if shape is None or not all(isinstance(d, int) for d in shape):
+                continue
+            if not value.uses() and not value.is_graph_output():
+                continue
+            allowzero = 0 in shape
+            if allowzero and opset < 14:
+                continue  # (Reshape reads a 0 as a copy before allowzero)
+            known = proof.operand(value)
+            dtype = None if known is None else known.dtype
+            pins.append(_Hiding(node, value, shape, allowzero, dtype, None))
+    return pins
 
 
 def _ranked_outputs(model: ir.Model) -> set[ir.Value]:

@@ -40,6 +40,7 @@ import logging
 
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import prove_model
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
@@ -288,17 +289,19 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             dict.fromkeys(loc.scope.function for loc in found if loc.scope.function is not None)
         )
         if all(declares_enough(loc.node) for loc in found):
-            plans = [plan_map(loc, None, _opset(model, loc)) for loc in found]
+            proof = prove_model(model)
+            plans = [plan_map(loc, None, _opset(model, loc), proof) for loc in found]
         else:  # ask ONNX shape inference, which costs a pass over the whole model
             oracle = TypeOracle(model, functions)
+            proof = oracle.proof
             plans = [
-                plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc))
+                plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc), proof)
                 for loc in found
             ]
         shared = SharedConstants()  # one per value per graph, for every map of this run
         for plan in plans:
             plan.constants = shared
-        lengths = SequenceLengths()
+        lengths = SequenceLengths(proof)
         # In the order of each graph, as they are rewritten (_rewrite_order): a
         # map that reads a vectorized map's output will read its stack.
         upstream: dict[ir.Value, tuple[ir.Value, Ragged | None]] = {}

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof
 from lowering.irutils.axes import with_axes
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import fresh
@@ -55,7 +56,9 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
         shared_constants[initializer] = output
         new_nodes.append(constant)
     elements = [
-        _elements(outer, length, new_nodes, _dtype(element), plan.opset) if sequence else None
+        _elements(outer, length, new_nodes, _dtype(element), plan.opset, plan.proof)
+        if sequence
+        else None
         for outer, sequence, element in zip(
             inputs, plan.is_sequence, plan.element_types, strict=True
         )
@@ -108,7 +111,7 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
         # Removed with the maps, in one batch per graph (Replacer.finish).
         replacer._removed.setdefault(owner, []).extend(nodes)
 
-    return fold_static(plan.located.scope.owner, new_nodes, plan.opset, discard)
+    return fold_static(plan.located.scope.owner, new_nodes, plan.opset, discard, plan.proof.doubted)
 
 
 def _elements(
@@ -117,6 +120,7 @@ def _elements(
     new_nodes: list[ir.Node],
     dtype: ir.DataType | None,
     opset: int,
+    proof: Proof,
 ) -> list[ir.Value]:
     """The ``length`` elements of ``sequence``, read without a loop.
 
@@ -142,7 +146,7 @@ def _elements(
             new_nodes += reads
             values.append(reads[-1].outputs[0])
         return values
-    sizes = _static_split_sizes(producer)
+    sizes = _static_split_sizes(producer, proof)
     if sizes is not None and len(sizes) >= length:
         assert producer is not None, "the sizes are its split's"
         # One Split makes all of the sequence's elements, even where the
@@ -171,8 +175,9 @@ def _constant(value: np.ndarray, new_nodes: list[ir.Node]) -> ir.Value:
     return node.outputs[0]
 
 
-def _static_split_sizes(producer: ir.Node | None) -> list[int] | None:
-    """The sizes of all elements of a ``SplitToSequence`` with a constant ``split``."""
+def _static_split_sizes(producer: ir.Node | None, proof: Proof) -> list[int] | None:
+    """The sizes of all elements of a ``SplitToSequence`` with a constant ``split``
+    (a scalar one: of a split dim that is a fact, :meth:`Proof.declarable`)."""
     if (
         producer is None
         or not is_onnx_op(producer, "SplitToSequence")
@@ -186,7 +191,7 @@ def _static_split_sizes(producer: ir.Node | None) -> list[int] | None:
     if split.ndim == 1:
         return [int(s) for s in split]
     tensor = producer.inputs[0]
-    tensor_shape = tensor.shape if tensor is not None else None
+    tensor_shape = proof.declarable(tensor) if tensor is not None else None
     axis = producer.attributes.get_int("axis", 0)
     dim = tensor_shape[axis] if tensor_shape is not None else None
     if not isinstance(dim, int):

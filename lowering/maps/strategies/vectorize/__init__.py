@@ -46,7 +46,13 @@ or a subgraph stops the strategy, and the reason names the node: the map
 then gets the next strategy.
 
 The rules are written against element shapes: an element of rank r is a
-batched tensor of rank r + 1. Axes shift by one; operands broadcast against
+batched tensor of rank r + 1. What the batcher keeps of each body value's
+element shape is the one shape analysis's
+(:func:`lowering.analysis.proven_shapes.proven_outputs`, from its operands'
+element shapes: onnxruntime's rule for an op ONNX sizes wrong, trusted
+inference otherwise), each dim it leaves unknown from the rule's, which
+never decides the size of an op ONNX sizes wrong; outer values and split
+tensors are read as the plan's proof has them (:attr:`MapPlan.proof`). Axes shift by one; operands broadcast against
 each other are unsqueezed after the batch axis to one rank, so that
 broadcasting never reaches the batch axis; a batch size of 0 works
 throughout (Reshape copies the batch axis with 0 or infers it with -1,

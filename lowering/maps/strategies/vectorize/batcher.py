@@ -16,6 +16,7 @@ node with a ragged operand is batched by :data:`RAGGED_RULES` (the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from typing import overload
 
@@ -23,10 +24,11 @@ import numpy as np
 import numpy.typing as npt
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import RANK_SEEN_WRONG, proven_outputs
 from lowering.irutils.axes import axes_as_input
 from lowering.irutils.constants import constant_array
 from lowering.irutils.naming import fresh
-from lowering.irutils.node_inference import Operand, infer_outputs
+from lowering.irutils.node_inference import Operand, seen_wrong
 from lowering.irutils.nodes import attribute
 from lowering.irutils.op_facts import SAME_DTYPE_OPS, is_onnx_domain, is_onnx_op
 from lowering.maps.plan import MapPlan, ragged_source, split_source
@@ -232,7 +234,7 @@ class Batcher:
         self, sequence: ir.Value, tensor: ir.Value, split: ir.Value, axis: int, shape: Dims | None
     ) -> tuple[ir.Value, Dims, Ragged]:
         """The elements of ``SplitToSequence<axis>(tensor, split)`` left as ``tensor``."""
-        dims = _dims(tensor.shape)
+        dims = self.proven_dims(tensor)
         rank = len(dims) if dims is not None else len(shape) if shape is not None else None
         if rank is None:
             raise self.decline(f"the rank of {tensor.name!r}, split by lengths, is unknown")
@@ -243,15 +245,15 @@ class Batcher:
             assert dims is not None, "the rank came from the tensor's shape"
             shape = dims
         shape = tuple(None if i == axis else d for i, d in enumerate(shape))
-        split_dims = _value_dims(split)
+        split_dims = _dims(self.plan.proof.declarable(split))
         if not self.stacks and split_dims is not None and len(split_dims) == 1:
-            self.batch_dim = split_dims[0]  # the number of elements, when static
+            self.batch_dim = split_dims[0]  # the number of elements, when static (declared)
         return tensor, shape, Ragged(axis, split)
 
     def _split_stack(
         self, sequence: ir.Value, tensor: ir.Value, axis: int, keepdims: bool, shape: Dims | None
     ) -> tuple[ir.Value, Dims]:
-        dims = _dims(tensor.shape)
+        dims = self.proven_dims(tensor)
         rank = len(dims) if dims is not None else None
         if rank is None and shape is not None:
             rank = len(shape) + (0 if keepdims else 1)
@@ -264,8 +266,11 @@ class Batcher:
         if shape is None:
             raise self.decline(f"the rank of the elements of {sequence.name!r} is unknown")
         assert rank is not None, "known from the tensor's shape or the element's"
-        if not self.stacks and dims is not None:
-            self.batch_dim = dims[axis]  # the number of elements, when static
+        declared = _dims(self.plan.proof.declarable(tensor))
+        if not self.stacks and declared is not None and len(declared) == rank:
+            # The number of elements, when static: what the stack's type may
+            # declare (a proven size ONNX infers otherwise would contradict it).
+            self.batch_dim = declared[axis]
         stack = tensor
         if axis != 0:
             perm = [axis, *(i for i in range(rank) if i != axis)]
@@ -327,28 +332,33 @@ class Batcher:
                 raise self.decline(
                     "it has no batching rule for elements of different lengths (split by lengths)"
                 )
-            self._record(node, ragged_rule(self, node, args))
+            self._record(node, ragged_rule(self, node, args), args)
             return
         if not any(a is not None and a.batched for a in args):
             if node.op_type not in _INVARIANT_OPS:
                 raise self.decline("it reads no element, but is not known to be deterministic")
             self.nodes.append(node)
             self.moved.append(node)
-            inferred = _infer_outputs(node, args, self.opset)
-            for output, (dtype, dims) in zip(node.outputs, inferred, strict=True):
-                known = _value_dims(output)
+            proven = self._proven(node, args)
+            for output, (dtype, dims) in zip(node.outputs, proven, strict=True):
+                known = _element_shape(node, self.proven_dims(output), dims, False)
                 dtype = output.dtype if output.type is not None else dtype
-                self.info[output] = BodyValue(
-                    output, known if known is not None else dims, False, dtype
-                )
+                self.info[output] = BodyValue(output, known, False, dtype)
             return
         rule = RULES.get(node.op_type)
         if rule is None:
             raise self.decline("it has no batching rule")
-        self._record(node, rule(self, node, args))
+        self._record(node, rule(self, node, args), args)
 
-    def _record(self, node: ir.Node, infos: list[BodyValue]) -> None:
-        for output, info in zip(node.outputs, infos, strict=False):
+    def _record(
+        self, node: ir.Node, infos: list[BodyValue], args: Sequence[BodyValue | None]
+    ) -> None:
+        """Keep what the rule made of ``node``'s outputs, their element shapes as
+        the one shape analysis proves them (:func:`_element_shape`)."""
+        proven = self._proven(node, args)
+        wrong = seen_wrong(node, _operands(args))
+        for output, info, (_, dims) in zip(node.outputs, infos, proven, strict=False):
+            info = dataclasses.replace(info, shape=_element_shape(node, info.shape, dims, wrong))
             if info.dtype is None and output.type is not None:
                 info.dtype = output.dtype
             made_here = info.value.producer() in self.created
@@ -362,15 +372,43 @@ class Batcher:
         if info is None:
             if value.graph is self.body and value.is_initializer():
                 constant = self.op("Constant", [], {"value": value.const_value})
-                info = BodyValue(constant, _value_dims(value), False, value.dtype)
+                info = BodyValue(constant, self.proven_dims(value), False, value.dtype)
             else:
                 info = self._outer(value)
             self.info[value] = info
         return info
 
-    @staticmethod
-    def _outer(value: ir.Value) -> BodyValue:
-        return BodyValue(value, _value_dims(value), False, value.dtype if value.type else None)
+    def _outer(self, value: ir.Value) -> BodyValue:
+        return BodyValue(value, self.proven_dims(value), False, value.dtype if value.type else None)
+
+    def proven_dims(self, value: ir.Value) -> Dims | None:
+        """What is proven of the shape of ``value``, as the model was planned
+        (an outer scope's value, an initializer, an invariant node's output):
+        the one shape analysis's
+        (:attr:`MapPlan.proof`), never a declaration it doubts; its rank where
+        only its dims are doubted."""
+        proof = self.plan.proof
+        dims = _dims(proof.declarable(value))
+        proven = proof.shape(value)
+        if proven is not None and (dims is None or len(dims) == len(proven)):
+            dims = tuple(
+                p if isinstance(p, int) else d
+                for p, d in zip(proven, dims or (None,) * len(proven), strict=True)
+            )
+        if dims is None:
+            array = constant_array(value)
+            if array is not None:
+                dims = tuple(array.shape)
+        return dims
+
+    def _proven(
+        self, node: ir.Node, args: Sequence[BodyValue | None]
+    ) -> list[tuple[ir.DataType | None, Dims | None]]:
+        """Dtypes and proven element shapes of ``node``'s outputs, from what is
+        known of its operands (:func:`~lowering.analysis.proven_shapes.proven_outputs`:
+        a ConstantOfShape's shape is its input's value, an Einsum's is computed
+        by onnxruntime's rule, ...)."""
+        return [(o.dtype, o.dims) for o in proven_outputs(node, _operands(args), self.opset)]
 
     # -- building blocks ----------------------------------------------------
 
@@ -583,18 +621,36 @@ def _detach(node: ir.Node) -> None:
         node.replace_input_with(index, None)
 
 
-def _infer_outputs(
-    node: ir.Node, args: Sequence[BodyValue | None], opset: int
-) -> list[tuple[ir.DataType | None, Dims | None]]:
-    """Dtypes and proven shapes of an invariant node's outputs (a ConstantOfShape's
-    shape is its input's value, for example): :mod:`lowering.irutils.node_inference`."""
-    operands = [
+def _operands(args: Sequence[BodyValue | None]) -> list[Operand | None]:
+    """What is known of a body node's inputs, each of one element."""
+    return [
         None
         if a is None
         else Operand(a.dtype, a.shape, None if a.batched else constant_array(a.value))
         for a in args
     ]
-    return [(o.dtype, o.dims) for o in infer_outputs(node, operands, opset)]
+
+
+def _element_shape(
+    node: ir.Node, ruled: Dims | None, proven: Dims | None, wrong: bool
+) -> Dims | None:
+    """The element shape of an output of ``node``: what the one shape analysis
+    proves of it, each dim it leaves unknown from the batching rule's; for a
+    node whose ONNX-inferred shape is seen wrong (``wrong``), the proof's
+    alone (the rule's rank, every dim unknown, where it has none: unless the
+    op is one ONNX may give another rank, :data:`RANK_SEEN_WRONG`)::
+
+        e: [3,1,4]   Einsum<ijk,ijk->ijk>(e, b: [3,2,4])   rule: [3,?,4]   proven: [3,2,4]
+    """
+    if proven is not None:
+        if wrong or ruled is None or len(ruled) != len(proven):
+            return proven
+        return tuple(p if p is not None else r for p, r in zip(proven, ruled, strict=True))
+    if not wrong:
+        return ruled
+    if ruled is None or node.op_type in RANK_SEEN_WRONG:
+        return None
+    return (None,) * len(ruled)
 
 
 def _dims(shape: ir.Shape | None) -> Dims | None:

@@ -145,11 +145,15 @@ def _einsum(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list
     out = v.like(
         node, [a.value for a in operands], equation=f"{','.join(batched)}->{batch}{output}"
     )
-    sizes: dict[str, int | None] = {}
+    # A letter's size where every operand gives it the same one; the rest
+    # (a 1 broadcast against another size, which ONNX misreads) is the
+    # proof's (Batcher._record: computed by onnxruntime's rule).
+    sizes: dict[str, set[int | None]] = {}
     for term, a in zip(terms, operands, strict=True):
         for letter, d in zip(term, a.shape or (None,) * len(term), strict=False):
-            sizes[letter] = d if sizes.get(letter) is None else sizes[letter]
-    return [BodyValue(out, tuple(sizes.get(c) for c in output), True)]
+            sizes.setdefault(letter, set()).add(d)
+    agreed = {letter: got.pop() if len(got) == 1 else None for letter, got in sizes.items()}
+    return [BodyValue(out, tuple(agreed.get(c) for c in output), True)]
 
 
 @FAMILY.rule("Trilu")

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof
 from lowering.irutils.axes import axes_as_input
 from lowering.irutils.constants import constant_array
 from lowering.irutils.op_facts import REDUCE_OPS, is_onnx_op
@@ -234,7 +235,7 @@ def lengths_of(v: Batcher, ragged: Ragged) -> ir.Value:
     if key in v.cache:
         return v.cache[key]
     split = ragged.split
-    if _rank(split) != 1:
+    if _rank(split, v.plan.proof) != 1:
         raise v.decline(
             f"its input is split by {split.name!r}, which may be one chunk length rather "
             "than a list of lengths"
@@ -246,12 +247,14 @@ def lengths_of(v: Batcher, ragged: Ragged) -> ir.Value:
     return lengths
 
 
-def _rank(value: ir.Value) -> int | None:
-    """The rank of ``value``: declared, of a constant, or through pointwise unary ops
-    (a Cast of an int64[N] input, say), which keep their input's shape."""
+def _rank(value: ir.Value, proof: Proof) -> int | None:
+    """The rank of ``value``: declared (where a fact, :meth:`Proof.declarable`), of a
+    constant, or through pointwise unary ops (a Cast of an int64[N] input, say),
+    which keep their input's shape."""
     for _ in range(16):  # a chain of casts is short; an unknown rank only declines
-        if value.shape is not None:
-            return len(value.shape)
+        declared = proof.declarable(value)
+        if declared is not None:
+            return len(declared)
         array = constant_array(value)
         if array is not None:
             return array.ndim
