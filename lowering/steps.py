@@ -5,7 +5,8 @@ name so that importing it never hides that function.)
 
 ::
 
-    DoubtedShapesPass       no declared shape ONNX's inference may have got wrong
+    FixInputShapesPass            the dims input_shapes fixes   (input_shapes=...)
+    DoubtedShapesPass             no declared shape ONNX's inference may have got wrong
                                   (with a sequence op, or target_opset=N)
     SpecializeFunctionsPass       a copy of a function per graph a call gives its map
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
@@ -53,6 +54,7 @@ from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.doubted_shapes import DoubtedShapesPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass, EliminationResult
+from lowering.passes.fix_input_shapes import FixInputShapesPass, planned_shapes
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
 from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.passes.ir_version import IrVersionPass
@@ -96,6 +98,11 @@ class Progress:
 
 
 STEPS: tuple[Step, ...] = (
+    Step(
+        "fix input shapes",
+        lambda o, p: FixInputShapesPass(o.input_shapes),  # type: ignore[arg-type]
+        lambda o, p: o.input_shapes is not None,
+    ),
     Step(
         "doubted shapes",
         lambda o, p: DoubtedShapesPass(),
@@ -208,6 +215,8 @@ class Pipeline(ir.passes.InPlacePass):
             raise
 
     def _call(self, model: ir.Model) -> LoweringResult:
+        if self.options.input_shapes is not None:  # a usage error, raised as itself
+            planned_shapes(model, self.options.input_shapes)
         ops = {located.node.op_type for located in find_nodes(model, _is_sequence_op)}
         progress = Progress(
             has_maps="SequenceMap" in ops,
@@ -215,6 +224,7 @@ class Pipeline(ir.passes.InPlacePass):
             tell=self.progress,
         )
         declared = _declared(model)
+        fixed = False
         rewrites = []
         kept = []
         modified = False
@@ -231,6 +241,8 @@ class Pipeline(ir.passes.InPlacePass):
                     raise specialized.unspecialized(error) from None
                 raise
             modified = modified or result.modified
+            if isinstance(pass_, FixInputShapesPass):
+                fixed = result.modified
             if isinstance(result, SpecializeResult):
                 specialized = result if result.modified else None
             if isinstance(result, MapsResult):
@@ -244,7 +256,7 @@ class Pipeline(ir.passes.InPlacePass):
                 kept += result.kept
                 if not isinstance(pass_, TargetOpsetPass):
                     progress.rewritten = progress.rewritten or bool(result.rewrites)
-            progress.changed = bool(rewrites) or _declared(model) != declared
+            progress.changed = bool(rewrites) or fixed or _declared(model) != declared
         return LoweringResult(model, modified=modified, rewrites=rewrites, kept=kept)
 
 

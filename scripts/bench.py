@@ -13,7 +13,9 @@
    so every model pays the same input and output conversion.
 2. The pass's own time against a plain onnx_ir load + save of the same model,
    for models with many SequenceMap nodes; and ``python -m lowering IN OUT``
-   as a process against an onnx_ir load + save process, paired runs.
+   as a process against an onnx_ir load + save process, paired runs; and, on
+   2,000 maps, ``-q`` against the default summary and ``-q --report`` (CPU
+   time, the three in turns): what the summary and the report cost.
 3. Peak RSS of ``python -m lowering`` on a model with 1 GiB of external
    weights, written to the same folder and to another one.
 5. Accumulator loops (issue 34): TorchScript's exports of lists built in a
@@ -492,6 +494,44 @@ def cli_time_table(count: int, folder: pathlib.Path, repeats: int) -> str:
     )
 
 
+def _process_cpu(command: list[str]) -> float:
+    """CPU seconds (user + system) of one child process: what a loaded machine
+    leaves least disturbed."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def summary_cost_table(count: int, folder: pathlib.Path, repeats: int) -> str:
+    """What the summary and ``--report`` add to a run on ``count`` maps: ``-q``
+    (no summary, no report), the default summary, and ``-q --report``, each a
+    fresh process, the three run in turns (paired), the median of ``repeats``
+    CPU times and of the ratios to ``-q`` within each turn."""
+    path = folder / f"summary_maps_{count}.onnx"
+    onnx.save(many_maps_model(count), path)
+    base = [sys.executable, "-m", "lowering", str(path), str(folder / "summary_out.onnx")]
+    variants = {
+        "-q": [*base, "-q"],
+        "default summary": base,
+        "-q --report": [*base, "-q", "--report", str(folder / "report.json")],
+    }
+    turns = [
+        {name: _process_cpu(command) for name, command in variants.items()} for _ in range(repeats)
+    ]
+    rows = [
+        f"| {count:,} maps | CPU s (median of {repeats}) | / -q (median of paired ratios) |",
+        "|---|---:|---:|",
+    ]
+    for name in variants:
+        spent = statistics.median(turn[name] for turn in turns)
+        ratio = statistics.median(turn[name] / turn["-q"] for turn in turns)
+        rows.append(f"| `{name}` | {spent:.2f} | {ratio:.2f}x |")
+    return "\n".join(rows)
+
+
 TORCH_DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "torch"
 
 
@@ -625,10 +665,21 @@ def main() -> None:
     parser.add_argument(
         "--accumulators", action="store_true", help="only the accumulator loops' table"
     )
+    parser.add_argument(
+        "--only-summary", action="store_true", help="only the summary's cost (the 2,000-map case)"
+    )
     args = parser.parse_args()
     if args.accumulators:
         print("## Accumulator loops (median)\n")
         print(accumulator_table([100] if args.quick else [1000], 7 if args.quick else 15))
+        return
+    if args.only_summary:
+        with tempfile.TemporaryDirectory() as folder:
+            print(
+                summary_cost_table(
+                    200 if args.quick else 2000, pathlib.Path(folder), 3 if args.quick else 5
+                )
+            )
         return
     sizes = [10, 100] if args.quick else [10, 100, 1000, 10000]
     counts = [10, 100] if args.quick else [100, 1000, 10000]
@@ -648,6 +699,13 @@ def main() -> None:
         print(pass_time_table(counts, pathlib.Path(folder)), "\n")
         print("## The CLI against a load + save process\n")
         print(cli_time_table(counts[-1], pathlib.Path(folder), 3 if args.quick else 5), "\n")
+        print("## What the summary and --report cost\n")
+        print(
+            summary_cost_table(
+                200 if args.quick else 2000, pathlib.Path(folder), 3 if args.quick else 5
+            ),
+            "\n",
+        )
         print("## Down-conversion with --target-opset\n")
         print(down_conversion_table(opset_counts, pathlib.Path(folder)), "\n")
         print("## Peak memory with large external weights\n")
