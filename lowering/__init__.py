@@ -3,8 +3,9 @@
 Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models;
 :func:`lower_with_report` for the lowered model and its :class:`Report`);
 :func:`pipeline`, the same as one onnx_ir pass; the passes it runs, each
-valid on its own (:class:`DoubtedShapesPass`, :class:`SpecializeFunctionsPass`,
-:class:`FoldInsertChainsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
+valid on its own (:class:`FixInputShapesPass`, :class:`DoubtedShapesPass`,
+:class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
+:class:`LowerAccumulatorLoopsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
 :class:`HideUnprovenOutputsPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
 :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
@@ -28,10 +29,12 @@ if TYPE_CHECKING:
     from lowering.passes.constant_form import ConstantValueFormPass
     from lowering.passes.doubted_shapes import DoubtedShapesPass
     from lowering.passes.eliminate_sequences import EliminateSequencesPass
+    from lowering.passes.fix_input_shapes import FixInputShapesPass
     from lowering.passes.fold_insert_chains import FoldInsertChainsPass
     from lowering.passes.fresh_names import FreshNamesPass
     from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
     from lowering.passes.ir_version import IrVersionPass
+    from lowering.passes.lower_accumulator_loops import LowerAccumulatorLoopsPass
     from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
     from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
     from lowering.passes.optimize import OptimizePass
@@ -53,10 +56,12 @@ _HOMES = {
     "ConstantValueFormPass": "lowering.passes.constant_form",
     "DoubtedShapesPass": "lowering.passes.doubted_shapes",
     "EliminateSequencesPass": "lowering.passes.eliminate_sequences",
+    "FixInputShapesPass": "lowering.passes.fix_input_shapes",
     "FoldInsertChainsPass": "lowering.passes.fold_insert_chains",
     "FreshNamesPass": "lowering.passes.fresh_names",
     "HideUnprovenOutputsPass": "lowering.passes.hide_unproven_outputs",
     "IrVersionPass": "lowering.passes.ir_version",
+    "LowerAccumulatorLoopsPass": "lowering.passes.lower_accumulator_loops",
     "LowerSequenceMapPass": "lowering.passes.lower_sequence_maps",
     "NormalizeSequenceInsertPass": "lowering.passes.normalize_inserts",
     "OptimizePass": "lowering.passes.optimize",
@@ -73,10 +78,12 @@ __all__ = [
     "ConstantValueFormPass",
     "DoubtedShapesPass",
     "EliminateSequencesPass",
+    "FixInputShapesPass",
     "FoldInsertChainsPass",
     "FreshNamesPass",
     "HideUnprovenOutputsPass",
     "IrVersionPass",
+    "LowerAccumulatorLoopsPass",
     "LowerSequenceMapPass",
     "LoweringError",
     "LoweringResult",

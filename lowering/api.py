@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import overload
 
 import onnx
@@ -27,6 +27,7 @@ def lower_in_place(
     target_opset: int | None = None,
     ir_version: int | None = None,
     keep_originals: bool = False,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     restore_from: Callable[[], ir.Model] | None = None,
     progress: Callback = silent,
 ) -> list[Rewrite]:
@@ -56,6 +57,7 @@ def lower_in_place(
         target_opset=target_opset,
         ir_version=ir_version,
         keep_originals=keep_originals,
+        input_shapes=input_shapes,  # type: ignore[arg-type]
     )
     return Pipeline(options, restore_from=restore_from, progress=progress)(model).rewrites
 
@@ -72,6 +74,7 @@ def lower(
     target_opset: int | None = ...,
     ir_version: int | None = ...,
     keep_originals: bool = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
     progress: Callback = ...,
 ) -> onnx.ModelProto: ...
 @overload
@@ -86,6 +89,7 @@ def lower(
     target_opset: int | None = ...,
     ir_version: int | None = ...,
     keep_originals: bool = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
     progress: Callback = ...,
 ) -> ir.Model: ...
 def lower(
@@ -99,6 +103,7 @@ def lower(
     target_opset: int | None = None,
     ir_version: int | None = None,
     keep_originals: bool = False,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Callback = silent,
 ) -> onnx.ModelProto | ir.Model:
     """Rewrite every SequenceMap in ``model`` into an equivalent form without it.
@@ -121,7 +126,12 @@ def lower(
     older (or newer) default-domain opset, and then the lowest IR version
     the content allows; ``ir_version`` declares that IR version instead
     (LoweringError if the content needs a higher one). Without either, the
-    output keeps the input's IR version. ``progress`` is told how far it is
+    output keeps the input's IR version. ``input_shapes`` (``{"x": (5, 4)}``)
+    fixes the dims of those graph inputs first (the elements' of a sequence
+    input), so the proof and the form choice use them and the output's
+    inputs declare them (:mod:`lowering.passes.fix_input_shapes`); a name
+    that is no input, or dims that contradict a declared rank or static dim,
+    raise :class:`~lowering.options.InputShapeError` (a ValueError). ``progress`` is told how far it is
     (:mod:`lowering.progress`; by default no one is).
 
     What changed the model is recorded in its ``metadata_props``
@@ -149,6 +159,7 @@ def lower(
         target_opset=target_opset,
         ir_version=ir_version,
         keep_originals=keep_originals,
+        input_shapes=input_shapes,  # type: ignore[arg-type]
     )
     return _lowered(model, options, progress, "lower")[0]
 
@@ -165,6 +176,7 @@ def lower_with_report(
     target_opset: int | None = ...,
     ir_version: int | None = ...,
     keep_originals: bool = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
     progress: Callback = ...,
 ) -> tuple[onnx.ModelProto, Report]: ...
 @overload
@@ -179,6 +191,7 @@ def lower_with_report(
     target_opset: int | None = ...,
     ir_version: int | None = ...,
     keep_originals: bool = ...,
+    input_shapes: Mapping[str, Sequence[int]] | None = ...,
     progress: Callback = ...,
 ) -> tuple[ir.Model, Report]: ...
 def lower_with_report(
@@ -192,6 +205,7 @@ def lower_with_report(
     target_opset: int | None = None,
     ir_version: int | None = None,
     keep_originals: bool = False,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Callback = silent,
 ) -> tuple[onnx.ModelProto, Report] | tuple[ir.Model, Report]:
     """:func:`lower`, and what it did: ``(lowered, report)``.
@@ -215,6 +229,7 @@ def lower_with_report(
         target_opset=target_opset,
         ir_version=ir_version,
         keep_originals=keep_originals,
+        input_shapes=input_shapes,  # type: ignore[arg-type]
     )
     lowered, report = _lowered(model, options, progress, "lower_with_report", report=True)
     assert report is not None, "_lowered reports when asked"
@@ -242,7 +257,7 @@ def _lowered(
         result = Pipeline(options, atomic=False, progress=progress)(ir_model)
         rewrites = result.rewrites
         said = None if before is None else _report(before, ir_model, result, options)
-        if not rewrites and options.target_opset is None and options.ir_version is None:
+        if not rewrites and not _declares(options):
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
             unchanged.CopyFrom(model)
@@ -254,6 +269,15 @@ def _lowered(
         return model, None if before is None else _report(before, model, result, options)
     raise TypeError(
         f"{caller}() expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}"
+    )
+
+
+def _declares(options: Options) -> bool:
+    """Whether the options declare something anew, whatever is lowered."""
+    return (
+        options.target_opset is not None
+        or options.ir_version is not None
+        or options.input_shapes is not None
     )
 
 

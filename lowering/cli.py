@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from lowering import verify
     from lowering.progress import Callback, ProgressLine
-    from lowering.report import Measure, Node, Report
+    from lowering.report import Files, Measure, Node, Report
     from lowering.rewrites import Kept, LoweringResult, Rewrite
 
 # ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
@@ -65,13 +65,26 @@ exit codes:
   0    OUT was written (with --verify: and it matches IN)
   1    IN cannot be read, lowered or written: one line names the file, the node
        and why; with --verify: OUT was written but does not match IN
-  2    usage: an unknown option, a value out of range, - on a terminal
+  2    usage: an unknown option, a value out of range, - on a terminal, a
+       comparison option without --verify, an --input-shape IN contradicts
   3    with --verify: OUT was written, but the two could not be compared
   130  interrupted (Ctrl-C): nothing written, no report
 
-example:
+examples:
   onnx-lower examples/torch_atleast_2d.onnx out.onnx --verify --report report.json
+  onnx-lower examples/torch_atleast_2d.onnx --dry-run --runtime tvm
 """
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME:D,D,...`` (NAME may hold ``:``; ``NAME:`` is a scalar)."""
+    name, sep, dims = text.rpartition(":")
+    sizes = dims.split(",") if dims else []
+    if not sep or not name or not all(size.strip().isdigit() for size in sizes):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME:D,D,... with whole numbers of at least 0, got {text!r}"
+        )
+    return name, tuple(int(size) for size in sizes)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "output",
         metavar="OUT.onnx",
+        nargs="?",
         help="where to write the lowered model, replaced atomically (a symlink's target); "
         "- (stdout, not a terminal), a FIFO or a character device is streamed to, weights "
         "embedded",
@@ -151,6 +165,17 @@ def _parser() -> argparse.ArgumentParser:
         "(old runtimes refuse a model by its IR version alone)",
     )
     parser.add_argument(
+        "--input-shape",
+        type=_input_shape,
+        action="append",
+        default=[],
+        metavar="NAME:D,D,...",
+        help="fix the dims of graph input NAME before lowering (of its elements, for a "
+        "sequence input; NAME: for a scalar), so a length they make static can be unrolled; "
+        "OUT's input declares them and --verify feeds only them (repeatable); exit 2 when "
+        "they contradict IN's declared rank or dims or NAME is no input",
+    )
+    parser.add_argument(
         "--no-normalize-inserts",
         dest="normalize_inserts",
         action="store_false",
@@ -175,6 +200,13 @@ def _parser() -> argparse.ArgumentParser:
         help="after writing OUT, run IN in onnxruntime and OUT in --runtime's runtime "
         "(onnxruntime for none or generic) on the same inputs and compare every output "
         "(exit 1 on a mismatch, 3 if they cannot be compared)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="lower IN in memory and say what would be lowered, in which form and why, and "
+        "what OUT would declare (IR version, opsets, inputs, outputs); write nothing (OUT "
+        "may be left out; not with --verify, --report or --external-data)",
     )
     from lowering.verify.cli import add_options  # onnxruntime loads only to run
 
@@ -203,13 +235,13 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         format=f"{PROG}: %(levelname)s: %(message)s",
     )
-    run = _Run(_progress_line(args))
+    run = _Run(_progress_line(args), started)
     handlers = logging.getLogger().handlers
     for handler in handlers:  # a log record (a warning, -v's info) takes the line away first
         handler.addFilter(run.clear_line)
     try:
         try:
-            code = _lower(args, run, started)
+            code = _lower(args, run)
         finally:
             run.line.clear()
             for handler in handlers:
@@ -226,6 +258,7 @@ class _Run:
     """What one run found, for ``--report`` (whatever the outcome), and its progress line."""
 
     line: ProgressLine | _NoLine
+    started: float = 0.0  # time.perf_counter() when main began
     before: Measure | None = None  # the model as read
     report: Report | None = None  # once OUT is written
     verify: verify.Report | None = None  # once compared
@@ -245,11 +278,12 @@ class _Run:
         return True
 
 
-def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
+def _lower(args: argparse.Namespace, run: _Run) -> int:
     """Read, lower, write, summarize and (``--verify``) compare; the exit code."""
     from lowering import model_io
     from lowering.errors import LoweringError
-    from lowering.report import Files, Measure, Report
+    from lowering.options import InputShapeError
+    from lowering.report import Files, Measure
 
     stage, file = "read", _label(args.input)
     paused = contextlib.ExitStack()
@@ -259,7 +293,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         # every IR object of the model read, and at 10,000 maps serializing the
         # result with it on took four times as long. It resumes before --verify.
         paused.enter_context(collector_paused())
-        out = model_io.target(args.output)
+        out = None if args.dry_run else model_io.target(args.output)
         run.line("reading the model", 0, 0)
         model, source = model_io.read(args.input)
         if args.report is not None:
@@ -270,7 +304,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                     file=args.report,
                 )
         problem = model_io.checker_problem(source)
-        opsets, ir_version = _opsets(model), model.ir_version
+        opsets, ir_version, shapes = _opsets(model), model.ir_version, _input_shapes(model)
         run.before = Measure.of(model)
         stage = "lower"
         result = run_pipeline(
@@ -280,36 +314,30 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             progress=run.line,
         )
         rewrites = result.rewrites
+        changed = (
+            bool(rewrites)
+            or _opsets(model) != opsets
+            or model.ir_version != ir_version
+            or _input_shapes(model) != shapes
+        )
+        if out is None:  # --dry-run: say what OUT would be, write nothing
+            stage = "summarize"
+            run.report = _summarized(run, model, result, args, source.label, Files(not changed))
+            run.report = run.report.replace(output=args.output or "OUT")
+            run.line.clear()
+            _say(_dry_run(run.report, model, problem, args.verbose))
+            return 0
         stage, file = "write", _label(args.output)
         run.line("writing the model", 0, 0)
         with model_io.kept_original(source, out, keep=args.verify) as original:
             written = model_io.write(
-                model,
-                source,
-                out,
-                changed=bool(rewrites)
-                or _opsets(model) != opsets
-                or model.ir_version != ir_version,
-                external_data=args.external_data,
+                model, source, out, changed=changed, external_data=args.external_data
             )
             run.written = _label(args.output)
             paused.close()
-            elapsed = time.perf_counter() - started
             run.line("summarizing", 0, 0)
-            run.report = Report.of(
-                run.before,
-                model,
-                rewrites,
-                args.options,
-                kept=result.kept,
-                input=source.label,
-                output="<stdout>" if args.output == STREAM else args.output,
-                files=Files(
-                    written.identical, written.data_files, written.embedded, written.shared
-                ),
-                seconds=elapsed,
-                lowest=not args.quiet or args.report is not None,  # -q alone prints no summary
-            )
+            files = Files(written.identical, written.data_files, written.embedded, written.shared)
+            run.report = _summarized(run, model, result, args, source.label, files)
             run.line.clear()
             if not args.quiet:
                 if problem is not None:  # said of what was done: nothing may have been lowered
@@ -336,6 +364,9 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             return run.verify.exit_code
     except model_io.ModelFileError as error:
         return _fail(run.failed(f"{error.file or file}: {error}"), args.verbose)
+    except InputShapeError as error:  # a usage error IN's declarations reveal
+        _fail(run.failed(f"{file}: {error.flag}"), args.verbose)
+        return 2
     except LoweringError as error:
         return _fail(run.failed(f"{file}: {error}"), args.verbose, error.details)
     except Exception as error:  # noqa: BLE001 -- an unexpected failure still gets one clear line
@@ -348,6 +379,34 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         )
     finally:
         paused.close()
+
+
+def _summarized(
+    run: _Run,
+    model: ir.Model,
+    result: LoweringResult,
+    args: argparse.Namespace,
+    source: str,
+    files: Files,
+) -> Report:
+    """The report of what was done (or, ``--dry-run``, would be), timed to the end of
+    summarizing: the whole run's time, which the summary and the report say."""
+    from lowering.report import Report
+
+    assert run.before is not None, "measured when IN was read"
+    report = Report.of(
+        run.before,
+        model,
+        result.rewrites,
+        args.options,
+        kept=result.kept,
+        input=source,
+        output="<stdout>" if args.output == STREAM else args.output,
+        files=files,
+        # -q alone prints no summary: the lowest opset is worked out only to be said
+        lowest=args.dry_run or not args.quiet or args.report is not None,
+    )
+    return report.replace(seconds=time.perf_counter() - run.started)
 
 
 def _progress_line(args: argparse.Namespace) -> ProgressLine | _NoLine:
@@ -401,6 +460,16 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     from lowering import model_io
     from lowering.options import OptionError, Options
 
+    if args.output is None and not args.dry_run:
+        parser.error("the following arguments are required: OUT.onnx (or give --dry-run)")
+    if args.dry_run:
+        for flag, given in (
+            ("--verify", args.verify),
+            ("--report", args.report is not None),
+            ("--external-data", args.external_data is not None),
+        ):
+            if given:
+                parser.error(f"--dry-run writes and runs nothing; {flag} needs OUT written")
     # As gzip: a binary model is neither read from nor written to a terminal.
     if args.output == STREAM and _is_terminal(sys.stdout):
         parser.error("refusing to write a binary model to a terminal; redirect stdout or name OUT")
@@ -416,14 +485,25 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
             target_opset=args.target_opset,
             ir_version=args.ir_version,
             keep_originals=args.verbose,
+            input_shapes=_shapes(parser, args.input_shape),
         )
     except OptionError as error:
         parser.error(error.flag)
+    if not args.verify:
+        from lowering.verify.cli import given_options
+
+        given = given_options(args)
+        if given:
+            parser.error(
+                f"{', '.join(given)} compare{'s' if len(given) == 1 else ''} "
+                "IN and OUT: give --verify too"
+            )
     if args.verify:
         from lowering import verify
+        from lowering.verify.cli import replay_dir_problem
 
         problem = verify.missing_runtime(verify.verify_runtime(args.runtime))
-        if problem is not None:
+        if problem is not None or (problem := replay_dir_problem(args)) is not None:
             parser.error(problem)
     if args.external_data is not None:
         name = args.external_data
@@ -437,6 +517,18 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         problem = _report_problem(args)
         if problem is not None:
             parser.error(f"--report {args.report}: {problem}")
+
+
+def _shapes(
+    parser: argparse.ArgumentParser, given: list[tuple[str, tuple[int, ...]]]
+) -> dict[str, tuple[int, ...]] | None:
+    """``--input-shape``'s, by name; a name given twice is a usage error."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, dims in given:
+        if name in shapes:
+            parser.error(f"--input-shape {name}: given twice")
+        shapes[name] = dims
+    return shapes or None
 
 
 def _report_problem(args: argparse.Namespace) -> str | None:
@@ -550,20 +642,26 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
         lambda n: n.op == "SequenceInsert" and not n.strategy,
     ),
     ("read {count} SequenceAt node{s} as {a}Slice{s}", lambda n: n.op == "SequenceAt"),
+    ("rewrote the sequences {count} Loop{s} accumulate{a2}", lambda n: n.op == "Loop"),
 )
+
+_PRESENT = {"lowered": "lower", "normalized": "normalize", "read": "read"}
 
 #: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.
 DETAIL_LIMIT = 20
 
 
-def _summary(report: Report, verbose: bool) -> str:
-    """The summary, rendered from the report (what ``--report`` writes): they cannot disagree."""
+def _summary(report: Report, verbose: bool, dry: bool = False) -> str:
+    """The summary, rendered from the report (what ``--report`` writes): they cannot
+    disagree. ``dry``: in the conditional, for ``--dry-run``, which writes nothing."""
     assert report.files is not None and report.after is not None and report.before is not None
     source_label, target = report.input, report.output
     timing = f"in {report.seconds:.2f} s"
     if report.files.unchanged:
         lines = [
-            f"{PROG}: {source_label}: nothing to lower; wrote {target} unchanged, byte for byte ({timing})"
+            f"{PROG}: {source_label}: nothing to lower; "
+            + (f"{target} would be IN" if dry else f"wrote {target} unchanged")
+            + f", byte for byte ({timing})"
         ]
         if report.not_optimized is not None:
             lines.append(f"  --optimize: {report.not_optimized}")
@@ -572,26 +670,34 @@ def _summary(report: Report, verbose: bool) -> str:
     options = report.options
     if not report.nodes:
         why = []
+        if options.input_shapes is not None:
+            why.append("fixed input shapes")
         if options.target_opset is not None:
             why.append(f"declared default-domain opset {options.target_opset}")
         if options.target_opset is not None or options.ir_version is not None:
             why.append(f"IR version {report.after.ir_version}")
         lines.append(
-            f"{PROG}: {source_label}: nothing to lower; wrote {target} ({', '.join(why) or 're-serialized'}"
-            f", {timing})"
+            f"{PROG}: {source_label}: nothing to lower; {'would write' if dry else 'wrote'} "
+            f"{target} ({', '.join(why) or 're-serialized'}, {timing})"
         )
     for done, selects in _DONE:
         of_op = [node for node in report.nodes if selects(node)]
         if not of_op:
             continue
         plural = "s" if len(of_op) != 1 else ""
-        said = done.format(count=len(of_op), s=plural, a="" if plural else "a ")
+        said = done.format(
+            count=len(of_op), s=plural, a="" if plural else "a ", a2="" if plural else "s"
+        )
+        if dry:  # "lowered 2 ..." -> "would lower 2 ..."
+            verb, rest = said.split(" ", 1)
+            said = f"would {_PRESENT[verb]} {rest}"
         lines.append(f"{PROG}: {said} in {source_label} -> {target} ({timing})")
         if len(of_op) > DETAIL_LIMIT and not verbose:
             lines += _grouped(of_op)
         else:
             lines += _listed(of_op)
     lines += _kept(report, verbose)
+    lines += [] if dry else _fixed(report)  # a dry run lists every input it would declare
     if report.files.data_files:
         lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
     if report.files.embedded:
@@ -616,6 +722,55 @@ def _summary(report: Report, verbose: bool) -> str:
             lines.append(f"  --target-opset {options.target_opset} {how}{into}: {listed}")
     lines += _op_table(report.before.op_counts, report.after.op_counts)
     return "\n".join(lines)
+
+
+def _dry_run(report: Report, model: ir.Model, problem: str | None, verbose: bool) -> str:
+    """What ``--dry-run`` says: the summary as it would be, in the conditional, and
+    what OUT would declare (its version, opsets, inputs and outputs)."""
+    from lowering.options import spelled_shape
+
+    lines = [f"{PROG}: dry run: nothing written"]
+    if problem is not None:
+        lines.append(f"{PROG}: warning: {report.input} does not pass the ONNX checker ({problem})")
+    lines.append(_summary(report, verbose, dry=True))
+    assert report.after is not None
+    opsets = ", ".join(
+        f"{domain or 'ai.onnx'} {version}" for domain, version in report.after.opset_import.items()
+    )
+    lines.append(
+        f"  {report.output} would declare IR version {report.after.ir_version}, opsets {opsets}"
+    )
+
+    def typed(value: ir.Value) -> str:
+        kind = value.type
+        if kind is None:
+            return f"{value.name!r} (no type)"
+        element = kind.elem_type if isinstance(kind, ir_types.SequenceType) else kind
+        dtype = getattr(element, "dtype", None)
+        said = dtype.name.lower() if dtype is not None else str(element)
+        if value.shape is not None:
+            said += spelled_shape(value.shape)
+        return f"{value.name!r} {'seq(' + said + ')' if element is not kind else said}"
+
+    import onnx_ir as ir_types
+
+    for what, values in (("inputs", model.graph.inputs), ("outputs", model.graph.outputs)):
+        shown = [typed(v) for v in values[:DETAIL_LIMIT]]
+        more = len(values) - len(shown)
+        rest = f", and {more} more" if more else ""
+        lines.append(f"  {what}: {', '.join(shown) or 'none'}{rest}")
+    return "\n".join(lines)
+
+
+def _fixed(report: Report) -> list[str]:
+    """The inputs ``--input-shape`` fixed, as OUT declares them."""
+    from lowering.options import spelled_shape
+
+    shapes = report.options.input_shapes
+    if not shapes:
+        return []
+    said = ", ".join(f"{name!r} {spelled_shape(dims)}" for name, dims in shapes.items())
+    return [f"  {report.output} declares its input{'s' if len(shapes) != 1 else ''} {said}"]
 
 
 def _shared(report: Report) -> list[str]:
@@ -723,6 +878,10 @@ def _op_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
     lines = [f"  {'op type':<{width}}  {'before':>6}  {'after':>6}"]
     lines += [f"  {op:<{width}}  {b:>6}  {a:>6}" for op, b, a in rows]
     return lines
+
+
+def _input_shapes(model: ir.Model) -> list[object]:
+    return [None if v.shape is None else tuple(v.shape) for v in model.graph.inputs]
 
 
 def _opsets(model: ir.Model) -> list[dict[str, int]]:

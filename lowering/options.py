@@ -11,6 +11,7 @@ spells its own way: ``max_unroll must be ...`` from Python,
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from typing import Literal, get_args
 
 import onnx
@@ -26,7 +27,8 @@ Strategy = Literal["auto", "loop"]
 RuntimeName = Literal["onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "generic"]
 
 __all__ = [
-    "DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "MissingExtraError", "OptionError", "Options",
+    "DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "InputShapeError", "MissingExtraError",
+    "OptionError", "Options",
 ]  # fmt: skip
 
 assert get_args(Strategy) == STRATEGIES, "Strategy lists lowering.defaults.STRATEGIES"
@@ -75,6 +77,48 @@ class MissingExtraError(OptionError, ImportError):
             f"{name} needs {module}: pip install {module}{builds}; "
             f"from a checkout, pip install -e '.[{self.extra}]'"
         )
+
+
+class InputShapeError(OptionError):
+    """A fixed input shape the model contradicts, or an input it does not have
+    (:mod:`lowering.passes.fix_input_shapes`): a usage error, exit 2, found
+    once the model is read."""
+
+    def __init__(self, name: str, dims: tuple[int, ...], problem: str) -> None:
+        self.name, self.dims, self.problem = name, dims, problem
+        super().__init__("input_shapes", problem, {name: dims})
+
+    def spelled(self, name: str) -> str:
+        flag = name.startswith("--")
+        given = f"{self.name}:{','.join(map(str, self.dims))}" if flag else f"{self.name!r}"
+        return f"{'--input-shape' if flag else name} {given}: {self.problem}"
+
+
+def spelled_shape(dims: Iterable[object]) -> str:
+    """``[T,4]``: a shape as ONNX text writes it (``?`` for an unknown dim)."""
+    named = [getattr(d, "value", d) for d in dims]  # an onnx_ir SymbolicDim: its name, if any
+    return "[" + ",".join("?" if d is None else str(d) for d in named) + "]"
+
+
+def check_input_shapes(input_shapes: object) -> dict[str, tuple[int, ...]] | None:
+    """``{"x": (5, 4)}``: input names to dims, each a whole number of at least 0."""
+    if input_shapes is None:
+        return None
+    if not isinstance(input_shapes, Mapping) or not all(
+        isinstance(name, str)
+        and name
+        and not isinstance(dims, (str, bytes))
+        and isinstance(dims, Iterable)
+        for name, dims in input_shapes.items()
+    ):
+        raise OptionError("input_shapes", "map input names to dims", input_shapes)
+    checked = {name: tuple(dims) for name, dims in input_shapes.items()}
+    for dims in checked.values():
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+            raise OptionError(
+                "input_shapes", "give whole numbers of at least 0 as dims", input_shapes
+            )
+    return checked or None
 
 
 def check_extra(extra: str, who: str | None = None) -> None:
@@ -159,8 +203,10 @@ class Options:
     target_opset: int | None = None
     ir_version: int | None = None
     keep_originals: bool = False
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "input_shapes", check_input_shapes(self.input_shapes))
         check_runtime(self.runtime)
         check_strategy(self.strategy)
         check_max_unroll(self.max_unroll)

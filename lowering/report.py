@@ -42,7 +42,7 @@ TOOL = "lowering"
 #: What the node entries are; the other rewrites are conversions and --optimize's note.
 #: (A SequenceAt is a split read as a Slice in a model with no map to lower:
 #: :mod:`lowering.passes.eliminate_sequences`.)
-NODE_OPS = ("SequenceMap", "SequenceInsert", "SequenceAt")
+NODE_OPS = ("SequenceMap", "SequenceInsert", "SequenceAt", "Loop")
 
 _LOG = logging.getLogger(__name__)
 
@@ -83,11 +83,12 @@ class Node:
     """One rewritten SequenceMap or SequenceInsert.
 
     Attributes:
-        op: "SequenceMap" or "SequenceInsert".
+        op: "SequenceMap", "SequenceInsert", "SequenceAt", or "Loop" (an
+            accumulator loop: its strategy "stack", "concat" or "concat+stack").
         name: The node's name ("" if it had none).
         scope: The graph or function it sat in, as the summary says it.
         strategy: The form it got ("vectorize", "unroll", "scan", "uniform",
-            "loop"); "" for an insert position.
+            "loop"; "stack", "concat" for a Loop's lists); "" for an insert position.
         reason: Why that form.
         rejected_by: Each runtime (its name in :mod:`lowering.runtimes.profiles`)
             that cannot run the loop or sequence ops the rewrite left, with the

@@ -5,10 +5,12 @@ name so that importing it never hides that function.)
 
 ::
 
-    DoubtedShapesPass       no declared shape ONNX's inference may have got wrong
+    FixInputShapesPass            the dims input_shapes fixes   (input_shapes=...)
+    DoubtedShapesPass             no declared shape ONNX's inference may have got wrong
                                   (with a sequence op, or target_opset=N)
     SpecializeFunctionsPass       a copy of a function per graph a call gives its map
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
+    LowerAccumulatorLoopsPass  +  sequences Loops accumulate, as scan outputs or a Concat
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
                                   (with no map lowered: the split reads, if any sequence op)
@@ -24,6 +26,7 @@ name so that importing it never hides that function.)
     ProvenancePass            ****  metadata_props naming the tool, its version and options
 
     *    only when the model holds a SequenceMap
+    +    only when the model holds a sequence op other than SequenceMap
     **   only when a map was lowered
     ***  only when a map, a position or a split read was rewritten
     **** only when a node was rewritten, or an opset or the IR version declared anew
@@ -51,9 +54,11 @@ from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.doubted_shapes import DoubtedShapesPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass, EliminationResult
+from lowering.passes.fix_input_shapes import FixInputShapesPass, planned_shapes
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
 from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.passes.ir_version import IrVersionPass
+from lowering.passes.lower_accumulator_loops import LowerAccumulatorLoopsPass
 from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
@@ -94,12 +99,22 @@ class Progress:
 
 STEPS: tuple[Step, ...] = (
     Step(
+        "fix input shapes",
+        lambda o, p: FixInputShapesPass(o.input_shapes),  # type: ignore[arg-type]
+        lambda o, p: o.input_shapes is not None,
+    ),
+    Step(
         "doubted shapes",
         lambda o, p: DoubtedShapesPass(),
         lambda o, p: p.has_maps or p.has_sequences or o.target_opset is not None,
     ),
     Step("specialize", lambda o, p: SpecializeFunctionsPass(), lambda o, p: True),
     Step("fold insert chains", lambda o, p: FoldInsertChainsPass(), lambda o, p: p.has_maps),
+    Step(
+        "accumulator loops",
+        lambda o, p: LowerAccumulatorLoopsPass(o.runtime, o.target_opset),
+        lambda o, p: p.has_sequences,
+    ),
     Step(
         "lower maps",
         lambda o, p: LowerSequenceMapPass(
@@ -180,7 +195,9 @@ class Pipeline(ir.passes.InPlacePass):
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run with its options, in order (each runs
         only when its step says: these are the ones whose step could say so)."""
-        anything = Progress(has_maps=True, maps_lowered=True, rewritten=True, changed=True)
+        anything = Progress(
+            has_maps=True, has_sequences=True, maps_lowered=True, rewritten=True, changed=True
+        )
         return [
             step.make(self.options, anything) for step in STEPS if step.when(self.options, anything)
         ]
@@ -198,6 +215,8 @@ class Pipeline(ir.passes.InPlacePass):
             raise
 
     def _call(self, model: ir.Model) -> LoweringResult:
+        if self.options.input_shapes is not None:  # a usage error, raised as itself
+            planned_shapes(model, self.options.input_shapes)
         ops = {located.node.op_type for located in find_nodes(model, _is_sequence_op)}
         progress = Progress(
             has_maps="SequenceMap" in ops,
@@ -205,6 +224,7 @@ class Pipeline(ir.passes.InPlacePass):
             tell=self.progress,
         )
         declared = _declared(model)
+        fixed = False
         rewrites = []
         kept = []
         modified = False
@@ -221,6 +241,8 @@ class Pipeline(ir.passes.InPlacePass):
                     raise specialized.unspecialized(error) from None
                 raise
             modified = modified or result.modified
+            if isinstance(pass_, FixInputShapesPass):
+                fixed = result.modified
             if isinstance(result, SpecializeResult):
                 specialized = result if result.modified else None
             if isinstance(result, MapsResult):
@@ -234,7 +256,7 @@ class Pipeline(ir.passes.InPlacePass):
                 kept += result.kept
                 if not isinstance(pass_, TargetOpsetPass):
                     progress.rewritten = progress.rewritten or bool(result.rewrites)
-            progress.changed = bool(rewrites) or _declared(model) != declared
+            progress.changed = bool(rewrites) or fixed or _declared(model) != declared
         return LoweringResult(model, modified=modified, rewrites=rewrites, kept=kept)
 
 

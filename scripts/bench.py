@@ -13,9 +13,14 @@
    so every model pays the same input and output conversion.
 2. The pass's own time against a plain onnx_ir load + save of the same model,
    for models with many SequenceMap nodes; and ``python -m lowering IN OUT``
-   as a process against an onnx_ir load + save process, paired runs.
+   as a process against an onnx_ir load + save process, paired runs; and, on
+   2,000 maps, ``-q`` against the default summary and ``-q --report`` (CPU
+   time, the three in turns): what the summary and the report cost.
 3. Peak RSS of ``python -m lowering`` on a model with 1 GiB of external
    weights, written to the same folder and to another one.
+5. Accumulator loops (issue 34): TorchScript's exports of lists built in a
+   loop (tests/data/torch/lists_*.onnx) against their lowered forms, at
+   1,000 iterations (``--accumulators`` runs this table alone).
 4. Down-conversion (``--target-opset``): TargetOpsetPass on the largest
    committed torch export, against onnx load + save of the same file; and on
    chains of n blocks that each need an adapter and an expansion, to show
@@ -489,6 +494,44 @@ def cli_time_table(count: int, folder: pathlib.Path, repeats: int) -> str:
     )
 
 
+def _process_cpu(command: list[str]) -> float:
+    """CPU seconds (user + system) of one child process: what a loaded machine
+    leaves least disturbed."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def summary_cost_table(count: int, folder: pathlib.Path, repeats: int) -> str:
+    """What the summary and ``--report`` add to a run on ``count`` maps: ``-q``
+    (no summary, no report), the default summary, and ``-q --report``, each a
+    fresh process, the three run in turns (paired), the median of ``repeats``
+    CPU times and of the ratios to ``-q`` within each turn."""
+    path = folder / f"summary_maps_{count}.onnx"
+    onnx.save(many_maps_model(count), path)
+    base = [sys.executable, "-m", "lowering", str(path), str(folder / "summary_out.onnx")]
+    variants = {
+        "-q": [*base, "-q"],
+        "default summary": base,
+        "-q --report": [*base, "-q", "--report", str(folder / "report.json")],
+    }
+    turns = [
+        {name: _process_cpu(command) for name, command in variants.items()} for _ in range(repeats)
+    ]
+    rows = [
+        f"| {count:,} maps | CPU s (median of {repeats}) | / -q (median of paired ratios) |",
+        "|---|---:|---:|",
+    ]
+    for name in variants:
+        spent = statistics.median(turn[name] for turn in turns)
+        ratio = statistics.median(turn[name] / turn["-q"] for turn in turns)
+        rows.append(f"| `{name}` | {spent:.2f} | {ratio:.2f}x |")
+    return "\n".join(rows)
+
+
 TORCH_DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "torch"
 
 
@@ -557,10 +600,87 @@ def rss_table(folder: pathlib.Path, gib: float) -> str:
     return "\n".join(rows)
 
 
+#: The TorchScript list exports timed, and their inputs for n iterations.
+ACCUMULATOR_FEEDS = {
+    "stack (append, torch.stack)": ("stack", lambda rng, n: [rng.standard_normal((n, 16))]),
+    "prepend (insert(0), torch.stack)": ("prepend", lambda rng, n: [rng.standard_normal((n, 16))]),
+    "ragged (x[i, :i+1], torch.cat)": (
+        "cat_ragged",
+        lambda rng, n: [rng.standard_normal((n, n))],
+    ),
+    "NMS-style (if keep: append)": (
+        "nms",
+        lambda rng, n: [rng.standard_normal((n, 4)), rng.random(n)],
+    ),
+    "two lists (stack and ragged cat)": (
+        "several",
+        lambda rng, n: [rng.standard_normal((n, n))],
+    ),
+    "xs[i] in a second loop, len(xs)": (
+        "second_loop",
+        lambda rng, n: [rng.standard_normal((n, 16))],
+    ),
+}
+
+
+def accumulator_table(sizes: list[int], repeats: int) -> str:
+    """The original list loops against their lowered forms, in onnxruntime."""
+    data = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "torch"
+    rng = np.random.default_rng(0)
+    rows = [
+        "| list loop (form) | n | original (ms) | lowered (ms) | original / lowered |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for n in sizes:
+        for label, (name, make) in ACCUMULATOR_FEEDS.items():
+            model = onnx.load(data / f"lists_{name}.onnx")
+            ir_model = ir.serde.deserialize_model(model)
+            rewrites = lowering.lower_in_place(ir_model)
+            lowered_proto = ir.serde.serialize_model(ir_model)
+            target = "default"
+            if not any(r.op_type == "Loop" for r in rewrites):
+                # onnxruntime keeps ragged lists as written: time the form of a
+                # runtime without sequences (the Concat), slower, which is why
+                ir_model = ir.serde.deserialize_model(model)
+                rewrites = lowering.lower_in_place(ir_model, runtime="openvino")
+                lowered_proto = ir.serde.serialize_model(ir_model)
+                target = "--runtime openvino"
+            forms = {r.strategy for r in rewrites if r.op_type == "Loop"}
+            assert forms, f"{name}: no accumulator rewritten"
+            sessions = [_session(model), _session(lowered_proto)]
+            names = [i.name for i in model.graph.input]
+            feeds = {k: v.astype(np.float32) for k, v in zip(names, make(rng, n), strict=True)}
+            _check_same(sessions, feeds, label)
+            original, lowered_ms = _medians_ms(sessions, feeds, _reps(n, repeats))
+            rows.append(
+                f"| {label} ({'+'.join(sorted(forms))}, {target}) | {n:,} | {original:.2f} "
+                f"| {lowered_ms:.2f} | {original / lowered_ms:.1f}x |"
+            )
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    parser.add_argument(
+        "--accumulators", action="store_true", help="only the accumulator loops' table"
+    )
+    parser.add_argument(
+        "--only-summary", action="store_true", help="only the summary's cost (the 2,000-map case)"
+    )
     args = parser.parse_args()
+    if args.accumulators:
+        print("## Accumulator loops (median)\n")
+        print(accumulator_table([100] if args.quick else [1000], 7 if args.quick else 15))
+        return
+    if args.only_summary:
+        with tempfile.TemporaryDirectory() as folder:
+            print(
+                summary_cost_table(
+                    200 if args.quick else 2000, pathlib.Path(folder), 3 if args.quick else 5
+                )
+            )
+        return
     sizes = [10, 100] if args.quick else [10, 100, 1000, 10000]
     counts = [10, 100] if args.quick else [100, 1000, 10000]
     opset_counts = [10, 100] if args.quick else [100, 1000, 3000]
@@ -579,10 +699,19 @@ def main() -> None:
         print(pass_time_table(counts, pathlib.Path(folder)), "\n")
         print("## The CLI against a load + save process\n")
         print(cli_time_table(counts[-1], pathlib.Path(folder), 3 if args.quick else 5), "\n")
+        print("## What the summary and --report cost\n")
+        print(
+            summary_cost_table(
+                200 if args.quick else 2000, pathlib.Path(folder), 3 if args.quick else 5
+            ),
+            "\n",
+        )
         print("## Down-conversion with --target-opset\n")
         print(down_conversion_table(opset_counts, pathlib.Path(folder)), "\n")
         print("## Peak memory with large external weights\n")
-        print(rss_table(pathlib.Path(folder), 0.0625 if args.quick else 1.0))
+        print(rss_table(pathlib.Path(folder), 0.0625 if args.quick else 1.0), "\n")
+    print("## Accumulator loops (median)\n")
+    print(accumulator_table([100] if args.quick else [1000], 7 if args.quick else 15))
 
 
 if __name__ == "__main__":

@@ -398,6 +398,9 @@ FEATURES = (
     # Models at opsets 7-10 (no SequenceMap) lowered with target_opset 11-13,
     # initializers that are graph inputs fed other values (tests/fuzz_old_opsets.py).
     "old_opset",
+    # Issue 34 (tests/fuzz_accumulators.py): lists a Loop builds by SequenceInsert,
+    # uniform or ragged, appended or prepended, under an If, read by concat, index, length.
+    "accumulators",
 )
 ALL_FEATURES = frozenset(FEATURES)
 # The features of issue 33 (their own sites, drawn beside the rest).
@@ -2766,6 +2769,10 @@ def structured_models(draw, features=ALL_FEATURES) -> StructuredModel:
         from tests.fuzz_old_opsets import old_opset_example
 
         return old_opset_example(gen)  # opsets 7-10: no SequenceMap, nothing else drawn
+    if gen.on("accumulators") and (features == {"accumulators"} or draw(st.integers(0, 4)) == 0):
+        from tests.fuzz_accumulators import accumulator_example
+
+        return accumulator_example(gen)  # an accumulator loop: no SequenceMap, nothing else
     main = Builder(None, "graph")
     env: dict = {}
     results: list[V] = []

@@ -8,6 +8,7 @@ the model's serialization must come out exactly as it went in.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib.resources
 import inspect
@@ -249,7 +250,7 @@ def test_options_are_listed_explicitly(function):
     if function is lowering.lower_in_place:  # not an option: where to restore from on failure
         assert parameters[-1].name == "restore_from"
         parameters = parameters[:-1]
-    assert [p.kind for p in parameters[1:]] == [inspect.Parameter.KEYWORD_ONLY] * 8
+    assert [p.kind for p in parameters[1:]] == [inspect.Parameter.KEYWORD_ONLY] * 9
     assert [p.name for p in parameters[1:]] == [
         "normalize_inserts",
         "strategy",
@@ -259,6 +260,10 @@ def test_options_are_listed_explicitly(function):
         "target_opset",
         "ir_version",
         "keep_originals",
+        "input_shapes",
+    ]
+    assert [f.name for f in dataclasses.fields(lowering.Options)] == [
+        p.name for p in parameters[1:]
     ]
     assert all(p.annotation is not inspect.Parameter.empty for p in parameters)
 

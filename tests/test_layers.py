@@ -5,7 +5,7 @@
                                  packages and the progress callback,
                                  importing nothing)
     analysis, runtimes, options (read-only facts; the options and their checks)
-    maps, opset                 (what the passes write)
+    maps, loops, opset          (what the passes write)
     passes                      (one pass per module)
     pipeline, api, cli, ...     (entry points)
 
@@ -32,6 +32,7 @@ LAYERS = {
     "runtimes": 1,
     "options": 1,
     "maps": 2,
+    "loops": 2,
     "opset": 2,
     "passes": 3,
 }

@@ -32,6 +32,8 @@ from tests.helpers import parse
 PASSES = {
     "SpecializeFunctionsPass": lambda: lowering.SpecializeFunctionsPass(),
     "FoldInsertChainsPass": lambda: lowering.FoldInsertChainsPass(),
+    "LowerAccumulatorLoopsPass": lambda: lowering.LowerAccumulatorLoopsPass(),
+    "LowerAccumulatorLoopsPass(openvino)": lambda: lowering.LowerAccumulatorLoopsPass("openvino"),
     "LowerSequenceMapPass": lambda: lowering.LowerSequenceMapPass(),
     "LowerSequenceMapPass(loop)": lambda: lowering.LowerSequenceMapPass("loop"),
     "LowerSequenceMapPass(tract)": lambda: lowering.LowerSequenceMapPass(runtime="tract"),
@@ -60,7 +62,12 @@ def check_alone(proto: onnx.ModelProto, name: str) -> None:
         assert _bytes(model) == before, f"{name} refused and changed the model"
         return
     assert result.model is model
-    if isinstance(pass_, (lowering.LowerSequenceMapPass, lowering.NormalizeSequenceInsertPass)):
+    rewriting = (
+        lowering.LowerSequenceMapPass,
+        lowering.NormalizeSequenceInsertPass,
+        lowering.LowerAccumulatorLoopsPass,
+    )
+    if isinstance(pass_, rewriting):
         assert isinstance(result, lowering.LoweringResult)
         assert bool(result.rewrites) == result.modified
     if not result.modified:
@@ -166,11 +173,16 @@ def test_the_passes_listed_are_those_the_options_can_run():
 
 
 def test_the_pipelines_passes_are_listed_in_order():
-    names = [type(p).__name__ for p in lowering.pipeline(target_opset=11, optimize=True).passes]
+    names = [
+        type(p).__name__
+        for p in lowering.pipeline(target_opset=11, optimize=True, input_shapes={"x": ()}).passes
+    ]
     assert names == [
+        "FixInputShapesPass",
         "DoubtedShapesPass",
         "SpecializeFunctionsPass",
         "FoldInsertChainsPass",
+        "LowerAccumulatorLoopsPass",
         "LowerSequenceMapPass",
         "EliminateSequencesPass",
         "HideUnprovenOutputsPass",

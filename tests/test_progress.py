@@ -229,3 +229,12 @@ def test_a_pseudo_terminal_sees_the_line_cleared_and_a_pipe_does_not(tmp_path):
     piped = _child(tmp_path, tty=False)
     assert "\r" not in piped and "\x1b" not in piped
     assert re.sub(r"in \d+\.\d\d s", "", piped) == re.sub(r"in \d+\.\d\d s", "", summary)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no pseudo-terminals")
+def test_a_dry_run_on_a_terminal_clears_the_line_before_it_says_anything(tmp_path):
+    on_terminal = _child(tmp_path, "--dry-run", tty=True)
+    drawn, _, said = on_terminal.rpartition(CLEAR)
+    assert re.search(r"\ronnx-lower: (planning|lowering) maps \d+/25\x1b\[K", drawn)
+    assert said.startswith("onnx-lower: dry run: nothing written\n") and "\r" not in said
+    assert "  inputs: " in said and not (tmp_path / "out.onnx").exists()

@@ -2,9 +2,10 @@
 
 Every ```console block of README.md and of docs/*.md is a transcript:
 ``$ `` lines are commands, the lines after one are its output (stdout and
-stderr), compared exactly except for the elapsed time. Each command runs
-in a fresh temporary folder holding a copy of ``examples/`` and a
-``model.onnx``. ``pip`` lines are setup, not run. Every ```python block runs
+stderr), compared exactly except for the elapsed time. Each block's
+commands run in order in one fresh temporary folder holding a copy of
+``examples/`` and a ``model.onnx``, as a reader typing them would (the
+quick start's second command reads what its first wrote). ``pip`` lines are setup, not run. Every ```python block runs
 too, in such a folder, except a block right after the line
 ``<!-- not run by tests/test_readme.py: REASON -->`` (the torch.onnx recipe,
 which needs torch): that one is only compiled, and reported as skipped
@@ -54,8 +55,8 @@ def _blocks(path: pathlib.Path, language: str) -> list[tuple[str, str | None]]:
     return blocks
 
 
-def _transcripts(path: pathlib.Path) -> list[tuple[str, str, str]]:
-    """(id, command, expected output) for every command in every console block of ``path``."""
+def _transcripts(path: pathlib.Path) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(id, [(command, expected output), ...]) for every console block of ``path``."""
     found = []
     for number, (block, _) in enumerate(_blocks(path, "console"), start=1):
         pairs: list[tuple[str, list[str]]] = []
@@ -64,11 +65,11 @@ def _transcripts(path: pathlib.Path) -> list[tuple[str, str, str]]:
                 pairs.append((line[2:], []))
             else:
                 pairs[-1][1].append(line)
-        found += [
-            (f"{_name(path)}:console{number}:{command}", command, "\n".join(out))
-            for command, out in pairs
-            if not command.startswith("pip ")
+        commands = [
+            (command, "\n".join(out)) for command, out in pairs if not command.startswith("pip ")
         ]
+        if commands:
+            found.append((f"{_name(path)}:console{number}", commands))
     return found
 
 
@@ -99,10 +100,13 @@ def _environment() -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize(
-    "command, expected", [t[1:] for t in TRANSCRIPTS], ids=[t[0] for t in TRANSCRIPTS]
-)
-def test_console_transcript(folder, command, expected):
+@pytest.mark.parametrize("commands", [t[1] for t in TRANSCRIPTS], ids=[t[0] for t in TRANSCRIPTS])
+def test_console_transcript(folder, commands):
+    for command, expected in commands:
+        _check_command(folder, command, expected)
+
+
+def _check_command(folder: pathlib.Path, command: str, expected: str) -> None:
     argv = shlex.split(command)
     assert argv[:2] == ["python", "-m"] and argv[2] in ("lowering", "lowering.verify"), (
         f"unknown command in the docs: {command}"
@@ -213,3 +217,32 @@ def test_onnxruntime_fails_on_a_nested_map():
             parse(CASES["nested_sequence_map"].text).SerializeToString(),
             providers=["CPUExecutionProvider"],
         )
+
+
+# --- the README itself ----------------------------------------------------------------------
+
+
+def test_the_readme_fits_two_screens_and_installs_what_its_quick_start_uses():
+    import tomllib
+
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    installs = re.findall(r"^(?:\$ )?pip install (.+)$", text, flags=re.MULTILINE)
+    assert len(installs) == 1, installs  # one install line
+    extras = set(re.fullmatch(r"-e '\.\[(.*)\]'", installs[0]).group(1).split(","))
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert extras <= set(declared["optional-dependencies"])
+    commands = [c for _, block in _transcripts(README) for c, _ in block]
+    if any("--verify" in c or "lowering.verify" in c for c in commands):
+        assert "verify" in extras
+
+
+def test_gitignore_covers_what_the_quick_start_writes(folder):
+    before = {p.name for p in folder.iterdir()}
+    for _, block in _transcripts(README):
+        for command, expected in block:
+            _check_command(folder, command, expected)
+    written = {p.name for p in folder.iterdir()} - before
+    assert written  # the quick start writes OUT
+    ignored = set((ROOT / ".gitignore").read_text().split())
+    assert {name for name in written if f"/{name}" not in ignored and name not in ignored} == set()

@@ -293,12 +293,12 @@ def test_a_position_fails_where_the_original_fails(reader, form, position, dtype
 def test_these_forms_read_the_position_themselves(reader, form, position):
     """The sweep meets the rewrite's own reading of p, not a SequenceAt left
     to the runtime: a map read from its stack (lowering.maps.strategies.uniform)
-    at p counted from the end by wrap_negative (a negative constant Gather
-    reads as it is, except by Slice, for strings)."""
+    by Gather, which counts p from the end as it is, constant or fed; by Slice
+    (strings) at p counted from the end by wrap_negative."""
     result = _lowered(
         READERS[reader].model("int64", -4 if position == "constant" else None, None), form
     )
     ops = [node.op_type for node in result.graph.node]
     assert "SequenceAt" not in ops
-    wraps = position == "fed" or reader == "strings"
+    wraps = reader == "strings"
     assert ops.count("Where") == (1 if position == "constant" else 2) * wraps, ops

@@ -92,8 +92,8 @@ def _all_nodes(graph: onnx.GraphProto):
 @pytest.mark.parametrize("stem", OPSET18)
 def test_lowering_goes_before_onnxslim(stem):
     """onnxslim after lowering gives torch's results and leaves no more nodes than
-    onnxslim before it (docs/python-api.md). onnxslim 0.1.98 alone breaks one
-    export (Resize scales in double): the other order is then not compared."""
+    onnxslim before it (docs/python-api.md). onnxslim 0.1.98 alone breaks two exports
+    (Resize scales in double): the other order is then not compared."""
     onnxslim = pytest.importorskip("onnxslim")
     original = onnx.load(DATA / f"{stem}.onnx")
     _, feeds, expected = _program_model(stem)

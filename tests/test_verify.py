@@ -278,7 +278,7 @@ def test_inputs_from_npz_with_sequences(tmp_path, capsys):
         _verify(model, lowering.lower(model), tmp_path, "--inputs", str(tmp_path / "in.npz")) == 0
     )
     out = capsys.readouterr().err
-    assert "(1 run)" in out and "  2  " in out  # two elements compared
+    assert "(1 run)" in out and "  6  " in out  # two elements of 3 values compared
     # Empty sequences alone show nothing: not "matches", but "could not compare".
     empty = {"s0[]": np.zeros(0), "s1[]": np.zeros(0), "t": arrays["t"], "u": arrays["u"]}
     np.savez(tmp_path / "empty.npz", **empty)
@@ -297,7 +297,7 @@ def test_python_api_report():
     report = verify.compare(model, lowering.lower(model), runs=2)
     assert report.status == verify.MATCH and report.exit_code == 0 and report.runs == 2
     assert [row.name for row in report.rows] == ["y"]
-    assert report.rows[0].elements == 3  # lengths 3 and 0
+    assert report.rows[0].elements == 9  # lengths 3 and 0: 3 elements of 3 values
 
 
 # The main command's --verify.

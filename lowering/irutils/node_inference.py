@@ -137,9 +137,37 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
     except Exception:  # noqa: BLE001 -- a schema error, inputs the schema refuses: nothing proven
         return unknown
     trusted = node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands)
-    return [
+    results = [
         _output(inferred.get(f"output_{k}"), trusted, symbols) for k in range(len(node.outputs))
     ]
+    slice_ = node.op_type == "Slice" and opset >= 10 and not doubted(node, operands)
+    if slice_ and (kept := _sliced(operands)) is not None:
+        got = results[0].shape
+        if got is None or len(got) != len(kept):
+            got = kept
+        results[0] = results[0]._replace(
+            shape=tuple(k if k is not None else d for k, d in zip(kept, got, strict=True))
+        )
+    return results
+
+
+def _sliced(operands: Sequence[Operand | None]) -> tuple[Dim, ...] | None:
+    """What a Slice keeps, where ONNX's inference loses it (computed bounds): its
+    input's rank, and the dims of the axes it does not slice.
+
+    Slice changes only the dims of ``axes``; that takes constant axes, all in
+    range and distinct (an invalid node proves nothing).
+    """
+    data = operands[0] if operands else None
+    axes = operands[3] if len(operands) > 3 else None
+    if data is None or data.shape is None or axes is None or axes.value is None:
+        return None
+    rank = len(data.shape)
+    values = [int(a) for a in np.asarray(axes.value).reshape(-1)]
+    if not all(-rank <= a < rank for a in values) or len({a % rank for a in values}) != len(values):
+        return None
+    sliced = {a % rank for a in values}
+    return tuple(None if a in sliced else d for a, d in enumerate(data.shape))
 
 
 def _output(type_proto: onnx.TypeProto | None, trusted: bool, symbols: set[str]) -> Inferred:

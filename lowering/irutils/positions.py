@@ -126,3 +126,23 @@ def typed_scalar(value: ir.Value, dtype: ir.DataType, stem: str) -> ir.Value:
     """``value`` typed as a scalar of ``dtype``, and given a fresh name from ``stem``."""
     value.dtype, value.shape = dtype, ir.Shape([])
     return fresh(value, stem)
+
+
+def int64_scalar(position: ir.Value) -> list[ir.Node]:
+    """Nodes making ``position`` (an integer of any type, a scalar or one entry)
+    an int64 scalar, as a Gather or :func:`wrap_negative` reads it: a Cast
+    and a Reshape where needed. The last node's output is it; none where
+    ``position`` is one already (then it is the position itself)."""
+    nodes: list[ir.Node] = []
+    p = position
+    if p.dtype != ir.DataType.INT64:
+        cast = fresh(new_node("Cast", [p], {"to": ir.DataType.INT64.value}))
+        p = fresh(cast.outputs[0], "index")
+        p.dtype, p.shape = ir.DataType.INT64, position.shape
+        nodes.append(cast)
+    if p.shape is None or p.shape.rank() != 0:
+        scalar = constant_node(np.array([], np.int64), "scalar_shape")
+        reshape = fresh(new_node("Reshape", [p, scalar.outputs[0]]))
+        typed_scalar(reshape.outputs[0], ir.DataType.INT64, "index")
+        nodes += [scalar, reshape]
+    return nodes

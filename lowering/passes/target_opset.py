@@ -22,6 +22,7 @@ from lowering.irutils.static_values import FOLDABLE_OPS
 from lowering.irutils.walk import model_nodes
 from lowering.opset import schemas
 from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opset
+from lowering.opset.lowest import planned_on_representatives
 from lowering.opset.plan import Blocker, Plan, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
 from lowering.passes.hide_unproven_outputs import (
@@ -239,7 +240,12 @@ def _up_by_library(model: ir.Model, target: int) -> ir.Model:
 
 
 def lowest_opset(model: ir.Model) -> int | None:
-    """The lowest default-domain opset (at least 11) the model could declare."""
+    """The lowest default-domain opset (at least 11) the model could declare, planned
+    on one node of each kind (:mod:`lowering.opset.lowest`)."""
+    return planned_on_representatives(model, _lowest_opset)
+
+
+def _lowest_opset(model: ir.Model) -> int | None:
     current = _current_opset(model)
     if current is None:
         return None

@@ -40,9 +40,11 @@ keeps an input's values (every numeric input's, without NAME) inside
 [LO, HI], for models that are only defined there.
 
 Files: ``--save-inputs FILE.npz`` writes every run's inputs to FILE (the one
-name the user gave). On a mismatch, the failing run's inputs are written to
-a new file in the system's temporary folder (``tempfile.mkstemp``, never an
-existing file) and the path is printed, so ``--inputs PATH`` replays it.
+name the user gave). On a mismatch that inputs cause, the failing run's
+inputs are written to a new file in ``--replay-dir DIR``, else the system's
+temporary folder (``tempfile.mkstemp``, never an existing file), and the
+path is printed, so ``--inputs PATH`` replays it; none where B cannot take
+A's inputs (said first) or fails on every input alike.
 
 In an npz file a tensor input ``X`` is the array ``X``; a sequence input
 ``S`` is the arrays ``S[0]``, ``S[1]``, ... in order, and an empty sequence

@@ -97,7 +97,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help=f"the first K runs of the schedule, cycling past its end "
         f"(default: all {len(DEFAULT_SCHEDULE)}; -v prints it)",
     )
-    group.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
+    group.add_argument("--seed", type=int, help="seed of the first run (default 0)")
     group.add_argument(
         "--rtol",
         type=_tolerance,
@@ -111,7 +111,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--ulps",
         type=_positive,
-        default=ULPS,
         metavar="K",
         help=f"float16, bfloat16, float8: K units in the last place (default {ULPS})",
     )
@@ -119,7 +118,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--dim",
         type=_dim,
         action="append",
-        default=[],
         metavar="NAME=SIZE",
         help="fix a symbolic dim everywhere (repeatable)",
     )
@@ -127,7 +125,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--val-range",
         type=parse_val_range,
         action="append",
-        default=[],
         metavar="[NAME:]LO,HI",
         help="synthesize the values of input NAME (of every numeric input without NAME) "
         "in [LO, HI] (repeatable)",
@@ -135,7 +132,6 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--timeout",
         type=_seconds,
-        default=TIMEOUT,
         metavar="SECONDS",
         help=f"the least time one run of a model is given (default {TIMEOUT:g}); a run of B "
         f"gets {TIME_SCALE} times A's time on the same inputs when that is more, and "
@@ -146,6 +142,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.npz",
         help="write every run's inputs to FILE.npz, for --inputs",
     )
+    group.add_argument(
+        "--replay-dir",
+        metavar="DIR",
+        help="on a mismatch some inputs cause, write the first failing run's inputs to a new "
+        "verify-runK-*.npz in DIR (default: the temporary folder, $TMPDIR or /tmp), for "
+        "--inputs; none when B cannot take A's inputs or fails on every input alike",
+    )
 
 
 def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,18 +158,54 @@ def compare_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "inputs": args.inputs,
         "runs": args.runs,
-        "seed": args.seed,
+        "seed": 0 if args.seed is None else args.seed,
         "rtol": args.rtol,
         "atol": args.atol,
-        "ulps": args.ulps,
-        "dims": dict(args.dim),
-        "val_ranges": dict(args.val_range),
+        "ulps": ULPS if args.ulps is None else args.ulps,
+        "dims": dict(args.dim or []),
+        "val_ranges": dict(args.val_range or []),
         "save_inputs": args.save_inputs,
-        "save_failing": True,
+        "save_failing": True if args.replay_dir is None else args.replay_dir,
         "show_schedule": bool(getattr(args, "verbose", False)),
         "runtime": verify_runtime(getattr(args, "runtime", None)),
-        "timeout": args.timeout,
+        "timeout": TIMEOUT if args.timeout is None else args.timeout,
     }
+
+
+#: The comparison options :func:`add_options` adds, by flag (every one defaults to None).
+COMPARISON_FLAGS = {
+    "--inputs": "inputs",
+    "--runs": "runs",
+    "--seed": "seed",
+    "--rtol": "rtol",
+    "--atol": "atol",
+    "--ulps": "ulps",
+    "--dim": "dim",
+    "--val-range": "val_range",
+    "--timeout": "timeout",
+    "--save-inputs": "save_inputs",
+    "--replay-dir": "replay_dir",
+}
+
+
+def given_options(args: argparse.Namespace) -> list[str]:
+    """The comparison options given on the command line (``onnx-lower`` refuses them
+    without ``--verify``: they would change nothing, silently)."""
+    return [flag for flag, dest in COMPARISON_FLAGS.items() if getattr(args, dest) is not None]
+
+
+def replay_dir_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--replay-dir`` cannot be used: no such folder, or not writable."""
+    import os
+
+    folder = args.replay_dir
+    if folder is None:
+        return None
+    if not os.path.isdir(folder):
+        return f"--replay-dir {folder}: no such folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--replay-dir {folder}: cannot write to the folder"
+    return None
 
 
 def joined_values(argv: Sequence[str]) -> list[str]:
@@ -244,7 +283,7 @@ def _main(argv: list[str] | None) -> int:
     from lowering.verify.comparison import compare
     from lowering.verify.runtime import missing_runtime
 
-    problem = missing_runtime(args.runtime, who=parser.prog)
+    problem = missing_runtime(args.runtime, who=parser.prog) or replay_dir_problem(args)
     if problem is not None:
         parser.error(problem)
     report = compare(args.a, args.b, **compare_kwargs(args))

@@ -31,6 +31,8 @@ from lowering.verify.ports import (
     Feeds,
     ModelLike,
     Port,
+    fed_as_b_declares,
+    input_difference,
     model_ports,
     sequence_groups,
     sequence_offsets,
@@ -63,7 +65,7 @@ def compare(
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str | None, ValueRange] | None = None,
     save_inputs: str | os.PathLike | None = None,
-    save_failing: bool = False,
+    save_failing: bool | str | os.PathLike = False,
     show_schedule: bool = False,
     runtime: str = "onnxruntime",
     timeout: float = TIMEOUT,
@@ -74,7 +76,11 @@ def compare(
     of them, or the path of an npz file; without it, ``runs`` input sets are
     synthesized by the schedule (all of it when None) from ``a``'s input
     types. ``save_inputs`` writes every run's inputs there; ``save_failing``
-    writes the first failing run's inputs to a fresh temporary file.
+    writes the first failing run's inputs to a fresh file (``verify-runK-*.npz``)
+    in the temporary folder (True) or in that folder (a path), only where a
+    replay can help: not when B cannot take A's inputs (different names,
+    kinds or static dims: ``report.input_difference``, said first), cannot be
+    loaded, or declares other outputs, which no input changes.
     ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
@@ -125,13 +131,26 @@ def compare(
     try:
         proto_b = _load(b, "B")
         inputs_b, outputs_b = model_ports(proto_b, "input"), model_ports(proto_b, "output")
-        broken_b = _input_difference(inputs_a, inputs_b)
+        broken_b = report.input_difference = input_difference(inputs_a, inputs_b)
     except CannotCompare as error:
         broken_b, inputs_b, outputs_b = str(error), inputs_a, outputs_a
     report.rows = _signature_rows(outputs_a, outputs_b)
+    # A failure no run's inputs decide (B cannot take A's inputs, cannot be read
+    # or loaded, or declares other outputs) is the same on every input: no replay.
+    by_inputs = not any(row.problem for row in report.rows)
     if runtime != "onnxruntime":  # other runtimes take no values for initializers
         inputs_a = [p for p in inputs_a if p.default is None]
         inputs_b = [p for p in inputs_b if p.default is None]
+    if broken_b is None:  # B's fixed input dims: the runs feed only those
+        inputs_a, bound = fed_as_b_declares(inputs_a, inputs_b)
+        clash = [f"{k}={dims[k]}" for k in bound if dims and dims.get(k, bound[k]) != bound[k]]
+        if clash:
+            report.input_error = (
+                f"--dim {', '.join(clash)}: B declares {', '.join(f'{k}={bound[k]}' for k in bound)}"
+                " on its inputs"
+            )
+            return report
+        dims = {**bound, **(dims or {})}
     try:
         groups, offsets = sequence_groups(proto_a), sequence_offsets(proto_a)
         sets = feed_sets(
@@ -301,8 +320,15 @@ def compare(
             "with sizes A accepts"
         )
     from_file = isinstance(inputs, (str, os.PathLike))  # replaying it needs no copy
-    if failing is not None and save_failing and save_inputs is None and not from_file:
-        save_failing_run(report, failing)
+    if (
+        failing is not None
+        and save_failing is not False
+        and save_inputs is None
+        and not from_file
+        and by_inputs
+        and broken_b is None
+    ):
+        save_failing_run(report, failing, None if save_failing is True else save_failing)
     return report
 
 
@@ -321,18 +347,6 @@ def _empty_inputs(ports: Sequence[Port], feeds: Feeds) -> bool:
         if port.dims is None or not all(isinstance(d, int) for d in port.dims):
             arrays += value if port.sequence else [value]
     return any(np.asarray(array).size == 0 for array in arrays)
-
-
-def _input_difference(a: list[Port], b: list[Port]) -> str | None:
-    """Why B cannot take A's inputs, if it cannot: different names or kinds."""
-    names_a, names_b = [p.name for p in a], [p.name for p in b]
-    if sorted(names_a) != sorted(names_b):
-        return f"the models take different inputs: {names_a} in A, {names_b} in B"
-    kinds_b = {p.name: p.kind() for p in b}
-    for port in a:
-        if kinds_b[port.name] != port.kind():
-            return f"input {port.name!r} is {port.kind()} in A but {kinds_b[port.name]} in B"
-    return None
 
 
 def _signature_rows(a: list[Port], b: list[Port]) -> list[Row]:

@@ -102,12 +102,17 @@ def save_all(report: Report, feed_sets, path: str) -> None:
     report.saved_to, report.saved_runs = path, len(feed_sets)
 
 
-def save_failing_run(report: Report, feeds: Feeds) -> None:
-    """The first failing run, to a new file in the temporary folder, never an existing one."""
+def save_failing_run(report: Report, feeds: Feeds, folder: str | os.PathLike | None = None) -> None:
+    """The first failing run, to a new file in ``folder`` (default: the temporary
+    folder), never an existing one."""
     run = report.failing_run
     assert run is not None, "set together with the failing run's feeds"
     try:
-        descriptor, path = tempfile.mkstemp(prefix=f"verify-run{run}-", suffix=".npz")
+        descriptor, path = tempfile.mkstemp(
+            prefix=f"verify-run{run}-",
+            suffix=".npz",
+            dir=None if folder is None else os.fspath(folder),
+        )
         with os.fdopen(descriptor, "wb") as stream:
             write_inputs(stream, [(run, feeds)])
     except OSError as error:

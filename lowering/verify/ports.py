@@ -84,6 +84,69 @@ def model_ports(model: onnx.ModelProto, which: str) -> list[Port]:
     return ports
 
 
+def fed_as_b_declares(a: list[Port], b: list[Port]) -> tuple[list[Port], dict[str, int]]:
+    """A's input ports with the static dims B's declare where A's are open, and the
+    symbols of A's that this binds (``x: float[T,4]`` in A, ``float[5,4]`` in B:
+    T = 5 in every input of A's that names it).
+
+    A lowering with fixed input shapes (``--input-shape``) declares them on its
+    inputs: B refuses any other size, so the runs feed only those. A dim that
+    both declare static and differently is left: :func:`input_difference` says so.
+    """
+    declared = {port.name: port.dims for port in b}
+    bound: dict[str, int] = {}
+    for port in a:
+        other = declared.get(port.name)
+        if port.dims is None or other is None or len(other) != len(port.dims):
+            continue
+        for mine, theirs in zip(port.dims, other, strict=True):
+            if isinstance(mine, str) and isinstance(theirs, int):
+                bound.setdefault(mine, theirs)
+    narrowed = []
+    for port in a:
+        other = declared.get(port.name)
+        dims = port.dims
+        if dims is not None:
+            dims = tuple(bound.get(d, d) if isinstance(d, str) else d for d in dims)
+            if other is not None and len(other) == len(dims):
+                dims = tuple(
+                    theirs if mine is None and isinstance(theirs, int) else mine
+                    for mine, theirs in zip(dims, other, strict=True)
+                )
+        elif other is not None and all(isinstance(d, int) for d in other):
+            dims = other
+        narrowed.append(port if dims == port.dims else dataclasses.replace(port, dims=dims))
+    return narrowed, bound
+
+
+def input_difference(a: list[Port], b: list[Port]) -> str | None:
+    """Why B cannot take A's inputs, if it cannot: different names, kinds, or a
+    rank or static dim each declares otherwise."""
+    names_a, names_b = [p.name for p in a], [p.name for p in b]
+    if sorted(names_a) != sorted(names_b):
+        only_a = [n for n in names_a if n not in names_b]
+        only_b = [n for n in names_b if n not in names_a]
+        said = "; ".join(
+            f"{', '.join(map(repr, names))} only in {which}"
+            for names, which in ((only_a, "A"), (only_b, "B"))
+            if names
+        )
+        return f"the models take different inputs: {said}"
+    ports_b = {p.name: p for p in b}
+    for port in a:
+        other = ports_b[port.name]
+        if other.kind() != port.kind():
+            return f"input {port.name!r} is {port.kind()} in A but {other.kind()} in B"
+        if port.dims is None or other.dims is None or port.default is not None:
+            continue
+        if len(port.dims) != len(other.dims) or any(
+            isinstance(x, int) and isinstance(y, int) and x != y
+            for x, y in zip(port.dims, other.dims, strict=True)
+        ):
+            return f"input {port.name!r} is {port.declared()} in A but {other.declared()} in B"
+    return None
+
+
 def _port(info: onnx.ValueInfoProto) -> Port:
     type_proto = info.type
     optional = type_proto.WhichOneof("value") == "optional_type"

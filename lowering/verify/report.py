@@ -94,6 +94,7 @@ class Report:
     failing_run: int | None = None
     saved_to: str | None = None  # where inputs were saved for --inputs
     saved_runs: int = 0  # how many runs (--save-inputs); 0: the failing run alone
+    input_difference: str | None = None  # why B cannot take A's inputs: said first
     show_schedule: bool = False
 
     @property
@@ -117,10 +118,13 @@ class Report:
         if self.status == BAD_INPUTS:
             return f"cannot use the inputs: {self.input_error}"
         lines = []
+        if self.input_difference is not None:
+            lines.append(f"B cannot take A's inputs: {self.input_difference}")
         if self.show_schedule:
             lines += [record.line() for record in self.records]
         if self.rows and (self.runs or self.status == MISMATCH):
             header = ("output", "kind", "elements", "max abs", "max rel", "tolerance", "verdict")
+            rows = self.rows if self.show_schedule else _grouped_rows(self.rows)
             cells = [header] + [
                 (
                     r.name,
@@ -131,7 +135,7 @@ class Report:
                     r.tolerance or "exact",
                     r.verdict,
                 )
-                for r in self.rows
+                for r in rows
             ]
             widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
             lines += [
@@ -140,6 +144,8 @@ class Report:
                 + c[-1]
                 for c in cells
             ]
+            if len(rows) < len(self.rows):
+                lines.append("(-v lists every output)")
         total = len(self.records)
         if total and self.runs != total:
             lines.append(f"({self.runs} of {total} runs compared)")
@@ -160,6 +166,43 @@ class Report:
                 what = f"inputs of failing run {self.failing_run} saved to {self.saved_to}"
             lines.append(f"{what}; replay with --inputs {self.saved_to}")
         return "\n".join(lines)
+
+
+#: Up to this many outputs, the table lists each; beyond, it groups them (as the
+#: lowering's summary does its rewrites).
+DETAIL_LIMIT = 20
+
+
+def _grouped_rows(rows: list[Row]) -> list[Row]:
+    """Past :data:`DETAIL_LIMIT` outputs: the mismatches first, each (up to the
+    limit), then one row per kind and verdict for the rest, named by its count,
+    with their elements summed and their largest errors."""
+    if len(rows) <= DETAIL_LIMIT:
+        return rows
+    failing = [row for row in rows if row.problem is not None]
+    shown = failing[:DETAIL_LIMIT]
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        if row not in shown:
+            verdict = "MISMATCH" if row.problem is not None else row.verdict
+            groups.setdefault((row.kind, verdict), []).append(row)
+    for (kind, verdict), members in groups.items():
+        tolerances = sorted({m.tolerance for m in members if m.tolerance})
+        group = Row(
+            f"{len(members)} {'more ' if shown else ''}outputs",
+            kind,
+            elements=sum(m.elements for m in members),
+            max_abs=max(m.max_abs for m in members),
+            max_rel=max(m.max_rel for m in members),
+            tolerance=", ".join(tolerances),
+            failures=sum(m.failures for m in members),
+        )
+        if verdict == "MISMATCH":
+            group.problem = f"{members[0].name!r}: {members[0].problem}, and more"
+        elif members[0].random is not None:
+            group.random = sorted({op for m in members for op in m.random or []})
+        shown.append(group)
+    return shown
 
 
 def _grouped(records: list[RunRecord]) -> list[str]:
@@ -183,6 +226,8 @@ def summary(report: Report, a: str, b: str) -> str:
     """One line saying what the comparison found."""
     if report.status == MATCH:
         return f"{b} matches {a} on every output"
+    if report.status == MISMATCH and report.input_difference is not None:
+        return f"{b} does not match {a}: {report.input_difference}"
     if report.status == MISMATCH:
         return f"{b} does not match {a}: {', '.join(map(repr, report.mismatched()))}"
     if report.status == BAD_INPUTS:

@@ -134,7 +134,6 @@ def compare_value(
             compare_value(row, element_a, element_b, tolerance, f"{where}[{i}]", structure_only)
         return
     a, b = np.asarray(a), np.asarray(b)
-    row.elements += 1
     if a.dtype != b.dtype:
         row.fail(f"{where}: dtype {a.dtype} in A, {b.dtype} in B")
         return
@@ -143,6 +142,7 @@ def compare_value(
         return
     if structure_only:
         return
+    row.elements += int(a.size)  # the values compared, over every run and element
     if a.dtype.kind in "fc" or a.dtype.type in ML_FLOATS:
         row.tolerance = row.tolerance or tolerance.describe(a.dtype)
         dtype = a.dtype

@@ -89,7 +89,7 @@ from lowering.runtimes.ort_kernels import first_unsupported
 
 #: The element types onnxruntime's ConstantOfShape makes (measured with 1.32, at
 #: opsets 11 and 18; the kernel table lists the type of its shape input only).
-_EMPTY_TYPES = frozenset(
+EMPTY_TYPES = frozenset(
     [
         ir.DataType.FLOAT,
         ir.DataType.DOUBLE,
@@ -139,7 +139,7 @@ def concat_built(plan: MapPlan, k: int) -> tuple[int, bool, list[int]] | None:
     static = [d for d in dims if isinstance(d, int)]
     if len(static) != len(dims):
         return None
-    if dtype not in _EMPTY_TYPES:
+    if dtype not in EMPTY_TYPES:
         return None
     ops: list[tuple[str, ir.DataType | None]] = [("Concat", dtype)]
     if new_axis:

@@ -55,7 +55,7 @@ from lowering.irutils.dead_code import become_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.irutils.positions import wrap_negative
+from lowering.irutils.positions import int64_scalar, wrap_negative
 from lowering.maps.plan import (
     SCALAR_INT64,
     MapPlan,
@@ -177,11 +177,11 @@ def read_stack_in_readers(
                            new_axis = 1>     ->  stack (a = 0), Transpose (a > 0)
         ConcatFromSequence<axis = 0>         ->  Reshape(stack, [-1, *shape[1:]])
 
-    where i' is i for a constant i (Gather, like SequenceAt, counts a
+    where i' is i where Gather reads it (Gather, like SequenceAt, counts a
     negative index from the back and refuses one out of range), and
     otherwise ``wrap_negative(i, count)``, i + count where i is in
-    [-count, 0), else i (:mod:`lowering.irutils.positions`): a computed
-    index, or a Slice (strings), whose end would wrap; an i below -count
+    [-count, 0), else i (:mod:`lowering.irutils.positions`): a negative
+    constant TVM's Gather cannot take, or a Slice (strings), whose end would wrap; an i below -count
     stays out of range, so the read fails where SequenceAt fails.
     Unlike the original, a concat of no elements gives an empty tensor
     rather than an error. A reader whose op onnxruntime cannot
@@ -307,17 +307,13 @@ def _element_at(
         negative = constant_node(np.array(index, np.int64), "index")
         nodes += [negative, *wrap_negative(negative.outputs[0], count, negative=True)]
         return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)
-    p = position
-    if p.dtype != ir.DataType.INT64:
-        cast = fresh(new_node("Cast", [p], {"to": ir.DataType.INT64.value}))
-        p = typed(fresh(cast.outputs[0], "index"), (ir.TensorType(ir.DataType.INT64), p.shape))
-        nodes.append(cast)
-    if p.shape is None or p.shape.rank() != 0:
-        scalar = constant_node(np.array([], np.int64), "scalar_shape")
-        reshape = fresh(new_node("Reshape", [p, scalar.outputs[0]]))
-        p = typed(fresh(reshape.outputs[0], "index"), SCALAR_INT64)
-        nodes += [scalar, reshape]
-    nodes += wrap_negative(p, count)  # its sign is known only at run time
+    nodes += int64_scalar(position)
+    p = nodes[-1].outputs[0] if nodes else position
+    if unsupported("Gather", dtype, opset) is None:
+        # Gather counts a negative index from the back and refuses one out of
+        # range, as SequenceAt does: one op per read (in a loop, 6x fewer).
+        return nodes + read_slice(stack, p, 0, False, dtype, opset)
+    nodes += wrap_negative(p, count)  # Slice: its sign is known only at run time
     return nodes + read_slice(stack, nodes[-1].outputs[0], 0, False, dtype, opset)
 
 
