@@ -17,7 +17,7 @@ import pytest
 
 from lowering.irutils import static_values
 from lowering.irutils.op_facts import SHAPE_READING_OPS
-from lowering.irutils.static_fold import fold_node
+from lowering.irutils.static_fold import ELEMENT_TESTS, fold_node
 from lowering.runtimes.sessions import open_session
 
 DTYPES = {
@@ -168,8 +168,10 @@ def test_callers_agree_on_every_op_they_share(op):
 
 
 def test_every_callers_ops_have_a_rule():
-    """Every rule but those that read shapes is checked above, for every caller."""
+    """Every rule but those that read shapes is checked above, for every caller;
+    the copies fold some of them only."""
     assert set(OPERANDS) == set(static_values.RULES) - SHAPE_READING_OPS
+    assert ELEMENT_TESTS <= set(static_values.RULES), ELEMENT_TESTS - set(static_values.RULES)
 
 
 def test_weights_are_never_read():
@@ -223,3 +225,17 @@ def test_integer_division_and_other_float_functions_are_not_folded():
     value = _op("Div", ints)
     node = value.producer()
     assert node is not None and static_values.evaluate_node(node, ints) is None
+
+
+@pytest.mark.parametrize(
+    ("start", "limit", "delta"),
+    [(0, 5, 0), (0, 2**40, 1), (2**40, 0, -1)],
+)
+def test_a_range_of_no_step_or_too_many_elements_is_left_to_the_runtime(start, limit, delta):
+    """A delta of 0 (onnxruntime refuses it) or a range too long to make is not static,
+    for every caller: counted before it is made, never raised out of the evaluator."""
+    arrays = [np.array(v, np.int64) for v in (start, limit, delta)]
+    assert static_values.static_array(_op("Range", arrays)) is None
+    assert fold(_op("Range", arrays)) is None
+    node = _op("Range", arrays).producer()
+    assert node is not None and not fold_node(node)

@@ -26,12 +26,17 @@ the copy.
 
 The fold is local: it looks only at the nodes one unrolling made (the
 copies, their element reads and the shared constants), and at the branches
-it inlines into them. It folds, on proven facts only:
+it inlines into them. It folds the tests a body makes of its element
+(:data:`ELEMENT_TESTS`), on proven facts only:
 
-    op(constants)                         each op of the one constant evaluator, by its rule
-                                          (:mod:`lowering.irutils.static_values`): exact casts,
-                                          comparisons, bool logic, integer arithmetic, ...
     Shape(x), Size(x)                     x of static shape (declared, or inferred below)
+    Cast, CastLike                        of a constant, exact and not wrapping (one Cast rule)
+    Equal, Less(OrEqual), Greater(OrEqual) of constants (numbers and bools)
+    Not, And, Or, Xor                     of bool constants
+    Add, Sub, Mul                         of integer constants (wrapping, as runtimes do)
+
+each by its rule in the one constant evaluator (:mod:`lowering.irutils.static_values`);
+not Range, Concat or Gather, whose constants would make the model grow.
     If(c)                                 c a constant: the taken branch's nodes take its place
     Identity(x)                           bypassed, unless it must stay (:mod:`lowering.irutils.identities`)
 
@@ -61,7 +66,12 @@ from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import Operand, infer_outputs, operand
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import SHAPE_READING_OPS, is_onnx_domain, is_onnx_op
+from lowering.irutils.op_facts import (
+    COMPARISON_OPS,
+    SHAPE_READING_OPS,
+    is_onnx_domain,
+    is_onnx_op,
+)
 from lowering.irutils.scopes import GraphLike
 from lowering.irutils.static_values import evaluate_node, small_constant
 from lowering.irutils.walk import nodes_within, subgraphs
@@ -112,7 +122,12 @@ def fold_static(
             if bypass_identity(node):
                 kept.append(node)  # read by nothing now: removed with the dead
                 continue
-        elif is_onnx_domain(node.domain) and _reads_facts(node, doubted) and fold_node(node):
+        elif (
+            node.op_type in ELEMENT_TESTS
+            and is_onnx_domain(node.domain)
+            and _reads_facts(node, doubted)
+            and fold_node(node)
+        ):
             kept.append(node)
             continue
         _infer_shapes(node, opset, doubted)
@@ -120,6 +135,15 @@ def fold_static(
     kept = _remove_dead(owner, kept, discard, outside)
     _remove_dead_outside(outside, discard)
     return kept
+
+
+#: What an unrolled copy folds (the module's policy; every other rule is the
+#: evaluator's too, but its results may be larger than what it reads).
+ELEMENT_TESTS = (
+    SHAPE_READING_OPS
+    | COMPARISON_OPS
+    | frozenset(["Cast", "CastLike", "Not", "And", "Or", "Xor", "Add", "Sub", "Mul"])
+)
 
 
 def release(graph: ir.Graph) -> set[ir.Value]:

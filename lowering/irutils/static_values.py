@@ -54,6 +54,7 @@ from lowering.irutils.op_facts import SHAPE_READING_OPS, is_onnx_domain, is_onnx
 #: and weights (maybe external data) are never read.
 MAX_ELEMENTS = 1024
 _MAX_DEPTH = 8
+_MAX_RANGE = 1 << 20  # elements: a Range is counted before it is made
 
 INTEGER_TYPES = frozenset(
     [
@@ -373,6 +374,10 @@ def _of_types(types: frozenset, function: Callable[..., np.ndarray]) -> Rule:
 
 
 def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    if delta.item() == 0:
+        raise ValueError("a delta of 0: left to the runtime, which refuses it")
+    if (limit.item() - start.item()) / delta.item() > _MAX_RANGE:
+        raise ValueError("too long to compute before the model runs")
     return np.arange(start.item(), limit.item(), delta.item(), dtype=start.dtype)
 
 
