@@ -33,6 +33,7 @@ from lowering.irutils.op_facts import (
     RANDOM_OPS,
     REDUCE_OPS,
     SHAPE_FROM_SHAPES_OPS,
+    SHAPE_READING_OPS,
     is_onnx_domain,
 )
 from lowering.irutils.walk import has_subgraphs
@@ -138,7 +139,7 @@ class UniformShapes:
             self._invariant.update(outputs)
             self._uniform.update(outputs)
             return
-        if op in ("Shape", "Size") and self.is_uniform(inputs[0]):
+        if op in SHAPE_READING_OPS and self.is_uniform(inputs[0]):
             self._invariant.update(outputs)
             self._uniform.update(outputs)
             return
