@@ -5,10 +5,11 @@ axes input as a bare constant: paddle2onnx writes ``Squeeze(Constant
 int64[1])``, torch ``Reshape(Constant[1], Constant[-1])`` or ``Concat`` of
 constants, and unrolled bodies test ``Equal(Size(Shape(e)), 0)``. This
 module computes such values with numpy, by one rule per op, for every
-caller (positions and trip counts, an adapter's axes, unrolled copies:
-:mod:`lowering.irutils.static_fold`), each reading through every op that
-has a rule; a caller says only whether declared shapes count as facts
-(``Shape``/``Size``, :data:`~lowering.irutils.op_facts.SHAPE_READING_OPS`)::
+caller. Positions, trip counts and an adapter's axes are read through every
+op that has a rule, the caller saying only whether declared shapes count as
+facts (``Shape``/``Size``, :data:`~lowering.irutils.op_facts.SHAPE_READING_OPS`);
+unrolled copies fold the tests a body makes of its element
+(:mod:`lowering.irutils.static_fold`)::
 
     Constant / initializer (not a graph input)   -> its tensor (small ones, unless asked)
     Identity(s)                                  -> s
@@ -17,7 +18,9 @@ has a rule; a caller says only whether declared shapes count as facts
     Reshape(s, shape)                            -> s reshaped (0 copies unless allowzero)
     Concat, Gather                               -> of constants
     Shape(x), Size(x)                            -> x of static shape
-    Add, Sub, Mul, Range                         -> of integers of one type (wrapping)
+    Add, Sub, Mul, Range                         -> of integers of one type (wrapping;
+                                                    a Range of step 0 or of more than
+                                                    2**20 elements is not computed)
     Add, Sub, Mul, Div, Sqrt                     -> of floats of one type (IEEE, below)
     Equal, Less(OrEqual), Greater(OrEqual)       -> of numbers of one type
     Not, And, Or, Xor                            -> of bools
