@@ -155,7 +155,3 @@ class SharedConstants:
             else:
                 owner.append(node)
             self._last[owner] = node
-
-    def made(self, value: ir.Value) -> bool:
-        """Whether ``value`` was handed out here."""
-        return value.producer() in self._owners
