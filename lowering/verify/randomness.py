@@ -14,7 +14,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from lowering.irutils.op_facts import RANDOM_OPS
+#: The ONNX ops whose results are random (op_facts.RANDOM_OPS, spelled again:
+#: onnx-verify loads no lowering module outside verify/ and runtimes/).
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
+     "Bernoulli"}
+)  # fmt: skip
 
 
 def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
