@@ -28,7 +28,7 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import prove_model
 from lowering.errors import LoweringError
 from lowering.irutils.naming import name_fresh
-from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_op
+from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes
 from lowering.irutils.walk import nodes_within
 from lowering.loops.accumulators import Accumulator, bound_dims, plan_accumulators
@@ -133,8 +133,5 @@ def _portability_ops(loop: ir.Node) -> set[str]:
     for graph in (
         a.as_graph() for a in loop.attributes.values() if a.type == ir.AttributeType.GRAPH
     ):
-        ops |= {n.op_type for n in nodes_within(graph) if n.op_type in _PORTABILITY}
+        ops |= {n.op_type for n in nodes_within(graph) if n.op_type in PORTABILITY_OPS}
     return ops
-
-
-_PORTABILITY = frozenset(LOOP_OPS + SEQUENCE_OPS)
