@@ -108,24 +108,22 @@ SAME_DTYPE_OPS = (
 )  # fmt: skip
 
 #: Ops whose output shapes follow from their inputs' shapes and attributes.
-SHAPE_FROM_SHAPES_OPS = frozenset(
-    [
-        "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan",
-        "Atanh", "AveragePool", "BatchNormalization", "BitShift", "BitwiseAnd", "BitwiseNot",
-        "BitwiseOr", "BitwiseXor", "Cast", "CastLike", "Ceil", "Celu", "Clip", "Concat",
-        "Constant", "Conv", "ConvTranspose", "Cos", "Cosh", "CumSum", "DepthToSpace", "Det",
-        "Div", "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Flatten", "Floor", "Gather",
-        "GatherElements", "GatherND", "Gelu", "Gemm", "GlobalAveragePool", "GlobalLpPool",
-        "GlobalMaxPool", "Greater", "GreaterOrEqual", "GridSample", "GroupNormalization",
-        "HardSigmoid", "HardSwish", "Hardmax", "Identity", "InstanceNormalization", "IsInf",
-        "IsNaN", "LayerNormalization", "LeakyRelu", "Less", "LessOrEqual", "Log", "LogSoftmax",
-        "LpNormalization", "LpPool", "MatMul", "MatMulInteger", "Max", "MaxPool", "Mean",
-        "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pow", "QuantizeLinear",
-        "DequantizeLinear", "Reciprocal", "Relu", "Round", "RMSNormalization",
-        "ScatterElements", "ScatterND", "Selu", "Shape", "Shrink", "Sigmoid", "Sign", "Sin",
-        "Sinh", "Size", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Sqrt", "Sub",
-        "Sum", "Tan", "Tanh", "ThresholdedRelu", "Transpose", "Trilu", "Where", "Xor",
-    ]
+SHAPE_FROM_SHAPES_OPS = (
+    UNARY_POINTWISE_OPS
+    | BROADCAST_POINTWISE_OPS
+    | SHAPE_READING_OPS
+    | frozenset(
+        [
+            "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "CastLike", "Concat",
+            "Constant", "Conv", "ConvTranspose", "CumSum", "DepthToSpace", "DequantizeLinear",
+            "Det", "Dropout", "Einsum", "Flatten", "Gather", "GatherElements", "GatherND", "Gemm",
+            "GlobalAveragePool", "GlobalLpPool", "GlobalMaxPool", "GridSample",
+            "GroupNormalization", "Hardmax", "InstanceNormalization", "LayerNormalization",
+            "LogSoftmax", "LpNormalization", "LpPool", "MatMul", "MatMulInteger", "MaxPool",
+            "PRelu", "QuantizeLinear", "RMSNormalization", "ScatterElements", "ScatterND",
+            "Softmax", "SpaceToDepth", "Transpose", "Trilu",
+        ]
+    )
 )  # fmt: skip
 
 # Where ONNX's shape inference (a second implementation of each op, ONNX 1.23)
@@ -144,12 +142,13 @@ TRUSTED_SHAPE_OPS = (
     UNARY_POINTWISE_OPS
     | BROADCAST_POINTWISE_OPS
     | REDUCE_OPS
+    | SHAPE_READING_OPS
     | frozenset(
         [
             "CastLike", "Softmax", "LogSoftmax", "Hardmax", "CumSum", "Trilu",
             "LpNormalization", "LRN", "PRelu", "ArgMax", "ArgMin",
             # shaping
-            "Shape", "Size", "Concat", "Gather", "GatherElements", "Slice", "Reshape",
+            "Concat", "Gather", "GatherElements", "Slice", "Reshape",
             "Squeeze", "Unsqueeze", "Transpose", "Expand", "ConstantOfShape", "Range",
             "Constant", "Flatten", "Tile", "Split", "TopK", "OneHot", "Pad", "DepthToSpace",
             "SpaceToDepth",
