@@ -245,7 +245,7 @@ def test_a_returned_sequence_is_the_result_split_once():
 def test_a_segment_reduction_has_no_loop_and_no_sequence(op):
     body = REDUCTIONS[f"{op}_keepdims_0_float"]
     ops = set(op_types(lowered(ragged_model(SOURCES["input_lengths_axis_0"], body, "concat"))))
-    assert "ScatterND" in ops
+    assert "ScatterElements" in ops
     assert not ops & (SEQUENCE_OPS | {"Scan"})
 
 
