@@ -20,8 +20,8 @@ import pytest
 
 import lowering
 from lowering.api import RuntimeName
+from lowering.runtimes.child import compile_openvino
 from lowering.runtimes.profiles import RUNTIMES, rejecting
-from lowering.runtimes.runners import compile_openvino
 from tests.helpers import all_nodes, assert_same, run
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
