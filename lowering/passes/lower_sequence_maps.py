@@ -75,7 +75,7 @@ from lowering.passes.hide_unproven_outputs import Copied, read_producers
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import first_unsupported
-from lowering.runtimes.profiles import RUNTIMES, rejections
+from lowering.runtimes.profiles import REFUSED_OPS, profile, rejections
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         self.strategy = check_strategy(strategy)
         self.target_opset = check_target_opset(target_opset)
         self.max_unroll = check_max_unroll(max_unroll)
-        self.runtime = RUNTIMES[check_runtime(runtime)]
+        self.runtime = profile(check_runtime(runtime))
         # Without a Loop, a uniform map over split tensors is a Scan whatever reads it.
         self._scan_reads_stacks = "Loop" in self.runtime.lacks
         self.keep_originals = keep_originals
@@ -450,15 +450,24 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
     }
 
 
+def _reduces(node: ir.Node) -> bool:
+    """A scatter with a reduction, which the profiles of :data:`REFUSED_OPS` refuse
+    (a plain one, as an unrolled SequenceInsert writes, they all run)."""
+    reduction = node.attributes.get("reduction")
+    return node.op_type in REFUSED_OPS and reduction is not None and reduction.value != "none"
+
+
 def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[tuple[str, str]]:
     """The runtimes that cannot run the loop or sequence ops that lowering a
-    map added (those its body already had aside), as :func:`rejections` says.
+    map added (those its body already had aside), or the ops some release
+    refuses as the rewrites write them (a segment reduction's
+    ScatterElements), as :func:`rejections` says.
     """
     added: set[str] = set()
     for node in new_nodes:
         if node.graph is None:  # removed again, such as a SequenceConstruct read back
             continue
-        if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type):
+        if (node.op_type in PORTABILITY_OPS or _reduces(node)) and is_onnx_op(node, node.op_type):
             added.add(node.op_type)
         if has_subgraphs(node):
             for graph in subgraphs(node):
