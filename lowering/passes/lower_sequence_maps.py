@@ -259,7 +259,12 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 written=replaced[index],
                 strategy=choices[index][0],
                 reason=choices[index][1],
-                rejecting=functools.partial(_rejected, replaced[index], body_ops[index]),
+                rejecting=functools.partial(
+                    _rejected,
+                    replaced[index],
+                    body_ops[index],
+                    vectorized=choices[index][0] == "vectorize",
+                ),
             )
             for index, plan in enumerate(plans)
         ]
@@ -340,7 +345,9 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         emitted = emitted_ops(plan) if vectorized else []
         if vectorized and (blocked := first_unsupported(emitted, plan.opset)):
             vectorized, batching = False, blocked
-        if vectorized and (wrong := runtime.miscomputed(op for op, _ in emitted)):
+        # The body's own ops too: on a stack, which may be empty, as the runtime may not run them.
+        batched = [*(op for op, _ in emitted), *(n.op_type for n in plan.body)]
+        if vectorized and (wrong := runtime.miscomputed(batched)):
             vectorized, batching = False, wrong
         if vectorized and stack_free:
             return "vectorize", batching
@@ -450,29 +457,37 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
     }
 
 
-def _reduces(node: ir.Node) -> bool:
-    """A scatter with a reduction, which the profiles of :data:`REFUSED_OPS` refuse
-    (a plain one, as an unrolled SequenceInsert writes, they all run)."""
-    reduction = node.attributes.get("reduction")
-    return node.op_type in REFUSED_OPS and reduction is not None and reduction.value != "none"
-
-
-def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[tuple[str, str]]:
+def _rejected(
+    new_nodes: list[ir.Node], had: set[str], vectorized: bool = False
+) -> list[tuple[str, str]]:
     """The runtimes that cannot run the loop or sequence ops that lowering a
-    map added (those its body already had aside), or the ops some release
-    refuses as the rewrites write them (a segment reduction's
-    ScatterElements), as :func:`rejections` says.
+    map added (those its body already had aside), and for a vectorized form
+    the ops some profile refuses or gets wrong as it writes them (on a stack
+    that may be empty; a scatter with a reduction), as :func:`rejections` says.
     """
     added: set[str] = set()
+    refused: set[str] = set()
     for node in new_nodes:
         if node.graph is None:  # removed again, such as a SequenceConstruct read back
             continue
-        if (node.op_type in PORTABILITY_OPS or _reduces(node)) and is_onnx_op(node, node.op_type):
+        if not is_onnx_op(node, node.op_type):
+            continue
+        if node.op_type in PORTABILITY_OPS:
             added.add(node.op_type)
+        if vectorized and node.op_type in REFUSED_OPS and _as_refused(node):
+            refused.add(node.op_type)
         if has_subgraphs(node):
             for graph in subgraphs(node):
                 added |= _portability_ops(graph)
-    return rejections(added - had)
+    return rejections((added - had) | refused)
+
+
+def _as_refused(node: ir.Node) -> bool:
+    """Whether ``node`` is as the profiles refuse it: a scatter only with a reduction."""
+    if not node.op_type.startswith("Scatter"):
+        return True
+    reduction = node.attributes.get("reduction")
+    return reduction is not None and reduction.value != "none"
 
 
 def _opset(model: ir.Model, located: Located) -> int:

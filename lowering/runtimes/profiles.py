@@ -15,11 +15,12 @@ matched.
 
 A profile covers a range of releases, from ``oldest`` on, and names those
 it was measured on (``tests/test_releases.py`` runs the forms in each, in
-venvs of their own). ``--runtime NAME:RELEASE`` names one release: a
-release the range covers gets the profile, an older one its own profile
-where :data:`RELEASE_PROFILES` has one (``openvino:2023.3``), and
-otherwise an error. The summary names every profile, release profiles
-included, that rejects a map's form.
+venvs of their own). ``--runtime NAME:RELEASE`` names one release: one
+that :data:`RELEASE_PROFILES` covers gets that profile (``openvino:2023.3``,
+older than the ``openvino`` range; ``onnxruntime:1.12-1.31``, inside its
+range, for what those releases get wrong), any other the range covers the
+runtime's profile, and otherwise an error. The summary names every
+profile, release profiles included, that rejects a map's form.
 
 ``generic`` lacks what any of them lacks: output for it runs in all of them.
 """
@@ -48,6 +49,7 @@ class Runtime:
             another form, and a form that keeps one names the runtime among
             those that reject it.
         oldest: The oldest release the profile covers ("2024.0": that and later).
+        newest: The newest it covers, for a release profile ("" for no end).
         measured: The releases it was measured on.
     """
 
@@ -56,6 +58,7 @@ class Runtime:
     one_if_per_graph: bool = False
     miscomputes: tuple[tuple[str, str], ...] = ()
     oldest: str = ""
+    newest: str = ""
     measured: tuple[str, ...] = ()
 
     @property
@@ -63,7 +66,17 @@ class Runtime:
         """The range it covers, as the docs say it: "2024.0 and later (measured on 2024.6, ...)"."""
         if not self.oldest:
             return "every runtime it names"
-        return f"{self.oldest} and later (measured on {', '.join(self.measured)})"
+        span = f"{self.oldest} to {self.newest}" if self.newest else f"{self.oldest} and later"
+        return f"{span} (measured on {', '.join(self.measured)})"
+
+    def covers(self, release: str) -> bool:
+        key = _release_key(release)
+        if self.oldest and key < _release_key(self.oldest):
+            return False
+        if not self.newest:
+            return True
+        newest = _release_key(self.newest)  # 1.31 covers 1.31.1
+        return key[: len(newest)] <= newest
 
     def rejects(self, ops: set[str] | frozenset[str]) -> list[str]:
         """Which of ``ops`` it lacks or gets wrong, in a stable order."""
@@ -128,48 +141,79 @@ _MEASURED = (
     Runtime("tinygrad", frozenset(LOOP_OPS) | _ALL_SEQUENCES, oldest="0.14", measured=("0.14.0",)),
 )
 
-_OPENVINO = _MEASURED[1]
+_ONNXRUNTIME, _OPENVINO = _MEASURED[0], _MEASURED[1]
 
-#: Releases older than their runtime's range that have a profile of their own.
+#: What onnxruntime 1.12 to 1.31 do with an empty stack (a map over no element),
+#: which a vectorized form hands each op of the body: measured in 1.12, 1.14,
+#: 1.16, 1.18, 1.20, 1.24, 1.28 and 1.31 (tests/test_releases.py), fixed by 1.32.
+_EMPTY_STACK = {
+    "MatMul": "fails on an empty stack beside a lower-rank operand (n = 0; 1.12-1.31)",
+    "TopK": "crashes on an empty stack (n = 0; 1.12-1.28)",
+    "OneHot": "crashes on an empty stack (n = 0; 1.12-1.24)",
+    "Einsum": "crashes on an empty stack (n = 0; 1.12-1.24)",
+}
+
+
+def _release(base: Runtime, oldest: str, newest: str, **changes) -> Runtime:
+    name = f"{base.name}:{oldest}" if oldest == newest else f"{base.name}:{oldest}-{newest}"
+    return dataclasses.replace(base, name=name, oldest=oldest, newest=newest, **changes)
+
+
+#: Releases that a profile of their own covers, inside their runtime's range or
+#: older than it: ``--runtime NAME:RELEASE`` for one of them gets it.
 RELEASE_PROFILES: dict[str, Runtime] = {
-    # OpenVINO 2023.3 (before the 2024 LTS): the same, and it refuses the
-    # segment reductions' ScatterElements (tests/test_releases.py), so those get a Loop.
-    "openvino:2023.3": dataclasses.replace(
-        _OPENVINO,
-        name="openvino:2023.3",
-        miscomputes=(
-            (
-                "ScatterElements",
-                "refuses ScatterElements with a reduction (2023.3: 'Indices rank and data rank')",
+    r.name: r
+    for r in (
+        # OpenVINO 2023.3 (before the 2024 LTS): the same, and it refuses the segment
+        # reductions' ScatterElements (tests/test_releases.py), so those get a Loop.
+        _release(
+            _OPENVINO,
+            "2023.3",
+            "2023.3",
+            miscomputes=(
+                (
+                    "ScatterElements",
+                    "refuses a ScatterElements with a reduction (2023.3)",
+                ),
             ),
+            measured=("2023.3",),
         ),
-        oldest="2023.3",
-        measured=("2023.3",),
-    ),
+        # onnxruntime before 1.32: the same, and the ops of _EMPTY_STACK fail on an
+        # empty stack, so a map whose vectorized form holds one gets a loop.
+        _release(
+            _ONNXRUNTIME,
+            "1.12",
+            "1.31",
+            miscomputes=tuple(_EMPTY_STACK.items()),
+            measured=("1.12", "1.14", "1.16", "1.18", "1.20", "1.24", "1.28", "1.31"),
+        ),
+    )
 }
 
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in _MEASURED}
-_EVERY = (*_MEASURED, *RELEASE_PROFILES.values())
+# Not the release profiles: what an old release gets wrong is for its own --runtime.
 RUNTIMES["generic"] = Runtime(
     "generic",
-    frozenset().union(*(r.lacks for r in _EVERY)),
-    one_if_per_graph=any(r.one_if_per_graph for r in _EVERY),
-    miscomputes=tuple((op, f"({r.name}) {how}") for r in _EVERY for op, how in r.miscomputes),
+    frozenset().union(*(r.lacks for r in _MEASURED)),
+    one_if_per_graph=any(r.one_if_per_graph for r in _MEASURED),
+    miscomputes=tuple((op, f"({r.name}) {how}") for r in _MEASURED for op, how in r.miscomputes),
 )
 
 DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
 
-#: The ops that some profile refuses or gets wrong as the rewrites write them
-#: (beside the loop and sequence ops; all of them scatters with a reduction): a
-#: rewrite that adds one names who rejects it.
-REFUSED_OPS = frozenset(op for r in _EVERY for op, _ in r.miscomputes)
+#: The ops that some profile refuses or gets wrong as a vectorized form writes
+#: them (beside the loop and sequence ops): a vectorized map that holds one names
+#: who rejects it.
+REFUSED_OPS = frozenset(
+    op for r in (*_MEASURED, *RELEASE_PROFILES.values()) for op, _ in r.miscomputes
+)
 
 
 def profile(name: str) -> Runtime:
     """The profile ``--runtime NAME`` or ``NAME:RELEASE`` means; ValueError if none.
 
-    A release the range covers gets the range's profile, under the name
-    given; an older one its own from :data:`RELEASE_PROFILES`.
+    A release that one of :data:`RELEASE_PROFILES` covers gets it, any other
+    that the runtime's range covers the runtime's, under the name given.
     """
     if name in RUNTIMES:
         return RUNTIMES[name]
@@ -182,14 +226,14 @@ def profile(name: str) -> Runtime:
             f"be one of {', '.join(RUNTIMES)}, or one of them but generic with a release "
             "(openvino:2024.6)"
         )
-    if _release_key(release) < _release_key(runtime.oldest):
-        own = [n for n in RELEASE_PROFILES if n.startswith(base + ":")]
-        also = f"; {', '.join(own)} has a profile of its own" if own else ""
-        raise ValueError(
-            f"name a release of {base} from {runtime.oldest} on (its profile covers "
-            f"{runtime.releases}{also})"
-        )
-    return dataclasses.replace(runtime, name=name)
+    own = [r for r in RELEASE_PROFILES.values() if r.name.startswith(base + ":")]
+    for candidate in (*own, runtime):
+        if candidate.covers(release):
+            return dataclasses.replace(candidate, name=name)
+    also = "".join(f"; {r.name} has a profile of its own" for r in own)
+    raise ValueError(
+        f"name a release of {base} that a profile covers (its own covers {runtime.releases}{also})"
+    )
 
 
 def _is_release(text: str) -> bool:
