@@ -19,6 +19,8 @@ the oldest that reads IR 10 (so the input's ``ir_version`` no longer
 matters to it). OpenVINO 2023.3 is the last release before the 2024 LTS;
 2024.6 is that LTS's last, the oldest the ``openvino`` profile covers;
 2025.4 the last before 2026, the first that takes ScatterND's reduction.
+onnxruntime-openvino 1.24 is the OpenVINO execution provider (its wheel
+replaces the onnxruntime package, so it cannot be installed beside it).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ class Release:
     """One release of a runtime: the Python its wheel needs and what pip installs.
 
     Attributes:
-        runtime: ``onnxruntime`` or ``openvino``: the module the venv imports
-            and the runner ``child.py`` serves its jobs with.
+        runtime: ``onnxruntime``, ``openvino`` or ``onnxruntime-openvino`` (the
+            OpenVINO execution provider): the runner ``child.py`` serves its jobs with.
     """
 
     runtime: str
@@ -62,6 +64,8 @@ RELEASES: dict[str, Release] = {
         Release("openvino", "2023.3", "3.11", ("openvino==2023.3.0", "numpy<2")),
         Release("openvino", "2024.6", "3.11", ("openvino==2024.6.0",)),
         Release("openvino", "2025.4", "3.11", ("openvino==2025.4.1",)),
+        # Its wheel installs the onnxruntime package itself: only in a venv of its own.
+        Release("onnxruntime-openvino", "1.24", "3.11", ("onnxruntime-openvino==1.24.1",)),
     )
 }
 
@@ -152,7 +156,7 @@ def child_command(release: Release) -> list[str]:
 
 def installed_version(release: Release) -> str:
     """What the venv says it runs ("onnxruntime 1.16.3"), for the matrix's header."""
-    module = release.runtime
+    module = "openvino" if release.runtime == "openvino" else "onnxruntime"
     answer = subprocess.run(
         [str(python_for(release)), "-c", f"import {module}; print({module}.__version__)"],
         capture_output=True,
