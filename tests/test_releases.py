@@ -329,3 +329,29 @@ def test_the_segment_form_names_the_releases_that_reject_it(tmp_path):
     said = done.stderr + done.stdout
     assert "not vectorized: openvino:2023.3 refuses a ScatterElements with a reduction" in said
     assert "ScatterElements" not in op_types(onnx.load(out))
+
+
+ALLOWZERO = """<ir_version: 8, opset_import: ["" : 14]>
+g (float[A] x, int64[K] s) => (float[?] y) {
+  y = Reshape <allowzero = 1> (x, s)
+}"""
+
+
+@pytest.mark.slow
+def test_the_allowzero_adapter_reduces_no_empty_vector_in_onnxruntime_1_12(tmp_path):
+    """``--target-opset 13`` writes Reshape-14's allowzero with counts and products of
+    the shape and of Shape(x): for a reshape to a scalar (an empty shape) they reduce
+    nothing, which onnxruntime 1.12 to 1.16 refuse unless the vector is padded."""
+    release = releases.RELEASES["onnxruntime 1.12"]
+    release_python(release)
+    path = tmp_path / "allowzero.onnx"
+    onnx.save(lowering.lower(onnx.parser.parse_model(ALLOWZERO), target_opset=13), path)
+    cases = [
+        ([np.array([1.5], np.float32), np.array([], np.int64)], ()),
+        ([np.zeros(0, np.float32), np.array([0, 3], np.int64)], (0, 3)),
+        ([np.arange(6, dtype=np.float32), np.array([2, 3], np.int64)], (2, 3)),
+    ]
+    results = run_many(release.column, [(path, inputs) for inputs, _ in cases])
+    for (inputs, shape), result in zip(cases, results, strict=True):
+        assert not isinstance(result, RuntimeFailure), result
+        assert_same(result[0], inputs[0].reshape(shape))
