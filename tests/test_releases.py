@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -46,6 +47,7 @@ from lowering.runtimes.runners import RuntimeFailure, run_many
 from tests import test_ragged, test_vectorize
 from tests.helpers import assert_same, op_types, release_python
 from tests.matrix_models import matches, synthetic_cases
+from tests.test_vectorize import Family
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,20 +130,22 @@ def _ragged(target: Target) -> dict[str, Job]:
     return jobs
 
 
+def _families(target: Target, shape: Callable[[Family], str]):
+    """(name, family, its model of ``shape`` lowered for ``target``), at the target's opset."""
+    for name, family in test_vectorize.FAMILIES.items():
+        if family.opset <= target.opset:
+            model = test_vectorize._parse(shape(family), family)
+            model.ir_version = min(model.ir_version, target.ir_version)
+            yield name, family, lowering.lower(model, runtime=target.runtime)
+
+
 def _vectorized(target: Target) -> dict[str, Job]:
     jobs = {}
-    for name, family in test_vectorize.FAMILIES.items():
-        if family.opset > target.opset:
-            continue
-        model = test_vectorize._parse(test_vectorize.split_axis_1_model(family), family)
-        model.ir_version = min(model.ir_version, target.ir_version)
-        result = lowering.lower(model, runtime=target.runtime)
+    for name, family, result in _families(target, test_vectorize.split_axis_1_model):
         for n in (1, 5):
             elements = test_vectorize._elements(family, n)
-            kind = test_vectorize.ONNX_TYPES[family.dtype]
-            x = np.stack(elements) if elements else np.zeros((0, *family.element), kind)
             _, stacked = test_vectorize._expected(family, elements)
-            inputs = [x[None], *family.extras.values()]
+            inputs = [np.stack(elements)[None], *family.extras.values()]
             expected = [np.moveaxis(stacked, 0, -1)]
             jobs[f"vectorized {name} n={n}"] = _job(target, result, inputs, expected)
     return jobs
@@ -151,15 +155,10 @@ def _empty(target: Target) -> dict[str, Job]:
     """Each family over no element, its sequence returned (onnxruntime only)."""
     if target.release.runtime != "onnxruntime":
         return {}
-    jobs = {}
-    for name, family in test_vectorize.FAMILIES.items():
-        if family.opset > target.opset:
-            continue
-        model = test_vectorize._parse(test_vectorize.input_model(family), family)
-        model.ir_version = min(model.ir_version, target.ir_version)
-        result = lowering.lower(model, runtime=target.runtime)
-        jobs[f"empty {name}"] = Job(result, [[], *family.extras.values()], [[]])
-    return jobs
+    return {
+        f"empty {name}": Job(result, [[], *family.extras.values()], [[]])
+        for name, family, result in _families(target, test_vectorize.input_model)
+    }
 
 
 def _matrix(target: Target) -> dict[str, Job]:
