@@ -65,7 +65,7 @@ from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_under, nodes_within
 from lowering.options import check_runtime
-from lowering.runtimes.profiles import RUNTIMES, Runtime
+from lowering.runtimes.profiles import RUNTIMES, Runtime, profile
 
 HIDING_OPS = frozenset({"SequenceEmpty", "SequenceInsert", "SequenceAt"})
 
@@ -97,7 +97,7 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
         super().__init__()
         self.lowered_in = lowered_in
         self.copied = None if copied is None else list(copied)
-        self.runtime = RUNTIMES[check_runtime(runtime)]
+        self.runtime = profile(check_runtime(runtime))
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         sequences = not self.runtime.missing(HIDING_OPS)

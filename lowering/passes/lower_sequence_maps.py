@@ -70,7 +70,7 @@ from lowering.options import (
 from lowering.passes.hide_unproven_outputs import Copied, read_producers
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
-from lowering.runtimes.profiles import RUNTIMES, rejections
+from lowering.runtimes.profiles import REFUSED_OPS, profile, rejections
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         self.strategy = check_strategy(strategy)
         self.target_opset = check_target_opset(target_opset)
         self.max_unroll = check_max_unroll(max_unroll)
-        self.runtime = RUNTIMES[check_runtime(runtime)]
+        self.runtime = profile(check_runtime(runtime))
         self.keep_originals = keep_originals
         self.progress = progress
 
@@ -230,7 +230,12 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 written=replaced[index],
                 strategy=choices[index][0].strategy.name,
                 reason=reasons[index],
-                rejecting=functools.partial(_rejected, replaced[index], body_ops[index]),
+                rejecting=functools.partial(
+                    _rejected,
+                    replaced[index],
+                    body_ops[index],
+                    vectorized=choices[index][0].strategy.name == "vectorize",
+                ),
             )
             for index, plan in enumerate(plans)
         ]
@@ -323,20 +328,37 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
     }
 
 
-def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[tuple[str, str]]:
+def _rejected(
+    new_nodes: list[ir.Node], had: set[str], vectorized: bool = False
+) -> list[tuple[str, str]]:
     """The runtimes that cannot run the loop or sequence ops that lowering a
-    map added (those its body already had aside), as :func:`rejections` says.
+    map added (those its body already had aside), and for a vectorized form
+    the ops some profile refuses or gets wrong as it writes them (on a stack
+    that may be empty; a scatter with a reduction), as :func:`rejections` says.
     """
     added: set[str] = set()
+    refused: set[str] = set()
     for node in new_nodes:
         if node.graph is None:  # removed again, such as a SequenceConstruct read back
             continue
-        if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type):
+        if not is_onnx_op(node, node.op_type):
+            continue
+        if node.op_type in PORTABILITY_OPS:
             added.add(node.op_type)
+        if vectorized and node.op_type in REFUSED_OPS and _as_refused(node):
+            refused.add(node.op_type)
         if has_subgraphs(node):
             for graph in subgraphs(node):
                 added |= _portability_ops(graph)
-    return rejections(added - had)
+    return rejections((added - had) | refused)
+
+
+def _as_refused(node: ir.Node) -> bool:
+    """Whether ``node`` is as the profiles refuse it: a scatter only with a reduction."""
+    if not node.op_type.startswith("Scatter"):
+        return True
+    reduction = node.attributes.get("reduction")
+    return reduction is not None and reduction.value != "none"
 
 
 def _opset(model: ir.Model, located: Located) -> int:

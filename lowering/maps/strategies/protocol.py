@@ -63,13 +63,17 @@ class Decline:
 class Fit:
     """A form fits a map: why, what it will write, and the ops the runtime must have.
 
-    Strategies subclass it to carry what they computed for their rewrite.
+    ``computes``: the body's own ops, where the form runs them otherwise than
+    the original does (on a stack that may be empty), for the runtime's
+    faults. Strategies subclass it to carry what they computed for their
+    rewrite.
     """
 
     strategy: Strategy
     why: str
     writes: Writes = ()
     needs: frozenset[str] = frozenset()
+    computes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -141,7 +145,7 @@ def _runnable(fit: Fit, plan: MapPlan, context: Context) -> Fit | Decline:
         return Decline(form, f"{context.runtime.name} has no {lacks[0]}")
     if blocked := first_unsupported(list(fit.writes), plan.opset):
         return Decline(form, blocked)
-    if wrong := context.runtime.miscomputed(op for op, _ in fit.writes):
+    if wrong := context.runtime.miscomputed([*(op for op, _ in fit.writes), *fit.computes]):
         return Decline(form, wrong)
     return fit
 

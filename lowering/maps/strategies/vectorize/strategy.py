@@ -126,6 +126,7 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         strategy,
         f"every op in its body has a batching rule, and {how}",
         writes=emitted_ops(plan, rewrite),
+        computes=tuple(node.op_type for node in plan.body),
         batcher=rewrite,
         stack_free=rewrite.stack_free,
     )
