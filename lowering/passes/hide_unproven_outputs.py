@@ -61,6 +61,7 @@ from lowering.irutils.node_inference import (
 )
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.respellings import Respelling, apply_respelling, respelling
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_under, nodes_within
@@ -209,6 +210,8 @@ class _Hiding(NamedTuple):
     allowzero: bool
     dtype: ir.DataType | None
     written: list[ir.Node] | None
+    #: How the node is spelled so that ONNX sizes it right (on its first pinned output).
+    respelled: Respelling | None = None
 
 
 def plan_copied_shapes(
@@ -253,6 +256,9 @@ def plan_copied_shapes(
         if not seen_wrong(node, proven):
             continue  # proven right, with the shapes proven for its inputs
         shapes = computed_shapes(node, proven)
+        respelled = None
+        if shapes is not None and not entry.only_read:
+            respelled = respelling(node, proven, shapes, opset)
         for k, value in enumerate(node.outputs):
             if not value.uses() and value not in graph.outputs:
                 continue
@@ -260,7 +266,10 @@ def plan_copied_shapes(
             known = proof.operand(value)
             dtype = None if known is None else known.dtype
             if shapes is not None and allowzero is not None:
-                planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
+                planned.append(
+                    _Hiding(node, value, shapes[k], allowzero, dtype, written, respelled)
+                )
+                respelled = None  # (once per node)
                 continue
             if not hide or (not sequences and entry.only_read):
                 continue  # (read, not copied: the runtime infers it for itself)
@@ -298,6 +307,10 @@ def apply_hiding(hiding: _Hiding) -> None:
     node, value = hiding.node, hiding.value
     graph = node.graph
     assert graph is not None
+    if hiding.respelled is not None:
+        written = apply_respelling(hiding.respelled)
+        if hiding.written is not None:
+            hiding.written.extend(written)
     if hiding.computed is not None:
         target = [d if isinstance(d, int) else 0 for d in hiding.computed]
         shape = constant_node(np.array(target, np.int64))
