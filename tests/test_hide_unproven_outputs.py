@@ -297,20 +297,8 @@ RESHAPED = {
 }  # fmt: skip
 
 
-# Vectorized, a Slice of int32 bounds gets int64 axes (a batching bug of its own).
-_INT32_SLICE = "Slice: end INT32_MAX, negative step"
-
-
 @pytest.mark.parametrize("option", list(COPY_OPTIONS))
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=False, reason="int64 axes"))
-        if n == _INT32_SLICE
-        else n
-        for n in RESHAPED
-    ],
-)
+@pytest.mark.parametrize("name", RESHAPED)
 def test_copied_shapes_meet_no_vectorized_reshape(name, option):
     """A map over a split whose body reshapes the op's result to its computed
     shape: lowered, it passes the full checker and computes what the map did."""

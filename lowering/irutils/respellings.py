@@ -99,6 +99,13 @@ def respelling(
     return found if _claims(node.op_type, attributes, respelled, opset, computed) else None
 
 
+def sized_right(
+    node: ir.Node, operands: Sequence[Operand | None], computed: Sequence[Shape], opset: int
+) -> bool:
+    """Whether ONNX's inference gives ``node``'s outputs their ``computed`` shapes."""
+    return _claims(node.op_type, node.attributes, operands, opset, computed)
+
+
 def _constant_operand(constant: np.ndarray | None) -> Operand | None:
     if constant is None:
         return None
