@@ -197,3 +197,81 @@ def test_every_copy_or_exposed_node_onnx_sizes_wrong_is_respelled(name, form):
     assert not wrong, wrong
     assert checked, "no node of the op with static inputs: the form copies nothing here"
     assert_same(ort_run(result, feeds), expected)
+
+
+# -- with no shape known --------------------------------------------------------
+
+#: Respellings that need no shape: a Squeeze of empty axes, a Slice's end
+#: through the first (on an input of unknown dims, ``x`` below).
+SHAPE_FREE = {
+    "Squeeze, empty axes input": ("Squeeze", ["x", "none"], {}, 13),
+    "Squeeze, empty axes attribute": ("Squeeze", ["x"], {"axes": []}, 11),
+    "Slice, end INT64_MAX, negative step": (
+        "Slice",
+        ["x", "last", "max64", "zero", "back"],
+        {},
+        13,
+    ),
+    "Slice, int32 end INT32_MAX": ("Slice", ["x", "last32", "max32", "zero32", "back32"], {}, 13),
+}
+_SHAPE_FREE_CONSTANTS = {
+    "none": np.array([], np.int64),
+    "last": np.array([3]),
+    "max64": np.array([2**63 - 1]),
+    "zero": np.array([0]),
+    "back": np.array([-1]),
+    "last32": np.array([3], np.int32),
+    "max32": np.array([2**31 - 1], np.int32),
+    "zero32": np.array([0], np.int32),
+    "back32": np.array([-1], np.int32),
+}
+
+
+@pytest.mark.parametrize("name", SHAPE_FREE)
+def test_a_respelling_that_needs_no_shape_is_made_without_one(name):
+    """Where the input's dims are not known (a function's input, before
+    onnxruntime inlines it), no shape is computed; the node is respelled all
+    the same, so that ONNX's inference is right whatever the shape."""
+    from onnx import helper
+
+    op, inputs, attrs, opset = SHAPE_FREE[name]
+    node = helper.make_node(op, inputs, ["y"])
+    node.attribute.extend(
+        helper.make_attribute(k, v, attr_type=onnx.AttributeProto.INTS) for k, v in attrs.items()
+    )
+    used = set(inputs[1:])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["a", 1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(v, k) for k, v in _SHAPE_FREE_CONSTANTS.items() if k in used],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = ir.serde.deserialize_model(proto)
+    node_ir = next(iter(model.graph))
+    operands = [prove_model(model, fill=True).operand(v) for v in node_ir.inputs]
+    assert seen_wrong(node_ir, operands)
+    assert computed_shapes(node_ir, operands) is None
+    found = respelling(node_ir, operands, None, opset)
+    assert found is not None
+    apply_respelling(found)
+    operands = [prove_model(model, fill=True).operand(v) for v in node_ir.inputs]
+    assert not seen_wrong(node_ir, operands)
+    respelled = ir.serde.serialize_model(model)
+    for rows in (1, 4):
+        feeds = {"x": np.arange(rows, dtype=np.float32).reshape(rows, 1)}
+        assert_same(ort_run(respelled, feeds), ort_run(proto, feeds))
+
+
+def test_the_fuzz_example_of_a_squeeze_read_in_a_function_runs():
+    """Fuzz seed 3802 (after infer_shapes): ``Squeeze(x: [3,1,3], [])`` in a
+    function called in nested Scans, split and read by Shape in the lowered
+    map; onnxruntime inlines the function, sizes the squeeze [3,1,3] and
+    reused a buffer of that size for a Shape ("{1} != {2}")."""
+    from lowering import lower
+    from tests.cases.fuzz_regressions import FUZZ, fuzz_expected, fuzz_feeds
+
+    name = "squeeze_empty_axes_read_in_a_function"
+    result = lower(onnx.load(FUZZ / f"{name}.onnx"))
+    assert_same(ort_run(result, fuzz_feeds(name)), fuzz_expected(name))

@@ -46,7 +46,7 @@ import onnx_ir as ir
 from lowering.irutils.computed_shapes import Shape
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import fresh
-from lowering.irutils.node_inference import Dim, Operand, claimed_outputs
+from lowering.irutils.node_inference import Dim, Operand, claimed_outputs, seen_wrong
 from lowering.irutils.nodes import attribute, new_node
 from lowering.irutils.shapes import THROUGH_FIRST
 
@@ -66,18 +66,28 @@ class Respelling(NamedTuple):
 
 
 _Rule = Callable[[ir.Node, Sequence[Operand | None], Shape, int], Respelling | None]
+_ShapeFreeRule = Callable[[ir.Node, Sequence[Operand | None], int], Respelling | None]
 
 
 def respelling(
-    node: ir.Node, operands: Sequence[Operand | None], computed: Sequence[Shape], opset: int
+    node: ir.Node,
+    operands: Sequence[Operand | None],
+    computed: Sequence[Shape] | None,
+    opset: int,
 ) -> Respelling | None:
     """How to spell ``node`` so that ONNX's inference gives the ``computed``
     shapes of its outputs from ``operands`` (what is proven of its inputs);
-    None where it does already, or no rule of this module fits."""
-    if _claims(node.op_type, node.attributes, operands, opset, computed):
+    None where it does already, or no rule of this module fits. With no
+    ``computed`` shapes (an input's shape not known), only a spelling that
+    ONNX's inference is trusted on whatever the shapes (a Slice's end, a
+    Squeeze with no axes), which :func:`seen_wrong` then no longer names."""
+    if computed is not None and _claims(node.op_type, node.attributes, operands, opset, computed):
         return None
-    rule = _RULES.get(node.op_type)
-    found = None if rule is None else rule(node, operands, computed[0], opset)
+    found = None
+    if node.op_type in _SHAPE_FREE_RULES:
+        found = _SHAPE_FREE_RULES[node.op_type](node, operands, opset)
+    elif node.op_type in _RULES and computed is not None:
+        found = _RULES[node.op_type](node, operands, computed[0], opset)
     if found is None:
         return None
     dtypes = {k: o.dtype for k in found.wrapped if (o := operands[k]) is not None and o.dtype}
@@ -96,6 +106,9 @@ def respelling(
         respelled[k] = _constant_operand(replacement)
     while respelled and respelled[-1] is None:
         respelled.pop()
+    if computed is None:
+        probe = ir.Node(node.domain, node.op_type, [], list(attributes.values()))
+        return None if seen_wrong(probe, respelled) else found
     return found if _claims(node.op_type, attributes, respelled, opset, computed) else None
 
 
@@ -215,18 +228,24 @@ def _nonzero(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling
     return Respelling(node, {0: ("Reshape", np.array([1], np.int64))}, {}, {})
 
 
-def _squeeze(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling | None:
-    """The unit dims onnxruntime squeezes for empty axes, written out (none: no axes)."""
+def _squeeze(node: ir.Node, operands, opset: int) -> Respelling | None:
+    """The unit dims onnxruntime squeezes for empty axes, written out; none, or
+    dims not known: no axes (every unit dim, which ONNX infers where it knows them)."""
+    given = node.attributes.get("axes")
+    axes = operands[1] if len(operands) > 1 else None
+    if not (
+        (given is not None and not given.as_ints())
+        or (axes is not None and axes.value is not None and axes.value.size == 0)
+    ):
+        return None  # (axes given: ONNX squeezes them, as onnxruntime does)
     dims = _static(operands[0] if operands else None)
-    if dims is None:
-        return None
-    unit = [i for i, d in enumerate(dims) if d == 1]
+    unit = [] if dims is None else [i for i, d in enumerate(dims) if d == 1]
     if opset >= 13:
         return Respelling(node, {}, {1: np.array(unit, np.int64) if unit else None}, {})
     return Respelling(node, {}, {}, {"axes": unit or None})
 
 
-def _slice(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling | None:
+def _slice(node: ir.Node, operands, opset: int) -> Respelling | None:
     """An end of INT32_MAX or INT64_MAX with a negative step, through the first
     element to onnxruntime, as the ends' type's minimum."""
     ends = operands[2].value if len(operands) > 2 and operands[2] is not None else None
@@ -349,6 +368,6 @@ _RULES: dict[str, _Rule] = {
     "NonZero": _nonzero,
     "PRelu": _prelu,
     "Resize": _resize,
-    "Slice": _slice,
-    "Squeeze": _squeeze,
 }
+#: The rules that need no shape: what they write ONNX infers right for any.
+_SHAPE_FREE_RULES: dict[str, _ShapeFreeRule] = {"Slice": _slice, "Squeeze": _squeeze}

@@ -54,7 +54,7 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         pins = [
             pin
             for pin in plan_copied_shapes(statically_wrong(model, fill=False), hide=False)
-            if _contradicts(pin.value.shape, pin.computed)
+            if pin.value is not None and _contradicts(pin.value.shape, pin.computed)
         ]
         for pin in pins:
             apply_hiding(pin)

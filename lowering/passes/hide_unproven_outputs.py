@@ -202,15 +202,16 @@ class Copied(NamedTuple):
 class _Hiding(NamedTuple):
     """How one output of a copied node is hidden: pinned to its ``computed``
     shape, or (``computed`` None) passed through a sequence; ``dtype``: its
-    dtype, where known (a sequence needs it)."""
+    dtype, where known (a sequence needs it). Or (no ``value``) how the node
+    is spelled so that ONNX sizes it right (:mod:`lowering.irutils.respellings`),
+    which a pin after it cannot make onnxruntime allocate."""
 
     node: ir.Node
-    value: ir.Value
+    value: ir.Value | None
     computed: tuple[Dim, ...] | None
     allowzero: bool
     dtype: ir.DataType | None
     written: list[ir.Node] | None
-    #: How the node is spelled so that ONNX sizes it right (on its first pinned output).
     respelled: Respelling | None = None
 
 
@@ -256,20 +257,20 @@ def plan_copied_shapes(
         if not seen_wrong(node, proven):
             continue  # proven right, with the shapes proven for its inputs
         shapes = computed_shapes(node, proven)
-        respelled = None
-        if shapes is not None and not entry.only_read:
-            respelled = respelling(node, proven, shapes, opset)
+        used = [v for v in node.outputs if v.uses() or v in graph.outputs]
+        respelled = respelling(node, proven, shapes, opset) if used else None
+        if respelled is not None:  # (then ONNX sizes it right: nothing more to hide)
+            planned.append(_Hiding(node, None, None, False, None, written, respelled))
         for k, value in enumerate(node.outputs):
-            if not value.uses() and value not in graph.outputs:
+            if value not in used:
                 continue
             allowzero = None if shapes is None else _allowzero(shapes[k], opset)
             known = proof.operand(value)
             dtype = None if known is None else known.dtype
             if shapes is not None and allowzero is not None:
-                planned.append(
-                    _Hiding(node, value, shapes[k], allowzero, dtype, written, respelled)
-                )
-                respelled = None  # (once per node)
+                planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
+                continue
+            if respelled is not None:
                 continue
             if not hide or (not sequences and entry.only_read):
                 continue  # (read, not copied: the runtime infers it for itself)
@@ -311,6 +312,8 @@ def apply_hiding(hiding: _Hiding) -> None:
         written = apply_respelling(hiding.respelled)
         if hiding.written is not None:
             hiding.written.extend(written)
+    if value is None:
+        return
     if hiding.computed is not None:
         target = [d if isinstance(d, int) else 0 for d in hiding.computed]
         shape = constant_node(np.array(target, np.int64))
