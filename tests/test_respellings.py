@@ -46,6 +46,14 @@ EDGES = {
         Case("AveragePool", [x(1, 2, 4, 5)], {"kernel_shape": [2, 3], "strides": [2, 2],
              "pads": [0, 0, 1, 1], "ceil_mode": 1}), 19, (1, 2, 2, 3),
     ),
+    "LpPool ceil_mode 2-D, p 3": (
+        Case("LpPool", [x(1, 2, 4, 5)], {"kernel_shape": [2, 3], "strides": [2, 2], "p": 3,
+             "pads": [0, 0, 1, 1], "ceil_mode": 1}), 18, (1, 2, 2, 3),
+    ),
+    "MaxPool SAME_UPPER, dilation 2": (
+        Case("MaxPool", [x(1, 2, 5)], {"kernel_shape": [2], "dilations": [2],
+             "auto_pad": "SAME_UPPER"}), 17, (1, 2, 4),
+    ),
     "Einsum, three operands": (
         Case("Einsum", [x(1, 3), x(2, 1), x(2, 3)], {"equation": "ab,ab,ab->ab"}), 13, (2, 3),
     ),
@@ -74,7 +82,6 @@ NO_RESPELLING = {
         Case("AveragePool", [x(1, 1, 4)], {"kernel_shape": [2], "strides": [2], "pads": [0, 1],
              "ceil_mode": 1, "count_include_pad": 1}), 17, (1, 1, 2),
     ),
-    "LpPool ceil_mode": UNTRUSTED["LpPool ceil_mode"],
     "Range: float bounds": DOUBTED["Range: float bounds"],
     "Range: int32 span overflows": DOUBTED["Range: int32 span overflows"],
     # (and one ONNX sizes right: nothing to respell)
@@ -88,7 +95,6 @@ RESPELLED = {
 #: (ONNX's claim is right for these; nothing to respell.)
 RESPELLED.pop("Resize by sizes, not_larger")
 RESPELLED.pop("Einsum with an ellipsis")
-RESPELLED.pop("LpPool SAME_LOWER, ceil_mode")
 
 
 def _single(name: str, cases: dict) -> tuple[ir.Model, ir.Node, int]:

@@ -296,11 +296,13 @@ def _conv_transpose(node: ir.Node, operands, computed: Shape, opset: int) -> Res
 
 def _pool(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling | None:
     """Floor mode with end pads that give the same windows, for a pool that
-    does not see its pads: MaxPool, and AveragePool with count_include_pad 0."""
+    does not see its pads: MaxPool, LpPool (a pad adds |0|^p), and AveragePool
+    with count_include_pad 0; SAME's head pads as onnxruntime computes them
+    (from the undilated kernel, :func:`~lowering.irutils.shapes.pool_output_size`)."""
     attributes = node.attributes
     if node.op_type == "AveragePool" and attributes.get_int("count_include_pad", 0) != 0:
         return None
-    if node.op_type not in ("MaxPool", "AveragePool"):
+    if node.op_type not in ("MaxPool", "AveragePool", "LpPool"):
         return None
     x = _static(operands[0] if operands else None)
     kernel = list(attributes.get_ints("kernel_shape", []))
@@ -308,14 +310,20 @@ def _pool(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling | 
         return None
     spatial = len(kernel)
     auto_pad = attributes.get_string("auto_pad", "NOTSET")
-    if auto_pad not in ("NOTSET", "VALID"):
-        return None
     pads = list(attributes.get_ints("pads", [0] * 2 * spatial)) if auto_pad == "NOTSET" else []
     pads = pads or [0] * 2 * spatial
     strides = list(attributes.get_ints("strides", [1] * spatial))
     dilations = list(attributes.get_ints("dilations", [1] * spatial))
     if len(pads) != 2 * spatial or len(strides) != spatial or len(dilations) != spatial:
         return None
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        for i, d in enumerate(x[2:]):
+            needed = (-(-d // strides[i]) - 1) * strides[i] + kernel[i] - d
+            pads[i] = needed // 2 if auto_pad == "SAME_UPPER" else (needed + 1) // 2
+    elif auto_pad != "NOTSET" and auto_pad != "VALID":
+        return None
+    if any(not 0 <= p < k for p, k in zip(pads, kernel)):
+        return None  # (onnxruntime takes no pad as wide as the kernel)
     tails = []
     for i, d in enumerate(x[2:]):
         count = computed[2 + i]
@@ -364,6 +372,7 @@ _RULES: dict[str, _Rule] = {
     "AveragePool": _pool,
     "ConvTranspose": _conv_transpose,
     "Einsum": _einsum,
+    "LpPool": _pool,
     "MaxPool": _pool,
     "NonZero": _nonzero,
     "PRelu": _prelu,
