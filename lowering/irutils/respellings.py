@@ -6,12 +6,12 @@ the inference is wrong (:func:`~lowering.irutils.node_inference.seen_wrong`)
 and the kernel computes another shape, the run fails ("Shape mismatch
 attempting to re-use buffer. {0,3} != {4,3}"); a Reshape pin after the
 node (:mod:`lowering.passes.hide_unproven_outputs`) cannot reach the
-node's own allocation. So a node the lowering copies or exposes, whose
-inputs' shapes are proven static and whose true shape is computed
-(:mod:`lowering.irutils.computed_shapes`), is spelled another way that
-computes the same values, one rule per op, where ONNX's inference of the
-new spelling gives the computed shape (checked on the node before
-anything changes)::
+node's own allocation. So a node the pin planner pins (copied, exposed or
+read by a rewrite), whose inputs' shapes are proven static and whose true
+shape is computed (:mod:`lowering.irutils.computed_shapes`), is spelled
+another way that computes the same values, one rule per op, where ONNX's
+inference of the new spelling gives the computed shape (checked on the node
+before anything changes)::
 
     PRelu(x: [1,2,1], slope: [1,3])          PRelu(Expand(x, [1,2,3]), slope)
     Einsum<'ab,b->ab'>(x: [2,1], y: [5])     Einsum(Expand(x, [2,5]), y)
@@ -20,6 +20,7 @@ anything changes)::
     Slice(x, [3], [INT64_MAX], [0], [-1])    Slice(x, [3], [INT64_MIN], [0], [-1])
     ConvTranspose<SAME_UPPER, out_pad>       ConvTranspose<pads = [h.., t..]>
     MaxPool<ceil_mode = 1, pads [0, 1]>      MaxPool<pads = [0, e']>  (same windows)
+    MaxPool<SAME_UPPER, dilations [2]>       MaxPool<pads = [h, e']>
     Resize(x: [1,5], scales [1, 1.4])        Resize(x, sizes [1, 7])  (7 / 5 is 1.4 in float32)
 
 Why each means the same: broadcasting X before PRelu, or an operand before
@@ -27,12 +28,23 @@ Einsum, changes no element; a scalar and its [1] hold one element; the
 explicit axes are the unit dims onnxruntime squeezes; onnxruntime reads an
 end of INT32_MAX or INT64_MAX with a negative step as through the first
 element, which the type's minimum is to every reader; the pads onnxruntime
-computes for SAME, written out; a max pool (or an average pool that counts
-no pad, ``count_include_pad = 0``) does not see its pads, so floor mode
-with an end pad e' that gives the same windows is the ceil-mode pool;
-onnxruntime resizes by ``sizes`` with the scales ``sizes / dim`` in float32,
-the very scales given. A Resize by other scales, a Range of float bounds,
-an LpPool, and an AveragePool counting its pads have no such spelling.
+computes for SAME, written out; a max pool, an LpPool (a pad adds |0|^p)
+or an average pool that counts no pad (``count_include_pad = 0``) does not
+see its pads, so floor mode with an end pad e' that gives the same windows
+is the ceil-mode pool; onnxruntime resizes by ``sizes`` with the scales
+``sizes / dim`` in float32, the very scales given. The Squeeze and Slice
+rules need no shape: with none known (a function's input, which
+onnxruntime sizes once it inlines the call) a Squeeze loses its empty axes
+(every unit dim, which ONNX infers wherever it knows the dims).
+
+What has no such spelling keeps its pin: a Resize by scales that no sizes
+give back, an AveragePool that counts its pads in ceil mode (its last
+window's divisor), a Range of float bounds (onnxruntime adds the delta
+step by step). ONNX claims their wrong size from constants the original
+holds too (a Range's bounds; a Resize's scales and, where the map's body
+declares it, its element's shape), so the output shows onnxruntime no wrong
+size the original did not; hiding the size from onnxruntime's inference
+(scales it cannot read) would write nodes only to fool it.
 """
 
 from __future__ import annotations

@@ -33,7 +33,10 @@ copied node whose true shape is computed
 (:mod:`lowering.irutils.computed_shapes`) is pinned to it where it is made,
 which every runtime runs; another is passed through a sequence the same way
 (:func:`plan_copied_shapes`). Its consumers, and a graph output it is, read
-the pinned or hidden value::
+the pinned or hidden value. Where a pin is planned, the node is also
+respelled, where it can be, into a form ONNX's inference sizes right
+(:mod:`lowering.irutils.respellings`): onnxruntime allocates the node's own
+output by that inference, which no pin after it reaches::
 
     y = LpPool <ceil_mode = 1> (x: float[1,2,3])      y = LpPool <ceil_mode = 1> (x)
     z = Concat(y, w)                             ->    p = Reshape(y, [1, 2, 1])
