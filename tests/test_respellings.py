@@ -24,6 +24,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
+import lowering
 from lowering.analysis.proven_shapes import default_opset, prove_model
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.node_inference import seen_wrong
@@ -146,6 +147,7 @@ FORMS = {
     "no_unroll": {"max_unroll": 0},  # vectorized, else a Scan
     "loop": {"strategy": "loop"},
     "scan": {"runtime": "openvino"},  # (no Loop there: a Scan)
+    "optimize": {"optimize": True},  # (onnxscript's optimizer after it)
     "exposed": {},  # the user's node read back from a SequenceConstruct
 }
 #: Cases an element of a map can hold (the op's first input runs).
@@ -199,6 +201,9 @@ def test_every_copy_or_exposed_node_onnx_sizes_wrong_is_respelled(name, form):
     model, feeds = _form_model(name, form)
     expected = ort_run(model, feeds)
     result = lowered(model, **FORMS[form])
+    if form == "optimize":  # (a model the checker refuses is kept unoptimized: not here)
+        rewrites = lowering.lower_in_place(ir.serde.deserialize_model(model), optimize=True)
+        assert not [r.reason for r in rewrites if r.op_type == "Optimize"]
     checked, wrong = _sized_wrong(result, case.op)
     assert not wrong, wrong
     assert checked, "no node of the op with static inputs: the form copies nothing here"
@@ -281,3 +286,30 @@ def test_the_fuzz_example_of_a_squeeze_read_in_a_function_runs():
     name = "squeeze_empty_axes_read_in_a_function"
     result = lower(onnx.load(FUZZ / f"{name}.onnx"))
     assert_same(ort_run(result, fuzz_feeds(name)), fuzz_expected(name))
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["inferred", "declared"])
+def test_a_resize_respelled_in_a_loop_body_survives_the_optimizer(declared):
+    """Fuzz seed 4002: a Resize by scales 2.6 on [1,2,5] (ONNX: 12, onnxruntime:
+    13) in a map over a split of unknown length, a Loop; its respelling by
+    sizes gives no scales at all from Resize-13 on (onnxscript's optimizer
+    made an empty scales tensor one the checker reads as given: "Either
+    `sizes` or `scales` must be provided, but not both of them")."""
+    from tests.helpers import parse
+
+    model = parse("""<ir_version: 9, opset_import: ["" : 19]>
+    g (float[N,2,5] x) => (seq(float[2,13]) y) {
+      s = SplitToSequence <axis = 0, keepdims = 1> (x)
+      y = SequenceMap <body = b (float[1,2,5] e) => (float[2,13] f) {
+          sc = Constant <value = float[3] {1, 1, 2.6}> ()
+          r = Resize <mode = "linear"> (e, "", sc)
+          f = Flatten <axis = -1> (r)
+      }> (s)
+    }""")
+    if declared:
+        model = onnx.shape_inference.infer_shapes(model)
+    rewrites = lowering.lower_in_place(ir.serde.deserialize_model(model), optimize=True)
+    assert not [r.reason for r in rewrites if r.op_type == "Optimize"]
+    result = lowered(model, optimize=True)
+    feeds = {"x": np.random.default_rng(0).standard_normal((3, 2, 5)).astype(np.float32)}
+    assert_same(ort_run(result, feeds), ort_run(model, feeds))

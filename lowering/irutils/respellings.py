@@ -373,8 +373,10 @@ def _resize(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling 
         if np.float32(size) / np.float32(x[axis]) != scale:
             return None
         sizes.append(size)
+    # (no scales from Resize-13 on; an empty tensor before, which onnxscript's
+    # optimizer may fold into one the checker then reads as given)
     replaced: dict[int, np.ndarray | None] = {
-        2: np.array([], np.float32),
+        2: None if opset >= 13 else np.array([], np.float32),
         3: np.array(sizes, np.int64),
     }
     return Respelling(node, {}, replaced, {"keep_aspect_ratio_policy": None})
