@@ -57,6 +57,7 @@ import onnx_ir as ir
 
 from lowering.irutils.computed_shapes import Shape
 from lowering.irutils.constants import constant_node
+from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import Dim, Operand, claimed_outputs, seen_wrong
 from lowering.irutils.nodes import attribute, new_node
@@ -176,12 +177,12 @@ def apply_respelling(found: Respelling) -> list[ir.Node]:
     if needed > len(node.inputs):
         node.resize_inputs(needed)
     for k, replacement in found.replaced.items():
-        if replacement is None:
-            node.replace_input_with(k, None)
-            continue
-        made = constant_node(replacement)
-        written.append(made)
-        node.replace_input_with(k, made.outputs[0])
+        old = node.inputs[k]
+        made = None if replacement is None else constant_node(replacement)
+        node.replace_input_with(k, None if made is None else made.outputs[0])
+        if made is not None:
+            written.append(made)
+        remove_unread(old)  # (a Constant nothing else reads)
     while node.inputs and node.inputs[-1] is None:
         node.resize_inputs(len(node.inputs) - 1)
     for name, value in found.attributes.items():
