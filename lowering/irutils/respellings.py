@@ -361,6 +361,9 @@ def _resize(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling 
         return None
     if len(operands) > 3 and operands[3] is not None:
         return None
+    mode = node.attributes.get_string("coordinate_transformation_mode", "half_pixel")
+    if mode == "tf_crop_and_resize":
+        return None  # (the spec sizes it by its roi too: not checked here)
     rank = len(x)
     axes = [a % rank for a in node.attributes.get_ints("axes", [])] or list(range(rank))
     flat = scales.reshape(-1).astype(np.float32)
