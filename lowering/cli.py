@@ -136,9 +136,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--runtime",
-        choices=list(RUNTIME_NAMES),
         default=DEFAULT_RUNTIME,
-        help="the runtime the output is for (default onnxruntime): where a loop is "
+        metavar="{" + ",".join(RUNTIME_NAMES) + "}[:RELEASE]",
+        help="the runtime the output is for (default onnxruntime), each covering its releases "
+        "from the oldest in docs/runtimes.md on; NAME:RELEASE names one (openvino:2023.3 has "
+        "a profile of its own, older than openvino's): where a loop is "
         "unavoidable, emit a form it runs (a Scan for tract, a Loop with scan outputs for "
         "mnn); a map of static length that would need a loop or sequence op it lacks is "
         "unrolled, whatever --max-unroll says; exit 1 on a map it can run in no form",

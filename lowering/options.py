@@ -19,7 +19,7 @@ import onnx
 from lowering.defaults import DEFAULT_MAX_UNROLL, MIN_OPSET, RUNTIME_NAMES, STRATEGIES
 from lowering.extras import EXTRAS, missing
 from lowering.irutils.ir_versions import MIN_IR_VERSION
-from lowering.runtimes.profiles import RUNTIMES
+from lowering.runtimes.profiles import RUNTIMES, profile
 
 #: How each map is lowered: "auto" picks the fastest correct form, "loop" the general one.
 Strategy = Literal["auto", "loop"]
@@ -141,8 +141,13 @@ def check_max_unroll(max_unroll: object) -> int:
 
 
 def check_runtime(runtime: object) -> RuntimeName:
-    if runtime not in RUNTIMES:
+    """A profile's name, or a runtime's with a release (``openvino:2024.6``)."""
+    if not isinstance(runtime, str):
         raise OptionError("runtime", f"be one of {', '.join(RUNTIMES)}", runtime)
+    try:
+        profile(runtime)
+    except ValueError as error:
+        raise OptionError("runtime", str(error), runtime) from None
     return runtime  # type: ignore[return-value]
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowering import __version__
 from lowering.options import Options
-from lowering.rewrites import Kept, Rewrite, explained, spelled
+from lowering.rewrites import Kept, Rewrite, explained
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -92,7 +92,9 @@ class Node:
         reason: Why that form.
         rejected_by: Each runtime (its name in :mod:`lowering.runtimes.profiles`)
             that cannot run the loop or sequence ops the rewrite left, with the
-            first such op: ``(("tract", "Loop"),)``.
+            first such op: ``(("tract", "Loop"),)``; and each release whose
+            profile refuses an op the rewrite wrote
+            (``("openvino:2023.3", "ScatterElements")``).
     """
 
     op: str
@@ -115,7 +117,7 @@ class Node:
 
     def explained(self) -> str:
         """The reason, and the runtimes that reject the form (as the summary says it)."""
-        return explained(self.reason, spelled(list(self.rejected_by)))
+        return explained(self.reason, list(self.rejected_by))
 
     def as_dict(self) -> dict[str, Any]:
         return {

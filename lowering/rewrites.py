@@ -8,6 +8,8 @@ from collections.abc import Callable
 import onnx
 import onnx_ir as ir
 
+from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
+
 
 @dataclasses.dataclass
 class Rewrite:
@@ -62,7 +64,7 @@ class Rewrite:
 
     def explained(self) -> str:
         """The strategy's reason, and which runtimes will reject the result."""
-        return explained(self.reason, self.rejected_by)
+        return explained(self.reason, self.rejections)
 
     def before(self) -> str:
         """The rewritten node in ONNX text syntax, if it was kept."""
@@ -111,10 +113,14 @@ def spelled(rejections: list[tuple[str, str]]) -> list[str]:
     return [f"{runtime} ({op})" for runtime, op in rejections]
 
 
-def explained(reason: str, rejected_by: list[str]) -> str:
-    """A rewrite's reason and the runtimes that reject its form, as the summary says them
-    (one copy, for :class:`Rewrite` and :class:`lowering.report.Node`)."""
-    if not rejected_by:
-        return reason
-    rejected = "not loop-free or sequence-free, so rejected by " + ", ".join(rejected_by)
-    return f"{reason}; {rejected}" if reason else rejected
+def explained(reason: str, rejections: list[tuple[str, str]]) -> str:
+    """A rewrite's reason and the runtimes (or releases) that reject its form, as the
+    summary says them (one copy, for :class:`Rewrite` and :class:`lowering.report.Node`)."""
+    loops = [(r, op) for r, op in rejections if op in LOOP_OPS or op in SEQUENCE_OPS]
+    others = [pair for pair in rejections if pair not in loops]
+    said = [reason] if reason else []
+    if loops:
+        said.append("not loop-free or sequence-free, so rejected by " + ", ".join(spelled(loops)))
+    if others:
+        said.append("rejected by " + ", ".join(spelled(others)))
+    return "; ".join(said)

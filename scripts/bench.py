@@ -133,12 +133,12 @@ def _reps(n: int, repeats: int) -> int:
 def _without_vectorizing():
     """The scan and uniform strategies, which a body that cannot be batched gets,
     measured on the same body: the vectorize strategy declines every map."""
-    original = sequence_map.vectorize_reason
-    sequence_map.vectorize_reason = lambda plan, opset, **_: (False, False, "off for the bench")
+    original = sequence_map.AUTO
+    sequence_map.AUTO = tuple(form for form in original if form.name != "vectorize")
     try:
         yield
     finally:
-        sequence_map.vectorize_reason = original
+        sequence_map.AUTO = original
 
 
 def _lowered(model: onnx.ModelProto, strategy: str) -> onnx.ModelProto:

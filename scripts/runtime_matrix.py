@@ -4,7 +4,8 @@
 
 Rows are (model, form), columns the runtimes of ``lowering/runtimes/runners.py``
 (onnxruntime, onnx.reference, OpenVINO, tract, TVM, tinygrad, MNN), then
-old onnxruntime releases (1.14, 1.16, 1.18), each in a venv of its own that
+releases of onnxruntime (1.12, 1.14, 1.16, 1.18) and OpenVINO (2023.3, 2024.6,
+2025.4), each in a venv of its own that
 ``lowering/runtimes/releases.py`` builds under ~/.cache/lowering the first
 time (pip from PyPI; 1.14 needs a Python 3.10, found on PATH or in pyenv). The
 models are ``tests/matrix_models.py``'s: the committed torch exports and
@@ -14,7 +15,8 @@ own outputs for the torch corpus). The forms:
 - ``original``: the model as written;
 - ``default``: ``lowering.lower(model)``;
 - ``--runtime NAME``: ``lowering.lower(model, runtime=NAME)`` for the
-  column's runtime, where the installed ``lowering`` has that option;
+  column's runtime (``openvino:2024.6`` for a release's column), where the
+  installed ``lowering`` has that option;
 - ``--target-opset 11``: ``lowering.lower(model, target_opset=11)``.
 
 A cell is a check mark when the runtime runs the form and its outputs
@@ -58,9 +60,9 @@ RUNTIME_OPTION = {
     "TVM": "tvm",
     "tinygrad": "tinygrad",
     "MNN": "mnn",
-    **{column: "onnxruntime" for column in RELEASES},
+    **{column: column.replace(" ", ":") for column in RELEASES},  # "openvino:2024.6"
 }
-#: Every column: the package's runtimes, then the old onnxruntime releases.
+#: Every column: the package's runtimes, then the releases in venvs of their own.
 COLUMNS = [*RUNNERS, *RELEASES]
 
 CHECK = "✓"

@@ -623,22 +623,8 @@ def exposed_model(name: str) -> tuple[onnx.ModelProto, dict]:
     return model, feeds
 
 
-#: onnxruntime's memory planner reuses a buffer of the shape ONNX infers for
-#: the user's own Slice ([0,3], of the loop form's empty [0,3] stack) for what
-#: the kernel computes ([4,3]): "Shape mismatch attempting to re-use buffer".
-#: A pin after the Slice cannot reach its allocation; the original runs only
-#: because it holds no other [0,3] value.
-_PLANNER = pytest.mark.xfail(
-    reason="onnxruntime reuses a buffer sized by ONNX's wrong inference", strict=True
-)
 EXPOSED_SWEEP = [
-    pytest.param(
-        name,
-        form,
-        marks=[_PLANNER]
-        if (name, form) == ("Slice: int64 end INT32_MAX, negative step", "loop")
-        else [],
-    )
+    (name, form)
     for name, (_, _, shape) in CASES.items()
     if len(shape) >= 1 and name != "Squeeze: empty axes attribute"
     for form in FORMS

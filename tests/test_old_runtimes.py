@@ -12,7 +12,6 @@ saying so. scripts/runtime_matrix.py measures 1.14 and 1.18 as well.
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 import numpy as np
@@ -23,32 +22,16 @@ import lowering
 from lowering.runtimes import releases
 from lowering.runtimes.child import run_onnxruntime
 from lowering.runtimes.runners import RuntimeFailure, run_many
-from tests.helpers import assert_same
+from tests.helpers import assert_same, release_python
 from tests.matrix_models import lowest_reachable, torch_cases
 
 RELEASE = releases.RELEASES["onnxruntime 1.16"]
-VARIABLE = "LOWERING_OLD_RUNTIMES"
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
 
-def _asked() -> bool:
-    wanted = {v.strip() for v in os.environ.get(VARIABLE, "").split(",")}
-    return "all" in wanted or RELEASE.version in wanted
-
-
 @pytest.fixture(scope="module")
-def release_python() -> pathlib.Path:
-    if not (_asked() or releases.is_built(RELEASE)):
-        pytest.skip(
-            f"{RELEASE.column} runs in a venv of its own: set {VARIABLE}={RELEASE.version} "
-            f"to build it (pip, about a minute) under {releases.cache_folder()}"
-        )
-    try:
-        return releases.python_for(RELEASE)
-    except releases.ReleaseUnavailable as error:
-        if _asked():
-            raise
-        pytest.skip(str(error))
+def old_python() -> pathlib.Path:
+    return release_python(RELEASE)
 
 
 def _cases() -> dict[str, tuple[onnx.ModelProto, list, int]]:
@@ -85,7 +68,7 @@ CASES = _cases()
 
 
 @pytest.fixture(scope="module")
-def outcomes(release_python, tmp_path_factory) -> dict[str, list | RuntimeFailure]:
+def outcomes(old_python, tmp_path_factory) -> dict[str, list | RuntimeFailure]:
     """Every case's opset-11 (13) form, run in 1.16 in one child process."""
     folder = tmp_path_factory.mktemp("old_opset")
     jobs = []
@@ -111,7 +94,7 @@ def test_the_opset_11_output_runs_in_1_16_as_the_original_in_1_32(name, outcomes
         assert_same(a, e, f"{name} output {k}")
 
 
-def test_the_original_export_is_refused_by_1_16_for_its_ir_version(release_python, tmp_path):
+def test_the_original_export_is_refused_by_1_16_for_its_ir_version(old_python, tmp_path):
     """Why the IR version must come down: 1.16 reads at most IR 9."""
     model, inputs, _ = CASES["examples/torch_atleast_2d"]
     assert model.ir_version == 10

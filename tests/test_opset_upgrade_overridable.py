@@ -84,3 +84,45 @@ def test_scales_are_read_as_constants_only_where_no_caller_can_feed_them(
     for feeds in _feeds(op, kind):
         for got, want in zip(run(out, feeds), run(proto, feeds), strict=True):
             assert_same(got, want)
+
+
+#: Fed in place of the overridable scales and shape of :func:`_chain_model`.
+CHAIN_FEEDS = [
+    {"sc": np.float32([1, 1, 1.5, 2.5]), "shape": np.int64([1, 1, 1, 2])},
+    {"sc": np.float32([1, 1, 3, 2]), "shape": np.int64([1, 1, 3, 2])},
+]
+
+
+def _chain_model(op: str, opset: int) -> onnx.ModelProto:
+    """The fuzz example of seed 3803: a small value that dies before a linear
+    resize by overridable scales, whose result a Reshape to an overridable
+    shape reads; the initializers say 1s (so ONNX's inference, reading them,
+    sizes the resize like the value that died)."""
+    nodes = [
+        h.make_node("GlobalMaxPool", ["x"], ["g"]),
+        h.make_node("Hardmax", ["g"], ["m"], axis=3),
+        h.make_node(op, ["m", "sc"], ["u"], mode="linear", name="scale"),
+        h.make_node("Reshape", ["u", "shape"], ["y"]),
+    ]
+    inputs = [vi("x", [1, 1, 6, 4]), vi("sc", [4]), vi("shape", [4], onnx.TensorProto.INT64)]
+    initializers = [init("sc", np.float32([1, 1, 1, 1])), init("shape", np.int64([1, 1, 2, 1]))]
+    return model(opset, nodes, inputs, [vi("y", [None] * 4)], initializers)
+
+
+@pytest.mark.parametrize("target", [11, 12, 13])
+@pytest.mark.parametrize(("op", "opset"), [("Upsample", 9), ("Resize", 10)])
+def test_no_shape_read_from_an_overridable_initializer_is_declared(op, opset, target):
+    """onnx.version_converter declares the shapes ONNX's inference gives, reading
+    the initializers as constants: onnxruntime allocated by them ("Shape
+    mismatch attempting to re-use buffer. {1,1,1,1} != {1,1,1,2}"). Only the
+    model's own declarations stay."""
+    proto = _chain_model(op, opset)
+    out = lowering.lower(proto, target_opset=target)
+    onnx.checker.check_model(out, full_check=True)
+    declared = {info.name: info for info in (*out.graph.value_info, *out.graph.output)}
+    for name in ("u", "y"):
+        dims = declared[name].type.tensor_type.shape.dim if name in declared else []
+        assert not any(d.HasField("dim_value") for d in dims), name
+    for feeds in CHAIN_FEEDS:
+        feeds = {"x": np.random.default_rng(0).standard_normal((1, 1, 6, 4), np.float32), **feeds}
+        assert_same(run(out, feeds), run(proto, feeds))

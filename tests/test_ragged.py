@@ -3,7 +3,7 @@
 Generated over the sources (constant and computed lengths, int64 and int32,
 zeros among them, n = 0, 1 and 7, split along axis 0 and 1), the bodies
 (unary, binary with a scalar or row-broadcast outer operand, Where, Cast;
-ReduceSum/Max/Min/Mean over the ragged axis with keepdims 0 and 1, on
+ReduceSum/Prod/Max/Min/Mean over the ragged axis with keepdims 0 and 1, on
 floats and ints) and the readers (ConcatFromSequence, the sequence
 returned), each compared with numpy (a list comprehension is SequenceMap)
 and with onnxruntime on the original, with the strategy asserted. Then
@@ -72,6 +72,9 @@ ELEMENTWISE = {
 
 _IDENTITY = {
     "ReduceSum": lambda dt: 0,
+    "ReduceProd": lambda dt: 1,
+    "ReduceL2": lambda dt: 0,
+    "ReduceLogSumExp": lambda dt: -np.inf,
     "ReduceMean": lambda dt: 0,  # onnxruntime's mean of nothing: 0
     "ReduceMax": lambda dt: -np.inf if dt.kind == "f" else np.iinfo(dt).min,
     "ReduceMin": lambda dt: np.inf if dt.kind == "f" else np.iinfo(dt).max,
@@ -86,7 +89,14 @@ def _numpy_reduce(op: str, e: np.ndarray, axis: int, keepdims: bool) -> np.ndarr
         return out if keepdims else out.squeeze(axis)
     if op == "ReduceMean":
         return e.mean(axis=axis, keepdims=keepdims).astype(e.dtype)
-    function = {"ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min}[op]
+    function = {
+        "ReduceSum": np.sum,
+        "ReduceProd": np.prod,
+        "ReduceMax": np.max,
+        "ReduceMin": np.min,
+        "ReduceL2": lambda e, **how: np.sqrt(np.sum(e * e, **how)),
+        "ReduceLogSumExp": lambda e, **how: np.log(np.sum(np.exp(e), **how)),
+    }[op]
     return function(e, axis=axis, keepdims=keepdims).astype(e.dtype)
 
 
@@ -104,9 +114,16 @@ def _reduction(op: str, keepdims: bool, dtype: str) -> Body:
 REDUCTIONS = {
     f"{op}_keepdims_{k}_{dtype}": _reduction(op, bool(k), dtype)
     for op, k, dtype in itertools.product(
-        ("ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"), (0, 1), ("float", "int32")
+        ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin", "ReduceMean"),
+        (0, 1),
+        ("float", "int32"),
     )
-    if not (op == "ReduceMean" and dtype == "int32")
+    if not (op in ("ReduceMean", "ReduceProd") and dtype == "int32")
+}
+#: Reductions over the ragged axis with no segment form: they keep a loop.
+LOOP_REDUCTIONS = {
+    f"{op}_keepdims_{k}_float": _reduction(op, bool(k), "float")
+    for op, k in itertools.product(("ReduceL2", "ReduceLogSumExp"), (0, 1))
 }
 BODIES = {**ELEMENTWISE, **REDUCTIONS}
 NUMPY = {"float": np.float32, "int32": np.int32, "int64": np.int64}
@@ -245,7 +262,7 @@ def test_a_returned_sequence_is_the_result_split_once():
 def test_a_segment_reduction_has_no_loop_and_no_sequence(op):
     body = REDUCTIONS[f"{op}_keepdims_0_float"]
     ops = set(op_types(lowered(ragged_model(SOURCES["input_lengths_axis_0"], body, "concat"))))
-    assert "ScatterND" in ops
+    assert "ScatterElements" in ops
     assert not ops & (SEQUENCE_OPS | {"Scan"})
 
 

@@ -19,13 +19,8 @@ import numpy as np
 import onnx
 import pytest
 
-from lowering.runtimes.runners import (
-    RUNNERS,
-    THREADS,
-    compile_openvino,
-    onnxruntime_session,
-    run_isolated,
-)
+from lowering.runtimes.child import compile_openvino
+from lowering.runtimes.runners import RUNNERS, THREADS, onnxruntime_session, run_isolated
 
 #: Column of the runtime matrix -> the module its runner imports.
 MODULES = {

@@ -46,6 +46,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, R
 import lowering
 from lowering.passes import lower_sequence_maps
 from lowering.runtimes.sessions import open_session
+from tests.conftest import without_vectorize
 from tests.helpers import assert_same, lowered, parse
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
@@ -192,11 +193,7 @@ READERS = {
 def _lowered(model: onnx.ModelProto, form: str) -> onnx.ModelProto:
     with pytest.MonkeyPatch.context() as patch:
         if form == "uniform":
-            patch.setattr(
-                lower_sequence_maps,
-                "vectorize_reason",
-                lambda plan, opset, **_: (False, False, "off"),
-            )
+            patch.setattr(lower_sequence_maps, "AUTO", without_vectorize())
         return lowered(model, **{**FORMS, **SLOW_FORMS}[form])
 
 

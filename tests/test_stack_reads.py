@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from lowering.runtimes.runners import compile_openvino
+from lowering.runtimes.child import compile_openvino
 from tests.golden import canonical_text
 from tests.helpers import assert_same, lowered, op_types, parse, run
 

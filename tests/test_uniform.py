@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx_ir as ir
 import pytest
@@ -194,7 +196,8 @@ def test_strategy_choice(name, without_vectorizing):
     [(strategy, reason)] = _strategies(SPLIT_MAP.format(body=body))
     assert strategy == expected, reason
     if why is not None:
-        assert f"may differ in shape from element to element: {why};" in reason, reason
+        said = f"may differ in shape from element to element: {why}"
+        assert re.search(re.escape(said) + "(;|$)", reason), reason
 
 
 def test_elements_of_unknown_shape_keep_the_general_form():

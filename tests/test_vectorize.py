@@ -847,17 +847,17 @@ def test_concat_along_an_inner_axis_reads_the_stack(n):
 def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
     """For a check against onnxruntime's kernels: the ops beyond the body's own
     (which run on the types they ran on before), with their input's type."""
-    from lowering.maps.strategies.vectorize import emitted_ops, vectorize_reason
-    from lowering.passes import lower_sequence_maps as sequence_map
+    from lowering.maps.strategies.vectorize import strategy
 
     seen = []
+    vectorized = strategy._vectorized
 
-    def spy(plan, opset, **options):
-        answer = vectorize_reason(plan, opset, **options)
-        seen.append(emitted_ops(plan))
+    def spy(plan, context, form):
+        answer = vectorized(plan, context, form)
+        seen.append(answer.writes)
         return answer
 
-    monkeypatch.setattr(sequence_map, "vectorize_reason", spy)
+    monkeypatch.setattr(strategy, "_vectorized", spy)
     text = f"""{H}
     g (seq(int32[2,3]) xs, int32[3,4] w) => (seq(int32[2,4]) ys) {{
       ys = SequenceMap <body = body (int32[2,3] e) => (int32[2,4] c) {{

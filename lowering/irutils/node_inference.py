@@ -26,7 +26,7 @@ Every other output gets its dtype and no shape.
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -97,49 +97,12 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
     The node is read for its op type and attributes only; ``opset`` is the
     default domain's version. Nothing proven is (None, None).
     """
-    unknown = [Inferred(None, None)] * len(node.outputs)
     if not is_onnx_domain(node.domain):
-        return unknown
-    if any(
-        not isinstance(a, ir.Attr) or a.is_ref() or a.type in _GRAPH_ATTRIBUTES
-        for a in node.attributes.values()
-    ):
-        return unknown
-    types: dict[str, onnx.TypeProto] = {}
-    data: dict[str, onnx.TensorProto] = {}
-    names: list[str] = []
-    symbols: set[str] = set()
-    for k, known in enumerate(operands):
-        if known is None:
-            names.append("")
-            continue
-        name = f"input_{k}"
-        names.append(name)
-        if known.type is not None:
-            types[name] = ir.serde.serialize_type(known.type)
-            continue
-        if known.dtype is None:
-            continue
-        shape = None if known.shape is None else list(known.shape)
-        types[name] = onnx.helper.make_tensor_type_proto(known.dtype.value, shape)
-        symbols.update(d for d in shape or () if isinstance(d, str))
-        if known.value is not None and known.value.dtype != object:
-            data[name] = onnx.numpy_helper.from_array(known.value, name)
-    proto = onnx.NodeProto(
-        op_type=node.op_type,
-        input=names,
-        output=[f"output_{k}" for k in range(len(node.outputs))],
-    )
-    try:
-        proto.attribute.extend(ir.serde.serialize_attribute(a) for a in node.attributes.values())
-        schema = onnx.defs.get_schema(node.op_type, opset, "")
-        inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
-    except Exception:  # noqa: BLE001 -- a schema error, inputs the schema refuses: nothing proven
-        return unknown
+        return [Inferred(None, None)] * len(node.outputs)
     trusted = node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands)
-    results = [
-        _output(inferred.get(f"output_{k}"), trusted, symbols) for k in range(len(node.outputs))
-    ]
+    results = claimed_outputs(
+        node.op_type, node.attributes, operands, opset, len(node.outputs), trusted=trusted
+    )
     slice_ = node.op_type == "Slice" and opset >= 10 and not doubted(node, operands)
     if slice_ and (kept := _sliced(operands)) is not None:
         got = results[0].shape
@@ -168,6 +131,57 @@ def _sliced(operands: Sequence[Operand | None]) -> tuple[Dim, ...] | None:
         return None
     sliced = {a % rank for a in values}
     return tuple(None if a in sliced else d for a, d in enumerate(data.shape))
+
+
+def claimed_outputs(
+    op_type: str,
+    attributes: Mapping[str, ir.Attr],
+    operands: Sequence[Operand | None],
+    opset: int,
+    outputs: int,
+    *,
+    trusted: bool = True,
+) -> list[Inferred]:
+    """What ONNX's inference claims of each of ``outputs`` outputs of a node of
+    the default domain's ``op_type`` with ``attributes`` and ``operands``,
+    right or wrong (the shapes only if ``trusted``): what onnxruntime, which
+    runs the same inference, allocates for them."""
+    unknown = [Inferred(None, None)] * outputs
+    if any(
+        not isinstance(a, ir.Attr) or a.is_ref() or a.type in _GRAPH_ATTRIBUTES
+        for a in attributes.values()
+    ):
+        return unknown
+    types: dict[str, onnx.TypeProto] = {}
+    data: dict[str, onnx.TensorProto] = {}
+    names: list[str] = []
+    symbols: set[str] = set()
+    for k, known in enumerate(operands):
+        if known is None:
+            names.append("")
+            continue
+        name = f"input_{k}"
+        names.append(name)
+        if known.type is not None:
+            types[name] = ir.serde.serialize_type(known.type)
+            continue
+        if known.dtype is None:
+            continue
+        shape = None if known.shape is None else list(known.shape)
+        types[name] = onnx.helper.make_tensor_type_proto(known.dtype.value, shape)
+        symbols.update(d for d in shape or () if isinstance(d, str))
+        if known.value is not None and known.value.dtype != object:
+            data[name] = onnx.numpy_helper.from_array(known.value, name)
+    proto = onnx.NodeProto(
+        op_type=op_type, input=names, output=[f"output_{k}" for k in range(outputs)]
+    )
+    try:
+        proto.attribute.extend(ir.serde.serialize_attribute(a) for a in attributes.values())
+        schema = onnx.defs.get_schema(op_type, opset, "")
+        inferred = onnx.shape_inference.infer_node_outputs(schema, proto, types, data)
+    except Exception:  # noqa: BLE001 -- a schema error, inputs the schema refuses: nothing proven
+        return unknown
+    return [_output(inferred.get(f"output_{k}"), trusted, symbols) for k in range(outputs)]
 
 
 def _output(type_proto: onnx.TypeProto | None, trusted: bool, symbols: set[str]) -> Inferred:

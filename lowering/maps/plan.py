@@ -53,9 +53,6 @@ class MapPlan:
     result_types: list[TypeAndShape]  # of each body output (a tensor)
     output_types: list[TypeAndShape]  # of each node output (a sequence)
     opset: int = 17  # of the default domain where the map sits
-    # What a strategy built while checking that it fits, for its rewrite to
-    # reuse; it lives as long as the plan does.
-    memo: dict[str, object] = dataclasses.field(default_factory=dict)
     # The constants rewrites share, one per value per graph: the pass gives
     # every plan of one run the same (by default a plan has its own).
     constants: SharedConstants = dataclasses.field(default_factory=SharedConstants)
@@ -728,3 +725,17 @@ def dtype_known(type_: ir.TypeProtocol) -> bool:
     while isinstance(type_, (ir.SequenceType, ir.OptionalType)):
         type_ = type_.elem_type
     return type_.dtype != ir.DataType.UNDEFINED
+
+
+def result_dtypes(plan: MapPlan) -> list[ir.DataType | None]:
+    """The element type of each output of ``plan``'s map."""
+    return [tensor_dtype(t) for t, _ in plan.result_types]
+
+
+def element_dtypes(plan: MapPlan) -> list[ir.DataType | None]:
+    """The element type of each sequence input of ``plan``'s map."""
+    return [
+        t[0].dtype if t is not None else None
+        for t, sequence in zip(plan.element_types, plan.is_sequence, strict=True)
+        if sequence
+    ]

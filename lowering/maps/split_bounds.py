@@ -27,12 +27,13 @@ Slice would read something instead. Unless the split is a constant proven
 valid, the bounds depend on a guard that is 0, and fails exactly where the
 split is invalid, since onnxruntime's Gather refuses an index out of range::
 
-    lengths: ok = (ReduceSum(L') == dim) and (ReduceSum(Abs(L')) == dim)
+    lengths: ok = (ReduceSum([0, *L']) == dim) and (ReduceSum([0, *Abs(L')]) == dim)
     chunk:   ok = c' > 0
     guard  = Gather([0], Cast<to = int64>(Not(ok)))     index 1 is out of range
 
 (the lengths add up to dim and, all being >= 0 exactly when their sum is
-the sum of their magnitudes, none is negative). A runtime whose Gather
+the sum of their magnitudes, none is negative; the leading 0 keeps the sums
+off an empty axis, which onnxruntime 1.12 to 1.16 refuse to reduce). A runtime whose Gather
 does not check its indices runs the model as if the split were valid.
 :class:`lowering.passes.eliminate_sequences.EliminateSequencesPass` reads
 ``SequenceAt(s, k)`` at a constant k the same way: Gather, like SequenceAt,
@@ -181,6 +182,12 @@ def split_bounds(source: RaggedSplit) -> Bounds:
             "Gather", [shape, const(np.array(axis, np.int64), "axis")], stem="dim", type_=_SCALAR
         )
 
+    def padded(vector: ir.Value) -> ir.Value:
+        """``[0, *vector]``: a sum of it reduces no empty axis, which onnxruntime
+        1.12 to 1.16 refuse with keepdims = 0 (n = 0 lengths)."""
+        zero = const(np.array([0], np.int64), "zero")
+        return op("Concat", [zero, vector], {"axis": 0}, "padded")
+
     def guard(ok: ir.Value) -> ir.Value:
         bad = op("Not", [ok], stem="invalid", type_=(ir.TensorType(ir.DataType.BOOL), ir.Shape([])))
         index = op("Cast", [bad], {"to": ir.DataType.INT64.value}, "invalid", _SCALAR)
@@ -207,9 +214,9 @@ def split_bounds(source: RaggedSplit) -> Bounds:
     if not proven:
         boolean = (ir.TensorType(ir.DataType.BOOL), ir.Shape([]))
         along = dim()
-        total = op("ReduceSum", [lengths], {"keepdims": 0}, "total", _SCALAR)
+        total = op("ReduceSum", [padded(lengths)], {"keepdims": 0}, "total", _SCALAR)
         magnitude = op("Abs", [lengths], stem="magnitude", type_=(_INT64, lengths.shape))
-        magnitudes = op("ReduceSum", [magnitude], {"keepdims": 0}, "magnitudes", _SCALAR)
+        magnitudes = op("ReduceSum", [padded(magnitude)], {"keepdims": 0}, "magnitudes", _SCALAR)
         adds_up = op("Equal", [total, along], stem="adds_up", type_=boolean)
         none_negative = op("Equal", [magnitudes, along], stem="none_negative", type_=boolean)
         ok = op("And", [adds_up, none_negative], stem="valid", type_=boolean)

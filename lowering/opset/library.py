@@ -34,6 +34,10 @@ refused, never written:
   feed others; they are read on the original node, by the one evaluator).
 - Pad-2 in reflect or edge mode keeps its ``value`` attribute, which Pad-11
   does not have (and those modes ignore): it is dropped.
+- It declares every shape ONNX's inference gives, an initializer that is
+  also a graph input read as a constant (and the ops inference sizes wrong
+  sized so): once the checker has met them, the model's own declarations
+  are put back, as onnxruntime allocates by a declared shape.
 
 Where the library fails all the same, the node it fails on is found by
 converting each node alone, and named; its own words go to ``-v`` only.
@@ -204,6 +208,7 @@ def up_to_min_opset(model: ir.Model) -> ir.Model:
             ),
             [f"  onnx.checker: {problem}"],
         )
+    _keep_own_declarations(proto, converted)  # (the checker has met the library's)
     try:
         result = with_weights(converted, kept)
     except ValueError as error:
@@ -287,6 +292,29 @@ def _forget_unread_masks(model: ir.Model, proto: onnx.ModelProto) -> None:
         if len(kept) != len(proto_graph.value_info):
             del proto_graph.value_info[:]
             proto_graph.value_info.extend(kept)
+
+
+def _keep_own_declarations(proto: onnx.ModelProto, converted: onnx.ModelProto) -> None:
+    """Put back ``proto``'s own declarations in ``converted`` (in place): the library
+    declares every shape ONNX's inference gives, reading an initializer that is
+    also a graph input as a constant (a Resize's scales, a Reshape's shape,
+    which a caller may feed others) and sizing the ops it gets wrong, and
+    onnxruntime allocates by a declaration ("Shape mismatch attempting to
+    re-use buffer. {1,1,1,1} != {1,1,1,2}"). The lowering proves its own."""
+    for own, written in zip(proto_graphs(proto.graph), proto_graphs(converted.graph)):
+        made = {name for node in written.node for name in node.output}
+        kept = [info for info in own.value_info if info.name in made]
+        del written.value_info[:]
+        written.value_info.extend(kept)
+        declared = {info.name: info for info in own.output}
+        for info in written.output:
+            if info.name not in declared:
+                continue
+            if declared[info.name].type.tensor_type.HasField("shape"):
+                info.CopyFrom(declared[info.name])
+            else:  # (the checker wants a shape at the library's IR: its rank, no dims)
+                for dim in info.type.tensor_type.shape.dim:
+                    dim.Clear()
 
 
 def _traced(

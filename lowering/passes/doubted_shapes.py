@@ -59,7 +59,7 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         pins = [
             pin
             for pin in plan_copied_shapes(statically_wrong(model, fill=False), hide=False)
-            if _contradicts(pin.value.shape, pin.computed)
+            if pin.value is not None and _contradicts(pin.value.shape, pin.computed)
         ]
         pins += _call_pins(model)
         for pin in pins:

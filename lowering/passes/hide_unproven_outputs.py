@@ -33,7 +33,10 @@ copied node whose true shape is computed
 (:mod:`lowering.irutils.computed_shapes`) is pinned to it where it is made,
 which every runtime runs; another is passed through a sequence the same way
 (:func:`plan_copied_shapes`). Its consumers, and a graph output it is, read
-the pinned or hidden value::
+the pinned or hidden value. Where a pin is planned, the node is also
+respelled, where it can be, into a form ONNX's inference sizes right
+(:mod:`lowering.irutils.respellings`): onnxruntime allocates the node's own
+output by that inference, which no pin after it reaches::
 
     y = LpPool <ceil_mode = 1> (x: float[1,2,3])      y = LpPool <ceil_mode = 1> (x)
     z = Concat(y, w)                             ->    p = Reshape(y, [1, 2, 1])
@@ -61,11 +64,12 @@ from lowering.irutils.node_inference import (
 )
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.respellings import Respelling, apply_respelling, respelling
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_under, nodes_within
 from lowering.options import check_runtime
-from lowering.runtimes.profiles import RUNTIMES, Runtime
+from lowering.runtimes.profiles import RUNTIMES, Runtime, profile
 
 HIDING_OPS = frozenset({"SequenceEmpty", "SequenceInsert", "SequenceAt"})
 
@@ -97,7 +101,7 @@ class HideUnprovenOutputsPass(ir.passes.InPlacePass):
         super().__init__()
         self.lowered_in = lowered_in
         self.copied = None if copied is None else list(copied)
-        self.runtime = RUNTIMES[check_runtime(runtime)]
+        self.runtime = profile(check_runtime(runtime))
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         sequences = not self.runtime.missing(HIDING_OPS)
@@ -198,14 +202,17 @@ class Copied(NamedTuple):
 class _Hiding(NamedTuple):
     """How one output of a copied node is hidden: pinned to its ``computed``
     shape, or (``computed`` None) passed through a sequence; ``dtype``: its
-    dtype, where known (a sequence needs it)."""
+    dtype, where known (a sequence needs it). Or (no ``value``) how the node
+    is spelled so that ONNX sizes it right (:mod:`lowering.irutils.respellings`),
+    which a pin after it cannot make onnxruntime allocate."""
 
     node: ir.Node
-    value: ir.Value
+    value: ir.Value | None
     computed: tuple[Dim, ...] | None
     allowzero: bool
     dtype: ir.DataType | None
     written: list[ir.Node] | None
+    respelled: Respelling | None = None
 
 
 def plan_copied_shapes(
@@ -250,14 +257,20 @@ def plan_copied_shapes(
         if not seen_wrong(node, proven):
             continue  # proven right, with the shapes proven for its inputs
         shapes = computed_shapes(node, proven)
+        used = [v for v in node.outputs if v.uses() or v in graph.outputs]
+        respelled = respelling(node, proven, shapes, opset) if used else None
+        if respelled is not None:  # (then ONNX sizes it right: nothing more to hide)
+            planned.append(_Hiding(node, None, None, False, None, written, respelled))
         for k, value in enumerate(node.outputs):
-            if not value.uses() and value not in graph.outputs:
+            if value not in used:
                 continue
             allowzero = None if shapes is None else _allowzero(shapes[k], opset)
             known = proof.operand(value)
             dtype = None if known is None else known.dtype
             if shapes is not None and allowzero is not None:
                 planned.append(_Hiding(node, value, shapes[k], allowzero, dtype, written))
+                continue
+            if respelled is not None:
                 continue
             if not hide or (not sequences and entry.only_read):
                 continue  # (read, not copied: the runtime infers it for itself)
@@ -295,6 +308,12 @@ def apply_hiding(hiding: _Hiding) -> None:
     node, value = hiding.node, hiding.value
     graph = node.graph
     assert graph is not None
+    if hiding.respelled is not None:
+        written = apply_respelling(hiding.respelled)
+        if hiding.written is not None:
+            hiding.written.extend(written)
+    if value is None:
+        return
     if hiding.computed is not None:
         target = [d if isinstance(d, int) else 0 for d in hiding.computed]
         shape = constant_node(np.array(target, np.int64))

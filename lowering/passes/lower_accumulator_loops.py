@@ -35,7 +35,7 @@ from lowering.loops.accumulators import Accumulator, bound_dims, plan_accumulato
 from lowering.loops.rewrite import rewrite_loop
 from lowering.options import RuntimeName, check_runtime
 from lowering.rewrites import LoweringResult, Rewrite
-from lowering.runtimes.profiles import RUNTIMES, rejections
+from lowering.runtimes.profiles import profile, rejections
 
 #: The first opset whose Loop carries sequences.
 LOOP_SEQUENCES_SINCE = 13
@@ -55,7 +55,7 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
 
     def __init__(self, runtime: RuntimeName = "onnxruntime", target_opset: int | None = None):
         super().__init__()
-        self.runtime = RUNTIMES[check_runtime(runtime)]
+        self.runtime = profile(check_runtime(runtime))
         self.target_opset = target_opset
         # The target runs the sequence ops as written (docs/performance.md: a carried
         # Concat of ragged elements copies O(n^2) bytes, slower than onnxruntime's sequence).

@@ -2,7 +2,8 @@
 
 SequenceMap-17 is defined only as a function that every runtime must expand
 itself, and many never do. This pass writes an expansion into the model. It
-chooses, for each map, the first strategy that fits and whose ops
+chooses, for each map, the first strategy (:data:`AUTO`, each behind one
+protocol: :mod:`lowering.maps.strategies.protocol`) that fits and whose ops
 onnxruntime has kernels for on the element types involved
 (:mod:`lowering.runtimes.ort_kernels`):
 
@@ -43,26 +44,20 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import prove_model
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.analysis.type_inference import TypeOracle
-from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
-from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map, reads_sequences
-from lowering.maps.strategies.loop import loop_form_ops, lower_to_sequence_loop
-from lowering.maps.strategies.scan import lower_to_scan, may_run_empty, scan_axes
-from lowering.maps.strategies.uniform import lower_to_scan_outputs, uniform_reason
-from lowering.maps.strategies.unroll import lower_by_unrolling
-from lowering.maps.strategies.vectorize import (
-    emitted_ops,
-    lower_by_vectorizing,
-    vectorize_reason,
-    vectorized_stacks,
-)
-from lowering.maps.strategies.vectorize.batcher import Upstream
-from lowering.maps.strategies.vectorize.body_values import Ragged
+from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map
+from lowering.maps.strategies.loop import SequenceLoop
+from lowering.maps.strategies.protocol import Context, Fit, choose
+from lowering.maps.strategies.protocol import Strategy as Form
+from lowering.maps.strategies.scan import Scan
+from lowering.maps.strategies.uniform import ScanOutputs
+from lowering.maps.strategies.unroll import Unroll
+from lowering.maps.strategies.vectorize import Vectorize, vectorized_stacks
 from lowering.options import (
     DEFAULT_MAX_UNROLL,
     RuntimeName,
@@ -75,17 +70,23 @@ from lowering.options import (
 from lowering.passes.hide_unproven_outputs import Copied, read_producers
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
-from lowering.runtimes.ort_kernels import first_unsupported
-from lowering.runtimes.profiles import RUNTIMES, rejections
+from lowering.runtimes.profiles import REFUSED_OPS, profile, rejections
 
 logger = logging.getLogger(__name__)
 
-# Why a Scan over a split that may be empty is left bare (lower_to_scan).
-_UNGUARDED = (
-    "its Scan is not guarded against no element, since the graph has an If and "
-    "tract loads one If per graph: onnxruntime fails on it when the split is empty "
-    "(tract runs it)"
+#: The forms "auto" asks, in order (:func:`lowering.maps.strategies.protocol.choose`):
+#: a map over split tensors is vectorized before it is unrolled, any other after.
+AUTO: tuple[Form, ...] = (
+    Vectorize(stack_free_only=True),
+    Unroll(),
+    Vectorize(),
+    Scan(),
+    ScanOutputs(),
+    SequenceLoop(),
+    Unroll(anyway=True),
 )
+#: ``--strategy loop``: the general Loop, unrolled only where the runtime runs no Loop.
+LOOP: tuple[Form, ...] = (SequenceLoop(forced=True), Unroll(anyway=True))
 
 
 @dataclasses.dataclass
@@ -152,9 +153,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         self.strategy = check_strategy(strategy)
         self.target_opset = check_target_opset(target_opset)
         self.max_unroll = check_max_unroll(max_unroll)
-        self.runtime = RUNTIMES[check_runtime(runtime)]
-        # Without a Loop, a uniform map over split tensors is a Scan whatever reads it.
-        self._scan_reads_stacks = "Loop" in self.runtime.lacks
+        self.runtime = profile(check_runtime(runtime))
         self.keep_originals = keep_originals
         self.progress = progress
 
@@ -164,17 +163,18 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             return MapsResult(model, modified=False)
         rewrites = self._rewrite(model, *planned)
         name_fresh(model)
-        lowered_in = {plan.located.scope.owner for plan in planned[0]}
+        plans = planned[0]
+        lowered_in = {plan.located.scope.owner for plan in plans}
         copied = [
             Copied(node, plan.opset, rewrite.written, plan.located.scope.description, plan.node)
-            for plan, rewrite in zip(planned[0], rewrites, strict=True)
+            for plan, rewrite in zip(plans, rewrites, strict=True)
             for node in rewrite.written
         ]
         copied += [
             Copied(
                 node, plan.opset, rewrite.written, plan.located.scope.description, plan.node, True
             )
-            for plan, rewrite in zip(planned[0], rewrites, strict=True)
+            for plan, rewrite in zip(plans, rewrites, strict=True)
             for node in read_producers(rewrite.written)
         ]
         return MapsResult(
@@ -186,8 +186,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         model: ir.Model,
         plans: list[MapPlan],
         functions: list[ir.Function],
-        lengths: SequenceLengths,
-        choices: list[tuple[str, str]],
+        context: Context,
+        choices: list[tuple[Fit, str]],
     ) -> list[Rewrite]:
         """Rewrite the planned maps, innermost first; returns what was rewritten."""
         originals = [
@@ -202,40 +202,11 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             _import_default_domain(opset_imports)
         replaced: dict[int, list[ir.Node]] = {}
         replacer = Replacer()
-        guarded: set[ir.Graph] = set()  # graphs given an If guarding a Scan
         for done, index in enumerate(_rewrite_order(plans)):
             self.progress("lowering maps", done, len(plans))
-            plan, (strategy, _) = plans[index], choices[index]
-            if strategy == "vectorize":
-                replaced[index] = lower_by_vectorizing(plan, replacer, plan.opset)
-            elif strategy == "unroll":
-                length = lengths(plan.node.inputs[0])
-                assert length is not None, "_choose unrolls only maps of known length (memoized)"
-                replaced[index] = lower_by_unrolling(plan, replacer, length)
-            elif (
-                strategy == "scan"
-                and (axes := scan_axes(plan, self._scan_reads_stacks)) is not None
-            ):
-                guard = may_run_empty(plan, model.graph)
-                if guard and not self._may_guard(plan, guarded):
-                    guard = False
-                    choices[index] = (strategy, f"{choices[index][1]}; {_UNGUARDED}")
-                replaced[index] = lower_to_scan(plan, replacer, axes, guard)
-            elif strategy in ("scan", "uniform"):
-                # A scan whose readers changed since it was chosen (a map read by
-                # another map) falls back, where the runtime runs the Loop.
-                if strategy == "scan" and (lacks := self.runtime.missing({"Loop"})):
-                    raise LoweringError(
-                        f"--runtime {self.runtime.name}: its readers changed while other "
-                        f"maps were lowered, so it can no longer be a Scan, and "
-                        f"{self.runtime.name} has no {lacks[0]}",
-                        node=plan.node,
-                        scope=plan.located.scope.description,
-                    )
-                replaced[index] = lower_to_scan_outputs(plan, replacer)
-            else:
-                replaced[index] = lower_to_sequence_loop(plan, replacer)
-            logger.debug("Lowered SequenceMap %r (%s)", plan.node.name, strategy)
+            plan, (fit, _) = plans[index], choices[index]
+            replaced[index] = fit.strategy.lower(plan, replacer, fit, context)
+            logger.debug("Lowered SequenceMap %r (%s)", plan.node.name, fit.strategy.name)
         replacer.finish()
         # The rewrites' Identities that copy for nothing (a concat read as the
         # stack itself, a copy of a body's Identity) go.
@@ -244,6 +215,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         if removed:
             for index, nodes in replaced.items():
                 replaced[index] = [node for node in nodes if node not in removed]
+        reasons = [
+            "; ".join(filter(None, [why, context.notes.get(plan.node)]))
+            for plan, (_, why) in zip(plans, choices, strict=True)
+        ]
         return [
             Rewrite(
                 scope=plan.located.scope.description,
@@ -251,30 +226,25 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                 op_type="SequenceMap",
                 original=originals[index],
                 written=replaced[index],
-                strategy=choices[index][0],
-                reason=choices[index][1],
-                rejecting=functools.partial(_rejected, replaced[index], body_ops[index]),
+                strategy=choices[index][0].strategy.name,
+                reason=reasons[index],
+                rejecting=functools.partial(
+                    _rejected,
+                    replaced[index],
+                    body_ops[index],
+                    vectorized=choices[index][0].strategy.name == "vectorize",
+                ),
             )
             for index, plan in enumerate(plans)
         ]
 
-    def _may_guard(self, plan: MapPlan, guarded: set[ir.Graph]) -> bool:
-        """Whether ``plan``'s Scan may have the If that skips it on no element: a
-        runtime that loads one If per graph has it only where it is the first."""
-        graph = plan.node.graph
-        if self.runtime.one_if_per_graph and graph is not None:
-            if graph in guarded or any(is_onnx_op(node, "If") for node in graph):
-                return False
-            guarded.add(graph)
-        return True
-
     def _plan(
         self, model: ir.Model
-    ) -> tuple[list[MapPlan], list[ir.Function], SequenceLengths, list[tuple[str, str]]] | None:
-        """Plan every map and choose its strategy, changing nothing; None if there are none.
+    ) -> tuple[list[MapPlan], list[ir.Function], Context, list[tuple[Fit, str]]] | None:
+        """Plan every map and choose its form, changing nothing; None if there are none.
 
         Returns the plans (outer maps first), the functions that hold maps,
-        the memoized sequence lengths and each plan's (strategy, reason).
+        the run's context and each plan's chosen fit with its reason.
 
         Raises:
             LoweringError: A map is malformed, or the target runtime runs no form of it.
@@ -299,113 +269,23 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         shared = SharedConstants()  # one per value per graph, for every map of this run
         for plan in plans:
             plan.constants = shared
-        lengths = SequenceLengths(proof)
+        context = Context(
+            self.runtime,
+            self.max_unroll,
+            SequenceLengths(proof),
+            model.graph,
+            target_opset=self.target_opset,
+            scan_reads_stacks="Loop" in self.runtime.lacks,
+        )
+        strategies = LOOP if self.strategy == "loop" else AUTO
         # In the order of each graph, as they are rewritten (_rewrite_order): a
         # map that reads a vectorized map's output will read its stack.
-        upstream: dict[ir.Value, tuple[ir.Value, Ragged | None]] = {}
         choices = []
         for done, plan in enumerate(plans):
             self.progress("planning maps", done, len(plans))
-            choices.append(self._choose(plan, lengths, upstream))
-            if choices[-1][0] == "vectorize":
-                upstream.update(vectorized_stacks(plan))
-        return plans, functions, lengths, choices
-
-    def _choose(
-        self, plan: MapPlan, lengths: SequenceLengths, upstream: Upstream | None = None
-    ) -> tuple[str, str]:
-        """The first strategy that fits ``plan`` and that both onnxruntime and
-        the target runtime run.
-
-        Each candidate is checked against onnxruntime's kernels for the
-        element types it would emit ops on (:mod:`lowering.runtimes.ort_kernels`),
-        and against the ops the target runtime lacks (:mod:`lowering.runtimes.profiles`);
-        the loop form emits only the ops that the original's own expansion
-        uses, so it runs wherever the original does.
-
-        Raises:
-            LoweringError: The target runtime runs no form that fits.
-        """
-        runtime = self.runtime
-        if self.strategy == "loop":
-            return self._loop_form(plan, "forced by --strategy loop", [])
-        passed_over: list[str] = []
-        vectorized, stack_free, batching = vectorize_reason(
-            plan, plan.opset, upstream=upstream, target_opset=self.target_opset
-        )
-        emitted = emitted_ops(plan) if vectorized else []
-        if vectorized and (blocked := first_unsupported(emitted, plan.opset)):
-            vectorized, batching = False, blocked
-        if vectorized and (wrong := runtime.miscomputed(op for op, _ in emitted)):
-            vectorized, batching = False, wrong
-        if vectorized and stack_free:
-            return "vectorize", batching
-        length = lengths(plan.node.inputs[0])
-        if length is not None and (0 < self.max_unroll and length <= self.max_unroll):
-            why = f"its input has {length} elements (--max-unroll {self.max_unroll})"
-        elif length is not None and not runtime.loops:
-            why = f"its input has {length} elements, and {runtime.name} runs no Loop or Scan"
-        elif length is not None and (lacks := runtime.missing(reads_sequences(plan))):
-            why = (
-                f"its input has {length} elements, and {runtime.name} has no {lacks[0]} "
-                "to read them in a loop"
-            )
-        else:
-            why = ""
-            if not runtime.loops:
-                passed_over.append("not unrolled: its length is known only at run time")
-        if why:
-            if not (blocked := first_unsupported(_unroll_ops(plan), plan.opset)):
-                return "unroll", why
-            passed_over.append(f"not unrolled: {blocked}")
-        if vectorized:
-            return "vectorize", _joined(batching, passed_over)
-        uniform, why = uniform_reason(plan)
-        if batching not in why:  # said once where both stop for one reason
-            why = f"{why}; not vectorized: {batching}"
-        scan_fits = uniform and scan_axes(plan, self._scan_reads_stacks) is not None
-        if uniform and not scan_fits and runtime.missing({"Loop"}) and runtime.loops:
-            passed_over.append("not a Scan: that takes split inputs of one length, read as stacks")
-        if scan_fits:
-            if lacks := runtime.missing({"Scan"}):
-                passed_over.append(f"not a Scan: {runtime.name} has no {lacks[0]}")
-            elif blocked := first_unsupported(_scan_ops(plan), plan.opset):
-                passed_over.append(f"not a Scan: {blocked}")
-            else:
-                return "scan", _joined(f"split -> map -> concat, and {why}", passed_over)
-        if uniform:
-            if lacks := runtime.missing({"Loop"} | reads_sequences(plan)):
-                passed_over.append(
-                    f"not a Loop with scan outputs: {runtime.name} has no {lacks[0]}"
-                )
-            elif blocked := first_unsupported(_uniform_ops(plan), plan.opset):
-                passed_over.append(f"not uniform: {blocked}")
-            else:
-                return "uniform", _joined(why, passed_over)
-        return self._loop_form(plan, why, passed_over, length)
-
-    def _loop_form(
-        self, plan: MapPlan, why: str, passed_over: list[str], length: int | None = None
-    ) -> tuple[str, str]:
-        """The general Loop over sequences, where the target runtime runs it;
-        else, for a static ``length``, the map unrolled whatever ``--max-unroll`` says."""
-        runtime = self.runtime
-        if not runtime.loops:
-            problem = (
-                f"{runtime.name} runs neither Loop nor Scan, and the map can be neither "
-                "unrolled nor vectorized"
-            )
-        elif lacks := runtime.missing(loop_form_ops(plan)):
-            problem = f"the map needs a Loop over sequences, and {runtime.name} has no {lacks[0]}"
-        else:
-            return "loop", _joined(why, passed_over)
-        if length is not None and not first_unsupported(_unroll_ops(plan), plan.opset):
-            return "unroll", _joined(f"{problem}; its input has {length} elements", passed_over)
-        raise LoweringError(
-            f"--runtime {runtime.name}: {problem}: {_joined(why, passed_over)}",
-            node=plan.node,
-            scope=plan.located.scope.description,
-        )
+            choices.append(choose(plan, context, strategies))
+            context.upstream.update(vectorized_stacks(plan, choices[-1][0]))
+        return plans, functions, context, choices
 
     def ensures(self, model: ir.Model) -> None:
         left = find_nodes(model, lambda node: is_onnx_op(node, "SequenceMap"))
@@ -446,61 +326,42 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
     }
 
 
-def _rejected(new_nodes: list[ir.Node], had: set[str]) -> list[tuple[str, str]]:
+def _rejected(
+    new_nodes: list[ir.Node], had: set[str], vectorized: bool = False
+) -> list[tuple[str, str]]:
     """The runtimes that cannot run the loop or sequence ops that lowering a
-    map added (those its body already had aside), as :func:`rejections` says.
+    map added (those its body already had aside), and for a vectorized form
+    the ops some profile refuses or gets wrong as it writes them (on a stack
+    that may be empty; a scatter with a reduction), as :func:`rejections` says.
     """
     added: set[str] = set()
+    refused: set[str] = set()
     for node in new_nodes:
         if node.graph is None:  # removed again, such as a SequenceConstruct read back
             continue
-        if node.op_type in PORTABILITY_OPS and is_onnx_op(node, node.op_type):
+        if not is_onnx_op(node, node.op_type):
+            continue
+        if node.op_type in PORTABILITY_OPS:
             added.add(node.op_type)
+        if vectorized and node.op_type in REFUSED_OPS and _as_refused(node):
+            refused.add(node.op_type)
         if has_subgraphs(node):
             for graph in subgraphs(node):
                 added |= _portability_ops(graph)
-    return rejections(added - had)
+    return rejections((added - had) | refused)
+
+
+def _as_refused(node: ir.Node) -> bool:
+    """Whether ``node`` is as the profiles refuse it: a scatter only with a reduction."""
+    if not node.op_type.startswith("Scatter"):
+        return True
+    reduction = node.attributes.get("reduction")
+    return reduction is not None and reduction.value != "none"
 
 
 def _opset(model: ir.Model, located: Located) -> int:
     """The default-domain opset that the map's scope imports."""
     return located.scope.opset(model) or 17
-
-
-def _dtypes(types) -> list[ir.DataType | None]:
-    return [t[0].dtype if t is not None else None for t in types]
-
-
-def _element_dtypes(plan: MapPlan) -> list[ir.DataType | None]:
-    return [
-        dtype
-        for dtype, sequence in zip(_dtypes(plan.element_types), plan.is_sequence, strict=True)
-        if sequence
-    ]
-
-
-def _unroll_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
-    """Elements are read with Split, Gather or Slice/Squeeze, results built into sequences."""
-    reads = [(op, d) for d in _element_dtypes(plan) for op in ("Split", "Slice", "Squeeze")]
-    return reads + [("SequenceConstruct", d) for d in _dtypes(plan.result_types)]
-
-
-def _scan_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
-    """Scan over the split tensors, Unsqueeze for keepdims, Reshape/Identity for concats."""
-    dtypes = _element_dtypes(plan) + _dtypes(plan.result_types)
-    extras = [
-        t[0].dtype if t is not None else None
-        for t, sequence in zip(plan.element_types, plan.is_sequence, strict=True)
-        if not sequence
-    ]
-    return [(op, d) for d in dtypes + extras for op in ("Scan", "Unsqueeze", "Reshape")]
-
-
-def _uniform_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
-    """Results stacked by a Loop, each stack split back into a sequence (or reshaped)."""
-    return [
-        (op, d) for d in _dtypes(plan.result_types) for op in ("Loop", "SplitToSequence", "Reshape")
-    ]
 
 
 def _import_default_domain(opset_imports: dict[str, int]) -> None:

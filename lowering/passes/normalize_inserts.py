@@ -78,7 +78,7 @@ from lowering.irutils.walk import named_subgraphs
 from lowering.options import RuntimeName, check_runtime, check_target_opset
 from lowering.passes.lower_sequence_maps import _rejected
 from lowering.rewrites import Kept, LoweringResult, Rewrite
-from lowering.runtimes.profiles import RUNTIMES, Runtime
+from lowering.runtimes.profiles import Runtime, profile
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
         super().__init__()
         self.keep_originals = keep_originals
         self.target_opset = check_target_opset(target_opset)
-        self.runtime = RUNTIMES[check_runtime(runtime)]
+        self.runtime = profile(check_runtime(runtime))
 
     def call(self, model: ir.Model) -> InsertsResult:
         found = [

@@ -4,10 +4,11 @@ A job is a folder holding ``model`` (the model file's path, as text) and
 ``inputs.npz``; the child leaves ``result.json`` (``{"outputs": n}`` or
 ``{"error": ...}``), ``outputs.npz`` and ``log.txt`` (what the runtime
 printed) in it. The package's own runtimes serve jobs through
-``python -m lowering.runtimes.runners``; an old onnxruntime release, in a
-virtual environment that has only numpy and onnxruntime
-(:mod:`lowering.runtimes.releases`), runs this file as a script. So it
-imports nothing but the standard library and numpy.
+``python -m lowering.runtimes.runners``; a release of onnxruntime or
+OpenVINO, in a virtual environment that has only numpy and that runtime
+(:mod:`lowering.runtimes.releases`), runs this file as a script
+(``python child.py RUNTIME JOB...``). So it imports nothing but the
+standard library and numpy, and each runtime only in its runner.
 """
 
 from __future__ import annotations
@@ -92,6 +93,79 @@ def run_onnxruntime(path: pathlib.Path, inputs: Sequence[object]) -> list:
     return [[np.asarray(e) for e in o] if isinstance(o, list) else np.asarray(o) for o in outputs]
 
 
+def openvino_config() -> dict:
+    """The CPU plugin's settings that change results, pinned for :func:`compile_openvino`.
+
+    Left to its defaults the plugin infers in bfloat16 wherever the CPU has
+    AVX512-BF16 or AMX (INFERENCE_PRECISION_HINT reads bf16 there), may
+    trade accuracy for speed elsewhere too (EXECUTION_MODE_HINT PERFORMANCE;
+    ACCURACY also turns dynamic quantization off), and runs on every core.
+    The same names from OpenVINO 2023.3 on.
+    """
+    import openvino
+    from openvino import properties
+    from openvino.properties import hint as hints
+    from openvino.properties import intel_cpu
+
+    # Named by string: OpenVINO 2023.3 takes no property object as a key, and
+    # crashes on the ExecutionMode enum as a value (its name it takes).
+    return {
+        hints.inference_precision(): openvino.Type.f32,
+        hints.execution_mode(): hints.ExecutionMode.ACCURACY.name,
+        properties.inference_num_threads(): _sessions_module().THREADS,
+        intel_cpu.denormals_optimization(): False,
+    }
+
+
+def compile_openvino(path: pathlib.Path):
+    """``path`` compiled by OpenVINO for its CPU plugin, in float32 on the sessions' threads.
+
+    The runners, and so the scripts that use them, compile through here, so
+    that none gets the plugin's defaults (:func:`openvino_config`).
+    """
+    import openvino
+
+    return openvino.Core().compile_model(str(path), "CPU", openvino_config())
+
+
+def run_openvino(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Fed by name: releases before 2026 drop the graph inputs that nothing reads."""
+    from openvino.frontend import FrontEndManager
+
+    # Each held while it is read: 2023.3 crashes on a place whose frontend is freed.
+    manager = FrontEndManager()
+    frontend = manager.load_by_framework("onnx")
+    read = frontend.load(str(path))
+    names = [place.get_names()[0] for place in read.get_inputs()]
+    del read, frontend, manager
+    compiled = compile_openvino(path)
+    kept = {name for port in compiled.inputs for name in port.get_names()}
+    results = compiled({n: x for n, x in zip(names, inputs, strict=True) if n in kept})
+    return [np.asarray(results[output]) for output in compiled.outputs]
+
+
+def run_openvino_ep(path: pathlib.Path, inputs: Sequence[object]) -> list:
+    """onnxruntime-openvino's OpenVINO execution provider, strict: with CPU fallback
+    disabled, a node it does not take fails the session rather than run on the CPU.
+    Fed by name, as the session lists its inputs."""
+    import onnxruntime as ort
+
+    options = _sessions_module().session_options()
+    options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    session = ort.InferenceSession(str(path), options, providers=["OpenVINOExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    outputs = session.run(None, dict(zip(names, inputs, strict=True)))
+    return [np.asarray(o) for o in outputs]
+
+
+#: What ``python child.py RUNTIME JOB...`` serves the jobs with.
+RUNNERS: dict[str, Callable[[pathlib.Path, Sequence[np.ndarray]], list]] = {
+    "onnxruntime": run_onnxruntime,
+    "openvino": run_openvino,
+    "onnxruntime-openvino": run_openvino_ep,
+}
+
+
 if __name__ == "__main__":
-    # python child.py JOB... : an onnxruntime release's venv serving jobs.
-    serve(run_onnxruntime, sys.argv[1:])
+    # python child.py RUNTIME JOB... : a release's venv serving jobs.
+    serve(RUNNERS[sys.argv[1]], sys.argv[2:])

@@ -13,6 +13,15 @@ numpy. An op listed in ``lacks`` is one the runtime refused to load, or
 computed wrongly, in some model; every other op the lowering emits ran and
 matched.
 
+A profile covers a range of releases, from ``oldest`` on, and names those
+it was measured on (``tests/test_releases.py`` runs the forms in each, in
+venvs of their own). ``--runtime NAME:RELEASE`` names one release: one
+that :data:`RELEASE_PROFILES` covers gets that profile (``openvino:2023.3``,
+older than the ``openvino`` range; ``onnxruntime:1.12-1.31``, inside its
+range, for what those releases get wrong), any other the range covers the
+runtime's profile, and otherwise an error. The summary names every
+profile, release profiles included, that rejects a map's form.
+
 ``generic`` lacks what any of them lacks: output for it runs in all of them.
 """
 
@@ -27,22 +36,51 @@ from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
 
 @dataclasses.dataclass(frozen=True)
 class Runtime:
-    """A runtime's name and the ops it lacks (measured with the version noted).
+    """A runtime's name, the releases it covers and the ops they lack.
 
     Attributes:
         name: What ``--runtime`` takes.
         lacks: Ops among :data:`LOOP_OPS` and :data:`SEQUENCE_OPS` it cannot run.
         one_if_per_graph: It loads a graph with one ``If`` at most (its branches
             may hold more).
-        miscomputes: Ops it loads but computes wrongly in a way the rewrites
-            would rely on, with how: a map whose vectorized form has one gets
-            another form.
+        miscomputes: Ops it refuses or computes wrongly in the way the rewrites
+            write them, with how: a map whose vectorized form has one gets
+            another form, and a form that keeps one names the runtime among
+            those that reject it.
+        oldest: The oldest release the profile covers ("2024.0": that and later).
+        newest: The newest it covers, for a release profile ("" for no end).
+        measured: The releases it was measured on.
     """
 
     name: str
     lacks: frozenset[str]
     one_if_per_graph: bool = False
     miscomputes: tuple[tuple[str, str], ...] = ()
+    oldest: str = ""
+    newest: str = ""
+    measured: tuple[str, ...] = ()
+
+    @property
+    def releases(self) -> str:
+        """The range it covers, as the docs say it: "2024.0 and later (measured on 2024.6, ...)"."""
+        if not self.oldest:
+            return "every runtime it names"
+        span = f"{self.oldest} to {self.newest}" if self.newest else f"{self.oldest} and later"
+        return f"{span} (measured on {', '.join(self.measured)})"
+
+    def covers(self, release: str) -> bool:
+        key = _release_key(release)
+        if self.oldest and key < _release_key(self.oldest):
+            return False
+        if not self.newest:
+            return True
+        newest = _release_key(self.newest)  # 1.31 covers 1.31.1
+        return key[: len(newest)] <= newest
+
+    def rejects(self, ops: set[str] | frozenset[str]) -> list[str]:
+        """Which of ``ops`` it lacks or gets wrong, in a stable order."""
+        wrong = {op for op, _ in self.miscomputes}
+        return sorted(set(ops) & (self.lacks | wrong))
 
     def miscomputed(self, ops: Iterable[str]) -> str | None:
         """How it computes the first of ``ops`` wrongly, as a reason; None if none."""
@@ -63,16 +101,26 @@ class Runtime:
 _ALL_SEQUENCES = frozenset(SEQUENCE_OPS)
 
 _MEASURED = (
-    # onnxruntime 1.32: everything.
-    Runtime("onnxruntime", frozenset()),
+    # onnxruntime 1.32: everything; 1.12 (the oldest with opset 17), 1.14 and 1.16 the
+    # forms the lowering writes (an empty axis is reduced by none of them: 1.12-1.16
+    # give [0, ...] for it with keepdims, and fail without).
+    Runtime("onnxruntime", frozenset(), oldest="1.12", measured=("1.12", "1.16", "1.32")),
     # OpenVINO 2026.4 runs Loop and Scan. Its frontend converts sequence ops only in the
     # patterns it recognizes: SplitToSequence only over a static axis, a
     # SequenceInsert into a Loop's sequence not at all, and a Loop appending
     # elements of different shapes gave a wrong result (tests/test_runtime_option.py).
-    Runtime("openvino", _ALL_SEQUENCES),
+    # The 2024 LTS (2024.6) and 2025.4 run the same forms; none before 2026.4 takes
+    # ScatterND's reduction, which the lowering does not write.
+    Runtime("openvino", _ALL_SEQUENCES, oldest="2024.0", measured=("2024.6", "2025.4", "2026.4")),
     # tract 0.23: Scan only; a second If in one graph fails to load ("Duplicate
     # node name: If", whatever the nodes are named; tests/test_scan_of_nothing.py).
-    Runtime("tract", frozenset({"Loop"}) | _ALL_SEQUENCES, one_if_per_graph=True),
+    Runtime(
+        "tract",
+        frozenset({"Loop"}) | _ALL_SEQUENCES,
+        one_if_per_graph=True,
+        oldest="0.23",
+        measured=("0.23.9",),
+    ),
     # MNN 3.6: its converter refuses Scan; SequenceLength comes back as int32[1];
     # 3.6.1 computes a Scatter with reduction = "add" as if it had none
     # (tests/test_sequence_free_loops.py), so segment reductions get a Loop.
@@ -83,14 +131,79 @@ _MEASURED = (
             ("ScatterElements", "ignores ScatterElements' reduction (3.6.1)"),
             ("ScatterND", "ignores ScatterND's reduction (3.6.1)"),
         ),
+        oldest="3.6",
+        measured=("3.6.1",),
     ),
     # TVM Relax 0.27: the frontend converts every sequence op, but no Loop or Scan.
-    Runtime("tvm", frozenset(LOOP_OPS)),
+    Runtime("tvm", frozenset(LOOP_OPS), oldest="0.27", measured=("0.27",)),
     # tinygrad 0.14: no loop and no sequence op.
-    Runtime("tinygrad", frozenset(LOOP_OPS) | _ALL_SEQUENCES),
+    Runtime("tinygrad", frozenset(LOOP_OPS) | _ALL_SEQUENCES, oldest="0.14", measured=("0.14.0",)),
 )
 
+_ONNXRUNTIME, _OPENVINO = _MEASURED[0], _MEASURED[1]
+
+#: What onnxruntime 1.12 to 1.31 do with an empty stack (a map over no element),
+#: which a vectorized form hands each op of the body: measured in 1.12, 1.14,
+#: 1.16, 1.18, 1.20, 1.24, 1.28 and 1.31 (tests/test_releases.py), fixed by 1.32.
+_EMPTY_STACK = {
+    "MatMul": "fails on an empty stack beside a lower-rank operand (n = 0; 1.12-1.31)",
+    "TopK": "crashes on an empty stack (n = 0; 1.12-1.28)",
+    "OneHot": "crashes on an empty stack (n = 0; 1.12-1.24)",
+    "Einsum": "crashes on an empty stack (n = 0; 1.12-1.24)",
+}
+
+
+def _release(base: Runtime, oldest: str, newest: str, runtime: str = "", **changes) -> Runtime:
+    named = runtime or base.name
+    name = f"{named}:{oldest}" if newest in ("", oldest) else f"{named}:{oldest}-{newest}"
+    return dataclasses.replace(base, name=name, oldest=oldest, newest=newest, **changes)
+
+
+#: Releases that a profile of their own covers, inside their runtime's range or
+#: older than it: ``--runtime NAME:RELEASE`` for one of them gets it.
+RELEASE_PROFILES: dict[str, Runtime] = {
+    r.name: r
+    for r in (
+        # OpenVINO 2023.3 (before the 2024 LTS): the same, and it refuses the segment
+        # reductions' ScatterElements (tests/test_releases.py), so those get a Loop.
+        _release(
+            _OPENVINO,
+            "2023.3",
+            "2023.3",
+            miscomputes=(
+                (
+                    "ScatterElements",
+                    "refuses a ScatterElements with a reduction (2023.3)",
+                ),
+            ),
+            measured=("2023.3",),
+        ),
+        # onnxruntime before 1.32: the same, and the ops of _EMPTY_STACK fail on an
+        # empty stack, so a map whose vectorized form holds one gets a loop.
+        _release(
+            _ONNXRUNTIME,
+            "1.12",
+            "1.31",
+            miscomputes=tuple(_EMPTY_STACK.items()),
+            measured=("1.12", "1.14", "1.16", "1.18", "1.20", "1.24", "1.28", "1.31"),
+        ),
+        # onnxruntime-openvino 1.24's OpenVINO execution provider, with CPU fallback
+        # off: OpenVINO's ops, but it fails to load a Loop that reads an outer value
+        # ("node not found in graph cache") and leaves a Scan with an If to the CPU
+        # (tests/test_releases.py): no loop, as for tvm.
+        _release(
+            _OPENVINO,
+            "1.24",
+            "",
+            runtime="onnxruntime-openvino",
+            lacks=_OPENVINO.lacks | frozenset(LOOP_OPS),
+            measured=("1.24.1",),
+        ),
+    )
+}
+
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in _MEASURED}
+# Not the release profiles: what an old release gets wrong is for its own --runtime.
 RUNTIMES["generic"] = Runtime(
     "generic",
     frozenset().union(*(r.lacks for r in _MEASURED)),
@@ -100,12 +213,62 @@ RUNTIMES["generic"] = Runtime(
 
 DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
 
+#: The ops that some profile refuses or gets wrong as a vectorized form writes
+#: them (beside the loop and sequence ops): a vectorized map that holds one names
+#: who rejects it.
+REFUSED_OPS = frozenset(
+    op for r in (*_MEASURED, *RELEASE_PROFILES.values()) for op, _ in r.miscomputes
+)
+
+
+def profile(name: str) -> Runtime:
+    """The profile ``--runtime NAME`` or ``NAME:RELEASE`` means; ValueError if none.
+
+    A release that one of :data:`RELEASE_PROFILES` covers gets it, any other
+    that the runtime's range covers the runtime's, under the name given.
+    """
+    if name in RUNTIMES:
+        return RUNTIMES[name]
+    if name in RELEASE_PROFILES:
+        return RELEASE_PROFILES[name]
+    base, _, release = name.partition(":")
+    own = [r for r in RELEASE_PROFILES.values() if r.name.partition(":")[0] == base]
+    runtime = RUNTIMES.get(base) if base != "generic" else None
+    candidates = [*own, *([runtime] if runtime is not None else [])]
+    if not candidates or not _is_release(release):
+        raise ValueError(
+            f"be one of {', '.join(RUNTIMES)}, or one of them but generic with a release "
+            "(openvino:2024.6), or onnxruntime-openvino:RELEASE"
+        )
+    for candidate in candidates:
+        if candidate.covers(release):
+            return dataclasses.replace(candidate, name=name)
+    covered = "; ".join(f"{r.name} covers {r.releases}" for r in candidates)
+    raise ValueError(f"name a release of {base} that a profile covers ({covered})")
+
+
+def _is_release(text: str) -> bool:
+    return bool(text) and all(part.isdigit() for part in text.split("."))
+
+
+def _release_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
 
 def rejections(ops: set[str]) -> list[tuple[str, str]]:
     """Each measured runtime that cannot run ``ops``, with the first op it lacks.
 
     Such as ``[("tract", "Loop"), ("tvm", "Loop")]``; empty when all of them can.
+    A release profile is named for what it gets wrong (its ``miscomputes``:
+    ``("openvino:2023.3", "ScatterElements")``), where its runtime's range is
+    not named; the loop and sequence ops its runtime lacks name the runtime.
     """
     if not ops:  # (most rewrites add no loop or sequence op: asked once per map)
         return []
-    return [(r.name, r.missing(ops)[0]) for r in _MEASURED if r.missing(ops)]
+    found = [(r.name, r.rejects(ops)[0]) for r in _MEASURED if r.rejects(ops)]
+    named = {name for name, _ in found}
+    for release in RELEASE_PROFILES.values():
+        wrong = sorted(set(ops) & {op for op, _ in release.miscomputes})
+        if wrong and release.name.partition(":")[0] not in named:
+            found.append((release.name, wrong[0]))
+    return found

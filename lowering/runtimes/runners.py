@@ -16,7 +16,7 @@ to the part that says what went wrong, for a table cell.
 No runner leaves its results to a runtime's defaults for precision or
 threads, which depend on the machine: OpenVINO's CPU plugin, left to
 itself, infers in bfloat16 on a CPU with AVX512-BF16 or AMX, off from
-numpy by about 1e-2 (:func:`compile_openvino`). Each runtime that has a
+numpy by about 1e-2 (:func:`lowering.runtimes.child.compile_openvino`). Each runtime that has a
 setting for them runs in float32 on one thread (:data:`THREADS`).
 """
 
@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 
 from lowering.runtimes import releases
-from lowering.runtimes.child import load_values, save_values, serve
+from lowering.runtimes.child import load_values, run_openvino, save_values, serve
 from lowering.runtimes.sessions import THREADS as SESSION_THREADS
 from lowering.runtimes.sessions import open_session
 
@@ -65,44 +65,6 @@ def run_onnx_reference(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list
 
     evaluator = ReferenceEvaluator(str(path))
     return [np.asarray(v) for v in evaluator.run(None, dict(zip(evaluator.input_names, inputs)))]
-
-
-def openvino_config() -> dict:
-    """The CPU plugin's settings that change results, pinned for :func:`compile_openvino`.
-
-    Left to its defaults the plugin infers in bfloat16 wherever the CPU has
-    AVX512-BF16 or AMX (INFERENCE_PRECISION_HINT reads bf16 there), may
-    trade accuracy for speed elsewhere too (EXECUTION_MODE_HINT PERFORMANCE;
-    ACCURACY also turns dynamic quantization off), and runs on every core.
-    """
-    import openvino
-    from openvino import properties
-    from openvino.properties import hint as hints
-    from openvino.properties import intel_cpu
-
-    return {
-        hints.inference_precision: openvino.Type.f32,
-        hints.execution_mode: hints.ExecutionMode.ACCURACY,
-        properties.inference_num_threads: THREADS,
-        intel_cpu.denormals_optimization: False,
-    }
-
-
-def compile_openvino(path: pathlib.Path):
-    """``path`` compiled by OpenVINO for its CPU plugin, in float32 on :data:`THREADS` threads.
-
-    The runners, and so the scripts that use them, compile through here, so
-    that none gets the plugin's defaults (:func:`openvino_config`).
-    """
-    import openvino
-
-    return openvino.Core().compile_model(str(path), "CPU", openvino_config())
-
-
-def run_openvino(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    compiled = compile_openvino(path)
-    results = compiled(list(inputs))
-    return [np.asarray(results[output]) for output in compiled.outputs]
 
 
 def run_tract(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -348,8 +310,8 @@ def run_many(
     """Run each (model, inputs) job in one child process, restarted after a crash.
 
     ``runtime`` is a column of :data:`RUNNERS`, or of
-    :data:`lowering.runtimes.releases.RELEASES` (an old onnxruntime, whose
-    child runs in that release's venv, built first if need be). One child
+    :data:`lowering.runtimes.releases.RELEASES` (a release of onnxruntime or
+    OpenVINO, whose child runs in that release's venv, built first if need be). One child
     runs the jobs in order (a runtime's import costs seconds, so
     not one child per job) and leaves each job's answer in its own folder;
     when it crashes or hangs, the job it was on fails and a fresh child goes

@@ -267,9 +267,10 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("b", metavar="B.onnx", help="the model to check, e.g. a lowering")
     parser.add_argument(
         "--runtime",
-        choices=list(VERIFY_RUNTIMES),
         default="onnxruntime",
-        help="run B in this runtime (default onnxruntime); A runs in onnxruntime",
+        metavar="{" + ",".join(VERIFY_RUNTIMES) + "}[:RELEASE]",
+        help="run B in this runtime (default onnxruntime), or in one release of it "
+        "(openvino:2024.6, in a venv pip builds on first use); A runs in onnxruntime",
     )
     add_options(parser)
     noise = parser.add_mutually_exclusive_group()
@@ -281,9 +282,11 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(joined_values(sys.argv[1:] if argv is None else argv))
     # Only now: --help and --version import neither onnx nor numpy (issue 37).
     from lowering.verify.comparison import compare
-    from lowering.verify.runtime import missing_runtime
+    from lowering.verify.runtime import known_runtime, missing_runtime
 
     problem = missing_runtime(args.runtime, who=parser.prog) or replay_dir_problem(args)
+    if problem is None and not known_runtime(args.runtime):
+        problem = f"--runtime must be one of {', '.join(VERIFY_RUNTIMES)}, not {args.runtime!r}"
     if problem is not None:
         parser.error(problem)
     report = compare(args.a, args.b, **compare_kwargs(args))

@@ -40,7 +40,7 @@ from lowering.verify.ports import (
 from lowering.verify.randomness import has_random_ops, random_sources, same
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
 from lowering.verify.runs import RunSpec, fallbacks, schedule
-from lowering.verify.runtime import VERIFY_RUNTIMES, run_elsewhere
+from lowering.verify.runtime import VERIFY_RUNTIMES, known_runtime, run_elsewhere
 from lowering.verify.settings import TIME_SCALE, TIMEOUT
 
 #: How a run stopped at its time limit is told.
@@ -81,7 +81,8 @@ def compare(
     replay can help: not when B cannot take A's inputs (different names,
     kinds or static dims: ``report.input_difference``, said first), cannot be
     loaded, or declares other outputs, which no input changes.
-    ``runtime`` (one of :data:`VERIFY_RUNTIMES`) runs ``b`` there instead, each
+    ``runtime`` (one of :data:`VERIFY_RUNTIMES`, or a release such as
+    ``openvino:2024.6``) runs ``b`` there instead, each
     run in a child process (a runtime may crash); ``a`` always runs in
     onnxruntime. Inputs that are also initializers then keep their defaults.
     ``rtol``/``atol`` hold float32 (default :data:`RTOL`, :data:`ATOL`); float64
@@ -103,8 +104,11 @@ def compare(
         from lowering.options import check_extra
 
         check_extra("verify", "lowering.verify.compare")
-    if runtime not in VERIFY_RUNTIMES:
-        raise ValueError(f"runtime must be one of {', '.join(VERIFY_RUNTIMES)}, not {runtime!r}")
+    if not known_runtime(runtime):
+        raise ValueError(
+            f"runtime must be one of {', '.join(VERIFY_RUNTIMES)} (or a release of one that "
+            f"lowering/runtimes/releases.py builds, openvino:2024.6), not {runtime!r}"
+        )
     if inputs is not None and runs is not None:
         raise ValueError("give inputs or runs, not both")
     if runs is not None and runs < 1:

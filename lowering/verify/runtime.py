@@ -2,7 +2,9 @@
 
 A always runs in onnxruntime. Another runtime runs B through
 :mod:`lowering.runtimes.runners`, every run in its own child process (a
-runtime may crash), and takes plain tensors only.
+runtime may crash), and takes plain tensors only. A release named with the
+runtime (``openvino:2024.6``, ``onnxruntime:1.12``) runs B in that
+release's venv (:mod:`lowering.runtimes.releases`, built by pip on first use).
 """
 
 from __future__ import annotations
@@ -19,7 +21,24 @@ from lowering.verify.ports import ModelLike, Port
 from lowering.verify.report import one_line
 from lowering.verify.settings import VERIFY_RUNTIMES
 
-__all__ = ["VERIFY_RUNTIMES", "missing_runtime", "run_elsewhere", "verify_runtime"]
+__all__ = [
+    "VERIFY_RUNTIMES", "known_runtime", "missing_runtime", "run_elsewhere", "verify_runtime",
+]  # fmt: skip
+
+
+def release_column(runtime: str) -> str | None:
+    """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py builds that venv."""
+    from lowering.runtimes.releases import RELEASES
+
+    base, _, release = runtime.partition(":")
+    column = f"{base} {release}"
+    return column if release and column in RELEASES else None
+
+
+def known_runtime(runtime: str) -> bool:
+    """Whether B can run in ``runtime``: one of :data:`VERIFY_RUNTIMES`, or a release
+    of one that releases.py builds."""
+    return runtime in VERIFY_RUNTIMES or release_column(runtime) is not None
 
 
 def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
@@ -29,6 +48,11 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
         from lowering.options import MissingExtraError  # imports onnx_ir: only here
 
         return str(MissingExtraError("verify", who))
+    if ":" in runtime and release_column(runtime) is None:
+        from lowering.runtimes.releases import RELEASES
+
+        names = ", ".join(column.replace(" ", ":") for column in RELEASES)
+        return f"--runtime {runtime}: {who} runs B in a release's venv only for {names}"
     entry = VERIFY_RUNTIMES.get(runtime)
     if entry is None:
         return None
@@ -39,7 +63,10 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
 
 
 def verify_runtime(runtime: str | None) -> str:
-    """Where ``--runtime`` runs B: that runtime, or onnxruntime for none and "generic"."""
+    """Where ``--runtime`` runs B: that runtime (or release), or onnxruntime for none
+    and "generic"."""
+    if runtime is not None and ":" in runtime:
+        return runtime
     return runtime if runtime in VERIFY_RUNTIMES else "onnxruntime"
 
 
@@ -50,9 +77,11 @@ def run_elsewhere(
     process, each run given ``timeout`` seconds (a child that hangs is restarted)."""
     from lowering.runtimes.runners import run_many
 
-    entry = VERIFY_RUNTIMES[runtime]
-    assert entry is not None, "onnxruntime runs in this process"
-    name = entry[0]
+    name = release_column(runtime)
+    if name is None:
+        entry = VERIFY_RUNTIMES[runtime]
+        assert entry is not None, "onnxruntime runs in this process"
+        name = entry[0]
     jobs: list = []
     labels: list[int] = []
     outcomes: dict[int, tuple[list | None, str | None]] = {}

@@ -85,6 +85,7 @@ from lowering.maps.plan import (
     tensor_dtype,
     typed,
 )
+from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.runtimes.ort_kernels import first_unsupported
 
 #: The element types onnxruntime's ConstantOfShape makes (measured with 1.32, at
@@ -230,3 +231,31 @@ def _carried_outputs(appends: list[ir.Node], count: int) -> list[ir.Value]:
     nexts = [node.outputs[0] for node in appends if node.op_type in ("SequenceInsert", "Concat")]
     assert len(nexts) == count, "one SequenceInsert or Concat per accumulator"
     return nexts
+
+
+class SequenceLoop:
+    """The general Loop over sequences (this module): every map fits it, and it
+    writes only the ops the original's own expansion uses, so it runs wherever
+    the original does; a runtime without them refuses it (``refusal``)."""
+
+    name = "loop"
+    form = "a Loop"
+
+    def __init__(self, forced: bool = False) -> None:
+        self.forced = forced
+
+    def fit(self, plan: MapPlan, context: Context, declined: list[Decline]) -> Fit | Decline:
+        runtime = context.runtime
+        if not runtime.loops:
+            problem = (
+                f"{runtime.name} runs neither Loop nor Scan, and the map can be neither "
+                "unrolled nor vectorized"
+            )
+        elif lacks := runtime.missing(loop_form_ops(plan)):
+            problem = f"the map needs a Loop over sequences, and {runtime.name} has no {lacks[0]}"
+        else:
+            return Fit(self, "forced by --strategy loop" if self.forced else "")
+        return Decline(self.form, problem, said=False, refusal=True)
+
+    def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
+        return lower_to_sequence_loop(plan, replacer)

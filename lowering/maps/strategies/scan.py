@@ -51,9 +51,12 @@ reads a Loop's stack (a Transpose for a stack along another axis)::
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx_ir as ir
 
+from lowering.errors import LoweringError
 from lowering.irutils.axes import with_axes
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import adopt_name, fresh
@@ -74,12 +77,15 @@ from lowering.maps.plan import (
     tensor_dtype,
     typed,
 )
+from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.strategies.uniform import (
+    ScanOutputs,
     concat_kind,
     count_of,
     read_stack,
     read_stack_in_readers,
     stack_read_kind,
+    uniform_of,
 )
 from lowering.runtimes.ort_kernels import unsupported
 
@@ -473,3 +479,78 @@ def _replace_uses_inside(outer: ir.Value, state: ir.Value, body: ir.Graph) -> No
         for index, value in enumerate(graph.outputs):
             if value is outer and graph is not body:
                 graph.outputs[index] = state
+
+
+# Why a Scan over a split that may be empty is left bare (lower_to_scan).
+_UNGUARDED = (
+    "its Scan is not guarded against no element, since the graph has an If and "
+    "tract loads one If per graph: onnxruntime fails on it when the split is empty "
+    "(tract runs it)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scanned(Fit):
+    """A split -> map -> concat: the scan output axis of each output."""
+
+    axes: tuple[int, ...] = ()
+
+
+class Scan:
+    """Split -> map -> concat as one Scan (this module)."""
+
+    name = "scan"
+    form = "a Scan"
+
+    def fit(self, plan: MapPlan, context: Context, declined: list[Decline]) -> Fit | Decline:
+        uniform, why = uniform_of(plan, context)
+        if not uniform:
+            return Decline(self.form, why, said=False)
+        axes = scan_axes(plan, context.scan_reads_stacks)
+        if axes is None:
+            runtime = context.runtime
+            # Said where the runtime has no Loop to take it instead.
+            said = bool(runtime.missing({"Loop"})) and runtime.loops
+            return Decline(self.form, "that takes split inputs of one length, read as stacks", said)
+        dtypes = [t[0].dtype if t is not None else None for t in plan.element_types] + [
+            tensor_dtype(t) for t, _ in plan.result_types
+        ]
+        return Scanned(
+            self,
+            f"split -> map -> concat, and {why}",
+            writes=[(op, d) for d in dtypes for op in ("Scan", "Unsqueeze", "Reshape")],
+            needs=frozenset({"Scan"}),
+            axes=tuple(axes),
+        )
+
+    def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
+        axes = scan_axes(plan, context.scan_reads_stacks)
+        if axes is None:
+            # Its readers changed since it was chosen (a map read by another
+            # map, rewritten first): a Loop with scan outputs, where the runtime runs one.
+            runtime = context.runtime
+            if lacks := runtime.missing({"Loop"}):
+                raise LoweringError(
+                    f"--runtime {runtime.name}: its readers changed while other "
+                    f"maps were lowered, so it can no longer be a Scan, and "
+                    f"{runtime.name} has no {lacks[0]}",
+                    node=plan.node,
+                    scope=plan.located.scope.description,
+                )
+            return ScanOutputs().lower(plan, replacer, fit, context)
+        guard = may_run_empty(plan, context.main_graph)
+        if guard and not _may_guard(plan, context):
+            guard = False
+            context.notes[plan.node] = _UNGUARDED
+        return lower_to_scan(plan, replacer, axes, guard)
+
+
+def _may_guard(plan: MapPlan, context: Context) -> bool:
+    """Whether ``plan``'s Scan may have the If that skips it on no element: a
+    runtime that loads one If per graph has it only where it is the first."""
+    graph = plan.node.graph
+    if context.runtime.one_if_per_graph and graph is not None:
+        if graph in context.guarded or any(is_onnx_op(node, "If") for node in graph):
+            return False
+        context.guarded.add(graph)
+    return True

@@ -67,9 +67,11 @@ from lowering.maps.plan import (
     open_body,
     ragged_bounds,
     read_slice,
+    reads_sequences,
     tensor_dtype,
     typed,
 )
+from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 from lowering.runtimes.ort_kernels import first_unsupported, unsupported
 
@@ -417,3 +419,38 @@ def merge_along(
     user.resize_inputs(2)
     user.replace_input_with(1, target.outputs[0])
     return [transpose, target]
+
+
+def uniform_of(plan: MapPlan, context: Context) -> tuple[bool, str]:
+    """:func:`uniform_reason`, judged once per map for the strategies that ask."""
+    key = ("uniform", plan.node)
+    if key not in context.memo:
+        context.memo[key] = uniform_reason(plan)
+    found = context.memo[key]
+    assert isinstance(found, tuple), "memoized by uniform_of"
+    return found
+
+
+class ScanOutputs:
+    """A Loop whose scan outputs stack results of one shape (this module)."""
+
+    name = "uniform"
+    form = "a Loop with scan outputs"
+
+    def fit(self, plan: MapPlan, context: Context, declined: list[Decline]) -> Fit | Decline:
+        uniform, why = uniform_of(plan, context)
+        if not uniform:
+            return Decline(None, why)  # explains every form after it
+        return Fit(
+            self,
+            why,
+            writes=[
+                (op, tensor_dtype(t))
+                for t, _ in plan.result_types
+                for op in ("Loop", "SplitToSequence", "Reshape")
+            ],
+            needs=frozenset({"Loop"} | reads_sequences(plan)),
+        )
+
+    def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
+        return lower_to_scan_outputs(plan, replacer)

@@ -29,6 +29,8 @@ in the copy itself (:mod:`lowering.irutils.static_fold`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx_ir as ir
 
@@ -40,7 +42,74 @@ from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.static_fold import fold_static, release
 from lowering.irutils.walk import graphs_within, nodes_within
-from lowering.maps.plan import MapPlan, Replacer, TypeAndShape, read_slice, split_source
+from lowering.maps.plan import (
+    MapPlan,
+    Replacer,
+    TypeAndShape,
+    element_dtypes,
+    read_slice,
+    reads_sequences,
+    result_dtypes,
+    split_source,
+)
+from lowering.maps.strategies.protocol import Context, Decline, Fit
+
+
+@dataclasses.dataclass(frozen=True)
+class Unrolled(Fit):
+    """A map of static length: the number of copies."""
+
+    length: int = 0
+
+
+class Unroll:
+    """One copy of the body per element, where the length is static.
+
+    ``auto`` unrolls a map of at most ``--max-unroll`` elements, and any
+    static length where the runtime runs no loop that could take it;
+    ``anyway`` (asked last) unrolls whatever the length, where the runtime
+    cannot run the Loop the map would need.
+    """
+
+    name = "unroll"
+    form = "unrolled"
+
+    def __init__(self, anyway: bool = False) -> None:
+        self.anyway = anyway
+
+    def fit(self, plan: MapPlan, context: Context, declined: list[Decline]) -> Fit | Decline:
+        runtime, limit = context.runtime, context.max_unroll
+        length = context.lengths(plan.node.inputs[0])
+        if self.anyway:
+            if length is None or not declined or not declined[-1].refusal:
+                return Decline(self.form, "the Loop runs", said=False)
+            why = f"{declined[-1].reason}; its input has {length} elements"
+        elif length is None:
+            if not runtime.loops:
+                return Decline(self.form, "its length is known only at run time")
+            return Decline(self.form, "its length is known only at run time", said=False)
+        elif 0 < limit and length <= limit:
+            why = f"its input has {length} elements (--max-unroll {limit})"
+        elif not runtime.loops:
+            why = f"its input has {length} elements, and {runtime.name} runs no Loop or Scan"
+        elif lacks := runtime.missing(reads_sequences(plan)):
+            why = (
+                f"its input has {length} elements, and {runtime.name} has no {lacks[0]} "
+                "to read them in a loop"
+            )
+        else:
+            return Decline(self.form, f"its {length} elements are over --max-unroll", said=False)
+        return Unrolled(self, why, writes=unroll_writes(plan), length=length)
+
+    def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
+        assert isinstance(fit, Unrolled), "Unroll lowers what it fitted"
+        return lower_by_unrolling(plan, replacer, fit.length)
+
+
+def unroll_writes(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
+    """Elements are read with Split, Gather or Slice/Squeeze, results built into sequences."""
+    reads = [(op, d) for d in element_dtypes(plan) for op in ("Split", "Slice", "Squeeze")]
+    return reads + [("SequenceConstruct", d) for d in result_dtypes(plan)]
 
 
 def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[ir.Node]:

@@ -42,7 +42,9 @@ and where the data may be empty, told apart at run time::
 
 (``fill`` is a scalar of x's type: Expand takes every type Reshape takes,
 strings and bool too, where onnxruntime has its kernel; Size(x) is
-ReduceProd(Shape(x)), as onnxruntime's Size-1 takes no float16. A Gather
+ReduceProd(Shape(x)), as onnxruntime's Size-1 takes no float16; each
+count and product reduces the vector with its identity in front, never an
+empty one, which onnxruntime 1.12 to 1.16 refuse with keepdims 0. A Gather
 from [0] is the one guard: 0 at index 0, a failure past it. A 0 beside a
 -1 is invalid in Reshape-14, which leaves that -1 undetermined, and ONNX's
 shape inference refuses it: a constant one is declined, a computed one
@@ -171,9 +173,15 @@ def _without_zeros(rw, node: ir.Node, attr: ir.Attr, shape: np.ndarray | None) -
     def made(op: str, inputs: list, of=int64, **attributes) -> ir.Value:
         return _typed(rw.op(op, inputs, attributes), of)
 
+    def reduced(op: str, vector: ir.Value, identity: int) -> ir.Value:
+        """``op`` of ``[identity, *vector]``: no empty axis is reduced (a scalar's shape,
+        a shape to a scalar), which onnxruntime 1.12 to 1.16 refuse with keepdims 0."""
+        first = rw.const(np.array([identity], np.int64))
+        return made(op, [made("Concat", [first, vector], axis=0)], keepdims=0)
+
     def zero_count() -> ir.Value:
         zeros = made("Equal", [s, rw.const(np.array(0, np.int64))], _BOOL)
-        return made("ReduceSum", [made("Cast", [zeros], to=cast)], keepdims=0)
+        return reduced("ReduceSum", made("Cast", [zeros], to=cast), 0)
 
     dims_out, data = rw.static_shape(node.outputs[0]), rw.static_shape(x)
     has_elements = any(d is not None and 0 not in d for d in (dims_out, data))
@@ -195,7 +203,7 @@ def _without_zeros(rw, node: ir.Node, attr: ir.Attr, shape: np.ndarray | None) -
         else ir.tensor(np.zeros((), dtype.numpy()))
     )
     # Size(x), on every type (onnxruntime's Size-1 takes no float16).
-    size = made("ReduceProd", [made("Shape", [x])], keepdims=0)
+    size = reduced("ReduceProd", made("Shape", [x]), 1)
     if shape is not None:
         # The shape holds a 0 (the adapter returns before, where it has none)
         # and no -1 (declined above).
@@ -210,9 +218,9 @@ def _without_zeros(rw, node: ir.Node, attr: ir.Attr, shape: np.ndarray | None) -
     minus_one = made("Equal", [s, rw.const(np.array(-1, np.int64))], _BOOL)
     dims = made("Where", [minus_one, rw.const(np.array(0, np.int64)), s])
     known = made("Where", [minus_one, rw.const(np.array(1, np.int64)), s])
-    product = made("ReduceProd", [known], keepdims=0)
+    product = reduced("ReduceProd", known, 1)
     nonzero = made("Not", [made("Equal", [product, rw.const(np.array(0, np.int64))], _BOOL)], _BOOL)
-    unknowns = made("ReduceSum", [made("Cast", [minus_one], to=cast)], keepdims=0)
+    unknowns = reduced("ReduceSum", made("Cast", [minus_one], to=cast), 0)
     empty_index = made("Abs", [made("Sub", [unknowns, made("Cast", [nonzero], to=cast)])])
     empty = made("Equal", [size, rw.const(np.array(0, np.int64))], _BOOL)
 

@@ -67,8 +67,8 @@ detached nodes are attached again rather than built twice.
 Where things are (a new op's batching rule goes in the family its op is
 of, or in a new family module listed in ``batcher.FAMILIES``):
 
-- ``strategy``: the entry points (:func:`vectorize_reason`,
-  :func:`emitted_ops`, :func:`lower_by_vectorizing`) and the readers of
+- ``strategy``: the entry points (:class:`Vectorize`, its fit and its
+  rewrite, :func:`lower_by_vectorizing`) and the readers of
   the map's outputs, which read the stacks;
 - ``batcher``: the interpreter, the stacking of the inputs, the building
   blocks rules build with, and the registry merged from the families;
@@ -84,10 +84,18 @@ of, or in a new family module listed in ``batcher.FAMILIES``):
 
 from lowering.maps.strategies.vectorize.batcher import RULES
 from lowering.maps.strategies.vectorize.strategy import (
+    Vectorize,
+    Vectorized,
     emitted_ops,
     lower_by_vectorizing,
-    vectorize_reason,
     vectorized_stacks,
 )
 
-__all__ = ["RULES", "emitted_ops", "lower_by_vectorizing", "vectorize_reason", "vectorized_stacks"]
+__all__ = [
+    "RULES",
+    "Vectorize",
+    "Vectorized",
+    "emitted_ops",
+    "lower_by_vectorizing",
+    "vectorized_stacks",
+]

@@ -76,13 +76,19 @@ def _slice(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[
         if count > rank:
             raise v.decline(f"it slices {count} axes of an element of rank {rank}")
         axes_list = list(range(count))
+    # (the axes in the bounds' type: Slice takes one index type, int32 or int64)
+    known = constant_array(starts.value)
+    int32 = starts.value.dtype == ir.DataType.INT32 or (
+        known is not None and known.dtype == np.int32
+    )
+    index = np.int32 if int32 else np.int64
     out = v.like(
         node,
         [
             x.value,
             starts.value,
             ends.value,
-            v.const([a + 1 for a in axes_list]),
+            v.const([a + 1 for a in axes_list], index),
             steps.value if steps else None,
         ],
     )

@@ -29,18 +29,28 @@ max and min 18+), with no loop::
     starts = CumSum<exclusive = 1>(L)                   [n]
     marks  = ScatterElements<reduction = add>(zeros[T + 1], starts, ones[n])
     ids    = CumSum(marks[:T]) - 1                      row t's element
-    init   = ReduceSum<axes = [0], keepdims = 1>(R[0:0])  [1, *rest]
-    S      = ScatterND<reduction = add>(Tile(init, [n, 1, ..]), Unsqueeze(ids, 1), R)
+    init   = ConstantOfShape<value = identity>(Concat(Shape(L), Shape<start = 1>(R)))
+    S      = ScatterElements<axis = 0, reduction = add>(init, Expand(ids, Shape(R)), R)
 
 ``marks`` counts the elements that start at each row, so an element of
 length 0 (several starting at one row, or at T) owns no row and keeps
-``init``: the runtime's own ReduceSum (Max, Min, Prod) of an empty tensor,
-which is what the map's body gives for it. ReduceMean is the segment sum
-over ``max(L, 1)``, and the runtime's ReduceMean of an empty tensor where
-``L`` is 0. A segment sum adds each element's rows in order, starting from
-the empty sum: the same float sum as the body's ReduceSum up to the order
-of its additions, within the same bound (a CumSum difference would not be:
-its error grows with the sum of everything before the segment).
+``init``: what ONNX says the op gives for an empty set (0 for a sum, 1 for
+a product, the lowest value of the type for a max, the highest for a min).
+ReduceMean is the segment sum over ``max(L, 1)``: 0 where ``L`` is 0, as
+onnxruntime's ReduceMean of nothing (ONNX leaves it undefined). A segment
+sum adds each element's rows in order, starting from the empty sum: the
+same float sum as the body's ReduceSum up to the order of its additions,
+within the same bound (a CumSum difference would not be: its error grows
+with the sum of everything before the segment).
+
+Why these ops and not others that mean the same: every release that takes
+the declared opset runs them (``tests/test_releases.py``). ScatterND with
+a reduction fails in OpenVINO before 2026 and its onnxruntime execution
+provider ("Only none is supported"); a ReduceSum of an empty slice with
+keepdims gives [0, ...], not [1, ...], in onnxruntime 1.12 to 1.16; and a
+Tile of it does not compile in IREE. OpenVINO 2023.3 refuses even this
+ScatterElements, so its profile (``--runtime openvino:2023.3``) gets the
+loop form.
 
 Everything else declines, and the map gets its next strategy: an op with
 no rule here, an outer operand that may vary along the ragged axis, a
@@ -62,7 +72,6 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.analysis.proven_shapes import Proof
-from lowering.irutils.axes import axes_as_input
 from lowering.irutils.constants import constant_array
 from lowering.irutils.op_facts import (
     BROADCAST_POINTWISE_OPS,
@@ -84,8 +93,8 @@ if TYPE_CHECKING:
 
 FAMILY = RuleFamily(__name__)
 
-#: The ScatterND reduction of each Reduce* op that has a segment form, and
-#: the opset from which ScatterND takes it.
+#: The ScatterElements reduction of each Reduce* op that has a segment form,
+#: and the opset from which ScatterElements takes it.
 SEGMENT_REDUCTIONS: dict[str, tuple[str, int]] = {
     "ReduceSum": ("add", 16),
     "ReduceMean": ("add", 16),
@@ -96,6 +105,9 @@ SEGMENT_REDUCTIONS: dict[str, tuple[str, int]] = {
 
 _FLOATS = frozenset(
     [ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16]
+)
+_INTEGERS = frozenset(
+    getattr(ir.DataType, f"{sign}INT{bits}") for sign in ("", "U") for bits in (8, 16, 32, 64)
 )
 
 
@@ -191,13 +203,16 @@ def _segment_reduce(
     reduction, since = SEGMENT_REDUCTIONS[op]
     if v.lowest_opset < since:
         raise v.decline(
-            f"a segment {op} over the ragged axis needs ScatterND with reduction = "
+            f"a segment {op} over the ragged axis needs ScatterElements with reduction = "
             f"{reduction!r} (opset {since}), and the model is to declare opset {v.lowest_opset}"
         )
     dtype = x.dtype or v.dtype_of(x.value)
     mean = op == "ReduceMean"
     if mean and dtype not in _FLOATS:
         raise v.decline(f"a segment mean is only for floats, and this is {dtype}")
+    identity = None if dtype is None else _empty_reduction(op, dtype)
+    if identity is None:
+        raise v.decline(f"a segment {op} needs its empty value in {dtype}, which has none")
     a, rank = x.ragged.axis, v.rank(x)
     lengths = lengths_of(v, x.ragged)
     others = [b for b in axes if b != a]
@@ -207,30 +222,40 @@ def _segment_reduce(
     if a != 0:
         rows = v.op("Transpose", [rows], {"perm": [a, *(i for i in range(rank) if i != a)]})
     ids = segment_ids(v, x.ragged, rows)
-    sum_op = "ReduceSum" if mean else op
-    empty = v.op("Slice", [rows, v.const([0]), v.const([0]), v.const([0])])
-    init = _reduce_first_axis(v, sum_op, empty)
-    repeats = v.op("Concat", [v.op("Shape", [lengths]), v.const([1] * (rank - 1))], {"axis": 0})
-    start = v.op("Tile", [init, repeats])
-    result = v.op("ScatterND", [start, ids, rows], {"reduction": reduction})
+    shape = v.op("Shape", [rows])
+    each = v.op("Shape", [rows], {"start": 1})
+    init = v.op(
+        "ConstantOfShape",
+        [v.op("Concat", [v.op("Shape", [lengths]), each], {"axis": 0})],
+        {"value": identity},
+    )
+    where = v.op("Expand", [v.unsqueeze(ids, list(range(1, rank))) if rank > 1 else ids, shape])
+    result = v.op("ScatterElements", [init, where, rows], {"axis": 0, "reduction": reduction})
     if mean:
-        assert dtype is not None
         column = v.const([-1] + [1] * (rank - 1))
         count = v.op("Reshape", [v.op("Max", [lengths, v.const(1)]), column])
-        divided = v.op("Div", [result, v.op("Cast", [count], {"to": dtype.value})])
-        # What the runtime's ReduceMean gives for no rows (onnxruntime: 0), where L is 0.
-        nothing = v.op("Reshape", [v.op("Equal", [lengths, v.const(0)]), column])
-        result = v.op("Where", [nothing, _reduce_first_axis(v, op, empty), divided])
+        result = v.op("Div", [result, v.op("Cast", [count], {"to": identity.dtype.value})])
     # result: [n, *dims without a], 1 at the other axes
     if keepdims:
         return v.unsqueeze(result, [a + 1])
     return v.squeeze(result, [1 + (b if b < a else b - 1) for b in others])
 
 
-def _reduce_first_axis(v: Batcher, op: str, value: ir.Value) -> ir.Value:
-    if axes_as_input(op, v.opset):
-        return v.op(op, [value, v.const([0])], {"keepdims": 1})
-    return v.op(op, [value], {"axes": [0], "keepdims": 1})
+def _empty_reduction(op: str, dtype: ir.DataType) -> ir.TensorProtocol | None:
+    """``[identity]`` of ``dtype``: what ONNX says ``op`` gives for an empty set
+    (ReduceMax-20, ReduceProd-18, ReduceSum-13), the start of every segment."""
+    if dtype not in _FLOATS and dtype not in _INTEGERS:
+        return None
+    kind = dtype.numpy()
+    value: object = 1 if op == "ReduceProd" else 0
+    if op in ("ReduceMax", "ReduceMin"):
+        low = op == "ReduceMax"
+        if dtype in _FLOATS:
+            value = -np.inf if low else np.inf
+        else:
+            info = np.iinfo(kind)
+            value = info.min if low else info.max
+    return ir.tensor(np.array([value], dtype=kind), dtype=dtype)
 
 
 def lengths_of(v: Batcher, ragged: Ragged) -> ir.Value:
@@ -276,7 +301,7 @@ def _rank(value: ir.Value, proof: Proof) -> int | None:
 
 
 def segment_ids(v: Batcher, ragged: Ragged, rows: ir.Value) -> ir.Value:
-    """``[T, 1]``: the element each row of ``rows`` (the ragged axis in front) is of."""
+    """``[T]``: the element each row of ``rows`` (the ragged axis in front) is of."""
     key = ("segment_ids", ragged.split)
     if key in v.cache:
         return v.cache[key]
@@ -297,6 +322,6 @@ def segment_ids(v: Batcher, ragged: Ragged, rows: ir.Value) -> ir.Value:
     )
     marks = v.op("ScatterElements", [zeros, starts, ones], {"axis": 0, "reduction": "add"})
     counted = v.op("CumSum", [v.op("Slice", [marks, v.const([0]), total]), zero])
-    ids = v.unsqueeze(v.op("Sub", [counted, one]), [1])
+    ids = v.op("Sub", [counted, one])
     v.cache[key] = ids
     return ids

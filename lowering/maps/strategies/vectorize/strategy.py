@@ -1,7 +1,7 @@
 """The vectorize strategy's entry points: whether a map can be vectorized, and the rewrite.
 
-:func:`vectorize_reason` is a dry run of the :class:`~.batcher.Batcher`,
-detached and kept on the plan; :func:`lower_by_vectorizing` attaches it
+:class:`Vectorize`'s fit is a dry run of the :class:`~.batcher.Batcher`,
+detached and kept on the fit; :func:`lower_by_vectorizing` attaches it
 again and makes the map's outputs read the stacks it returns (the
 SequenceAt, SequenceLength and ConcatFromSequence readers read the stack
 itself; a split is built only for any other reader). A ragged result (the
@@ -23,8 +23,8 @@ the stack (:func:`vectorized_stacks` tells the choice what it will be)::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import cast
 
 import onnx_ir as ir
 
@@ -32,6 +32,7 @@ from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.maps.plan import MapPlan, Replacer, same_length_inputs, tensor_dtype, typed
+from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.strategies.uniform import (
     concat_kind,
     count_of,
@@ -39,41 +40,75 @@ from lowering.maps.strategies.uniform import (
     read_stack,
     read_stack_in_readers,
 )
-from lowering.maps.strategies.vectorize.batcher import Batcher, Decline, Upstream
+from lowering.maps.strategies.vectorize.batcher import Batcher
+from lowering.maps.strategies.vectorize.batcher import Decline as NotBatched
 from lowering.maps.strategies.vectorize.body_values import Ragged
 
 logger = logging.getLogger(__name__)
-_MEMO = "vectorized"  # a map's detached rewrite, from vectorize_reason to lower_by_vectorizing
 
 
-def vectorize_reason(
-    plan: MapPlan,
-    opset: int,
-    upstream: Upstream | None = None,
-    target_opset: int | None = None,
-) -> tuple[bool, bool, str]:
-    """``(vectorizable, stack_free, why)`` for ``plan``'s map, changing nothing.
+@dataclasses.dataclass(frozen=True)
+class Vectorized(Fit):
+    """A map found vectorizable: its rewrite, built and detached, and whether
+    every sequence input is a split tensor (the stack costs no copy)."""
 
-    ``stack_free``: every sequence input is a split tensor, so the stack
-    costs no copy. ``why`` says why it can, or which node stops it.
-    ``upstream``: the stacks of the maps to be vectorized before this one
-    (:func:`vectorized_stacks`), which it reads where it reads their outputs.
-    ``target_opset``: the opset the model is to declare after (``--target-opset``):
-    no op is emitted that only a later one has.
+    batcher: Batcher | None = None
+    stack_free: bool = False
+
+
+class Vectorize:
+    """The body once on the stacked elements (:mod:`lowering.maps.strategies.vectorize`).
+
+    ``auto`` asks it twice: first for maps whose inputs are split tensors
+    (``stack_free_only``), before unrolling; then for the rest, after.
     """
+
+    name = "vectorize"
+    form = "vectorized"
+
+    def __init__(self, stack_free_only: bool = False) -> None:
+        self.stack_free_only = stack_free_only
+
+    def fit(self, plan: MapPlan, context: Context, declined: list[Decline]) -> Fit | Decline:
+        key = ("vectorize", plan.node)
+        if key not in context.memo:
+            context.memo[key] = _vectorized(plan, context, self)
+        found = context.memo[key]
+        assert isinstance(found, (Vectorized, Decline)), "memoized by this strategy"
+        if isinstance(found, Decline):  # said once, by the first asking
+            return (
+                found
+                if not any(d is found for d in declined)
+                else Decline(self.form, found.reason, said=False)
+            )
+        if self.stack_free_only and not found.stack_free:
+            return Decline(self.form, "its elements are stacked", said=False)
+        return dataclasses.replace(found, strategy=self)
+
+    def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
+        assert isinstance(fit, Vectorized), "Vectorize lowers what it fitted"
+        return lower_by_vectorizing(plan, replacer, plan.opset, fit.batcher)
+
+
+def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectorized | Decline:
+    """Whether ``plan``'s map can be vectorized, changing nothing: the rewrite
+    built and detached, or which node stops it. It reads the stacks of the
+    maps to be vectorized before it (``context.upstream``) where it reads
+    their outputs, and emits no op that only a later opset than
+    ``context.target_opset`` has."""
+    form = strategy.form
     if not same_length_inputs(plan):
-        return False, False, "its sequence inputs may differ in length (the first one's counts)"
-    rewrite = Batcher(plan, opset, upstream, target_opset)
+        return Decline(form, "its sequence inputs may differ in length (the first one's counts)")
+    rewrite = Batcher(plan, plan.opset, context.upstream, context.target_opset)
     try:
         rewrite.results = rewrite.run()
-    except Decline as why:
-        return False, False, str(why)
+    except NotBatched as why:
+        return Decline(form, str(why))
     except Exception as error:  # a bug in a rule must not stop the lowering
         logger.warning("Vectorizing %r failed: %r", plan.node.name, error, exc_info=True)
-        return False, False, f"a batching rule failed ({error!r})"
+        return Decline(form, f"a batching rule failed ({error!r})")
     finally:
         rewrite.detach()
-    plan.memo[_MEMO] = rewrite  # the rewrite reattaches it rather than build it again
     if any(rewrite.raggeds):
         how = (
             "its elements, split by lengths, are read from the split tensor (row by row, "
@@ -87,15 +122,22 @@ def vectorize_reason(
         )
     else:
         how = "its elements have one static shape and are stacked"
-    return True, rewrite.stack_free, f"every op in its body has a batching rule, and {how}"
+    return Vectorized(
+        strategy,
+        f"every op in its body has a batching rule, and {how}",
+        writes=emitted_ops(plan, rewrite),
+        computes=tuple(node.op_type for node in plan.body),
+        batcher=rewrite,
+        stack_free=rewrite.stack_free,
+    )
 
 
-def vectorized_stacks(plan: MapPlan) -> dict[ir.Value, tuple[ir.Value, Ragged | None]]:
+def vectorized_stacks(plan: MapPlan, fit: Fit) -> dict[ir.Value, tuple[ir.Value, Ragged | None]]:
     """What a map found vectorizable stacks each of its outputs as (the result,
     and how a ragged one is split), for the maps that read them."""
-    rewrite = cast("Batcher | None", plan.memo.get(_MEMO))
-    if rewrite is None:
+    if not isinstance(fit, Vectorized) or fit.batcher is None:
         return {}
+    rewrite = fit.batcher
     return {
         output: (result, ragged)
         for output, result, ragged in zip(
@@ -104,17 +146,12 @@ def vectorized_stacks(plan: MapPlan) -> dict[ir.Value, tuple[ir.Value, Ragged | 
     }
 
 
-def emitted_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
+def emitted_ops(plan: MapPlan, rewrite: Batcher) -> list[tuple[str, ir.DataType | None]]:
     """The ops, with the element type of their first input, that vectorizing
     ``plan``'s map adds beyond copies of the body's own ops (which run on the
-    types they ran on before), for a check against a runtime's kernels.
-
-    Only for a map :func:`vectorize_reason` found vectorizable; then the
-    result is the output's: its SplitToSequence, Reshape or Transpose.
+    types they ran on before), for a check against a runtime's kernels; then
+    the result is the output's: its SplitToSequence, Reshape or Transpose.
     """
-    rewrite = cast("Batcher | None", plan.memo.get(_MEMO))
-    if rewrite is None:
-        raise ValueError("emitted_ops() is only for a map found vectorizable")
     ops = list(rewrite.emitted)
     for (type_, _), _output in zip(plan.result_types, plan.node.outputs, strict=True):
         dtype = tensor_dtype(type_)
@@ -122,12 +159,14 @@ def emitted_ops(plan: MapPlan) -> list[tuple[str, ir.DataType | None]]:
     return list(dict.fromkeys(ops))
 
 
-def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[ir.Node]:
+def lower_by_vectorizing(
+    plan: MapPlan, replacer: Replacer, opset: int, rewrite: Batcher | None = None
+) -> list[ir.Node]:
     """Rewrite ``plan``'s map as the package sketches; returns the nodes that replace it.
 
-    The map must have been found vectorizable by :func:`vectorize_reason`.
+    ``rewrite``: the map's detached rewrite from :class:`Vectorize`'s fit,
+    attached again where the map's inputs are still those it was built on.
     """
-    rewrite = cast("Batcher | None", plan.memo.pop(_MEMO, None))
     # Built on inputs since replaced (another map's output, now a split of its stack)?
     current = list(plan.node.inputs)
     if (
@@ -142,7 +181,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, opset: int) -> list[
         rewrite = Batcher(plan, opset, target_opset=target)
         try:
             results = rewrite.run()
-        except Decline:
+        except NotBatched:
             rewrite.detach()
             raise
     new_nodes = rewrite.commit(results)

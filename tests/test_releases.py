@@ -1,0 +1,356 @@
+"""The forms the lowering writes for maps run and match in the releases each profile covers.
+
+A profile covers a range of releases (``lowering/runtimes/profiles.py``),
+so its forms run here in the oldest and the last of each, in venvs of
+their own (``lowering/runtimes/releases.py``), lowered with ``--runtime``
+naming the release: onnxruntime 1.12 (the oldest that takes opset 17,
+SequenceMap's) and 1.16, OpenVINO 2024.6 (the 2024 LTS, the oldest that
+``--runtime openvino`` covers) and 2025.4, and OpenVINO 2023.3 with its own
+profile, and onnxruntime-openvino 1.24's OpenVINO execution provider with
+CPU fallback disabled (``--runtime onnxruntime-openvino:1.24``: no loop).
+Each runs, against numpy:
+
+- every ragged reduction (``tests/test_ragged.py``: segment sums, products,
+  means, maxima and minima; L2 and log-sum-exp, which keep a loop) read by
+  a concat, at n = 0, 1 and 7 with empty elements among them;
+- every family of vectorized bodies (``tests/test_vectorize.py``), split
+  on axis 1 with keepdims, at n = 1 and 5 (at n = 0 the original's concat
+  fails); and where n = 0 is the original's, a sequence returned, the
+  vectorized form of each family in onnxruntime's oldest release, whose
+  MatMul, TopK, OneHot and Einsum fail on an empty stack, so that
+  ``--runtime onnxruntime:1.12`` writes another form;
+- the runtime matrix's hand-written maps (``tests/matrix_models.py``).
+
+A reduction left in a loop runs the body's own op on each element, and an
+empty element is then the release's own matter (onnxruntime 1.12 fails on
+it, as on the original), so those run without empty elements; and
+:data:`OWN_FAULTS` lists what a release gets wrong in the body's own ops,
+which must still fail there. A venv is built only where
+``LOWERING_OLD_RUNTIMES`` asks for it (its version, or ``all``; CI sets it)
+or already built; otherwise the tests skip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+import pytest
+
+import lowering
+from lowering.runtimes import releases
+from lowering.runtimes.profiles import profile
+from lowering.runtimes.runners import RuntimeFailure, run_many
+from tests import test_ragged, test_vectorize
+from tests.helpers import assert_same, op_types, release_python
+from tests.matrix_models import matches, synthetic_cases
+from tests.test_vectorize import Family
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A release, the ``--runtime`` it is lowered for and the opset and IR its models declare."""
+
+    release: releases.Release
+    runtime: str
+    opset: int
+    ir_version: int
+
+
+TARGETS = {
+    t.release.column: t
+    for t in (
+        Target(releases.RELEASES["onnxruntime 1.12"], "onnxruntime:1.12", 17, 8),
+        Target(releases.RELEASES["onnxruntime 1.16"], "onnxruntime:1.16", 18, 9),
+        # Opset 17: 2023.3 reduces over every axis where a Reduce-18 takes its axes as
+        # an input (the body's own op).
+        Target(releases.RELEASES["openvino 2023.3"], "openvino:2023.3", 17, 8),
+        Target(releases.RELEASES["openvino 2024.6"], "openvino:2024.6", 18, 9),
+        Target(releases.RELEASES["openvino 2025.4"], "openvino", 18, 9),
+        Target(releases.RELEASES["onnxruntime-openvino 1.24"], "onnxruntime-openvino:1.24", 18, 9),
+    )
+}
+
+#: (release, job) -> what the release gets wrong in the body's own op, as the
+#: original would meet it: the job must still fail there.
+OWN_FAULTS = {
+    (column, f"vectorized one_hot n={n}"): "OneHot with a negative index gives no 1"
+    for column in ("openvino 2023.3", "openvino 2024.6")
+    for n in (1, 5)
+}
+
+GROUPS = ("ragged", "vectorized", "empty", "matrix")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    model: onnx.ModelProto
+    inputs: list
+    expected: list
+
+
+def _job(target: Target, model: onnx.ModelProto, inputs: list, expected: list) -> Job:
+    """The job; for the execution provider, without the graph inputs nothing reads,
+    which it binds to the wrong places ("Can't set the input tensor with index 1")."""
+    if target.release.runtime != "onnxruntime-openvino":
+        return Job(model, inputs, expected)
+    read = {name for node in model.graph.node for name in node.input}
+    read |= {name for node in model.graph.node for a in node.attribute if a.g.name
+             for inner in a.g.node for name in inner.input}  # fmt: skip
+    kept = [(i, x) for i, x in zip(model.graph.input, inputs, strict=True) if i.name in read]
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    del model.graph.input[:]
+    model.graph.input.extend(i for i, _ in kept)
+    return Job(model, [x for _, x in kept], expected)
+
+
+def _ragged(target: Target) -> dict[str, Job]:
+    jobs = {}
+    bodies = {**test_ragged.REDUCTIONS, "unary": test_ragged.ELEMENTWISE["unary"]}
+    if "Loop" not in profile(target.runtime).lacks:
+        bodies.update(test_ragged.LOOP_REDUCTIONS)
+    for s, source in test_ragged.SOURCES.items():
+        for b, body in bodies.items():
+            model = test_ragged.ragged_model(source, body, "concat", target.opset)
+            model.ir_version = target.ir_version
+            result = lowering.lower(model, runtime=target.runtime)
+            looped = bool({"Loop", "Scan"} & set(op_types(result)))
+            names = [i.name for i in result.graph.input]
+            for lengths in source.runs:
+                if looped and 0 in lengths:
+                    continue  # the body's own op on an empty element
+                feeds = test_ragged._feeds(source, lengths, body.dtype)
+                expected = test_ragged._expected(source, body, lengths, feeds, "concat")
+                jobs[f"{s} {b} {list(lengths)}"] = _job(
+                    target, result, [feeds[n] for n in names], [expected]
+                )
+    return jobs
+
+
+def _families(target: Target, shape: Callable[[Family], str]):
+    """(name, family, its model of ``shape`` lowered for ``target``), at the target's opset."""
+    for name, family in test_vectorize.FAMILIES.items():
+        if family.opset <= target.opset:
+            model = test_vectorize._parse(shape(family), family)
+            model.ir_version = min(model.ir_version, target.ir_version)
+            yield name, family, lowering.lower(model, runtime=target.runtime)
+
+
+def _vectorized(target: Target) -> dict[str, Job]:
+    jobs = {}
+    for name, family, result in _families(target, test_vectorize.split_axis_1_model):
+        for n in (1, 5):
+            elements = test_vectorize._elements(family, n)
+            _, stacked = test_vectorize._expected(family, elements)
+            inputs = [np.stack(elements)[None], *family.extras.values()]
+            expected = [np.moveaxis(stacked, 0, -1)]
+            jobs[f"vectorized {name} n={n}"] = _job(target, result, inputs, expected)
+    return jobs
+
+
+def _empty(target: Target) -> dict[str, Job]:
+    """Each family over no element, its sequence returned (onnxruntime only)."""
+    if target.release.runtime != "onnxruntime":
+        return {}
+    return {
+        f"empty {name}": Job(result, [[], *family.extras.values()], [[]])
+        for name, family, result in _families(target, test_vectorize.input_model)
+    }
+
+
+def _matrix(target: Target) -> dict[str, Job]:
+    if "Loop" in profile(target.runtime).lacks:
+        return {}  # its maps that keep a loop cannot be lowered for it
+    return {
+        name: _job(
+            target, lowering.lower(case.model, runtime=target.runtime), case.inputs, case.expected
+        )
+        for name, case in synthetic_cases().items()
+    }
+
+
+@functools.cache
+def _jobs(column: str, group: str) -> dict[str, Job]:
+    target = TARGETS[column]
+    makers = {"ragged": _ragged, "vectorized": _vectorized, "empty": _empty, "matrix": _matrix}
+    return makers[group](target)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """(release, group) -> job -> outputs or failure, each release's jobs in one child."""
+    found: dict[tuple[str, str], dict[str, list | RuntimeFailure]] = {}
+
+    def of(column: str, group: str) -> dict[str, list | RuntimeFailure]:
+        if (column, group) not in found:
+            release_python(TARGETS[column].release)
+            folder = tmp_path_factory.mktemp(f"{column}_{group}".replace(" ", "_"))
+            jobs = _jobs(column, group)
+            paths = []
+            for number, job in enumerate(jobs.values()):
+                path = folder / f"{number}.onnx"
+                onnx.save(job.model, path)
+                paths.append((path, job.inputs))
+            found[column, group] = dict(zip(jobs, run_many(column, paths)))
+        return found[column, group]
+
+    return of
+
+
+def _fault(result: list | RuntimeFailure, job: Job) -> str | None:
+    """Why ``result`` is not ``job``'s expectation, or None if it is."""
+    if isinstance(result, RuntimeFailure):
+        return str(result)[:300]
+    if isinstance(job.expected[0], list):  # an empty sequence
+        empty = len(result) == 1 and isinstance(result[0], list) and not result[0]
+        return None if empty else f"not an empty sequence: {result}"
+    if matches(result, job.expected):
+        return None
+    try:
+        for got, expected in zip(result, job.expected, strict=True):
+            assert_same(got, expected)
+    except (AssertionError, ValueError) as error:
+        return f"wrong result: {str(error)[:300]}"
+    return None
+
+
+def _has_jobs(target: Target, group: str) -> bool:
+    """Whether ``group`` has jobs for ``target`` (cheaply: no lowering at collection)."""
+    if group == "empty":
+        return target.release.runtime == "onnxruntime"
+    return group != "matrix" or "Loop" not in profile(target.runtime).lacks
+
+
+PARAMS = [
+    pytest.param(column, group, id=f"{column}-{group}")
+    for column, target in TARGETS.items()
+    for group in GROUPS
+    if _has_jobs(target, group)
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("column", "group"), PARAMS)
+def test_every_form_runs_and_matches_numpy_in_the_release(column, group, outcomes):
+    jobs = _jobs(column, group)
+    got = outcomes(column, group)
+    failed, healed = [], []
+    for name, job in jobs.items():
+        fault = _fault(got[name], job)
+        own = OWN_FAULTS.get((column, name))
+        if fault is not None and own is None:
+            failed.append(f"{name}: {fault}")
+        elif fault is None and own is not None:
+            healed.append(f"{name} ({own})")
+    assert not failed, f"{len(failed)} of {len(jobs)} in {column}:\n" + "\n".join(failed)
+    assert not healed, "no longer faults of the release; update OWN_FAULTS: " + ", ".join(healed)
+
+
+@pytest.mark.slow
+def test_verify_runs_b_in_the_release_named(tmp_path):
+    """``--verify --runtime openvino:2024.6`` runs B in that release, which takes the
+    segment sum the default output holds."""
+    release_python(releases.RELEASES["openvino 2024.6"])
+    source = test_ragged.SOURCES["input_lengths_axis_0"]
+    body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
+    model = test_ragged.ragged_model(source, body, "concat")
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    onnx.save(model, a)
+    result = lowering.lower(model, runtime="openvino:2024.6")
+    assert "ScatterElements" in op_types(result)
+    onnx.save(result, b)
+    feeds = test_ragged._feeds(source, (0, 2, 0, 1, 6, 3, 0), "float")
+    report = lowering.verify.compare(a, b, inputs=feeds, runtime="openvino:2024.6")
+    assert report.exit_code == 0 and report.runs == 1, report.table()
+
+
+# -- the profiles, without the venvs -------------------------------------------
+
+PROFILES = {
+    "openvino": ("openvino", ()),
+    "openvino:2024.6": ("openvino", ()),
+    "openvino:2026.4": ("openvino", ()),
+    "openvino:2023.3": ("openvino:2023.3", ("ScatterElements",)),
+    "onnxruntime:1.12": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
+    "onnxruntime:1.31.1": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
+    "onnxruntime:1.32": ("onnxruntime", ()),
+}
+
+
+@pytest.mark.parametrize("name", list(PROFILES))
+def test_a_release_gets_the_profile_that_covers_it(name):
+    from lowering.runtimes.profiles import RELEASE_PROFILES, RUNTIMES, profile
+
+    source, refused = PROFILES[name]
+    got = profile(name)
+    expected = RELEASE_PROFILES.get(source) or RUNTIMES[source]
+    assert got.name == name
+    assert (got.lacks, got.miscomputes) == (expected.lacks, expected.miscomputes)
+    assert [op for op, _ in got.miscomputes] == list(refused)
+
+
+@pytest.mark.parametrize(
+    "name", ["openvino:2022.1", "openvino:2023.2", "onnxruntime:1.11", "generic:1.0",
+             "openvino:latest", "tensorrt:10.0", "openvino:"]
+)  # fmt: skip
+def test_a_release_no_profile_covers_is_the_callers_mistake(name):
+    model = test_ragged.ragged_model(
+        test_ragged.SOURCES["input_lengths_axis_0"], test_ragged.ELEMENTWISE["unary"], "concat"
+    )
+    with pytest.raises(ValueError, match="runtime must "):
+        lowering.lower(model, runtime=name)
+
+
+def test_the_segment_form_names_the_releases_that_reject_it(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    source = test_ragged.SOURCES["input_lengths_axis_0"]
+    body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
+    model = test_ragged.ragged_model(source, body, "concat")
+    path, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    onnx.save(model, path)
+    command = [sys.executable, "-m", "lowering", path, out, "--report", report]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert "vectorize" in done.stderr + done.stdout
+    said = done.stderr + done.stdout
+    assert "rejected by mnn (ScatterElements), openvino:2023.3 (ScatterElements)" in said
+    assert "not loop-free" not in said
+    (node,) = json.loads(report.read_text())["nodes"]
+    assert {"runtime": "openvino:2023.3", "op": "ScatterElements"} in node["rejected_by"]
+    # What that release runs: the loop form, with the release named.
+    command = [*command[:-2], "--runtime", "openvino:2023.3"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    said = done.stderr + done.stdout
+    assert "not vectorized: openvino:2023.3 refuses a ScatterElements with a reduction" in said
+    assert "ScatterElements" not in op_types(onnx.load(out))
+
+
+ALLOWZERO = """<ir_version: 8, opset_import: ["" : 14]>
+g (float[A] x, int64[K] s) => (float[?] y) {
+  y = Reshape <allowzero = 1> (x, s)
+}"""
+
+
+@pytest.mark.slow
+def test_the_allowzero_adapter_reduces_no_empty_vector_in_onnxruntime_1_12(tmp_path):
+    """``--target-opset 13`` writes Reshape-14's allowzero with counts and products of
+    the shape and of Shape(x): for a reshape to a scalar (an empty shape) they reduce
+    nothing, which onnxruntime 1.12 to 1.16 refuse unless the vector is padded."""
+    release = releases.RELEASES["onnxruntime 1.12"]
+    release_python(release)
+    path = tmp_path / "allowzero.onnx"
+    onnx.save(lowering.lower(onnx.parser.parse_model(ALLOWZERO), target_opset=13), path)
+    cases = [
+        ([np.array([1.5], np.float32), np.array([], np.int64)], ()),
+        ([np.zeros(0, np.float32), np.array([0, 3], np.int64)], (0, 3)),
+        ([np.arange(6, dtype=np.float32), np.array([2, 3], np.int64)], (2, 3)),
+    ]
+    results = run_many(release.column, [(path, inputs) for inputs, _ in cases])
+    for (inputs, shape), result in zip(cases, results, strict=True):
+        assert not isinstance(result, RuntimeFailure), result
+        assert_same(result[0], inputs[0].reshape(shape))
