@@ -70,7 +70,8 @@ def constant_node(
     return node
 
 
-_Key = tuple[str, str, tuple[int, ...], bytes]
+# (kind, element type, shape, contents): numpy spells bfloat16 and float8 types alike
+_Key = tuple[str, ir.DataType, tuple[int, ...], bytes]
 
 
 @dataclasses.dataclass
@@ -96,7 +97,8 @@ class SharedConstants:
 
     def constant(self, owner: GraphLike, value: np.ndarray, stem: str | None = None) -> ir.Value:
         """A Constant of ``value`` for a node of ``owner``."""
-        key = ("Constant", value.dtype.str, tuple(value.shape), value.tobytes())
+        dtype = ir.DataType.from_numpy(value.dtype)
+        key = ("Constant", dtype, tuple(value.shape), value.tobytes())
         found = self._values.get((owner, key))
         if found is None:
             node = constant_node(value, stem)
@@ -107,15 +109,17 @@ class SharedConstants:
     def share(self, owner: GraphLike, node: ir.Node, value: np.ndarray) -> ir.Value:
         """The shared Constant of ``value`` in ``owner``: one handed out before, or
         ``node``'s output (a detached Constant of ``value``), which becomes the one."""
-        key = ("Constant", value.dtype.str, tuple(value.shape), value.tobytes())
-        found = self._values.setdefault((owner, key), node.outputs[0])
-        if found is node.outputs[0]:
+        output = node.outputs[0]
+        dtype = output.dtype if output.dtype is not None else ir.DataType.from_numpy(value.dtype)
+        key = ("Constant", dtype, tuple(value.shape), value.tobytes())
+        found = self._values.setdefault((owner, key), output)
+        if found is output:
             self._owners[node] = owner
         return found
 
     def zeros(self, owner: GraphLike, shape: Sequence[int], dtype: ir.DataType) -> ir.Value:
         """``ConstantOfShape(shape)`` of ``dtype`` zeros (one element of that shape)."""
-        key = ("ConstantOfShape", dtype.numpy().str, tuple(shape), b"")
+        key = ("ConstantOfShape", dtype, tuple(shape), b"")
         found = self._values.get((owner, key))
         if found is None:
             dims = self.constant(owner, np.array(shape, np.int64))
