@@ -549,7 +549,18 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
         "normalized {count} SequenceInsert position{s}",
         lambda n: n.op == "SequenceInsert" and not n.strategy,
     ),
-    ("read {count} SequenceAt node{s} as {a}Slice{s}", lambda n: n.op == "SequenceAt"),
+    (
+        "read {count} SequenceAt node{s} as {a}Slice{s}",
+        lambda n: n.op == "SequenceAt" and n.strategy == "Slice",
+    ),
+    (
+        "read {count} sequence op{s} as tensors",
+        lambda n: (
+            n.op not in ("SequenceMap", "SequenceInsert")
+            and not (n.op == "SequenceAt" and n.strategy == "Slice")
+            or (n.op == "SequenceInsert" and bool(n.strategy))
+        ),
+    ),
 )
 
 #: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.

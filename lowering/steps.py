@@ -11,7 +11,7 @@ name so that importing it never hides that function.)
     FoldInsertChainsPass      *   static insert chains become one SequenceConstruct
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
-                                  (with no map lowered: the split reads, if any sequence op)
+                                  (with no map lowered: the user's chains, if any sequence op)
     HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
                                   (with sequence ops), and the shapes ONNX would infer wrong
                                   of nodes copied or exposed by the steps above (pinned, or
