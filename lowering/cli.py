@@ -127,7 +127,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the runtime the output is for (default onnxruntime): where a loop is "
         "unavoidable, emit a form it runs (a Scan for tract, a Loop with scan outputs for "
         "mnn); a map of static length that would need a loop or sequence op it lacks is "
-        "unrolled, whatever --max-unroll says; exit 1 on a map it can run in no form",
+        "unrolled, whatever --max-unroll says; exit 1 on a map it can run in no form, "
+        "and, writing nothing, where the output would still hold an op it lacks (written "
+        "by the tool or left from IN)",
+    )
+    parser.add_argument(
+        "--allow-unsupported",
+        action="store_true",
+        help="write OUT even where it holds ops --runtime lacks, with a warning naming them",
     )
     parser.add_argument(
         "--optimize",
@@ -280,6 +287,7 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
             progress=run.line,
         )
         rewrites = result.rewrites
+        unsupported = _unsupported(args, model)
         stage, file = "write", _label(args.output)
         run.line("writing the model", 0, 0)
         with model_io.kept_original(source, out, keep=args.verify) as original:
@@ -328,6 +336,8 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
                 if args.verbose:
                     for rewrite in rewrites:
                         _say(_details(rewrite))
+            if unsupported is not None:  # --allow-unsupported: said even with -q
+                _say(f"{PROG}: warning: {run.written}: {unsupported}")
             if not args.verify:
                 return 0
             stage = "verify"
@@ -348,6 +358,21 @@ def _lower(args: argparse.Namespace, run: _Run, started: float) -> int:
         )
     finally:
         paused.close()
+
+
+def _unsupported(args: argparse.Namespace, model: ir.Model) -> str | None:
+    """What ``--runtime`` will refuse in the lowered model, as the warning says it
+    (``--allow-unsupported``); without that flag, raises the refusal: nothing is written."""
+    from lowering.errors import LoweringError
+    from lowering.runtimes.profiles import left_unsupported
+
+    left = left_unsupported(model, args.runtime)
+    if left is None:
+        return None
+    said = f"{args.runtime} lacks ops the output holds: {left}"
+    if not args.allow_unsupported:
+        raise LoweringError(f"{said}; nothing written (--allow-unsupported writes it anyway)")
+    return said
 
 
 def _progress_line(args: argparse.Namespace) -> ProgressLine | _NoLine:

@@ -21,8 +21,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+import onnx_ir as ir
+
 from lowering import defaults
-from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
+from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_domain
+from lowering.irutils.scopes import find_nodes
 from lowering.rewrites import spelled
 
 
@@ -100,6 +103,30 @@ RUNTIMES["generic"] = Runtime(
 )
 
 DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
+
+
+def left_unsupported(model: ir.Model, runtime: str) -> str | None:
+    """The ops ``runtime`` lacks that ``model`` still holds, said in one phrase; None if none.
+
+    Such as ``SequenceInsert x3 (first: node 'ins' in main graph 'g'), SequenceLength x1
+    (first: ...)``: whether the lowering wrote them or they came with the input,
+    the runtime will refuse the model (``--runtime``'s check before writing).
+    """
+    lacks = RUNTIMES[runtime].lacks
+    found = find_nodes(model, lambda n: is_onnx_domain(n.domain) and n.op_type in lacks)
+    if not found:
+        return None
+    by_op: dict[str, list] = {}
+    for located in found:
+        by_op.setdefault(located.node.op_type, []).append(located)
+    said = []
+    for op, places in sorted(by_op.items()):
+        first = places[0]
+        said.append(
+            f"{op} x{len(places)} (first: node {first.node.name or '<unnamed>'!r} "
+            f"in {first.scope.description})"
+        )
+    return ", ".join(said)
 
 
 def rejections(ops: set[str]) -> list[tuple[str, str]]:
