@@ -121,7 +121,9 @@ def plan_map(located: Located, twin: ir.Node | None, opset: int = 17) -> MapPlan
         if sequence and outer_type is not None:
             outer_type = _element_of(outer_type)
         is_sequence.append(sequence)
-        element_types.append(_first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type))
+        element_types.append(
+            _unnamed(_first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type))
+        )
 
     result_types: list[TypeAndShape] = []
     output_types: list[TypeAndShape] = []
@@ -156,6 +158,7 @@ def plan_map(located: Located, twin: ir.Node | None, opset: int = 17) -> MapPlan
                 f"of {_dtype_name(declared)} but its body output ({result.name!r}) is "
                 f"{_dtype_name(result_type[0])}; fix one of the two declarations"
             )
+        result_type = _unnamed(result_type)
         result_types.append(result_type)
         output_types.append(
             (
@@ -675,6 +678,25 @@ def _element_of(type_and_shape: TypeAndShape) -> TypeAndShape:
     if isinstance(type_, ir.SequenceType):
         return type_.elem_type, shape
     return type_, shape
+
+
+def _unnamed(type_and_shape: TypeAndShape | None) -> TypeAndShape | None:
+    """The type with every symbolic dim unknown: the element types leave the body.
+
+    A body's symbolic dims are said of one run of the body (one element),
+    in its own names: the declared ``[R, 3]`` of a map over chunks of
+    ``[N, 4]`` is ``[1, 3]`` each time. Copied onto a stack, a scan
+    output or a sequence outside, R would claim what nothing proves, and
+    tract, which unifies dims by name, refuses such a model ("Impossible to
+    unify Val(1) with Sym(R)"). Every type a rewrite copies out of a body
+    comes from the plan, so this is where they lose their names.
+    """
+    if type_and_shape is None or type_and_shape[1] is None:
+        return type_and_shape
+    type_, shape = type_and_shape
+    if all(isinstance(d, int) for d in shape):
+        return type_and_shape
+    return type_, ir.Shape([d if isinstance(d, int) else None for d in shape])
 
 
 def _first_typed(*candidates: TypeAndShape | None) -> TypeAndShape | None:
