@@ -121,9 +121,8 @@ def plan_map(located: Located, twin: ir.Node | None, opset: int = 17) -> MapPlan
         if sequence and outer_type is not None:
             outer_type = _element_of(outer_type)
         is_sequence.append(sequence)
-        element_types.append(
-            _unnamed(_first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type))
-        )
+        element = _first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type)
+        element_types.append(None if element is None else _unnamed(element))
 
     result_types: list[TypeAndShape] = []
     output_types: list[TypeAndShape] = []
@@ -680,7 +679,7 @@ def _element_of(type_and_shape: TypeAndShape) -> TypeAndShape:
     return type_, shape
 
 
-def _unnamed(type_and_shape: TypeAndShape | None) -> TypeAndShape | None:
+def _unnamed(type_and_shape: TypeAndShape) -> TypeAndShape:
     """The type with every symbolic dim unknown: the element types leave the body.
 
     A body's symbolic dims are said of one run of the body (one element),
@@ -691,10 +690,8 @@ def _unnamed(type_and_shape: TypeAndShape | None) -> TypeAndShape | None:
     unify Val(1) with Sym(R)"). Every type a rewrite copies out of a body
     comes from the plan, so this is where they lose their names.
     """
-    if type_and_shape is None or type_and_shape[1] is None:
-        return type_and_shape
     type_, shape = type_and_shape
-    if all(isinstance(d, int) for d in shape):
+    if shape is None or all(isinstance(d, int) for d in shape):
         return type_and_shape
     return type_, ir.Shape([d if isinstance(d, int) else None for d in shape])
 
