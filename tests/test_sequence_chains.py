@@ -108,11 +108,16 @@ def _chain(chunk: int, erase: int, insert: int) -> onnx.ModelProto:
     }}""")
 
 
+def _count(chunk: int) -> int:
+    return -(-6 // chunk)  # ceil(6 / chunk) elements
+
+
+# Every erase position, then every insert position of what is left (n - 1 elements).
 CHAINS = [
     (chunk, erase, insert)
-    for chunk in (1, 2, 4, 6)
-    for erase in range(-(-6 // chunk), -(-6 // chunk))
-    for insert in range(-(-(-6 // chunk) + 1), -(-6 // chunk))
+    for chunk in (1, 2, 4)
+    for erase in range(-_count(chunk), _count(chunk))
+    for insert in range(-(_count(chunk) - 1), _count(chunk))
 ]
 
 
@@ -231,3 +236,17 @@ def test_a_paddle_array_runs_in_runtimes_without_sequences(tmp_path, runtime):
             )
             for a, b in zip(got, expected):
                 np.testing.assert_array_equal(np.asarray(a), b)
+
+
+def test_a_split_read_by_an_insert_that_stays_is_left_as_written():
+    """Planned first: an insert at a fed position would not fold, so the split is not
+    rewritten into a construct for nothing."""
+    model = parse(f"""{H}
+    g (float[6,3] x, float[2,3] y, int64 p) => (float[?,3] z) {{
+      c = Constant <value = int64 {{2}}> ()
+      s = SplitToSequence <axis = 0> (x, c)
+      s1 = SequenceInsert(s, y, p)
+      z = ConcatFromSequence <axis = 0> (s1)
+    }}""")
+    result = lowered(model, normalize_inserts=False)
+    assert op_types(result) == op_types(model)

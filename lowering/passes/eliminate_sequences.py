@@ -376,7 +376,7 @@ def _split_to_construct(node: ir.Node, owner, lengths, opset: int) -> bool:
     if reader.op_type not in ("SequenceErase", "SequenceInsert") or uses[0].idx != 0:
         return False
     split = _static_split(node, opset)
-    if split is None or not split.sizes:
+    if split is None or not split.sizes or not _folds(reader, len(split.sizes)):
         return False  # (an empty construct is no SequenceConstruct)
     elements = [split.element(i) for i in range(len(split.sizes))]
     owner.insert_before(node, [n for nodes in elements for n in nodes])
@@ -384,6 +384,21 @@ def _split_to_construct(node: ir.Node, owner, lengths, opset: int) -> bool:
     _become_construct(node, [nodes[-1].outputs[0] for nodes in elements])
     remove_unread(sizes, FOLDABLE_OPS)
     return True
+
+
+def _folds(reader: ir.Node, n: int) -> bool:
+    """Whether the erase or insert ``reader`` of n known elements folds into a construct
+    (planned before the split it reads is rewritten)."""
+    if reader.outputs[0].is_graph_output():
+        return False
+    index = 1 if reader.op_type == "SequenceErase" else 2
+    if len(reader.inputs) <= index or reader.inputs[index] is None:
+        return reader.op_type == "SequenceInsert" or n > 1
+    array = static_array(reader.inputs[index])
+    if array is None or array.size != 1 or array.dtype.kind not in "iu":
+        return False
+    high = n - 1 if reader.op_type == "SequenceErase" else n
+    return -n <= int(array.reshape(())) <= high and (reader.op_type == "SequenceInsert" or n > 1)
 
 
 def _sequence_erase(node: ir.Node, owner, lengths, opset: int) -> bool:

@@ -38,7 +38,8 @@ needs::
 [-n, 0), else p (so a p below -n stays out of range); it is left out where
 p's sign is known. A constant is an initializer
 (that is not also a graph input) or a Constant node, at any scope, or what
-Squeeze, Unsqueeze, Reshape, Cast and Identity compute from constants
+Squeeze, Unsqueeze, Reshape, Cast, Identity and integer arithmetic (Add, Sub,
+Mul, Div, Neg, Min, Max) compute from constants
 (:mod:`lowering.irutils.static_values`); a folded one becomes a Constant, and the
 ops that computed it go where nothing else reads them. The length n is
 known through :mod:`lowering.analysis.sequence_length`. A constant that is

@@ -72,7 +72,9 @@ _MEASURED = (
     # OpenVINO 2026.4 runs Loop and Scan. Its frontend converts sequence ops only in the
     # patterns it recognizes: SplitToSequence only over a static axis, a
     # SequenceInsert into a Loop's sequence not at all, and a Loop appending
-    # elements of different shapes gave a wrong result (tests/test_runtime_option.py).
+    # elements of different shapes gave a wrong result (tests/test_runtime_option.py);
+    # it crashed compiling the SequenceInsert guard, an If returning a sequence
+    # (tests/test_sequence_chains.py).
     Runtime("openvino", _ALL_SEQUENCES),
     # tract 0.23: Scan only; a second If in one graph fails to load ("Duplicate
     # node name: If", whatever the nodes are named; tests/test_scan_of_nothing.py).
