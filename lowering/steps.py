@@ -25,7 +25,7 @@ name so that importing it never hides that function.)
 
     *    only when the model holds a SequenceMap
     **   only when a map was lowered
-    ***  only when a map, a position or a split read was rewritten
+    ***  only when a map, a position or a sequence op was rewritten
     **** only when a node was rewritten, or an opset or the IR version declared anew
 
 So a model with nothing to lower comes out exactly as it went in. Each pass

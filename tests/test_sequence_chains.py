@@ -250,3 +250,31 @@ def test_a_split_read_by_an_insert_that_stays_is_left_as_written():
     }}""")
     result = lowered(model, normalize_inserts=False)
     assert op_types(result) == op_types(model)
+
+
+ELEMENT_TYPES = {"float": np.float32, "int32": np.int32, "int64": np.int64, "bool": np.bool_}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+@pytest.mark.parametrize("index_type", ["int32", "int64"])
+@pytest.mark.parametrize("element", list(ELEMENT_TYPES))
+def test_a_read_at_a_computed_position_is_a_gather_of_the_stack(element, index_type, count):
+    """Every position in [-n, n) reads what SequenceAt reads; -n - 1 and n fail in both."""
+    names = [f"t{k}" for k in range(count)]
+    inputs = ", ".join(f"{element}[2] {name}" for name in names)
+    model = parse(f"""{H}
+    g ({inputs}, {index_type} i) => ({element}[2] z) {{
+      s = SequenceConstruct({", ".join(names)})
+      z = SequenceAt(s, i)
+    }}""")
+    result = lowered(model)
+    assert "Gather" in op_types(result)
+    assert not SEQUENCE_OPS & set(op_types(result))
+    numpy_type = ELEMENT_TYPES[element]
+    feeds = {name: (np.arange(2) + 2 * k).astype(numpy_type) for k, name in enumerate(names)}
+    for i in range(-count - 1, count + 1):
+        feeds["i"] = np.array(i, ELEMENT_TYPES[index_type])
+        expected, got = try_run(model, feeds), try_run(result, feeds)
+        assert (got is None) == (expected is None), i
+        if expected is not None:
+            np.testing.assert_array_equal(got[0], expected[0])
