@@ -18,20 +18,12 @@ import numpy as np
 import onnx
 import pytest
 
+from lowering.irutils import op_facts
 from lowering.runtimes.runners import run_openvino, run_tract
 from tests.helpers import lowered, op_types, parse, run, try_run
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
-SEQUENCE_OPS = {
-    "SequenceEmpty",
-    "SequenceConstruct",
-    "SequenceInsert",
-    "SequenceErase",
-    "SequenceAt",
-    "SequenceLength",
-    "SplitToSequence",
-    "ConcatFromSequence",
-}
+SEQUENCE_OPS = set(op_facts.SEQUENCE_OPS)
 
 
 def _paddle_position(k: int, name: str) -> str:

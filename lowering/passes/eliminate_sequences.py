@@ -526,13 +526,18 @@ def _split_count(node: ir.Node, owner, bounds: dict[ir.Value, Bounds]) -> bool:
     source = ragged_split(sequence)
     if source is None or sequence is None:
         return False
+    become_identity(node, _bounds_of(sequence, source, bounds).count, owner)
+    return True
+
+
+def _bounds_of(sequence: ir.Value, source, bounds: dict[ir.Value, Bounds]) -> Bounds:
+    """The bounds of the split ``source`` that makes ``sequence``, computed once, right after it."""
     if sequence not in bounds:
         producer = sequence.producer()
         assert producer is not None and producer.graph is not None, "ragged_split found it"
         bounds[sequence] = split_bounds(source)
         producer.graph.insert_after(producer, bounds[sequence].nodes)
-    become_identity(node, bounds[sequence].count, owner)
-    return True
+    return bounds[sequence]
 
 
 class _Shapes:
@@ -583,13 +588,8 @@ def _computed_split_element(
         or _static_bounds(source)
     ):
         return False
-    if sequence not in bounds:
-        producer = sequence.producer()
-        assert producer is not None and producer.graph is not None, "ragged_split found it"
-        bounds[sequence] = split_bounds(source)
-        producer.graph.insert_after(producer, bounds[sequence].nodes)
     index = int(position.reshape(()))
-    nodes = read_bounds(source.tensor, bounds[sequence], index, source.axis)
+    nodes = read_bounds(source.tensor, _bounds_of(sequence, source, bounds), index, source.axis)
     element = nodes[-1].outputs[0]
     element.type = source.tensor.type
     shape = source.tensor.shape
