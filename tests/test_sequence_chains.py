@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 
+import lowering
 from lowering.irutils import op_facts
 from lowering.runtimes.runners import run_openvino, run_tract
 from tests.helpers import lowered, op_types, parse, run, try_run
@@ -270,3 +271,38 @@ def test_a_read_at_a_computed_position_is_a_gather_of_the_stack(element, index_t
         assert (got is None) == (expected is None), i
         if expected is not None:
             np.testing.assert_array_equal(got[0], expected[0])
+
+
+@pytest.mark.parametrize("target", [13, 14])
+def test_a_branch_returning_an_outer_list_through_an_identity_declares_opset_13(target):
+    """TorchScript's If branch returns the list it was given through an Identity,
+    which must stay (a branch output is made in the branch): at 13 it is a Loop
+    of no trip (``lowering/opset/adapters/sequence_identity.py``); at 14 it stays."""
+    model = parse(f"""{H}
+    g (float[2] a, float[2] b, bool c) => (seq(float[2]) out, float[2] first) {{
+      s = SequenceConstruct(a, b)
+      z = Constant <value = int64 {{0}}> ()
+      r = If (c) <then_branch = tb () => (seq(float[2]) tr) {{ tr = Identity(s) }},
+                  else_branch = eb () => (seq(float[2]) er) {{ er = SequenceInsert(s, b, z) }}>
+      out = Identity(r)
+      first = SequenceAt(r, z)
+    }}""")
+    result = lowered(model, target_opset=target)
+    assert ("Loop" in op_types(result)) == (target == 13)
+    for c in (True, False):
+        feeds = {"a": np.ones(2, np.float32), "b": np.zeros(2, np.float32), "c": np.array(c)}
+        got, expected = run(result, feeds), run(model, feeds)
+        for x, y in zip(got[0], expected[0]):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_below_13_an_identity_of_a_sequence_still_blocks():
+    model = parse(f"""{H}
+    g (float[2] a, bool c) => (seq(float[2]) out) {{
+      s = SequenceConstruct(a)
+      out = If (c) <then_branch = tb () => (seq(float[2]) tr) {{ tr = Identity(s) }},
+                    else_branch = eb () => (seq(float[2]) er) {{ er = SequenceInsert(s, a) }}>
+    }}""")
+    with pytest.raises(lowering.LoweringError, match="Identity"):
+        lowering.lower(model, target_opset=12)
