@@ -13,6 +13,7 @@ for the original.
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import onnx
@@ -306,3 +307,22 @@ def test_below_13_an_identity_of_a_sequence_still_blocks():
     }}""")
     with pytest.raises(lowering.LoweringError, match="Identity"):
         lowering.lower(model, target_opset=12)
+
+
+def test_the_summary_and_the_report_say_what_was_rewritten(tmp_path, capsys):
+    from lowering.cli import main
+
+    source, target, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    onnx.save(_chain(2, 1, 0), source)
+    assert main([str(source), str(target), "--report", str(report)]) == 0
+    err = capsys.readouterr().err
+    assert f"read 5 sequence ops as tensors in {source} -> {target}" in err
+    assert "SequenceConstruct, an erase from a sequence of known elements" in err
+    nodes = json.loads(report.read_text())["nodes"]
+    assert [(n["op"], n["strategy"]) for n in nodes] == [
+        ("SplitToSequence", "SequenceConstruct"),
+        ("SequenceErase", "SequenceConstruct"),
+        ("SequenceInsert", "SequenceConstruct"),
+        ("SequenceInsert", "SequenceConstruct"),
+        ("ConcatFromSequence", "Concat"),
+    ]
