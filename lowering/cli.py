@@ -143,7 +143,14 @@ def _parser() -> argparse.ArgumentParser:
         "a profile of its own, older than openvino's): where a loop is "
         "unavoidable, emit a form it runs (a Scan for tract, a Loop with scan outputs for "
         "mnn); a map of static length that would need a loop or sequence op it lacks is "
-        "unrolled, whatever --max-unroll says; exit 1 on a map it can run in no form",
+        "unrolled, whatever --max-unroll says; exit 1 on a map it can run in no form, "
+        "and, writing nothing, where the output would still hold an op it lacks (written "
+        "by the tool or left from IN)",
+    )
+    parser.add_argument(
+        "--allow-unsupported",
+        action="store_true",
+        help="write OUT even where it holds ops --runtime lacks, with a warning naming them",
     )
     parser.add_argument(
         "--optimize",
@@ -316,6 +323,7 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
             progress=run.line,
         )
         rewrites = result.rewrites
+        unsupported = _unsupported(args, model)  # a dry run fails as the run would
         changed = (
             bool(rewrites)
             or _opsets(model) != opsets
@@ -358,6 +366,8 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
                 if args.verbose:
                     for rewrite in rewrites:
                         _say(_details(rewrite))
+            if unsupported is not None:  # --allow-unsupported: said even with -q
+                _say(f"{PROG}: warning: {run.written}: {unsupported}")
             if not args.verify:
                 return 0
             stage = "verify"
@@ -409,6 +419,21 @@ def _summarized(
         lowest=args.dry_run or not args.quiet or args.report is not None,
     )
     return report.replace(seconds=time.perf_counter() - run.started)
+
+
+def _unsupported(args: argparse.Namespace, model: ir.Model) -> str | None:
+    """What ``--runtime`` will refuse in the lowered model, as the warning says it
+    (``--allow-unsupported``); without that flag, raises the refusal: nothing is written."""
+    from lowering.errors import LoweringError
+    from lowering.runtimes.profiles import left_unsupported
+
+    left = left_unsupported(model, args.runtime)
+    if left is None:
+        return None
+    said = f"{args.runtime} lacks ops the output holds: {left}"
+    if not args.allow_unsupported:
+        raise LoweringError(f"{said}; nothing written (--allow-unsupported writes it anyway)")
+    return said
 
 
 def _progress_line(args: argparse.Namespace) -> ProgressLine | _NoLine:
@@ -643,8 +668,19 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
         "normalized {count} SequenceInsert position{s}",
         lambda n: n.op == "SequenceInsert" and not n.strategy,
     ),
-    ("read {count} SequenceAt node{s} as {a}Slice{s}", lambda n: n.op == "SequenceAt"),
+    (
+        "read {count} SequenceAt node{s} as {a}Slice{s}",
+        lambda n: n.op == "SequenceAt" and n.strategy == "Slice",
+    ),
     ("rewrote the sequences {count} Loop{s} accumulate{a2}", lambda n: n.op == "Loop"),
+    (
+        "read {count} sequence op{s} as tensors",
+        lambda n: (
+            n.op not in ("SequenceMap", "SequenceInsert", "Loop")
+            and not (n.op == "SequenceAt" and n.strategy == "Slice")
+            or (n.op == "SequenceInsert" and bool(n.strategy))
+        ),
+    ),
 )
 
 _PRESENT = {"lowered": "lower", "normalized": "normalize", "read": "read"}

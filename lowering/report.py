@@ -40,9 +40,20 @@ if TYPE_CHECKING:
 SCHEMA = 1
 TOOL = "lowering"
 #: What the node entries are; the other rewrites are conversions and --optimize's note.
-#: (A SequenceAt is a split read as a Slice in a model with no map to lower:
-#: :mod:`lowering.passes.eliminate_sequences`.)
-NODE_OPS = ("SequenceMap", "SequenceInsert", "SequenceAt", "Loop")
+#: (The sequence ops after the first two are read as tensors in a model with
+#: no map to lower: :mod:`lowering.passes.eliminate_sequences`; a Loop is an
+#: accumulator loop: :mod:`lowering.loops`.)
+NODE_OPS = (
+    "SequenceMap",
+    "SequenceInsert",
+    "SequenceAt",
+    "SequenceErase",
+    "SequenceLength",
+    "SplitToSequence",
+    "ConcatFromSequence",
+    "Identity",
+    "Loop",
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -80,15 +91,17 @@ class Measure:
 
 @dataclasses.dataclass(frozen=True)
 class Node:
-    """One rewritten SequenceMap or SequenceInsert.
+    """One rewritten SequenceMap, SequenceInsert, or other sequence op read as tensors.
 
     Attributes:
-        op: "SequenceMap", "SequenceInsert", "SequenceAt", or "Loop" (an
-            accumulator loop: its strategy "stack", "concat" or "concat+stack").
+        op: "SequenceMap", "SequenceInsert", or another of :data:`NODE_OPS` ("Loop":
+            an accumulator loop, its strategy "stack", "concat" or "concat+stack").
         name: The node's name ("" if it had none).
         scope: The graph or function it sat in, as the summary says it.
         strategy: The form it got ("vectorize", "unroll", "scan", "uniform",
-            "loop"; "stack", "concat" for a Loop's lists); "" for an insert position.
+            "loop"; "stack", "concat" for a Loop's lists; for the other sequence
+            ops, what they became: "Gather", "SequenceConstruct", ...); "" for an
+            insert position.
         reason: Why that form.
         rejected_by: Each runtime (its name in :mod:`lowering.runtimes.profiles`)
             that cannot run the loop or sequence ops the rewrite left, with the

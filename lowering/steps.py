@@ -13,7 +13,7 @@ name so that importing it never hides that function.)
     LowerAccumulatorLoopsPass  +  sequences Loops accumulate, as scan outputs or a Concat
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
-                                  (with no map lowered: the split reads, if any sequence op)
+                                  (with no map lowered: the user's chains, if any sequence op)
     HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
                                   (with sequence ops), and the shapes ONNX would infer wrong
                                   of nodes copied or exposed by the steps above (pinned, or
@@ -28,7 +28,7 @@ name so that importing it never hides that function.)
     *    only when the model holds a SequenceMap
     +    only when the model holds a sequence op other than SequenceMap
     **   only when a map was lowered
-    ***  only when a map, a position or a split read was rewritten
+    ***  only when a map, a position or a sequence op was rewritten
     **** only when a node was rewritten, or an opset or the IR version declared anew
 
 So a model with nothing to lower comes out exactly as it went in. Each pass

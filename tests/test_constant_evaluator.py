@@ -141,6 +141,9 @@ OPERANDS = {
     "Mul": ([np.array([2**62], np.int64), np.array([4], np.int64)], {}),  # wraps, as runtimes
     "Div": ([np.array([1.0, -3.0], np.float32), np.array([4.0, 2.0], np.float32)], {}),
     "Sqrt": ([np.array([4.0, 2.0], np.float32)], {}),
+    "Neg": ([np.array([3, -4], np.int64)], {}),
+    "Min": ([_I, np.array([3, 0], np.int64)], {}),
+    "Max": ([_I, np.array([3, 0], np.int64)], {}),
     "Range": ([np.array(1, np.int64), np.array(7, np.int64), np.array(2, np.int64)], {}),
     "Equal": ([_I, np.array([1, 3], np.int64)], {}),
     "Less": ([_I, np.array([1, 3], np.int64)], {}),
@@ -218,13 +221,84 @@ def test_a_folded_float_operation_is_onnxruntime_s_bit_for_bit(op, dtype):
     )
 
 
-def test_integer_division_and_other_float_functions_are_not_folded():
-    """ONNX's integer Div truncates where numpy floors; Exp, Pow, Erf are the library's."""
-    assert "Div" in static_values.RULES and "Exp" not in static_values.RULES
-    ints = [np.array([-7], np.int64), np.array([2], np.int64)]
-    value = _op("Div", ints)
-    node = value.producer()
-    assert node is not None and static_values.evaluate_node(node, ints) is None
+def test_other_float_functions_are_not_folded():
+    """Exp, Pow, Erf are the library's; Min and Max of floats differ on NaN."""
+    assert "Exp" not in static_values.RULES
+    floats = [np.array([np.nan], np.float32), np.array([1.0], np.float32)]
+    for op in ("Min", "Max"):
+        value = _op(op, floats)
+        node = value.producer()
+        assert node is not None and static_values.evaluate_node(node, floats) is None
+
+
+# Integer arithmetic (issue 34, item 3): paddle2onnx's positions are
+# Cast(Add(Mul(Cast(0), 1), k)); each rule is onnxruntime's on edge values,
+# and what would trap in C++ (a division by 0, the minimum by -1, its
+# negation) is left to the runtime.
+_INT_TYPES = ("int8", "uint8", "int32", "int64", "uint64")
+INTEGER_RULES = [
+    (op, dtype)
+    for op in ("Add", "Sub", "Mul", "Div", "Neg", "Min", "Max")
+    for dtype in _INT_TYPES
+    if not (op == "Neg" and dtype.startswith("u"))
+]
+
+
+def _traps(op: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """Where C++ (so onnxruntime) traps or overflows undefined: never folded."""
+    low = np.iinfo(a.dtype).min
+    if op == "Div":
+        assert b is not None
+        return (b == 0) | ((a == low) & (b == -1) & (low < 0))
+    if op == "Neg":
+        return a == low
+    return np.zeros(a.shape, bool)
+
+
+@pytest.mark.parametrize(("op", "dtype"), INTEGER_RULES)
+def test_a_folded_integer_operation_is_onnxruntime_s(op, dtype):
+    numpy_type = DTYPES[dtype].numpy()
+    info = np.iinfo(numpy_type)
+    edges = sorted({int(info.min), int(info.min) + 1, -7, -2, -1, 0, 1, 2, 3, 7, int(info.max)})
+    left = np.array([e for e in edges if info.min <= e <= info.max], numpy_type)
+    pairs = [left] if op == "Neg" else [np.repeat(left, left.size), np.tile(left, left.size)]
+    traps = _traps(op, pairs[0], pairs[1] if len(pairs) > 1 else None)
+    for index in range(pairs[0].size):  # one element at a time: a trap declines the whole fold
+        operands = [p[index : index + 1] for p in pairs]
+        value = _op(op, operands)
+        node = value.producer()
+        assert node is not None
+        folded = static_values.evaluate_node(node, operands)
+        if traps[index]:
+            assert folded is None, (operands, folded)
+            continue
+        assert folded is not None and folded.dtype == numpy_type, operands
+        value.dtype = DTYPES[dtype]
+        value.shape = ir.Shape([1])
+        graph = node.graph
+        assert graph is not None
+        graph.outputs.append(value)
+        proto = ir.serde.serialize_model(ir.Model(graph, ir_version=9))
+        expected = open_session(proto.SerializeToString(), optimize=False).run(None, {})[0]
+        np.testing.assert_array_equal(folded, expected, err_msg=str(operands))
+
+
+def test_paddle_positions_are_static():
+    """Cast(Add(Mul(Cast(0), 1), k)) is k; an initializer that is a graph input is not."""
+    zero = ir.Value(name="zero", const_value=ir.tensor(np.array(0, np.int64), name="zero"))
+    one = ir.Value(name="one", const_value=ir.tensor(np.array(1, np.int64), name="one"))
+    k = ir.Value(name="k", const_value=ir.tensor(np.array(2, np.int64), name="k"))
+    graph = ir.Graph([], [], nodes=[], name="g", opset_imports={"": 19})
+    for value in (zero, one, k):
+        graph.register_initializer(value)
+    cast = ir.node("Cast", [zero], {"to": ir.DataType.INT64})
+    mul = ir.node("Mul", [cast.outputs[0], one])
+    add = ir.node("Add", [mul.outputs[0], k])
+    position = ir.node("Cast", [add.outputs[0]], {"to": ir.DataType.INT64})
+    graph.extend([cast, mul, add, position])
+    assert static_values.static_array(position.outputs[0]) == 2
+    graph.inputs.append(k)  # fed by the caller: no longer static
+    assert static_values.static_array(position.outputs[0]) is None
 
 
 @pytest.mark.parametrize(

@@ -170,8 +170,8 @@ GOLDEN = {
           n = SequenceLength(s)
           true = Constant <value = bool {1}> ()
           empty = SequenceEmpty <dtype = 1> ()
-          r = Loop (n, true, empty) <body = body (int64 i, bool cond, seq(float[N]) acc)
-                                         => (bool cond_out, seq(float[N]) acc_out) {
+          r = Loop (n, true, empty) <body = body (int64 i, bool cond, seq(float[?]) acc)
+                                         => (bool cond_out, seq(float[?]) acc_out) {
                 a = SequenceAt(s, i)
                 c = Neg(a)
                 acc_out = SequenceInsert(acc, c)

@@ -399,12 +399,14 @@ def _identity(e: Entry) -> list[Case]:
         ),
     ]
     if e.version >= 14:
-        refused = "takes no seq" if e.other < 14 else None
+        # (s is an output too, so the Identity stays: sequence elimination
+        # bypasses any other.) From 13 it is a Loop of no trip carrying s.
+        refused = "takes no seq" if e.other < 13 else None
         cases.append(
             Case(
                 "sequence",
                 "float[4,3] x",
-                "y",
+                "s, y",
                 "s = SplitToSequence <axis = 0> (x)\ny = Identity(s)",
                 refused=refused,
             )

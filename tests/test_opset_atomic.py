@@ -75,7 +75,13 @@ def test_a_blocked_target_leaves_the_ir_model_unchanged(kind):
     before = ir.serde.serialize_model(model).SerializeToString()
     with pytest.raises(lowering.LoweringError) as error:
         lowering.lower(model, target_opset=target)
-    assert f"cannot declare opset {target}" in str(error.value)
+    refusal = (
+        # The accumulator-loop pass meets the Loop first, and says why (issue 34).
+        f"it accumulates, and Loop-{target} carries no sequence"
+        if kind == "sequence in a Loop below 13"
+        else f"cannot declare opset {target}"
+    )
+    assert refusal in str(error.value)
     assert "\n" not in str(error.value)
     assert ir.serde.serialize_model(model).SerializeToString() == before
 

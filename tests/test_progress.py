@@ -103,8 +103,8 @@ def test_the_pipeline_says_each_step_and_counts_the_maps():
     lowering.lower(_many_maps(3), progress=lambda *call: said.append(call))
     phases = list(dict.fromkeys(phase for phase, _, _ in said))
     assert phases == [
-        "doubted shapes", "specialize", "fold insert chains", "lower maps",
-        "planning maps", "lowering maps", "eliminate sequences", "hide unproven outputs",
+        "doubted shapes", "specialize", "fold insert chains", "accumulator loops",
+        "lower maps", "planning maps", "lowering maps", "eliminate sequences", "hide unproven outputs",
         "normalize inserts", "constant form", "provenance",
     ]  # fmt: skip
     for phase in ("planning maps", "lowering maps"):

@@ -91,7 +91,7 @@ CLI_PATHS = {
     "target opset": ["--target-opset", "14"],
     "loop strategy": ["--strategy", "loop"],
     "optimize": ["--optimize"],
-    "runtime": ["--runtime", "openvino"],
+    "runtime": ["--runtime", "openvino", "--allow-unsupported"],  # it returns a sequence
 }
 
 

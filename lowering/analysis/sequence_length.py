@@ -30,7 +30,7 @@ fixed:
 
 A trip count M is known when it is ``SequenceLength`` of a sequence of known
 length, ``Gather(Shape(x), i)`` of a static dim, or a constant, also one
-computed through Squeeze, Unsqueeze, Reshape, Cast or Identity
+computed through Squeeze, Unsqueeze, Reshape, Cast, Identity or integer arithmetic
 (:mod:`lowering.irutils.static_values`): the forms a lowered map's count takes
 before and after unrolling, sequence elimination or ``--optimize`` fold it.
 

@@ -18,10 +18,13 @@ unrolled copies fold the tests a body makes of its element
     Reshape(s, shape)                            -> s reshaped (0 copies unless allowzero)
     Concat, Gather                               -> of constants
     Shape(x), Size(x)                            -> x of static shape
-    Add, Sub, Mul, Range                         -> of integers of one type (wrapping;
+    Add, Sub, Mul, Range, Min, Max               -> of integers of one type (wrapping;
                                                     a Range of step 0 or of more than
                                                     2**20 elements is not computed)
-    Add, Sub, Mul, Div, Sqrt                     -> of floats of one type (IEEE, below)
+    Div                                          -> of integers: truncated, as onnxruntime
+                                                    (not by 0, not the type's minimum by -1)
+    Neg                                          -> of signed integers (not the minimum)
+    Add, Sub, Mul, Div, Sqrt, Neg                -> of floats of one type (IEEE, below)
     Equal, Less(OrEqual), Greater(OrEqual)       -> of numbers of one type
     Not, And, Or, Xor                            -> of bools
 
@@ -29,8 +32,11 @@ Float arithmetic is folded only for the operations IEEE 754 rounds
 correctly (+, -, *, /, sqrt), which numpy and onnxruntime both compute so,
 bit for bit, infinities and NaNs included (float16 by way of float32, which
 rounds twice to the same result for these five); not Pow, Exp, Erf or the
-like, whose results are the library's. Integer Div is not folded (ONNX
-truncates, numpy floors).
+like, whose results are the library's. Integer Div truncates toward 0,
+as onnxruntime computes it (C++ division; numpy floors, so the rule
+corrects it); a division by 0, or of the type's minimum by -1, traps in
+C++ and is left to the runtime, as is Neg of the minimum. Min and Max
+of floats are not folded (runtimes differ on NaN).
 
 One Cast rule: a cast is folded only where numpy computes what ONNX
 defines, and never where it would wrap: integer or bool to any number
@@ -45,6 +51,7 @@ is also a graph input is never static: a caller may feed another value.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -74,6 +81,7 @@ INTEGER_TYPES = frozenset(
 FLOAT_TYPES = frozenset([ir.DataType.FLOAT16, ir.DataType.FLOAT, ir.DataType.DOUBLE])
 NUMBER_TYPES = INTEGER_TYPES | FLOAT_TYPES | {ir.DataType.BOOL}
 _BOOL = frozenset([ir.DataType.BOOL])
+_SIGNED = frozenset([ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64])
 
 Rule = Callable[[ir.Node, list[np.ndarray | None]], np.ndarray | None]
 
@@ -376,6 +384,26 @@ def _of_types(types: frozenset, function: Callable[..., np.ndarray]) -> Rule:
     return rule
 
 
+def _integer_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b truncated toward 0 (C++'s, onnxruntime's), where it does not trap."""
+    if a.dtype.kind not in "iu":
+        return np.divide(a, b)
+    a, b = np.broadcast_arrays(a, b)
+    if (b == 0).any():
+        raise ValueError("division by zero: left to the runtime")
+    if a.dtype.kind == "i" and ((a == np.iinfo(a.dtype).min) & (b == -1)).any():
+        raise ValueError("overflows: left to the runtime")
+    quotient = a // b
+    inexact = (quotient * b != a) & ((a < 0) != (b < 0))
+    return np.where(inexact, quotient + 1, quotient).astype(a.dtype)
+
+
+def _negative(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "i" and (a == np.iinfo(a.dtype).min).any():
+        raise ValueError("overflows: left to the runtime")
+    return np.negative(a)
+
+
 def _range(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
     if delta.item() == 0:
         raise ValueError("a delta of 0: left to the runtime, which refuses it")
@@ -398,7 +426,10 @@ RULES: dict[str, Rule] = {
     "Add": _of_types(INTEGER_TYPES | FLOAT_TYPES, np.add),
     "Sub": _of_types(INTEGER_TYPES | FLOAT_TYPES, np.subtract),
     "Mul": _of_types(INTEGER_TYPES | FLOAT_TYPES, np.multiply),
-    "Div": _of_types(FLOAT_TYPES, np.divide),
+    "Div": _of_types(INTEGER_TYPES | FLOAT_TYPES, _integer_div),
+    "Neg": _of_types(_SIGNED | FLOAT_TYPES, _negative),
+    "Min": _of_types(INTEGER_TYPES, lambda *a: functools.reduce(np.minimum, a)),
+    "Max": _of_types(INTEGER_TYPES, lambda *a: functools.reduce(np.maximum, a)),
     "Sqrt": _of_types(FLOAT_TYPES, np.sqrt),
     "Range": _of_types(INTEGER_TYPES, _range),
     "Equal": _of_types(NUMBER_TYPES, np.equal),

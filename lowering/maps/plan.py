@@ -106,6 +106,7 @@ def plan_map(
             "the body must return one output per node output"
         )
 
+    names = _interface_dims(located.scope.owner)
     is_sequence: list[bool] = []
     element_types: list[TypeAndShape | None] = []
     for j, (outer, inner) in enumerate(zip(node.inputs, body.inputs, strict=True)):
@@ -134,7 +135,8 @@ def plan_map(
         if sequence and outer_type is not None:
             outer_type = _element_of(outer_type)
         is_sequence.append(sequence)
-        element_types.append(_first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type))
+        element = _first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type)
+        element_types.append(None if element is None else _unnamed(element, names))
 
     result_types: list[TypeAndShape] = []
     output_types: list[TypeAndShape] = []
@@ -169,6 +171,7 @@ def plan_map(
                 f"of {_dtype_name(declared)} but its body output ({result.name!r}) is "
                 f"{_dtype_name(result_type[0])}; fix one of the two declarations"
             )
+        result_type = _unnamed(result_type, names)
         result_types.append(result_type)
         output_types.append(
             (
@@ -691,6 +694,38 @@ def _element_of(type_and_shape: TypeAndShape) -> TypeAndShape:
     if isinstance(type_, ir.SequenceType):
         return type_.elem_type, shape
     return type_, shape
+
+
+def _unnamed(type_and_shape: TypeAndShape, names: set[str]) -> TypeAndShape:
+    """The type with the body's own symbolic dims unknown: the element types leave the body.
+
+    A body's symbolic dims are said of one run of the body (one element),
+    in its own names: the declared ``[R, 3]`` of a map over chunks of
+    ``[N, 4]`` is ``[1, 3]`` each time. Copied onto a stack, a scan
+    output or a sequence outside, R would claim what nothing proves, and
+    tract, which unifies dims by name, refuses such a model ("Impossible to
+    unify Val(1) with Sym(R)"). Every type a rewrite copies out of a body
+    comes from the plan, so this is where they lose their names. A name
+    the enclosing graph's inputs declare (``names``: d of ``x: [T, d]``)
+    is the interface's, and means the same inside and out.
+    """
+    type_, shape = type_and_shape
+    if shape is None or all(isinstance(d, int) or str(d.value) in names for d in shape):
+        return type_and_shape
+    return type_, ir.Shape(
+        [d if isinstance(d, int) or str(d.value) in names else None for d in shape]
+    )
+
+
+def _interface_dims(owner) -> set[str]:
+    """The symbolic dims the inputs of the graph (or function) ``owner`` declare."""
+    return {
+        str(d.value)
+        for value in owner.inputs
+        if value.shape is not None
+        for d in value.shape
+        if not isinstance(d, int) and d.value is not None
+    }
 
 
 def _first_typed(*candidates: TypeAndShape | None) -> TypeAndShape | None:

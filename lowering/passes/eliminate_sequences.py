@@ -6,11 +6,18 @@ without sequence support (OpenVINO, tract) refuse those ops, so this pass
 rewrites them away::
 
     SequenceInsert(s, t[, p]) of a known s             ->  SequenceConstruct(..)
+    SequenceErase(s[, p]) of a known s                 ->  SequenceConstruct(..)
+    SplitToSequence(X[, split]) read by an erase or
+        an insert, at static bounds                    ->  SequenceConstruct(Slice(X, ..), ..)
+    Identity(s) of a sequence                          ->  s   (where it need not stay)
     SequenceAt(SequenceConstruct(t_0, .., t_k-1), i)   ->  t_i        (i constant)
+    SequenceAt(SequenceConstruct(t_0, .., t_k-1), i)   ->  Gather(Concat(Unsqueeze(t_j, 0)..), i)
+                                                          (i computed, the t_j of one proven shape)
     SequenceAt(SplitToSequence(X[, split]), i)         ->  Slice(X, [start], [end], [axis])
                                                           (Gather without split, keepdims 0;
                                                           a computed split: at its bounds)
     SequenceLength(s)                                 ->  Constant   (length of s static)
+    SequenceLength(SplitToSequence(X, split))         ->  the count of the split's bounds
     ConcatFromSequence<axis>(SequenceConstruct(t..))  ->  Concat<axis>(t..)
     ConcatFromSequence<axis, new_axis = 1>(...)       ->  Concat<axis>(Unsqueeze(t_i, axis)..)
 
@@ -43,8 +50,12 @@ output (a sequence the graph returns is left as it is built); the chain
 then folds one insert at a time (that rule alone is
 :class:`FoldInsertChainsPass`, which runs before the maps are lowered). A
 rewritten node keeps its name and its output value, so consumers and graph
-outputs are untouched. :func:`lowering.pipeline` runs it only on models
-where maps were lowered, so other models come out exactly as they went in.
+outputs are untouched. Positions are read through the constant evaluator
+(:func:`lowering.irutils.static_values.static_array`: paddle2onnx's
+``Cast(Add(Mul(Cast(0), 1), k))`` is k). :func:`lowering.pipeline` runs it
+on every model with a sequence op (issue 34: paddle2onnx's arrays and
+onnxscript's chains hold no map); a model where no rule applies comes out
+exactly as it went in.
 """
 
 from __future__ import annotations
@@ -55,14 +66,17 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof, prove_model
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.irutils.axes import axes_form
 from lowering.irutils.constants import constant_array
 from lowering.irutils.dead_code import become_identity, remove_unread, unread
+from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes, iter_scopes
+from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.maps.plan import read_slice
 from lowering.maps.split_bounds import (
     Bounds,
@@ -80,14 +94,12 @@ from lowering.runtimes.ort_kernels import unsupported
 class EliminateSequencesPass(ir.passes.InPlacePass):
     """Read tensors straight from SequenceConstruct, fold static lengths, drop dead sequence ops.
 
-    ``after_maps`` (the default): every rule, then every sequence op nothing
-    reads is removed; what it rewrites is part of lowering the maps (it reads
-    the sequences their rewrites wrote), and it reports no rewrite. Without
-    it, for a model whose maps were not lowered, only the elements of splits
-    are read as Slices (torch.split and torch.chunk with no map), and what
-    they leave unread goes; the user's inserts and concats stay as written.
-    Each such node is reported as a :class:`Rewrite`, its ``strategy`` the
-    op it became.
+    Every rule runs. ``after_maps`` (the default): every sequence op nothing
+    reads is then removed; what it rewrites is part of lowering the maps (it
+    reads the sequences their rewrites wrote), and it reports no rewrite.
+    Without it, for a model whose maps were not lowered, what the rules
+    leave unread goes, and each node rewritten is reported as a
+    :class:`Rewrite`, its ``strategy`` the op it became.
     """
 
     def __init__(self, after_maps: bool = True) -> None:
@@ -99,23 +111,25 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
         exposed: list[Copied] = []
         lengths = SequenceLengths()
         bounds: dict[ir.Value, Bounds] = {}  # of each split read at computed bounds
+        shapes = _Shapes(model)
         for located in find_nodes(model, lambda n: is_onnx_domain(n.domain)):
             node = located.node
             op_type, name = node.op_type, node.name or ""
-            if op_type not in _RULES or not (self.after_maps or op_type == "SequenceAt"):
-                continue  # (without maps, only the split reads below)
+            if op_type not in _RULES:
+                continue
             opset = located.scope.opset(model) or 1
-            done = None
+            owner = located.scope.owner
             elements = _construct_inputs(node.inputs[0]) if node.inputs else None
-            if self.after_maps and _RULES[op_type](node, located.scope.owner, lengths, opset):
+            done = None
+            if _RULES[op_type](node, owner, lengths, opset):
                 done = _DONE[op_type]
-                if op_type in _EXPOSING:  # a sequence hid their shapes from ONNX's inference
-                    exposed += _producers(elements or [], opset, located.scope.description, node)
-            if done is None and op_type == "SequenceAt":
-                if _split_element(node, located.scope.owner, opset):
-                    done = ("Slice", "an element of a split at static bounds")
-                elif _computed_split_element(node, located.scope.owner, opset, bounds):
-                    done = ("Slice", "an element of a split at bounds computed once per split")
+            elif op_type == "SequenceAt":
+                done = _read_element(node, owner, opset, bounds, shapes)
+            elif op_type == "SequenceLength" and _split_count(node, owner, bounds):
+                done = ("Size", "the element count of a split, computed from its bounds")
+            if done is not None and op_type in _EXPOSING and elements:
+                # a sequence hid their shapes from ONNX's inference
+                exposed += _producers(elements, opset, located.scope.description, node)
             if done is not None:
                 scope = located.scope.description
                 rewrites.append(Rewrite(scope, name, op_type, None, [node], *done))
@@ -129,6 +143,19 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
         return EliminationResult(
             model, modified=modified, rewrites=[] if self.after_maps else rewrites, exposed=exposed
         )
+
+
+def _read_element(
+    node: ir.Node, owner, opset: int, bounds: dict[ir.Value, Bounds], shapes: _Shapes
+) -> tuple[str, str] | None:
+    """What a SequenceAt not at a constant position of a construct became, if anything."""
+    if _split_element(node, owner, opset):
+        return ("Slice", "an element of a split at static bounds")
+    if _computed_split_element(node, owner, opset, bounds):
+        return ("Slice", "an element of a split at bounds computed once per split")
+    if _stack_element(node, owner, opset, shapes):
+        return ("Gather", "an element of same-shape tensors at a computed position")
+    return None
 
 
 @dataclasses.dataclass
@@ -209,7 +236,7 @@ def _sequence_insert(node: ir.Node, owner, lengths, opset: int) -> bool:
         return False  # (a sequence the graph returns is left as it is built)
     position = len(before)
     if len(node.inputs) > 2 and node.inputs[2] is not None:
-        array = constant_array(node.inputs[2])
+        array = static_array(node.inputs[2])
         if array is None or array.size != 1 or array.dtype.kind not in "iu":
             return False
         position = int(array.reshape(()))
@@ -226,21 +253,15 @@ def _sequence_insert(node: ir.Node, owner, lengths, opset: int) -> bool:
     if len(dtypes) > 1:
         return False  # the types disagree: leave the runtime's error in place
     inputs = list(node.inputs)
-    for index in range(len(node.inputs)):
-        node.replace_input_with(index, None)
-    node.resize_inputs(len(elements))
-    for index, value in enumerate(elements):
-        node.replace_input_with(index, value)
-    node.op_type = "SequenceConstruct"
-    node.attributes.clear()
+    _become_construct(node, elements)
     for old in inputs[2:]:
-        remove_unread(old)
+        remove_unread(old, FOLDABLE_OPS)
     return True
 
 
 def _sequence_at(node: ir.Node, owner, lengths, opset: int) -> bool:
     tensors = _construct_inputs(node.inputs[0])
-    position = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    position = static_array(node.inputs[1]) if len(node.inputs) > 1 else None
     if tensors is None or position is None or position.size != 1:
         return False
     index = int(position.reshape(()))
@@ -259,55 +280,281 @@ def _split_element(node: ir.Node, owner, opset: int) -> bool:
     """
     sequence = node.inputs[0]
     producer = sequence.producer() if sequence is not None else None
-    position = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    position = static_array(node.inputs[1]) if len(node.inputs) > 1 else None
+    split = _static_split(producer, opset)
+    if split is None or position is None or position.size != 1 or position.dtype.kind not in "iu":
+        return False
+    index = int(position.reshape(()))
+    if not -len(split.sizes) <= index < len(split.sizes):
+        return False  # out of range: leave the runtime's error in place
+    nodes = split.element(index % len(split.sizes))
+    owner.insert_before(node, nodes)
+    become_identity(node, nodes[-1].outputs[0], owner)
+    return True
+
+
+@dataclasses.dataclass
+class _StaticSplit:
+    """A SplitToSequence whose every element's bounds are static."""
+
+    tensor: ir.Value
+    axis: int
+    sizes: list[int]
+    keepdims: bool
+    opset: int
+
+    def element(self, index: int) -> list[ir.Node]:
+        """The nodes reading element ``index`` (in range) as a slice, the last one's output."""
+        tensor, axis, sizes = self.tensor, self.axis, self.sizes
+        start = sum(sizes[:index])
+        assert tensor.shape is not None and tensor.type is not None, "_static_split checks it"
+        dims = list(tensor.shape)
+        if self.keepdims:
+            dims[axis] = sizes[index]
+        else:
+            del dims[axis]
+        nodes = read_slice(
+            tensor, start, axis, self.keepdims, tensor.dtype, self.opset, size=sizes[index]
+        )
+        nodes[-1].outputs[0].type = tensor.type
+        nodes[-1].outputs[0].shape = ir.Shape(dims)
+        return nodes
+
+
+def _static_split(producer: ir.Node | None, opset: int) -> _StaticSplit | None:
+    """``producer`` as a :class:`_StaticSplit`, if it is a SplitToSequence of static bounds
+    (an invalid split stays, and its error with it)."""
     if (
         producer is None
         or producer.op_type != "SplitToSequence"
         or not is_onnx_domain(producer.domain)
-        or position is None
-        or position.size != 1
-        or position.dtype.kind not in "iu"
     ):
-        return False
+        return None
     tensor = producer.inputs[0]
     if tensor is None or tensor.shape is None or tensor.type is None:
-        return False
+        return None
     rank = tensor.shape.rank()
     axis = producer.attributes.get_int("axis", 0)
     if not -rank <= axis < rank:
-        return False
+        return None
     axis %= rank
     size = tensor.shape[axis]
     if not isinstance(size, int):
-        return False
+        return None
     split = producer.inputs[1] if len(producer.inputs) > 1 else None
     sizes = _split_sizes(split, size)
     if sizes is None:
-        return False
+        return None
     if split is not None and keepdims_disputed(producer, split_rank(split)):
-        return False  # a chunk size with keepdims 0: onnxruntime and the spec disagree
-    index = int(position.reshape(()))
-    if not -len(sizes) <= index < len(sizes):
-        return False  # out of range: leave the runtime's error in place
-    index %= len(sizes)
-    start = sum(sizes[:index])
-    keepdims = split is not None or producer.attributes.get_int("keepdims", 1) != 0
-    dims = list(tensor.shape)
-    if keepdims:
-        dims[axis] = sizes[index]
-    else:
-        del dims[axis]
+        return None  # a chunk size with keepdims 0: onnxruntime and the spec disagree
     dtype = tensor.dtype
     if unsupported("Slice", dtype, opset) is not None and (
-        sizes[index] != 1 or unsupported("Gather", dtype, opset) is not None
+        any(n != 1 for n in sizes) or unsupported("Gather", dtype, opset) is not None
     ):
-        return False  # read_slice reads one entry with Gather where it can, else with Slice
-    nodes = read_slice(tensor, start, axis, keepdims, dtype, opset, size=sizes[index])
-    nodes[-1].outputs[0].type = tensor.type
-    nodes[-1].outputs[0].shape = ir.Shape(dims)
-    owner.insert_before(node, nodes)
-    become_identity(node, nodes[-1].outputs[0], owner)
+        return None  # read_slice reads one entry with Gather where it can, else with Slice
+    keepdims = split is not None or producer.attributes.get_int("keepdims", 1) != 0
+    return _StaticSplit(tensor, axis, sizes, keepdims, opset)
+
+
+def _split_to_construct(node: ir.Node, owner, lengths, opset: int) -> bool:
+    """A split of static bounds that an erase or insert reads, as a construct of its slices::
+
+        s = SplitToSequence(X, [2, 4])      ->    s = SequenceConstruct(Slice(X, 0, 2), Slice(X, 2, 6))
+        u = SequenceErase(s, 0)                   u = SequenceErase(s, 0)   (then folded: below)
+
+    Only where the split is read once, by an erase or an insert (a split
+    read by SequenceAt is read where it is, a slice at a time).
+    """
+    output = node.outputs[0]
+    uses = list(output.uses())
+    if len(uses) != 1 or output.is_graph_output():
+        return False
+    reader = uses[0].node
+    if reader.op_type not in ("SequenceErase", "SequenceInsert") or uses[0].idx != 0:
+        return False
+    split = _static_split(node, opset)
+    if split is None or not split.sizes or not _folds(reader, len(split.sizes)):
+        return False  # (an empty construct is no SequenceConstruct)
+    elements = [split.element(i) for i in range(len(split.sizes))]
+    owner.insert_before(node, [n for nodes in elements for n in nodes])
+    sizes = node.inputs[1] if len(node.inputs) > 1 else None
+    _become_construct(node, [nodes[-1].outputs[0] for nodes in elements])
+    remove_unread(sizes, FOLDABLE_OPS)
     return True
+
+
+def _folds(reader: ir.Node, n: int) -> bool:
+    """Whether the erase or insert ``reader`` of n known elements folds into a construct
+    (planned before the split it reads is rewritten)."""
+    if reader.outputs[0].is_graph_output():
+        return False
+    index = 1 if reader.op_type == "SequenceErase" else 2
+    if len(reader.inputs) <= index or reader.inputs[index] is None:
+        return reader.op_type == "SequenceInsert" or n > 1
+    array = static_array(reader.inputs[index])
+    if array is None or array.size != 1 or array.dtype.kind not in "iu":
+        return False
+    high = n - 1 if reader.op_type == "SequenceErase" else n
+    return -n <= int(array.reshape(())) <= high and (reader.op_type == "SequenceInsert" or n > 1)
+
+
+def _sequence_erase(node: ir.Node, owner, lengths, opset: int) -> bool:
+    """An erase from a sequence of known elements, at a static position in range, or the last."""
+    before = _only_reader_elements(node.inputs[0])
+    if not before or node.outputs[0].is_graph_output():
+        return False
+    position = len(before) - 1
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = static_array(node.inputs[1])
+        if array is None or array.size != 1 or array.dtype.kind not in "iu":
+            return False
+        position = int(array.reshape(()))
+        if not -len(before) <= position < len(before):
+            return False  # out of range: leave the runtime's error in place
+    erased = before[position % len(before)]
+    elements = [v for i, v in enumerate(before) if i != position % len(before)]
+    if not elements:
+        return False  # (an empty construct is no SequenceConstruct)
+    inputs = list(node.inputs)
+    _become_construct(node, elements)
+    for old in inputs[1:]:
+        remove_unread(old, FOLDABLE_OPS)
+    remove_unread(inputs[0], {"SequenceConstruct"})  # (it was read by this erase only)
+    remove_unread(erased, _READS)  # a slice of a split nothing else reads
+    return True
+
+
+def _become_construct(node: ir.Node, elements: list[ir.Value]) -> None:
+    """Make ``node`` a SequenceConstruct of ``elements`` (its output, name and readers kept)."""
+    for index in range(len(node.inputs)):
+        node.replace_input_with(index, None)
+    node.resize_inputs(len(elements))
+    for index, value in enumerate(elements):
+        node.replace_input_with(index, value)
+    node.op_type = "SequenceConstruct"
+    node.attributes.clear()
+
+
+def _sequence_identity(node: ir.Node, owner, lengths, opset: int) -> bool:
+    """An Identity of a sequence: its readers read its input.
+
+    Identity takes a sequence from opset 14 only (``--target-opset 13``
+    refuses it); TorchScript returns a list through one. It stays where
+    :func:`lowering.irutils.identities.must_stay` says (a graph output copying
+    a value not made in its graph).
+    """
+    source = node.inputs[0] if len(node.inputs) == 1 else None
+    if source is None or not (_is_sequence(source) or _is_sequence(node.outputs[0])):
+        return False
+    if not bypass_identity(node):
+        return False
+    node.replace_input_with(0, None)
+    owner.remove(node, safe=True)
+    return True
+
+
+def _is_sequence(value: ir.Value) -> bool:
+    if isinstance(value.type, ir.SequenceType):
+        return True
+    producer = value.producer()
+    return (
+        producer is not None
+        and is_onnx_domain(producer.domain)
+        and producer.op_type in ("SequenceMap", *SEQUENCE_OPS)
+        and producer.op_type not in ("SequenceAt", "SequenceLength", "ConcatFromSequence")
+    )
+
+
+def _stack_element(node: ir.Node, owner, opset: int, shapes: _Shapes) -> bool:
+    """``SequenceAt(SequenceConstruct(t_0, .., t_k-1), i)`` at a computed i, where every t_j
+    has one proven static shape and one dtype::
+
+        s = SequenceConstruct(t_0, .., t_k-1)      stack = Concat<axis = 0>(Unsqueeze(t_0, [0]), ..)
+        y = SequenceAt(s, i)                  ->   y     = Gather<axis = 0>(stack, i)
+
+    Gather, like SequenceAt, counts a negative i from the back and, in
+    onnxruntime, refuses one out of range, so the original's failure stays.
+    i must be proven a scalar (SequenceAt's own reading of another shape is
+    not Gather's).
+    """
+    tensors = _construct_inputs(node.inputs[0])
+    position = node.inputs[1] if len(node.inputs) > 1 else None
+    if not tensors or position is None or static_array(position) is not None:
+        return False  # (a constant position: _sequence_at, in range or not)
+    if position.dtype not in (ir.DataType.INT32, ir.DataType.INT64) or shapes(position) != ():
+        return False
+    dtypes = {shapes.dtype(t) for t in tensors}
+    known = {shapes(t) for t in tensors}
+    dtype, shape = dtypes.pop(), known.pop()
+    if dtypes or known or shape is None or not all(isinstance(d, int) for d in shape):
+        return False
+    if (
+        dtype is None
+        or dtype == ir.DataType.UNDEFINED
+        or any(
+            unsupported(op, dtype, opset) is not None for op in ("Unsqueeze", "Concat", "Gather")
+        )
+    ):
+        return False
+    form = axes_form("Unsqueeze", [0], opset)
+    unsqueezes = [fresh(new_node("Unsqueeze", [t, *form.inputs], form.attributes)) for t in tensors]
+    stack = fresh(new_node("Concat", [u.outputs[0] for u in unsqueezes], {"axis": 0}))
+    gather = fresh(new_node("Gather", [stack.outputs[0], position], {"axis": 0}))
+    stack.outputs[0].type = ir.TensorType(dtype)
+    stack.outputs[0].shape = ir.Shape([len(tensors), *shape])
+    gather.outputs[0].type = ir.TensorType(dtype)
+    gather.outputs[0].shape = ir.Shape(list(shape))
+    owner.insert_before(node, [*form.nodes, *unsqueezes, stack, gather])
+    become_identity(node, gather.outputs[0], owner)
+    return True
+
+
+def _split_count(node: ir.Node, owner, bounds: dict[ir.Value, Bounds]) -> bool:
+    """``SequenceLength(SplitToSequence(X, split))`` where it is not static: the count of
+    the split's bounds (:mod:`lowering.maps.split_bounds`), computed once per split::
+
+        n = SequenceLength(SplitToSequence<axis>(X, c))  ->  n = Size(Range(0, dim, c))
+
+    that is ceil(dim / c) for a chunk size c (0 for an empty axis, as
+    onnxruntime counts), Size(L) for lengths L; the bounds' guard keeps the
+    split's errors. The split then goes once its reads became Slices.
+    """
+    sequence = node.inputs[0] if node.inputs else None
+    source = ragged_split(sequence)
+    if source is None or sequence is None:
+        return False
+    become_identity(node, _bounds_of(sequence, source, bounds).count, owner)
+    return True
+
+
+def _bounds_of(sequence: ir.Value, source, bounds: dict[ir.Value, Bounds]) -> Bounds:
+    """The bounds of the split ``source`` that makes ``sequence``, computed once, right after it."""
+    if sequence not in bounds:
+        producer = sequence.producer()
+        assert producer is not None and producer.graph is not None, "ragged_split found it"
+        bounds[sequence] = split_bounds(source)
+        producer.graph.insert_after(producer, bounds[sequence].nodes)
+    return bounds[sequence]
+
+
+class _Shapes:
+    """The values' proven shapes (:mod:`lowering.analysis.proven_shapes`), proven when first asked."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.proof: Proof | None = None
+
+    def __call__(self, value: ir.Value) -> tuple | None:
+        return self.proven().shape(value)
+
+    def dtype(self, value: ir.Value) -> ir.DataType | None:
+        known = self.proven().operand(value)
+        return None if known is None else known.dtype
+
+    def proven(self) -> Proof:
+        if self.proof is None:
+            self.proof = prove_model(self.model, fill=True)
+        return self.proof
 
 
 def _computed_split_element(
@@ -338,13 +585,8 @@ def _computed_split_element(
         or _static_bounds(source)
     ):
         return False
-    if sequence not in bounds:
-        producer = sequence.producer()
-        assert producer is not None and producer.graph is not None, "ragged_split found it"
-        bounds[sequence] = split_bounds(source)
-        producer.graph.insert_after(producer, bounds[sequence].nodes)
     index = int(position.reshape(()))
-    nodes = read_bounds(source.tensor, bounds[sequence], index, source.axis)
+    nodes = read_bounds(source.tensor, _bounds_of(sequence, source, bounds), index, source.axis)
     element = nodes[-1].outputs[0]
     element.type = source.tensor.type
     shape = source.tensor.shape
@@ -417,18 +659,27 @@ def _concat_from_sequence(node: ir.Node, owner, lengths, opset: int) -> bool:
     return True
 
 
+#: What reads an element of a split (:func:`lowering.maps.plan.read_slice`).
+_READS = frozenset({"Constant", "Slice", "Gather", "Squeeze"})
+
 #: The rules that read a SequenceConstruct's elements as tensors.
 _EXPOSING = frozenset(["SequenceAt", "ConcatFromSequence"])
 
 #: What each rule makes of the node it rewrites, and why it may.
 _DONE = {
     "SequenceInsert": ("SequenceConstruct", "an insert into a sequence of known elements"),
+    "SequenceErase": ("SequenceConstruct", "an erase from a sequence of known elements"),
+    "SplitToSequence": ("SequenceConstruct", "a split of static bounds, as its slices"),
+    "Identity": ("bypassed", "an Identity of a sequence"),
     "SequenceAt": ("direct read", "an element of a SequenceConstruct at a constant position"),
     "SequenceLength": ("Constant", "a static length"),
     "ConcatFromSequence": ("Concat", "a concat of known elements"),
 }
 
 _RULES = {
+    "SplitToSequence": _split_to_construct,
+    "SequenceErase": _sequence_erase,
+    "Identity": _sequence_identity,
     "SequenceInsert": _sequence_insert,
     "SequenceAt": _sequence_at,
     "SequenceLength": _sequence_length,

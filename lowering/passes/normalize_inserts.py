@@ -23,7 +23,7 @@ needs::
                                        p' = Reshape(p', [])            if p is not a scalar
                                        guarded, from opset 13:
 
-        n      = SequenceLength(seq)
+        n      = SequenceLength(seq)      (a Constant where n is known)
         is_end = Equal(p', n)
         out    = If(is_end)
                    then: SequenceInsert(seq, x)                       (appends)
@@ -38,7 +38,8 @@ needs::
 [-n, 0), else p (so a p below -n stays out of range); it is left out where
 p's sign is known. A constant is an initializer
 (that is not also a graph input) or a Constant node, at any scope, or what
-Squeeze, Unsqueeze, Reshape, Cast and Identity compute from constants
+Squeeze, Unsqueeze, Reshape, Cast, Identity and integer arithmetic (Add, Sub,
+Mul, Div, Neg, Min, Max) compute from constants
 (:mod:`lowering.irutils.static_values`); a folded one becomes a Constant, and the
 ops that computed it go where nothing else reads them. The length n is
 known through :mod:`lowering.analysis.sequence_length`. A constant that is
@@ -346,7 +347,7 @@ class _Position:
         if self.form == "guard":
             return self._guard(nodes, p)
         if self.form == "wrap":
-            length = _sequence_length(self.sequence)
+            length = _sequence_length(self.sequence, self.length)
             negative = self.value is not None  # (a constant is wrapped only when negative)
             nodes += [length, *wrap_negative(p, length.outputs[0], negative=negative)]
         return self._use(nodes) if nodes else None
@@ -393,7 +394,7 @@ class _Position:
         output and its name.
         """
         node, owner = self.located.node, self.located.scope.owner
-        length = _sequence_length(self.sequence)
+        length = _sequence_length(self.sequence, self.length)
         n = length.outputs[0]
         equal = fresh(new_node("Equal", [p, n]))
         is_end = typed_scalar(equal.outputs[0], ir.DataType.BOOL, "is_end")
@@ -479,9 +480,18 @@ _UNGUARDED = "not guarded against a position equal to the length (onnxruntime ap
 
 
 def _is_length_of(value: ir.Value | None, sequence: ir.Value) -> bool:
-    """Whether ``value`` is ``SequenceLength(sequence)``."""
+    """Whether ``value`` is ``SequenceLength(sequence)``, or a constant that is its static length."""
     node = value.producer() if value is not None else None
-    return node is not None and is_onnx_op(node, "SequenceLength") and node.inputs[0] is sequence
+    if node is not None and is_onnx_op(node, "SequenceLength") and node.inputs[0] is sequence:
+        return True
+    constant = static_array(value) if value is not None else None
+    known = SequenceLengths()(sequence) if constant is not None else None
+    return (
+        known is not None
+        and constant is not None
+        and constant.size == 1
+        and (int(constant.reshape(())) == known)
+    )
 
 
 def _known_below_length(value: ir.Value, sequence: ir.Value) -> bool:
@@ -539,7 +549,11 @@ def _constant_node(value: int, stem: str = "position") -> ir.Node:
     return constant_node(np.array(value, np.int64), stem)
 
 
-def _sequence_length(sequence: ir.Value) -> ir.Node:
+def _sequence_length(sequence: ir.Value, known: int | None) -> ir.Node:
+    """n for a guard or a wrap: a Constant where it is ``known`` (sequence elimination
+    would fold a SequenceLength of it on a second run), else SequenceLength(sequence)."""
+    if known is not None:
+        return _constant_node(known, "length")
     node = fresh(new_node("SequenceLength", [sequence]))
     typed_scalar(node.outputs[0], _INT64, "length")
     return node

@@ -30,8 +30,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+import onnx_ir as ir
+
 from lowering import defaults
-from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS
+from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_domain
+from lowering.irutils.scopes import find_nodes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,9 +111,10 @@ _MEASURED = (
     # OpenVINO 2026.4 runs Loop and Scan. Its frontend converts sequence ops only in the
     # patterns it recognizes: SplitToSequence only over a static axis, a
     # SequenceInsert into a Loop's sequence not at all, and a Loop appending
-    # elements of different shapes gave a wrong result (tests/test_runtime_option.py).
-    # The 2024 LTS (2024.6) and 2025.4 run the same forms; none before 2026.4 takes
-    # ScatterND's reduction, which the lowering does not write.
+    # elements of different shapes gave a wrong result (tests/test_runtime_option.py);
+    # it crashed compiling the SequenceInsert guard, an If returning a sequence
+    # (tests/test_sequence_chains.py). The 2024 LTS (2024.6) and 2025.4 run the same
+    # forms; none before 2026.4 takes ScatterND's reduction, which the lowering does not write.
     Runtime("openvino", _ALL_SEQUENCES, oldest="2024.0", measured=("2024.6", "2025.4", "2026.4")),
     # tract 0.23: Scan only; a second If in one graph fails to load ("Duplicate
     # node name: If", whatever the nodes are named; tests/test_scan_of_nothing.py).
@@ -253,6 +257,30 @@ def _is_release(text: str) -> bool:
 
 def _release_key(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
+
+
+def left_unsupported(model: ir.Model, runtime: str) -> str | None:
+    """The ops ``runtime`` lacks that ``model`` still holds, said in one phrase; None if none.
+
+    Such as ``SequenceInsert x3 (first: node 'ins' in main graph 'g'), SequenceLength x1
+    (first: ...)``: whether the lowering wrote them or they came with the input,
+    the runtime will refuse the model (``--runtime``'s check before writing).
+    """
+    lacks = profile(runtime).lacks
+    found = find_nodes(model, lambda n: is_onnx_domain(n.domain) and n.op_type in lacks)
+    if not found:
+        return None
+    by_op: dict[str, list] = {}
+    for located in found:
+        by_op.setdefault(located.node.op_type, []).append(located)
+    said = []
+    for op, places in sorted(by_op.items()):
+        first = places[0]
+        said.append(
+            f"{op} x{len(places)} (first: node {first.node.name or '<unnamed>'!r} "
+            f"in {first.scope.description})"
+        )
+    return ", ".join(said)
 
 
 def rejections(ops: set[str]) -> list[tuple[str, str]]:

@@ -160,7 +160,7 @@ GOLDEN = {
               {STATIC3}  y = SequenceInsert(s, x, p) }}""",
         f"""g ({F2} a, {F2} b, {F2} c, {F2} x, int64 p) => (seq({F2}) y) <int64 p = {{3}}> {{
               {STATIC3}
-              n = SequenceLength(s)
+              n = Constant <value = int64 {{3}}> ()  # s's static length
               is_end = Equal(p, n)
               y = If (is_end) <
                 then_branch = append () => (seq({F2}) appended) {{ appended = SequenceInsert(s, x) }},

@@ -115,7 +115,8 @@ def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
 
 
 def _show(shape: ir.Shape) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+    unknown = (None, ir.SymbolicDim(None))
+    return "[" + ", ".join("?" if d in unknown else str(d) for d in shape) + "]"
 
 
 def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:

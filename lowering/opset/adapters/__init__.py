@@ -15,6 +15,7 @@ from lowering.opset.adapters import (  # noqa: F401
     recurrent,
     resize,
     roi_align,
+    sequence_identity,
     shape,
     softmax,
     split,

@@ -75,12 +75,8 @@ class Vectorize:
             context.memo[key] = _vectorized(plan, context, self)
         found = context.memo[key]
         assert isinstance(found, (Vectorized, Decline)), "memoized by this strategy"
-        if isinstance(found, Decline):  # said once, by the first asking
-            return (
-                found
-                if not any(d is found for d in declined)
-                else Decline(self.form, found.reason, said=False)
-            )
+        if isinstance(found, Decline):  # said by the second asking, after unrolling
+            return dataclasses.replace(found, said=not self.stack_free_only)
         if self.stack_free_only and not found.stack_free:
             return Decline(self.form, "its elements are stacked", said=False)
         return dataclasses.replace(found, strategy=self)
