@@ -315,17 +315,19 @@ def _without_weights(model: ir.Model) -> onnx.ModelProto:
 
     A weight's value never decides a shape, and copying gigabytes into a proto
     for one call would cost more than the inference; the small ones stay, as
-    ONNX reads axes and shapes from their values (also from an initializer that
-    is a graph input: the proof, not the copy, decides which shapes are facts).
+    ONNX reads axes and shapes from their values.
     """
     graph = model.graph
-    large = [
+    large = {
         v
         for v in graph.initializers.values()
         if v.type is not None and (v.const_value is None or v.const_value.nbytes > _LARGE)
-    ]
+    }
     view = ir.GraphView(
-        [*graph.inputs, *(v for v in large if not v.is_graph_input())],
+        [
+            *graph.inputs,
+            *(v for v in graph.initializers.values() if v in large and not v.is_graph_input()),
+        ],
         graph.outputs,
         nodes=graph,
         initializers=[v for v in graph.initializers.values() if v not in large],
