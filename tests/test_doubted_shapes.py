@@ -428,18 +428,6 @@ BODY_READS_SWEEP = [
     for place in PLACES
     for declared in (True, False)
 ]
-#: Unrolled copies of a PRelu that broadcasts X, pinned to their true shape:
-#: onnxruntime's allocation planner still reuses, for a copy's own output, a
-#: buffer of ONNX's claimed shape ("Shape mismatch attempting to re-use
-#: buffer"; docs/testing.md, the family left open).
-_PRELU_PLANNER = pytest.mark.xfail(
-    reason="onnxruntime reuses a buffer sized by ONNX's wrong inference", strict=False
-)
-
-
-def _marked(name: str, place: str, *rest) -> object:
-    marks = [_PRELU_PLANNER] if name.startswith("PRelu") and place == "body, unrolled" else []
-    return pytest.param(name, *rest[:1], place, *rest[1:], marks=marks)
 
 
 def _body_reads(name: str, reader: str, place: str, declared: bool) -> None:
@@ -485,16 +473,16 @@ def _lowered_alone(name: str, reader: str, place: str) -> None:
     assert_same(ort_run(ir.serde.serialize_model(result), feeds), expected)
 
 
-BODY_READS = [_marked(n, p, r, d) for n, r, p, d in BODY_READS_SWEEP]
+BODY_READS = [(n, r, p, d) for n, r, p, d in BODY_READS_SWEEP]
 #: The fast loop: every op vectorized in the body, without value_info (the
 #: fuzzer's seed 3805 among them), and a sample of the rest.
 BODY_READS_FAST = [
-    _marked(n, p, r, d) for n, r, p, d in BODY_READS_SWEEP if p == "body, vectorized" and not d
+    (n, r, p, d) for n, r, p, d in BODY_READS_SWEEP if p == "body, vectorized" and not d
 ] + random.Random(36).sample(
-    [_marked(n, p, r, d) for n, r, p, d in BODY_READS_SWEEP if p != "body, vectorized" or d],
+    [(n, r, p, d) for n, r, p, d in BODY_READS_SWEEP if p != "body, vectorized" or d],
     60,
 )
-ALONE = [_marked(n, p, r) for n, r, p, d in BODY_READS_SWEEP if d]
+ALONE = [(n, r, p) for n, r, p, d in BODY_READS_SWEEP if d]
 
 
 @pytest.mark.parametrize(("name", "reader", "place", "declared"), BODY_READS_FAST)
