@@ -87,8 +87,10 @@ class OldModel(Picker):
         rank4 = len(self.shape) == 4
         kinds = ["unary", "binary", "dropout", "clip", "softmax", "transpose"]
         if rank4:
-            kinds += ["resize", "resize", "resize", "batchnorm", "batchnorm", "pool", "conv"]
-            kinds += ["pad", "slice", "reshape", "topk", "concat", "global", "prelu", "lrn"]
+            kinds += ["resize", "resize", "resize", "batchnorm", "batchnorm"]
+            kinds += ["pad", "slice", "reshape", "concat", "global", "prelu", "lrn"]
+            if min(h, w) >= 1:  # (a Resize may leave a spatial dim of 0: no kernel fits)
+                kinds += ["pool", "conv", "topk"]
         # a Resize or Upsample in most models: its scales are what issue 33 found read
         kind = "resize" if rank4 and self.integer(0, 3) == 0 else self.pick(kinds)
         o = self.opset

@@ -52,13 +52,22 @@ def release_python(release) -> pathlib.Path:
 
 
 def cli(
-    argv: list, stdin: bytes = b"", cwd: pathlib.Path | None = None, text: bool = False
+    argv: list,
+    stdin: bytes = b"",
+    cwd: pathlib.Path | None = None,
+    text: bool = False,
+    module: str = "lowering",
 ) -> subprocess.CompletedProcess:
-    """``python -m lowering ARGV`` in this process, with bytes for stdin and stdout.
+    """``python -m MODULE ARGV`` (``lowering`` or ``lowering.verify``) in this
+    process, with bytes for stdin and stdout.
 
     A child process costs seconds of imports per call; tests/test_cli.py runs
     the real entry points once. Returns what ``subprocess.run`` would."""
-    from lowering.cli import main
+    if module == "lowering":
+        from lowering.cli import main
+    else:
+        assert module == "lowering.verify", module
+        from lowering.verify.cli import main
 
     streams = [io.TextIOWrapper(io.BytesIO(data)) for data in (stdin, b"", b"")]
     saved = sys.stdin, sys.stdout, sys.stderr

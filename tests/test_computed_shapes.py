@@ -22,16 +22,16 @@ from onnx import helper
 
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.node_inference import seen_wrong
-from tests.test_trusted_shapes import (
+from tests.cases.node_cases import (
     Case,
-    _askings,
-    _describe,
-    _feeds,
-    _model,
-    _node,
-    _ort_shapes,
+    askings,
     c,
+    describe,
+    feeds_of,
+    model_of,
+    node_of,
     ort_run,
+    ort_shapes,
     x,
 )
 
@@ -150,14 +150,14 @@ def test_computed_shapes_are_onnxruntimes(family):
     """Every dim computed is onnxruntime's, however the inputs' shapes are told."""
     checked = 0
     for case, opset in CASES[family]():
-        actual = _ort_shapes(case, opset)
+        actual = ort_shapes(case, opset)
         if actual is None:
             continue
-        for way, operands, sizes in _askings(case):
-            computed = computed_shapes(_node(case), operands)
+        for way, operands, sizes in askings(case):
+            computed = computed_shapes(node_of(case), operands)
             if computed is None:
                 continue
-            where = f"opset {opset}, {way}: {_describe(case)}"
+            where = f"opset {opset}, {way}: {describe(case)}"
             assert len(computed) == len(actual), where
             for shape, size in zip(computed, actual, strict=True):
                 assert len(shape) == len(size), f"{where}: {shape} != {size}"
@@ -173,7 +173,7 @@ def test_computed_shapes_are_onnxruntimes(family):
 def _pinned(case: Case, opset: int, shape: tuple) -> onnx.ModelProto:
     """``case``'s model, its first output also pinned to ``shape`` (0: a dim not
     computed, kept as it is), as lowering.passes.hide_unproven_outputs pins it."""
-    model = _model(case, opset)
+    model = model_of(case, opset)
     graph = model.graph
     target = np.array([d if isinstance(d, int) else 0 for d in shape], np.int64)
     graph.initializer.append(onnx.numpy_helper.from_array(target, "pin"))
@@ -188,11 +188,11 @@ def test_a_pin_gives_onnx_onnxruntimes_shape(family):
     onnxruntime computes it, and runs as the identity."""
     pinned = 0
     for case, opset in CASES[family]():
-        actual = _ort_shapes(case, opset)
-        static = next(operands for way, operands, _ in _askings(case) if way == "static")
-        if actual is None or not seen_wrong(_node(case), static):
+        actual = ort_shapes(case, opset)
+        static = next(operands for way, operands, _ in askings(case) if way == "static")
+        if actual is None or not seen_wrong(node_of(case), static):
             continue
-        computed = computed_shapes(_node(case), static)
+        computed = computed_shapes(node_of(case), static)
         if computed is None or 0 in computed[0]:
             continue  # (a computed 0 is pinned with allowzero, where no dim is left)
         model = _pinned(case, opset, computed[0])
@@ -200,8 +200,8 @@ def test_a_pin_gives_onnx_onnxruntimes_shape(family):
         dims = inferred.graph.output[-1].type.tensor_type.shape.dim
         claimed = tuple(d.dim_value if d.HasField("dim_value") else None for d in dims)
         wanted = tuple(a if isinstance(d, int) else None for a, d in zip(actual[0], computed[0]))
-        assert claimed == wanted, _describe(case)
-        outputs = ort_run(model, _feeds(case))
+        assert claimed == wanted, describe(case)
+        outputs = ort_run(model, feeds_of(case))
         np.testing.assert_array_equal(outputs[-1], outputs[0])
         pinned += 1
     assert pinned > {"pools": 300, "conv transposes": 20, "others": 5, "values": 50}[family]

@@ -1,7 +1,7 @@
 """Shapes from ONNX's wrong inference, declared or inferred, never read as facts.
 
 Every op whose ONNX-inferred shape differs from onnxruntime's
-(tests/test_trusted_shapes.py: UNTRUSTED, DOUBTED) is put where the lowering
+(tests/cases/node_cases.py: UNTRUSTED, DOUBTED) is put where the lowering
 reads shapes, with and without the ``value_info`` that
 ``onnx.shape_inference.infer_shapes`` writes (as exporters and simplifiers
 leave it), in every form:
@@ -31,10 +31,10 @@ from onnx import helper
 
 import lowering
 from lowering.runtimes.sessions import open_session
+from tests.cases.node_cases import DOUBTED, UNTRUSTED, Case, attributes_of, ort_run
+from tests.cases.node_cases import feeds_of as _case_feeds
+from tests.cases.node_cases import model_of as _case_model
 from tests.helpers import assert_same, lowered, run
-from tests.test_trusted_shapes import DOUBTED, UNTRUSTED, Case, _attributes, ort_run
-from tests.test_trusted_shapes import _feeds as _case_feeds
-from tests.test_trusted_shapes import _model as _case_model
 
 CASES = {**UNTRUSTED, **DOUBTED}
 FORMS = {
@@ -69,7 +69,7 @@ def _case_nodes(case: Case, out: str) -> tuple[list, list, list, dict]:
             inputs.append(helper.make_tensor_value_info(name, dtype, given.value.shape))
             feeds[name] = given.value
     node = helper.make_node(case.op, names, [out] + [f"extra{k}" for k in range(1, case.outputs)])
-    node.attribute.extend(_attributes(case.attrs))
+    node.attribute.extend(attributes_of(case.attrs))
     return [node], inputs, initializers, feeds
 
 

@@ -70,12 +70,10 @@ def test_random_models_lower_correctly(model):
 # again comes out of this set until it is fixed: ``opset11`` (issue 21), whose
 # edge maps lowered to opset 11 leave a SequenceInsert at the sequence's
 # length (the canonical form is [0, n)) and relabel Clip of double to
-# Clip-11, which onnxruntime has no kernel for; issue 33's features, while
-# one family is open: the vectorizer's own shape arithmetic reading ONNX's
-# shape of an Einsum that broadcasts a size-1 dim (fuzz seed 3805). (The
-# allocation planner's, a buffer sized by ONNX's wrong inference of a copy's
-# own output, is closed by lowering/irutils/respellings.py.)
-CI_FEATURES = ALL_FEATURES - {"opset11"} - WRONG_SHAPE_FEATURES
+# Clip-11, which onnxruntime has no kernel for. Issue 33's features
+# (WRONG_SHAPE_FEATURES) are in: their last families (onnxruntime's
+# allocation planner, the vectorizer's Einsum arithmetic) are closed.
+CI_FEATURES = ALL_FEATURES - {"opset11"}
 
 
 def _features() -> frozenset:

@@ -22,10 +22,10 @@ from onnx import helper
 import lowering
 from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.runtimes.sessions import open_session
+from tests.cases.node_cases import DOUBTED, UNTRUSTED, Case, attributes_of, c, ort_run, x
+from tests.cases.node_cases import feeds_of as _case_feeds
+from tests.cases.node_cases import model_of as _case_model
 from tests.helpers import assert_same, lowered, op_types, parse
-from tests.test_trusted_shapes import DOUBTED, UNTRUSTED, Case, _attributes, c, ort_run, x
-from tests.test_trusted_shapes import _feeds as _case_feeds
-from tests.test_trusted_shapes import _model as _case_model
 
 POOL = "MaxPool <kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1>"
 READERS = {
@@ -113,7 +113,7 @@ def test_only_subgraphs_that_hold_a_lowered_map_are_touched():
 
 # -- shapes ONNX infers wrong, copied out of a body -----------------------------
 
-# Each op whose ONNX shape is not onnxruntime's (tests/test_trusted_shapes.py
+# Each op whose ONNX shape is not onnxruntime's (tests/cases/node_cases.py
 # lists them), mapped over two elements of different shapes for which
 # onnxruntime computes one shape and ONNX infers two, and stacked. The
 # original's element type has the differing dim unknown, so its inference
@@ -224,7 +224,7 @@ def _stacked_map(case: Case, other: Case | None, opset: int, result: np.ndarray)
             tensor = onnx.numpy_helper.from_array(given.value)
             body_nodes.append(helper.make_node("Constant", [], [f"c{k}"], value=tensor))
     op = helper.make_node(case.op, names, ["y" if other is None else "z"])
-    op.attribute.extend(_attributes(case.attrs))
+    op.attribute.extend(attributes_of(case.attrs))
     body_nodes.append(op)
     if other is None:
         target = onnx.numpy_helper.from_array(np.array(result.shape, np.int64))

@@ -18,8 +18,8 @@ import pytest
 from onnx import helper
 
 import lowering
+from tests.cases.node_cases import ort_run
 from tests.helpers import assert_same
-from tests.test_trusted_shapes import ort_run
 
 SHAPES = [(4, 2, 5, 0), (4, 0, 5, 3), (0, 2, 5, 3), (4, 2, 5, 3)]
 

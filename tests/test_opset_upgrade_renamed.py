@@ -18,8 +18,8 @@ import pytest
 from onnx import helper
 
 import lowering
+from tests.cases.node_cases import ort_run
 from tests.helpers import assert_same
-from tests.test_trusted_shapes import ort_run
 
 SCALES = [1.0, 1.0, 1.5, 2.5]
 

@@ -16,13 +16,10 @@ anchors included. The claims of the README's "Why" are checked below.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -31,7 +28,7 @@ import pytest
 
 from lowering.runtimes.sessions import open_session
 from tests.cases.differential import CASES
-from tests.helpers import parse
+from tests.helpers import cli, parse
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -94,12 +91,6 @@ def folder(tmp_path) -> pathlib.Path:
     return tmp_path
 
 
-def _environment() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
 @pytest.mark.parametrize("commands", [t[1] for t in TRANSCRIPTS], ids=[t[0] for t in TRANSCRIPTS])
 def test_console_transcript(folder, commands):
     for command, expected in commands:
@@ -111,14 +102,9 @@ def _check_command(folder: pathlib.Path, command: str, expected: str) -> None:
     assert argv[:2] == ["python", "-m"] and argv[2] in ("lowering", "lowering.verify"), (
         f"unknown command in the docs: {command}"
     )
-    result = subprocess.run(
-        [sys.executable, *argv[1:]],
-        cwd=folder,
-        env=_environment(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    # In this process: what `python -m MODULE` runs, without a child's imports
+    # (tests/test_cli.py runs the entry points themselves).
+    result = cli(argv[3:], cwd=folder, text=True, module=argv[2])
     assert result.returncode == 0, result.stderr
     printed = (result.stdout + result.stderr).rstrip("\n")
     assert TIME.sub("(in T)", printed) == TIME.sub("(in T)", expected)
@@ -127,19 +113,12 @@ def _check_command(folder: pathlib.Path, command: str, expected: str) -> None:
 @pytest.mark.parametrize(
     "code, skip", [b[1:] for b in PYTHON_BLOCKS], ids=[b[0] for b in PYTHON_BLOCKS]
 )
-def test_python_block(folder, code, skip):
+def test_python_block(folder, code, skip, monkeypatch):
     compile(code, "<block>", "exec")
     if skip is not None:
         pytest.skip(f"not run: {skip}")
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=folder,
-        env=_environment(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    monkeypatch.chdir(folder)
+    exec(compile(code, "<block>", "exec"), {"__name__": "__main__"})  # noqa: S102 -- the docs run as written
 
 
 # --- links ---------------------------------------------------------------------------------

@@ -354,3 +354,45 @@ def test_the_allowzero_adapter_reduces_no_empty_vector_in_onnxruntime_1_12(tmp_p
     for (inputs, shape), result in zip(cases, results, strict=True):
         assert not isinstance(result, RuntimeFailure), result
         assert_same(result[0], inputs[0].reshape(shape))
+
+
+#: Bodies whose vectorized form onnxruntime 1.12-1.31 get wrong on an empty stack.
+EMPTY_STACK_BODIES = {
+    "MatMul": ("float[3] e", "float[4] o", "o = MatMul (e, w)"),
+    "TopK": (
+        "float[3] e",
+        "float[2] o",
+        "k = Constant <value = int64[1] {2}> ()\n o, i = TopK (e, k)",
+    ),
+}
+#: A reader of the map's output, and whether the original goes on past a map over
+#: no element there (onnxruntime fails on the concat of an empty sequence).
+EMPTY_READERS = {
+    "concat": ("float[N,?] y", "y = ConcatFromSequence <axis = 0, new_axis = 1> (m)", False),
+    "length": ("int64 y", "y = SequenceLength (m)", True),
+    "returned": ("seq(float) y", "y = Identity (m)", True),
+}
+
+
+@pytest.mark.parametrize("reader", sorted(EMPTY_READERS))
+@pytest.mark.parametrize("body", sorted(EMPTY_STACK_BODIES))
+def test_an_empty_stack_fault_is_named_only_where_the_original_goes_on(body, reader):
+    """onnxruntime 1.12-1.31 fail a vectorized MatMul or TopK on an empty stack;
+    where the map's only readers are concats, the original fails there too, so
+    the summary names no release and ``--runtime onnxruntime:1.12`` vectorizes."""
+    element, result, node = EMPTY_STACK_BODIES[body]
+    out_type, read, goes_on = EMPTY_READERS[reader]
+    model = onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x, float[3,4] w) => ({out_type}) {{
+  s = SplitToSequence <axis = 0, keepdims = 0> (x)
+  m = SequenceMap <body = b ({element}) => ({result}) {{ {node} }}> (s)
+  {read}
+}}""")
+    _, report = lowering.lower_with_report(model)
+    (said,) = report.nodes
+    assert said.strategy == "vectorize", said
+    named = set(said.rejected_by)
+    assert (("onnxruntime:1.12-1.31", body) in named) is goes_on, named
+    _, report = lowering.lower_with_report(model, runtime="onnxruntime:1.12")
+    (said,) = report.nodes
+    assert (said.strategy == "vectorize") is not goes_on, said

@@ -30,14 +30,14 @@ from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.node_inference import seen_wrong
 from lowering.irutils.respellings import apply_respelling, respelling, sized_right
 from lowering.irutils.walk import model_nodes
+from tests.cases.node_cases import DOUBTED, Case, c, ort_run, x
+from tests.cases.node_cases import feeds_of as case_feeds
+from tests.cases.node_cases import model_of as case_model
 from tests.helpers import assert_same, lowered
 from tests.test_doubted_shapes import UNTRUSTED, exposed_model
 from tests.test_hide_unproven_outputs import RESHAPED, _stacked_map, _with_element
-from tests.test_trusted_shapes import DOUBTED, Case, c, ort_run, x
-from tests.test_trusted_shapes import _feeds as case_feeds
-from tests.test_trusted_shapes import _model as case_model
 
-#: Edge cases beside the ones tests/test_trusted_shapes.py names.
+#: Edge cases beside the ones tests/cases/node_cases.py names.
 EDGES = {
     "MaxPool ceil_mode, dilation 2, Indices": (
         Case("MaxPool", [x(1, 1, 6)], {"kernel_shape": [2], "strides": [3], "dilations": [2],
@@ -192,7 +192,7 @@ def _sized_wrong(model: onnx.ModelProto, op: str) -> tuple[int, list[str]]:
     return checked, wrong
 
 
-#: (exposed_model builds the cases of tests/test_trusted_shapes.py)
+#: (exposed_model builds the cases of tests/cases/node_cases.py)
 FORM_SWEEP = [
     (name, form)
     for name in MAPPED

@@ -774,3 +774,15 @@ def element_dtypes(plan: MapPlan) -> list[ir.DataType | None]:
         for t, sequence in zip(plan.element_types, plan.is_sequence, strict=True)
         if sequence
     ]
+
+
+def empty_is_read(plan: MapPlan) -> bool:
+    """Whether the original goes on past ``plan``'s map over no element: some
+    reader of its outputs is not a ConcatFromSequence (onnxruntime fails on
+    the concat of an empty sequence), or an output is the graph's. Only then
+    does a form that a runtime runs wrong on an empty stack differ from it."""
+    return any(
+        output.is_graph_output()
+        or any(not is_onnx_op(user, "ConcatFromSequence") for user, _ in output.uses())
+        for output in plan.node.outputs
+    )

@@ -50,7 +50,7 @@ from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
-from lowering.maps.plan import MapPlan, Replacer, declares_enough, plan_map
+from lowering.maps.plan import MapPlan, Replacer, declares_enough, empty_is_read, plan_map
 from lowering.maps.strategies.loop import SequenceLoop
 from lowering.maps.strategies.protocol import Context, Fit, choose
 from lowering.maps.strategies.protocol import Strategy as Form
@@ -70,7 +70,7 @@ from lowering.options import (
 from lowering.passes.hide_unproven_outputs import Copied, read_producers
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
-from lowering.runtimes.profiles import REFUSED_OPS, profile, rejections
+from lowering.runtimes.profiles import EMPTY_STACK, REFUSED_OPS, profile, rejections
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +194,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             ir.serde.serialize_node(plan.node) if self.keep_originals else None for plan in plans
         ]
         body_ops = [_portability_ops(plan.body) for plan in plans]
+        empty_read = [empty_is_read(plan) for plan in plans]  # (before the readers change)
         # The Identities already there, the user's, stay whatever they copy.
         written_by_user = {located.node for located in find_nodes(model, _is_identity)}
         # Planned and checked: from here on the model changes.
@@ -233,6 +234,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                     replaced[index],
                     body_ops[index],
                     vectorized=choices[index][0].strategy.name == "vectorize",
+                    empty_read=empty_read[index],
                 ),
             )
             for index, plan in enumerate(plans)
@@ -327,12 +329,13 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
 
 
 def _rejected(
-    new_nodes: list[ir.Node], had: set[str], vectorized: bool = False
+    new_nodes: list[ir.Node], had: set[str], vectorized: bool = False, empty_read: bool = True
 ) -> list[tuple[str, str]]:
     """The runtimes that cannot run the loop or sequence ops that lowering a
     map added (those its body already had aside), and for a vectorized form
-    the ops some profile refuses or gets wrong as it writes them (on a stack
-    that may be empty; a scatter with a reduction), as :func:`rejections` says.
+    the ops some profile refuses or gets wrong as it writes them (a scatter
+    with a reduction; on an empty stack, where the original goes on past a
+    map over no element: ``empty_read``), as :func:`rejections` says.
     """
     added: set[str] = set()
     refused: set[str] = set()
@@ -343,7 +346,7 @@ def _rejected(
             continue
         if node.op_type in PORTABILITY_OPS:
             added.add(node.op_type)
-        if vectorized and node.op_type in REFUSED_OPS and _as_refused(node):
+        if vectorized and node.op_type in REFUSED_OPS and _as_refused(node, empty_read):
             refused.add(node.op_type)
         if has_subgraphs(node):
             for graph in subgraphs(node):
@@ -351,8 +354,12 @@ def _rejected(
     return rejections((added - had) | refused)
 
 
-def _as_refused(node: ir.Node) -> bool:
-    """Whether ``node`` is as the profiles refuse it: a scatter only with a reduction."""
+def _as_refused(node: ir.Node, empty_read: bool) -> bool:
+    """Whether ``node`` is as the profiles refuse it: a scatter only with a
+    reduction, an op onnxruntime 1.12-1.31 get wrong on an empty stack only
+    where that stack is read."""
+    if node.op_type in EMPTY_STACK:
+        return empty_read
     if not node.op_type.startswith("Scatter"):
         return True
     reduction = node.attributes.get("reduction")

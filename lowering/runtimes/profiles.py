@@ -149,7 +149,7 @@ _ONNXRUNTIME, _OPENVINO = _MEASURED[0], _MEASURED[1]
 #: What onnxruntime 1.12 to 1.31 do with an empty stack (a map over no element),
 #: which a vectorized form hands each op of the body: measured in 1.12, 1.14,
 #: 1.16, 1.18, 1.20, 1.24, 1.28 and 1.31 (tests/test_releases.py), fixed by 1.32.
-_EMPTY_STACK = {
+EMPTY_STACK = {
     "MatMul": "fails on an empty stack beside a lower-rank operand (n = 0; 1.12-1.31)",
     "TopK": "crashes on an empty stack (n = 0; 1.12-1.28)",
     "OneHot": "crashes on an empty stack (n = 0; 1.12-1.24)",
@@ -182,13 +182,13 @@ RELEASE_PROFILES: dict[str, Runtime] = {
             ),
             measured=("2023.3",),
         ),
-        # onnxruntime before 1.32: the same, and the ops of _EMPTY_STACK fail on an
+        # onnxruntime before 1.32: the same, and the ops of EMPTY_STACK fail on an
         # empty stack, so a map whose vectorized form holds one gets a loop.
         _release(
             _ONNXRUNTIME,
             "1.12",
             "1.31",
-            miscomputes=tuple(_EMPTY_STACK.items()),
+            miscomputes=tuple(EMPTY_STACK.items()),
             measured=("1.12", "1.14", "1.16", "1.18", "1.20", "1.24", "1.28", "1.31"),
         ),
         # onnxruntime-openvino 1.24's OpenVINO execution provider, with CPU fallback

@@ -11,6 +11,7 @@ is blamed for what is decided here; the package doc lists the exit codes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import threading
@@ -42,14 +43,14 @@ from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunR
 from lowering.verify.runs import RunSpec, fallbacks, schedule
 from lowering.verify.runtime import VERIFY_RUNTIMES, known_runtime, run_elsewhere
 from lowering.verify.settings import TIME_SCALE, TIMEOUT
+from lowering.verify.tolerance import ATOL, FLOAT64_ULPS, RTOL, ULPS, Tolerance, compare_value
+from lowering.verify.values import ValueRange
 
 #: How a run stopped at its time limit is told.
 PAST_LIMIT = "ran past its time limit"
 #: The session config key that tells onnxruntime where a model loaded from
 #: memory has its external data.
 EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
-from lowering.verify.tolerance import ATOL, FLOAT64_ULPS, RTOL, ULPS, Tolerance, compare_value
-from lowering.verify.values import ValueRange
 
 
 def compare(
@@ -98,6 +99,22 @@ def compare(
     Needs the ``verify`` extra (onnxruntime): raises
     :class:`~lowering.options.MissingExtraError` without it.
     """
+    _check_arguments(inputs, runs, runtime, timeout)
+    # float64 has its own ulps, unless rtol or atol is given (then both types use them)
+    given = rtol is not None or atol is not None
+    tolerance = Tolerance(
+        RTOL if rtol is None else rtol,
+        ATOL if atol is None else atol,
+        ulps,
+        None if given else FLOAT64_ULPS,
+    )
+    options = _Options(
+        inputs, runs, seed, dims, val_ranges, save_inputs, save_failing, runtime, timeout
+    )
+    return _Comparison(a, b, options, tolerance, Report([], 0, show_schedule=show_schedule)).run()
+
+
+def _check_arguments(inputs, runs: int | None, runtime: str, timeout: float) -> None:
     from lowering.extras import missing
 
     if missing("verify"):  # lowering.options imports onnx_ir, which a comparison does not need
@@ -115,225 +132,370 @@ def compare(
         raise ValueError("runs must be at least 1")
     if not timeout > 0:
         raise ValueError(f"timeout must be more than 0 seconds, not {timeout!r}")
-    # float64 has its own ulps, unless rtol or atol is given (then both types use them)
-    given = rtol is not None or atol is not None
-    tolerance = Tolerance(
-        RTOL if rtol is None else rtol,
-        ATOL if atol is None else atol,
-        ulps,
-        None if given else FLOAT64_ULPS,
-    )
-    report = Report([], 0, show_schedule=show_schedule)
-    try:
-        proto_a = _load(a, "A")
-        inputs_a, outputs_a = model_ports(proto_a, "input"), model_ports(proto_a, "output")
-    except CannotCompare as error:
-        report.reason = str(error)
-        return report
-    broken_b = None  # why B cannot run at all: a broken rewrite wherever A runs
-    outputs_b: list[Port] = []
-    try:
-        proto_b = _load(b, "B")
-        inputs_b, outputs_b = model_ports(proto_b, "input"), model_ports(proto_b, "output")
-        broken_b = report.input_difference = input_difference(inputs_a, inputs_b)
-    except CannotCompare as error:
-        broken_b, inputs_b, outputs_b = str(error), inputs_a, outputs_a
-    report.rows = _signature_rows(outputs_a, outputs_b)
-    # A failure no run's inputs decide (B cannot take A's inputs, cannot be read
-    # or loaded, or declares other outputs) is the same on every input: no replay.
-    by_inputs = not any(row.problem for row in report.rows)
-    if runtime != "onnxruntime":  # other runtimes take no values for initializers
-        inputs_a = [p for p in inputs_a if p.default is None]
-        inputs_b = [p for p in inputs_b if p.default is None]
-    if broken_b is None:  # B's fixed input dims: the runs feed only those
-        inputs_a, bound = fed_as_b_declares(inputs_a, inputs_b)
-        clash = [f"{k}={dims[k]}" for k in bound if dims and dims.get(k, bound[k]) != bound[k]]
-        if clash:
-            report.input_error = (
-                f"--dim {', '.join(clash)}: B declares {', '.join(f'{k}={bound[k]}' for k in bound)}"
-                " on its inputs"
-            )
-            return report
-        dims = {**bound, **(dims or {})}
-    try:
-        groups, offsets = sequence_groups(proto_a), sequence_offsets(proto_a)
-        sets = feed_sets(
-            inputs_a, inputs, runs, seed, dims, val_ranges, report.notes, groups, offsets
-        )
-        if save_inputs is not None:  # before running: a run that crashes still left them
-            save_all(report, sets, os.fspath(save_inputs))
-    except InputsError as error:
-        report.input_error = str(error)
-        return report
-    reading_a = reading(a, proto_a)
-    try:
-        session_a = _session(reading_a, "A")
-    except CannotCompare as error:
-        report.reason = str(error)
-        return report
-    slowest_a = 0.0  # A's slowest run so far, in seconds
 
-    def run_a(feeds: Feeds) -> tuple[list | None, str | None, float]:
-        nonlocal slowest_a
-        outcome = _try_run(session_a, reading_a, feeds, "A", max(timeout, TIME_SCALE * slowest_a))
-        if outcome[1] is None:  # a run stopped at its limit says nothing of A's pace
-            slowest_a = max(slowest_a, outcome[2])
-        return outcome
 
-    # A first, on every run: a run whose inputs A rejects is drawn again
-    # (synthesized runs), so that B, wherever it runs, gets what A took
-    specs = schedule(runs) if inputs is None else []
-    settled: list[tuple[RunRecord, Feeds, tuple[list | None, str | None, float]]] = []
-    lengths: list[int] = []  # the lengths A took
-    redrawn = False
-    for label, text, feeds in sets:
-        record = RunRecord(label, text)
-        report.records.append(record)
-        outcome = run_a(feeds)
-        spec = specs[label] if specs else None
-        if outcome[1] and spec is not None:
-            sequences = any(p.sequence for p in inputs_a)
-            tries = fallbacks(spec, lengths if sequences else ())
-            if PAST_LIMIT in outcome[1]:  # each try may take as long: the plain run only
-                tries = [t for t in tries if t == RunSpec(spec.length)]
-            for other in tries:
-                other_text, other_feeds = synthesized_run(
-                    inputs_a, other, seed + label, dims, val_ranges, groups, offsets
-                )
-                retried = run_a(other_feeds)
-                if retried[1] is None:
-                    record.description = f"{other_text}; A rejected {text}: {outcome[1]}"
-                    outcome, feeds, spec, redrawn = retried, other_feeds, other, True
-                    break
-                if PAST_LIMIT in retried[1]:
-                    break
-        if outcome[1] is None and spec is not None:
-            lengths.append(spec.length)
-        settled.append((record, feeds, outcome))
-    if redrawn and save_inputs is not None:  # the inputs compared, replayed with --inputs
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """What :func:`compare` was asked, past its checks."""
+
+    inputs: Any
+    runs: int | None
+    seed: int
+    dims: Mapping[str, int] | None
+    val_ranges: Mapping[str | None, ValueRange] | None
+    save_inputs: str | os.PathLike | None
+    save_failing: bool | str | os.PathLike
+    runtime: str
+    timeout: float
+
+
+#: A run of a model: its outputs (None if it failed), why it failed, its seconds.
+Outcome = tuple[list | None, str | None, float]
+#: A run A finished, compared: its record, feeds, A's and B's outputs, B's
+#: error, and A's outputs again (a model with random ops runs twice).
+Compared = tuple[RunRecord, Feeds, list | None, list | None, str | None, list | None]
+
+
+class _Comparison:
+    """One comparison, phase by phase (the module's sketch); each phase fills
+    the report, and a phase that ends the comparison returns False."""
+
+    def __init__(
+        self, a: ModelLike, b: ModelLike, options: _Options, tolerance: Tolerance, report: Report
+    ) -> None:
+        self.a, self.b, self.options, self.tolerance, self.report = a, b, options, tolerance, report
+        self.dims = options.dims
+        self.broken_b: str | None = None  # why B cannot run at all: broken wherever A runs
+        self.slowest_a = 0.0  # A's slowest finished run so far, in seconds
+
+    def run(self) -> Report:
+        if not (self._load() and self._draw() and self._open_a()):
+            return self.report
+        settled, redrawn = self._run_a_first()
+        if redrawn and not self._save_compared(settled):
+            return self.report
+        compared = self._run_b(settled)
+        random = self._random_outputs(compared)
+        failing = self._judge(compared, random)
+        self._verdict()
+        self._save_failing(failing)
+        return self.report
+
+    # -- the models and their ports -------------------------------------------------------
+
+    def _load(self) -> bool:
+        report = self.report
         try:
-            save_all(
-                report, [(r.label, r.description, f) for r, f, _ in settled], os.fspath(save_inputs)
+            self.proto_a = _load(self.a, "A")
+            self.inputs_a = model_ports(self.proto_a, "input")
+            self.outputs_a = model_ports(self.proto_a, "output")
+        except CannotCompare as error:
+            report.reason = str(error)
+            return False
+        self.proto_b: onnx.ModelProto | None = None
+        try:
+            self.proto_b = _load(self.b, "B")
+            self.inputs_b = model_ports(self.proto_b, "input")
+            self.outputs_b = model_ports(self.proto_b, "output")
+            self.broken_b = report.input_difference = input_difference(self.inputs_a, self.inputs_b)
+        except CannotCompare as error:
+            self.broken_b, self.inputs_b, self.outputs_b = (
+                str(error),
+                self.inputs_a,
+                self.outputs_a,
             )
+        report.rows = _signature_rows(self.outputs_a, self.outputs_b)
+        # A failure no run's inputs decide (B cannot take A's inputs, cannot be read
+        # or loaded, or declares other outputs) is the same on every input: no replay.
+        self.by_inputs = not any(row.problem for row in report.rows)
+        if self.options.runtime != "onnxruntime":  # other runtimes take no initializer values
+            self.inputs_a = [p for p in self.inputs_a if p.default is None]
+            self.inputs_b = [p for p in self.inputs_b if p.default is None]
+        if self.broken_b is None:  # B's fixed input dims: the runs feed only those
+            self.inputs_a, bound = fed_as_b_declares(self.inputs_a, self.inputs_b)
+            dims = self.dims
+            clash = [f"{k}={dims[k]}" for k in bound if dims and dims.get(k, bound[k]) != bound[k]]
+            if clash:
+                declared = ", ".join(f"{k}={bound[k]}" for k in bound)
+                report.input_error = (
+                    f"--dim {', '.join(clash)}: B declares {declared} on its inputs"
+                )
+                return False
+            self.dims = {**bound, **(dims or {})}
+        return True
+
+    # -- the runs' inputs, and A on each --------------------------------------------------
+
+    def _draw(self) -> bool:
+        options, report = self.options, self.report
+        try:
+            self.groups = sequence_groups(self.proto_a)
+            self.offsets = sequence_offsets(self.proto_a)
+            self.sets = feed_sets(
+                self.inputs_a,
+                options.inputs,
+                options.runs,
+                options.seed,
+                self.dims,
+                options.val_ranges,
+                report.notes,
+                self.groups,
+                self.offsets,
+            )
+            if options.save_inputs is not None:  # before running: a crash still left them
+                save_all(report, self.sets, os.fspath(options.save_inputs))
         except InputsError as error:
             report.input_error = str(error)
-            return report
+            return False
+        return True
 
-    session_b = None
-    reading_b = Reading(b)
-    elsewhere: dict[int, tuple[list | None, str | None]] = {}
-    if broken_b is None and runtime != "onnxruntime":
-        # B's child process is given A's slowest time, scaled
-        limit = max(timeout, TIME_SCALE * slowest_a)
-        runs_b = [(r.label, r.description, f) for r, f, _ in settled]
-        elsewhere = run_elsewhere(runtime, b, inputs_b, runs_b, limit)
-    elif broken_b is None:
-        reading_b = reading(b, proto_b)
+    def _open_a(self) -> bool:
+        self.reading_a = reading(self.a, self.proto_a)
         try:
-            session_b = _session(reading_b, "B")
+            self.session_a = _session(self.reading_a, "A")
         except CannotCompare as error:
-            broken_b = str(error)
-    failing: Feeds | None = None
-    declared_notes: dict[str, str] = {}
-    substantial: list[int] = []  # the compared runs whose inputs are not all empty
-    # a model with random ops runs twice: outputs that differ are compared by
-    # structure only, and the verdict is "could not compare"
-    twice = has_random_ops(proto_a) or (broken_b is None and has_random_ops(proto_b))
-    compared: list[tuple[RunRecord, Feeds, list | None, list | None, str | None, list | None]] = []
-    for record, feeds, (results_a, error_a, seconds_a) in settled:
-        label = record.label
+            self.report.reason = str(error)
+            return False
+        return True
+
+    def _run_a(self, feeds: Feeds) -> Outcome:
+        limit = max(self.options.timeout, TIME_SCALE * self.slowest_a)
+        outcome = _try_run(self.session_a, self.reading_a, feeds, "A", limit)
+        if outcome[1] is None:  # a run stopped at its limit says nothing of A's pace
+            self.slowest_a = max(self.slowest_a, outcome[2])
+        return outcome
+
+    def _run_a_first(self) -> tuple[list[tuple[RunRecord, Feeds, Outcome]], bool]:
+        """A on every run, first: a synthesized run whose inputs A rejects is drawn
+        again, so that B, wherever it runs, gets what A took. Returns each run
+        with its feeds and A's outcome, and whether any was drawn again."""
+        specs = schedule(self.options.runs) if self.options.inputs is None else []
+        settled: list[tuple[RunRecord, Feeds, Outcome]] = []
+        lengths: list[int] = []  # the lengths A took
+        redrawn = False
+        for label, text, feeds in self.sets:
+            record = RunRecord(label, text)
+            self.report.records.append(record)
+            outcome = self._run_a(feeds)
+            spec = specs[label] if specs else None
+            if outcome[1] and spec is not None:
+                retried = self._redraw(record, spec, text, outcome, lengths)
+                if retried is not None:
+                    outcome, feeds, spec = retried
+                    redrawn = True
+            if outcome[1] is None and spec is not None:
+                lengths.append(spec.length)
+            settled.append((record, feeds, outcome))
+        return settled, redrawn
+
+    def _redraw(
+        self, record: RunRecord, spec: RunSpec, text: str, outcome: Outcome, lengths: list[int]
+    ) -> tuple[Outcome, Feeds, RunSpec] | None:
+        """The first of the run's fallbacks A takes (:func:`fallbacks`), or None."""
+        sequences = any(p.sequence for p in self.inputs_a)
+        tries = fallbacks(spec, lengths if sequences else ())
+        assert outcome[1] is not None, "only a run A rejects is drawn again"
+        if PAST_LIMIT in outcome[1]:  # each try may take as long: the plain run only
+            tries = [t for t in tries if t == RunSpec(spec.length)]
+        for other in tries:
+            other_text, other_feeds = synthesized_run(
+                self.inputs_a,
+                other,
+                self.options.seed + record.label,
+                self.dims,
+                self.options.val_ranges,
+                self.groups,
+                self.offsets,
+            )
+            retried = self._run_a(other_feeds)
+            if retried[1] is None:
+                record.description = f"{other_text}; A rejected {text}: {outcome[1]}"
+                return retried, other_feeds, other
+            if PAST_LIMIT in retried[1]:
+                return None
+        return None
+
+    def _save_compared(self, settled: list[tuple[RunRecord, Feeds, Outcome]]) -> bool:
+        """--save-inputs again, with the inputs compared (replayed with --inputs)."""
+        if self.options.save_inputs is None:
+            return True
+        try:
+            runs = [(r.label, r.description, f) for r, f, _ in settled]
+            save_all(self.report, runs, os.fspath(self.options.save_inputs))
+        except InputsError as error:
+            self.report.input_error = str(error)
+            return False
+        return True
+
+    # -- B on what A took -----------------------------------------------------------------
+
+    def _run_b(self, settled: list[tuple[RunRecord, Feeds, Outcome]]) -> list[Compared]:
+        options, report = self.options, self.report
+        session_b = None
+        reading_b = Reading(self.b)
+        elsewhere: dict[int, tuple[list | None, str | None]] = {}
+        if self.broken_b is None and options.runtime != "onnxruntime":
+            # B's child process is given A's slowest time, scaled
+            limit = max(options.timeout, TIME_SCALE * self.slowest_a)
+            runs_b = [(r.label, r.description, f) for r, f, _ in settled]
+            elsewhere = run_elsewhere(options.runtime, self.b, self.inputs_b, runs_b, limit)
+        elif self.broken_b is None:
+            assert self.proto_b is not None, "B was read"
+            reading_b = reading(self.b, self.proto_b)
+            try:
+                session_b = _session(reading_b, "B")
+            except CannotCompare as error:
+                self.broken_b = str(error)
+        # a model with random ops runs twice: outputs that differ are compared by
+        # structure only, and the verdict is "could not compare"
+        twice = has_random_ops(self.proto_a) or (
+            self.broken_b is None and self.proto_b is not None and has_random_ops(self.proto_b)
+        )
+        self.substantial: list[int] = []  # the compared runs whose inputs are not all empty
+        compared: list[Compared] = []
+        for record, feeds, (results_a, error_a, seconds_a) in settled:
+            label = record.label
+            results_b, error_b = self._outcome_b(
+                label, feeds, error_a, seconds_a, elsewhere, session_b, reading_b
+            )
+            if error_a:
+                if error_b:
+                    record.outcome, record.note = "not compared", f"both fail: {error_a}; {error_b}"
+                else:
+                    record.outcome, record.note = "skipped", f"{error_a}, but B runs (not counted)"
+                continue
+            report.runs += 1
+            if not _empty_inputs(self.inputs_a, feeds):
+                self.substantial.append(label)
+            ran = error_b is None and results_a is not None and results_b is not None
+            again = self._run_a(feeds)[0] if twice and ran else None
+            compared.append((record, feeds, results_a, results_b, error_b, again))
+        return compared
+
+    def _outcome_b(
+        self,
+        label: int,
+        feeds: Feeds,
+        error_a: str | None,
+        seconds_a: float,
+        elsewhere: dict[int, tuple[list | None, str | None]],
+        session_b,
+        reading_b: Reading,
+    ) -> tuple[list | None, str | None]:
+        """B's outputs on a run, or why it failed: from its runtime's child, run
+        here in a time scaled by A's (the floor where A failed), or B's breakage."""
         if label in elsewhere:
-            results_b, error_b = elsewhere[label]
-        elif session_b is not None and error_a is None:
-            limit = max(timeout, TIME_SCALE * seconds_a)
-            results_b, error_b, _ = _try_run(session_b, reading_b, feeds, "B", limit, seconds_a)
-        elif session_b is not None:  # A fails: B gets the floor
-            results_b, error_b, _ = _try_run(session_b, reading_b, feeds, "B", timeout)
-        else:
-            results_b, error_b = None, broken_b
-        if error_a:
-            if error_b:
-                record.outcome, record.note = "not compared", f"both fail: {error_a}; {error_b}"
-            else:
-                record.outcome, record.note = "skipped", f"{error_a}, but B runs (not counted)"
-            continue
-        report.runs += 1
-        if not _empty_inputs(inputs_a, feeds):
-            substantial.append(label)
-        ran = error_b is None and results_a is not None and results_b is not None
-        again = run_a(feeds)[0] if twice and ran else None
-        compared.append((record, feeds, results_a, results_b, error_b, again))
-    # an output that differs between two runs of A on any run is random on every
-    # run (two runs of a Dropout over one value agree half of the time)
-    random = {
-        i
-        for *_, results_a, _, _, again in compared
-        if results_a is not None and again is not None
-        for i in range(min(len(results_a), len(again)))
-        if not same(results_a[i], again[i])
-    }
-    for i in sorted(random):
-        if i < len(report.rows):
-            sources = random_sources(proto_a, i) if i < len(proto_a.graph.output) else []
-            report.rows[i].random = sources
-    for record, feeds, results_a, results_b, error_b, _ in compared:
-        label = record.label
-        before = sum(row.failures for row in report.rows)
-        if error_b or results_a is None or results_b is None:
-            for row in report.rows:
-                row.fail(f"run {label}: {error_b}, where A runs")
-        else:
-            for i, (row, result_a, result_b) in enumerate(
-                zip(report.rows, results_a, results_b, strict=False)
-            ):
-                where = f"run {label}: {row.name}"
-                compare_value(row, result_a, result_b, tolerance, where, i in random)
-            problems_a = declaration_problems(inputs_a, outputs_a, feeds, results_a)
-            problems_b = declaration_problems(inputs_b, outputs_b, feeds, results_b)
-            blame_declarations(report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
-            for index, problem in problems_a.items():
-                declared_notes.setdefault(
-                    outputs_a[index].name,
-                    f"A's own output {outputs_a[index].name!r} breaks its declaration "
-                    f"(run {label}: {problem}); not counted against B",
+            return elsewhere[label]
+        if session_b is None:
+            return None, self.broken_b
+        if error_a is None:
+            limit = max(self.options.timeout, TIME_SCALE * seconds_a)
+            results, error, _ = _try_run(session_b, reading_b, feeds, "B", limit, seconds_a)
+        else:  # A fails: B gets the floor
+            results, error, _ = _try_run(session_b, reading_b, feeds, "B", self.options.timeout)
+        return results, error
+
+    # -- the verdict ----------------------------------------------------------------------
+
+    def _random_outputs(self, compared: list[Compared]) -> set[int]:
+        """The outputs that differ between two runs of A on any run: random on every
+        run (two runs of a Dropout over one value agree half of the time)."""
+        random = {
+            i
+            for *_, results_a, _, _, again in compared
+            if results_a is not None and again is not None
+            for i in range(min(len(results_a), len(again)))
+            if not same(results_a[i], again[i])
+        }
+        for i in sorted(random):
+            if i < len(self.report.rows):
+                sources = (
+                    random_sources(self.proto_a, i) if i < len(self.proto_a.graph.output) else []
                 )
-        if sum(row.failures for row in report.rows) > before:
-            record.outcome = "mismatch"
-            if failing is None:
-                report.failing_run, failing = label, feeds
-    report.notes += declared_notes.values()
-    random_rows = [row for row in report.rows if row.random is not None]
-    if random_rows and report.runs:
-        names = ", ".join(repr(row.name) for row in random_rows)
-        ops = sorted({op for row in random_rows for op in row.random or []})
-        report.reason = (
-            f"output{'s' if len(random_rows) > 1 else ''} {names} differ between two runs of A "
-            f"on the same inputs (random: {', '.join(ops) or 'no random op found'}); "
-            "compared by dtype, shape and length only"
-        )
-    if not report.runs:
-        report.reason = (
-            "A fails on every input set; no run could be compared" if sets else "no input sets"
-        )
-    elif not substantial:
-        labels = [r.label for r in report.records if r.outcome != "skipped"]
-        report.reason = (
-            f"only runs with empty inputs (an empty sequence or a zero-sized tensor) could be "
-            f"compared (run{'s' if len(labels) != 1 else ''} "
-            f"{', '.join(map(str, labels))}); A fails on every other; give --inputs or --dim "
-            "with sizes A accepts"
-        )
-    from_file = isinstance(inputs, (str, os.PathLike))  # replaying it needs no copy
-    if (
-        failing is not None
-        and save_failing is not False
-        and save_inputs is None
-        and not from_file
-        and by_inputs
-        and broken_b is None
-    ):
-        save_failing_run(report, failing, None if save_failing is True else save_failing)
-    return report
+                self.report.rows[i].random = sources
+        return random
+
+    def _judge(self, compared: list[Compared], random: set[int]) -> Feeds | None:
+        """Each compared run's outputs, value by value; returns the first failing run's feeds."""
+        report = self.report
+        failing: Feeds | None = None
+        declared_notes: dict[str, str] = {}
+        for record, feeds, results_a, results_b, error_b, _ in compared:
+            label = record.label
+            before = sum(row.failures for row in report.rows)
+            if error_b or results_a is None or results_b is None:
+                for row in report.rows:
+                    row.fail(f"run {label}: {error_b}, where A runs")
+            else:
+                for i, (row, result_a, result_b) in enumerate(
+                    zip(report.rows, results_a, results_b, strict=False)
+                ):
+                    where = f"run {label}: {row.name}"
+                    compare_value(row, result_a, result_b, self.tolerance, where, i in random)
+                self._blame(label, feeds, results_a, results_b, declared_notes)
+            if sum(row.failures for row in report.rows) > before:
+                record.outcome = "mismatch"
+                if failing is None:
+                    report.failing_run, failing = label, feeds
+        report.notes += declared_notes.values()
+        return failing
+
+    def _blame(
+        self, label: int, feeds: Feeds, results_a: list, results_b: list, notes: dict[str, str]
+    ) -> None:
+        """Outputs that break their declarations: B's count against it, A's are said."""
+        outputs_a, outputs_b = self.outputs_a, self.outputs_b
+        problems_a = declaration_problems(self.inputs_a, outputs_a, feeds, results_a)
+        problems_b = declaration_problems(self.inputs_b, outputs_b, feeds, results_b)
+        blame_declarations(self.report.rows, label, outputs_a, outputs_b, problems_a, problems_b)
+        for index, problem in problems_a.items():
+            notes.setdefault(
+                outputs_a[index].name,
+                f"A's own output {outputs_a[index].name!r} breaks its declaration "
+                f"(run {label}: {problem}); not counted against B",
+            )
+
+    def _verdict(self) -> None:
+        """Why the outputs could not be compared by value, where they could not."""
+        report = self.report
+        random_rows = [row for row in report.rows if row.random is not None]
+        if random_rows and report.runs:
+            names = ", ".join(repr(row.name) for row in random_rows)
+            ops = sorted({op for row in random_rows for op in row.random or []})
+            report.reason = (
+                f"output{'s' if len(random_rows) > 1 else ''} {names} differ between two runs "
+                f"of A on the same inputs (random: {', '.join(ops) or 'no random op found'}); "
+                "compared by dtype, shape and length only"
+            )
+        if not report.runs:
+            report.reason = (
+                "A fails on every input set; no run could be compared"
+                if self.sets
+                else "no input sets"
+            )
+        elif not self.substantial:
+            labels = [r.label for r in report.records if r.outcome != "skipped"]
+            report.reason = (
+                f"only runs with empty inputs (an empty sequence or a zero-sized tensor) could "
+                f"be compared (run{'s' if len(labels) != 1 else ''} "
+                f"{', '.join(map(str, labels))}); A fails on every other; give --inputs or "
+                "--dim with sizes A accepts"
+            )
+
+    def _save_failing(self, failing: Feeds | None) -> None:
+        """The first failing run's inputs, where a replay can help (the docstring)."""
+        options = self.options
+        from_file = isinstance(options.inputs, (str, os.PathLike))  # replaying it needs no copy
+        if (
+            failing is not None
+            and options.save_failing is not False
+            and options.save_inputs is None
+            and not from_file
+            and self.by_inputs
+            and self.broken_b is None
+        ):
+            folder = None if options.save_failing is True else options.save_failing
+            save_failing_run(self.report, failing, folder)
 
 
 def _empty_inputs(ports: Sequence[Port], feeds: Feeds) -> bool:

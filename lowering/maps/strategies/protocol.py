@@ -32,7 +32,7 @@ from lowering.analysis.sequence_length import SequenceLengths
 from lowering.errors import LoweringError
 from lowering.maps.plan import MapPlan, Replacer
 from lowering.runtimes.ort_kernels import first_unsupported
-from lowering.runtimes.profiles import Runtime
+from lowering.runtimes.profiles import EMPTY_STACK, Runtime
 
 #: (op, element type of its first input) that a form writes, for the kernel check.
 Writes = Sequence[tuple[str, ir.DataType | None]]
@@ -65,7 +65,9 @@ class Fit:
 
     ``computes``: the body's own ops, where the form runs them otherwise than
     the original does (on a stack that may be empty), for the runtime's
-    faults. Strategies subclass it to carry what they computed for their
+    faults; ``empty_read``: the original goes on past a map over no element
+    (else a fault on an empty stack, which the original meets too, does not
+    count). Strategies subclass it to carry what they computed for their
     rewrite.
     """
 
@@ -74,6 +76,7 @@ class Fit:
     writes: Writes = ()
     needs: frozenset[str] = frozenset()
     computes: tuple[str, ...] = ()
+    empty_read: bool = True
 
 
 @dataclasses.dataclass
@@ -145,7 +148,10 @@ def _runnable(fit: Fit, plan: MapPlan, context: Context) -> Fit | Decline:
         return Decline(form, f"{context.runtime.name} has no {lacks[0]}")
     if blocked := first_unsupported(list(fit.writes), plan.opset):
         return Decline(form, blocked)
-    if wrong := context.runtime.miscomputed([*(op for op, _ in fit.writes), *fit.computes]):
+    ops = [*(op for op, _ in fit.writes), *fit.computes]
+    if not fit.empty_read:
+        ops = [op for op in ops if op not in EMPTY_STACK]
+    if wrong := context.runtime.miscomputed(ops):
         return Decline(form, wrong)
     return fit
 

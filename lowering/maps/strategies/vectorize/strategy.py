@@ -31,7 +31,14 @@ import onnx_ir as ir
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.maps.plan import MapPlan, Replacer, same_length_inputs, tensor_dtype, typed
+from lowering.maps.plan import (
+    MapPlan,
+    Replacer,
+    empty_is_read,
+    same_length_inputs,
+    tensor_dtype,
+    typed,
+)
 from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.strategies.uniform import (
     concat_kind,
@@ -123,6 +130,7 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         f"every op in its body has a batching rule, and {how}",
         writes=emitted_ops(plan, rewrite),
         computes=tuple(node.op_type for node in plan.body),
+        empty_read=empty_is_read(plan),
         batcher=rewrite,
         stack_free=rewrite.stack_free,
     )
