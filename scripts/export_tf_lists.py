@@ -133,6 +133,25 @@ def ragged_map_mask(x):
 
 
 @tf.function
+def ragged_map_cond(values, lengths):
+    """Each row doubled or repeated as its sum's sign says: the row is an If's output."""
+
+    def pick(r):
+        return tf.cond(tf.reduce_sum(r) > 0.0, lambda: r * 2.0, lambda: tf.concat([r, r], 0))
+
+    return tf.map_fn(pick, _rows(values, lengths), fn_output_signature=ROW).flat_values
+
+
+@tf.function
+def ragged_map_twice(values, lengths):
+    """A ragged map of a ragged map's rows: the second loop reads the first's concat."""
+    first = tf.map_fn(
+        lambda r: tf.concat([r, [1.0]], 0), _rows(values, lengths), fn_output_signature=ROW
+    )
+    return tf.map_fn(tf.cumsum, first, fn_output_signature=ROW).flat_values
+
+
+@tf.function
 def ragged_map_dense(x):
     """Rows of a matrix written as ragged rows: every element has one shape."""
     return tf.map_fn(tf.sin, x, fn_output_signature=ROW).flat_values
@@ -173,6 +192,8 @@ def _models() -> dict[str, tuple]:
         "ragged_map": (ragged_map, RAGGED, ragged),
         "ragged_map_splits": (ragged_map_splits, RAGGED, ragged),
         "ragged_map_mask": (ragged_map_mask, MATRIX, (x,)),
+        "ragged_map_cond": (ragged_map_cond, RAGGED, ragged),
+        "ragged_map_twice": (ragged_map_twice, RAGGED, ragged),
         "ragged_map_dense": (ragged_map_dense, MATRIX, (x,)),
         "ragged_map_several": (ragged_map_several, RAGGED, ragged),
     }
