@@ -9,7 +9,6 @@ the two models could not be compared.
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import dataclasses
 import logging
@@ -18,10 +17,10 @@ import stat
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lowering import console
+from lowering import console, summary
 from lowering.defaults import DEFAULT_MAX_UNROLL, DEFAULT_RUNTIME, RUNTIME_NAMES, STRATEGIES
 from lowering.irutils.collector import collector_paused
 
@@ -31,13 +30,13 @@ if TYPE_CHECKING:
 
     from lowering import verify
     from lowering.progress import Callback, ProgressLine
-    from lowering.report import Files, Measure, Node, Report
-    from lowering.rewrites import Kept, LoweringResult, Rewrite
+    from lowering.report import Files, Measure, Report
+    from lowering.rewrites import LoweringResult
 
 # ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
 # the parser reads only lowering.defaults, and the rest is imported when a model is read.
 
-PROG = "onnx-lower"
+PROG = console.PROG
 STREAM = "-"  # model_io.STREAM, which the parser's checks need before model_io loads
 
 
@@ -335,7 +334,7 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
             run.report = _summarized(run, model, result, args, source.label, Files(not changed))
             run.report = run.report.replace(output=args.output or "OUT")
             run.line.clear()
-            _say(_dry_run(run.report, model, problem, args.verbose))
+            _say(summary.dry_run(run.report, model, problem, args.verbose))
             return 0
         stage, file = "write", _label(args.output)
         run.line("writing the model", 0, 0)
@@ -362,10 +361,10 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
                         f"{PROG}: warning: {source.label} does not pass the ONNX checker "
                         f"({problem}); {done}"
                     )
-                _say(_summary(run.report, args.verbose))
+                _say(summary.summary(run.report, args.verbose))
                 if args.verbose:
                     for rewrite in rewrites:
-                        _say(_details(rewrite))
+                        _say(summary.details(rewrite))
             if unsupported is not None:  # --allow-unsupported: said even with -q
                 _say(f"{PROG}: warning: {run.written}: {unsupported}")
             if not args.verify:
@@ -662,273 +661,9 @@ def _fail(message: str, verbose: bool, details: Sequence[str] = ()) -> int:
     return 1
 
 
-_DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
-    ("lowered {count} SequenceMap node{s}", lambda n: n.op == "SequenceMap"),
-    (
-        "normalized {count} SequenceInsert position{s}",
-        lambda n: n.op == "SequenceInsert" and not n.strategy,
-    ),
-    (
-        "read {count} SequenceAt node{s} as {a}Slice{s}",
-        lambda n: n.op == "SequenceAt" and n.strategy == "Slice",
-    ),
-    ("rewrote the sequences {count} Loop{s} accumulate{a2}", lambda n: n.op == "Loop"),
-    (
-        "read {count} sequence op{s} as tensors",
-        lambda n: (
-            n.op not in ("SequenceMap", "SequenceInsert", "Loop")
-            and not (n.op == "SequenceAt" and n.strategy == "Slice")
-            or (n.op == "SequenceInsert" and bool(n.strategy))
-        ),
-    ),
-)
-
-_PRESENT = {"lowered": "lower", "normalized": "normalize", "read": "read"}
-
-#: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.
-DETAIL_LIMIT = 20
-
-
-def _summary(report: Report, verbose: bool, dry: bool = False) -> str:
-    """The summary, rendered from the report (what ``--report`` writes): they cannot
-    disagree. ``dry``: in the conditional, for ``--dry-run``, which writes nothing."""
-    assert report.files is not None and report.after is not None and report.before is not None
-    source_label, target = report.input, report.output
-    timing = f"in {report.seconds:.2f} s"
-    if report.files.unchanged:
-        lines = [
-            f"{PROG}: {source_label}: nothing to lower; "
-            + (f"{target} would be IN" if dry else f"wrote {target} unchanged")
-            + f", byte for byte ({timing})"
-        ]
-        if report.not_optimized is not None:
-            lines.append(f"  --optimize: {report.not_optimized}")
-        return "\n".join(lines + _shared(report) + _kept(report, verbose))
-    lines = []
-    options = report.options
-    if not report.nodes:
-        why = []
-        if options.input_shapes is not None:
-            why.append("fixed input shapes")
-        if options.target_opset is not None:
-            why.append(f"declared default-domain opset {options.target_opset}")
-        if options.target_opset is not None or options.ir_version is not None:
-            why.append(f"IR version {report.after.ir_version}")
-        lines.append(
-            f"{PROG}: {source_label}: nothing to lower; {'would write' if dry else 'wrote'} "
-            f"{target} ({', '.join(why) or 're-serialized'}, {timing})"
-        )
-    for done, selects in _DONE:
-        of_op = [node for node in report.nodes if selects(node)]
-        if not of_op:
-            continue
-        plural = "s" if len(of_op) != 1 else ""
-        said = done.format(
-            count=len(of_op), s=plural, a="" if plural else "a ", a2="" if plural else "s"
-        )
-        if dry:  # "lowered 2 ..." -> "would lower 2 ..."
-            verb, rest = said.split(" ", 1)
-            said = f"would {_PRESENT[verb]} {rest}"
-        lines.append(f"{PROG}: {said} in {source_label} -> {target} ({timing})")
-        if len(of_op) > DETAIL_LIMIT and not verbose:
-            lines += _grouped(of_op)
-        else:
-            lines += _listed(of_op)
-    lines += _kept(report, verbose)
-    lines += [] if dry else _fixed(report)  # a dry run lists every input it would declare
-    if report.files.data_files:
-        lines.append(f"  weights written to {', '.join(report.files.data_files)} beside {target}")
-    if report.files.embedded:
-        lines.append(f"  weights embedded in {target}")
-    lines += _shared(report)
-    lowest = report.lowest_opset
-    declared = report.after.opset_import.get("", lowest)
-    if lowest is not None and declared is not None and lowest < declared:
-        lines.append(
-            f"  the output could declare default-domain opset {lowest} with --target-opset "
-            f"{lowest} (it declares {declared})"
-        )
-    if report.nodes and (options.target_opset is not None or options.ir_version is not None):
-        lines.append(f"  declared IR version {report.after.ir_version}")
-    if report.not_optimized is not None:
-        lines.append(f"  --optimize: {report.not_optimized}")
-    for how in ("expanded", "adapted"):
-        conversions = [str(c) for c in report.conversions if c.how == how]
-        if conversions:
-            into = " into ONNX function bodies" if how == "expanded" else ""
-            listed = ", ".join(conversions)
-            lines.append(f"  --target-opset {options.target_opset} {how}{into}: {listed}")
-    lines += _op_table(report.before.op_counts, report.after.op_counts)
-    return "\n".join(lines)
-
-
-def _dry_run(report: Report, model: ir.Model, problem: str | None, verbose: bool) -> str:
-    """What ``--dry-run`` says: the summary as it would be, in the conditional, and
-    what OUT would declare (its version, opsets, inputs and outputs)."""
-    from lowering.options import spelled_shape
-
-    lines = [f"{PROG}: dry run: nothing written"]
-    if problem is not None:
-        lines.append(f"{PROG}: warning: {report.input} does not pass the ONNX checker ({problem})")
-    lines.append(_summary(report, verbose, dry=True))
-    assert report.after is not None
-    opsets = ", ".join(
-        f"{domain or 'ai.onnx'} {version}" for domain, version in report.after.opset_import.items()
-    )
-    lines.append(
-        f"  {report.output} would declare IR version {report.after.ir_version}, opsets {opsets}"
-    )
-
-    def typed(value: ir.Value) -> str:
-        kind = value.type
-        if kind is None:
-            return f"{value.name!r} (no type)"
-        element = kind.elem_type if isinstance(kind, ir_types.SequenceType) else kind
-        dtype = getattr(element, "dtype", None)
-        said = dtype.name.lower() if dtype is not None else str(element)
-        if value.shape is not None:
-            said += spelled_shape(value.shape)
-        return f"{value.name!r} {'seq(' + said + ')' if element is not kind else said}"
-
-    import onnx_ir as ir_types
-
-    for what, values in (("inputs", model.graph.inputs), ("outputs", model.graph.outputs)):
-        shown = [typed(v) for v in values[:DETAIL_LIMIT]]
-        more = len(values) - len(shown)
-        rest = f", and {more} more" if more else ""
-        lines.append(f"  {what}: {', '.join(shown) or 'none'}{rest}")
-    return "\n".join(lines)
-
-
-def _fixed(report: Report) -> list[str]:
-    """The inputs ``--input-shape`` fixed, as OUT declares them."""
-    from lowering.options import spelled_shape
-
-    shapes = report.options.input_shapes
-    if not shapes:
-        return []
-    said = ", ".join(f"{name!r} {spelled_shape(dims)}" for name, dims in shapes.items())
-    return [f"  {report.output} declares its input{'s' if len(shapes) != 1 else ''} {said}"]
-
-
-def _shared(report: Report) -> list[str]:
-    """The data files of IN's that OUT reads: shipping OUT alone breaks it."""
-    assert report.files is not None
-    shared = report.files.shared
-    if not shared:
-        return []
-    s = "s" if len(shared) != 1 else ""
-    line = (
-        f"  {report.output} reads its weights from {', '.join(shared)} beside it "
-        f"({report.input}'s data file{s}, not copied): ship {'them' if s else 'it'} "
-        f"with {report.output}, or give --external-data NAME for a file of its own"
-    )
-    return [line]
-
-
-def _listed(rewrites: list[Node]) -> list[str]:
-    lines = []
-    by_scope: dict[str, list[Node]] = collections.defaultdict(list)
-    for rewrite in rewrites:
-        by_scope[rewrite.scope].append(rewrite)
-    for scope, in_scope in by_scope.items():
-        names = ", ".join(repr(r.name or "<unnamed>") for r in in_scope)
-        lines.append(f"  {len(in_scope)} in {scope}: {names}")
-        for r in in_scope:
-            # A map's strategy and why; an insert position's reason (a guard
-            # passed over), if any; and the runtimes that reject either form.
-            said = ", ".join(filter(None, [r.strategy, r.explained()]))
-            if said:
-                lines.append(f"    {r.name or '<unnamed>'!r}: {said}")
-    return lines
-
-
-def _kept(report: Report, verbose: bool) -> list[str]:
-    """The SequenceInsert positions left as written, by reason, then by graph."""
-    lines = []
-    by_reason: dict[str, list[Kept]] = collections.defaultdict(list)
-    for kept in report.kept:
-        by_reason[kept.reason].append(kept)
-    for reason, of_reason in by_reason.items():
-        count, plural = len(of_reason), "s" if len(of_reason) != 1 else ""
-        lines.append(
-            f"{PROG}: left {count} SequenceInsert position{plural} as written "
-            f"in {report.input}: {reason}"
-        )
-        if count > DETAIL_LIMIT and not verbose:
-            lines += _by_scope([kept.scope for kept in of_reason])
-            lines.append("  (-v names every one)")
-            continue
-        by_scope: dict[str, list[Kept]] = collections.defaultdict(list)
-        for kept in of_reason:
-            by_scope[kept.scope].append(kept)
-        for scope, in_scope in by_scope.items():
-            names = ", ".join(repr(k.node_name or "<unnamed>") for k in in_scope)
-            lines.append(f"  {len(in_scope)} in {scope}: {names}")
-    return lines
-
-
-def _grouped(rewrites: list[Node]) -> list[str]:
-    """A few lines however many maps: counts by strategy and by graph, with examples
-    (insert positions, which have no strategy: by what the summary would say of each)."""
-    lines = []
-    by_strategy: dict[tuple[str, str], list[Node]] = collections.defaultdict(list)
-    for rewrite in rewrites:
-        if rewrite.strategy:
-            by_strategy[rewrite.strategy, ""].append(rewrite)
-        elif rewrite.explained():
-            by_strategy["", rewrite.explained()].append(rewrite)
-    for (strategy, _), of_strategy in sorted(by_strategy.items(), key=lambda kv: -len(kv[1])):
-        first = of_strategy[0]
-        how = f" {strategy}," if strategy else ""
-        lines.append(
-            f"  {len(of_strategy)}{how} such as {first.name or '<unnamed>'!r}: {first.explained()}"
-        )
-    lines += _by_scope([r.scope for r in rewrites])
-    lines.append("  (-v lists every node, with the reason for its strategy)")
-    return lines
-
-
-def _by_scope(scopes: list[str]) -> list[str]:
-    """How many sit in each graph: the three biggest, then the rest together."""
-    lines = []
-    by_scope: collections.Counter[str] = collections.Counter(scopes)
-    shown = by_scope.most_common(3)
-    for scope, count in shown:
-        lines.append(f"  {count} in {scope}")
-    if len(by_scope) > len(shown):
-        rest = sum(by_scope.values()) - sum(count for _, count in shown)
-        lines.append(f"  {rest} in {len(by_scope) - len(shown)} other graphs")
-    return lines
-
-
-def _op_table(before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
-    """Node counts by op type, before and after, at every depth (as onnxslim prints them)."""
-    before, after = collections.Counter(before), collections.Counter(after)
-    changed = sorted(op for op in before.keys() | after.keys() if before[op] != after[op])
-    same = [op for op in before if op not in changed]
-    rows = [(op, str(before[op]), str(after[op])) for op in changed]
-    if same:
-        unchanged = sum(before[op] for op in same)
-        rows.append((f"{len(same)} other op types", str(unchanged), str(unchanged)))
-    rows.append(("total", str(sum(before.values())), str(sum(after.values()))))
-    width = max(len("op type"), *(len(op) for op, _, _ in rows))
-    lines = [f"  {'op type':<{width}}  {'before':>6}  {'after':>6}"]
-    lines += [f"  {op:<{width}}  {b:>6}  {a:>6}" for op, b, a in rows]
-    return lines
-
-
 def _input_shapes(model: ir.Model) -> list[object]:
     return [None if v.shape is None else tuple(v.shape) for v in model.graph.inputs]
 
 
 def _opsets(model: ir.Model) -> list[dict[str, int]]:
     return [dict(model.opset_imports), *(dict(f.opset_imports) for f in model.functions.values())]
-
-
-def _details(rewrite: Rewrite) -> str:
-    return (
-        f"\n--- {rewrite.op_type} {rewrite.node_name!r} in {rewrite.scope}, before:\n"
-        f"{rewrite.before()}"
-        f"+++ after:\n{rewrite.after()}"
-    )

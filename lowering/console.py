@@ -15,6 +15,8 @@ import contextlib
 import os
 import sys
 
+#: The name the command line's lines start with.
+PROG = "onnx-lower"
 #: The exit code of a run stopped by Ctrl-C (SIGINT), as a shell reports it.
 INTERRUPTED = 130
 

@@ -29,6 +29,7 @@ from lowering.cli import run_pipeline
 from lowering.report import SCHEMA, Report
 from lowering.rewrites import Kept
 from lowering.runtimes.profiles import RUNTIMES
+from lowering.summary import DETAIL_LIMIT
 from tests.cases.differential import CASES
 from tests.helpers import parse, weighted_model
 
@@ -131,9 +132,9 @@ def _many_inserts(count: int) -> onnx.ModelProto:
 
 def _model(name: str) -> onnx.ModelProto:
     if name == "grouped":
-        return _many_maps(cli.DETAIL_LIMIT + 5)
+        return _many_maps(DETAIL_LIMIT + 5)
     if name == "grouped inserts":
-        return _many_inserts(cli.DETAIL_LIMIT + 5)
+        return _many_inserts(DETAIL_LIMIT + 5)
     return parse(MODELS[name])
 
 
@@ -229,7 +230,7 @@ def check_against_summary(data: dict, summary: str) -> None:
         if count:
             assert f" {count} {op} " in said[0] and f"in {data['input']} -> " in said[0]
     grouped = any(line.startswith("  (-v lists every node") for line in lines)
-    assert grouped == (len(data["nodes"]) > cli.DETAIL_LIMIT)
+    assert grouped == (len(data["nodes"]) > DETAIL_LIMIT)
     for node in data["nodes"]:
         # A map's strategy; an insert position's reason or rejections, if any.
         said = ", ".join(filter(None, [node["strategy"], _explained(node)]))
@@ -371,7 +372,7 @@ def test_quiet_still_reports_the_inserts_left_as_written(tmp_path, capsys):
 
 
 def test_many_inserts_left_as_written_are_grouped(tmp_path, capsys):
-    count = cli.DETAIL_LIMIT + 5
+    count = DETAIL_LIMIT + 5
     source = tmp_path / "in.onnx"
     onnx.save(_many_inserts(count), source)
     argv = ["--runtime", "mnn", str(source), str(tmp_path / "out.onnx")]
