@@ -82,6 +82,7 @@ CASTS = [
 
 
 @pytest.mark.parametrize(("source", "value", "target"), CASTS)
+@pytest.mark.sweep
 def test_one_cast_rule_for_every_caller(source, value, target):
     """The three readers agree; a folded cast is onnxruntime's; none wraps or
     folds a float to an integer."""

@@ -31,7 +31,7 @@ from onnx import helper
 
 import lowering
 from lowering.runtimes.sessions import open_session
-from tests.cases.node_cases import DOUBTED, UNTRUSTED, Case, attributes_of, ort_run
+from tests.cases.node_cases import DOUBTED, UNTRUSTED, Case, case_node, ort_run
 from tests.cases.node_cases import feeds_of as _case_feeds
 from tests.cases.node_cases import model_of as _case_model
 from tests.helpers import assert_same, lowered, run
@@ -55,22 +55,9 @@ READERS = ("insert_at_claimed", "insert_at_shape", "at_last", "map")
 
 def _case_nodes(case: Case, out: str) -> tuple[list, list, list, dict]:
     """The case's node writing ``out``, its graph inputs, initializers and feeds."""
-    inputs, initializers, names, feeds = [], [], [], {}
-    for k, given in enumerate(case.inputs):
-        if given is None:
-            names.append("")
-            continue
-        name = f"i{k}"
-        names.append(name)
-        if given.const:
-            initializers.append(onnx.numpy_helper.from_array(given.value, name))
-        else:
-            dtype = helper.np_dtype_to_tensor_dtype(given.value.dtype)
-            inputs.append(helper.make_tensor_value_info(name, dtype, given.value.shape))
-            feeds[name] = given.value
-    node = helper.make_node(case.op, names, [out] + [f"extra{k}" for k in range(1, case.outputs)])
-    node.attribute.extend(attributes_of(case.attrs))
-    return [node], inputs, initializers, feeds
+    outputs = [out] + [f"extra{k}" for k in range(1, case.outputs)]
+    node, inputs, initializers = case_node(case, outputs)
+    return [node], inputs, initializers, _case_feeds(case)
 
 
 def _const(name: str, value) -> onnx.NodeProto:

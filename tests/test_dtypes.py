@@ -146,6 +146,7 @@ CASES = [
 
 @pytest.mark.parametrize("options", OPTIONS)
 @pytest.mark.parametrize(("name", "source", "rank"), CASES, ids=lambda v: str(v))
+@pytest.mark.sweep
 def test_every_dtype_runs_after_every_strategy(name, source, rank, options):
     model = _model(name, source, rank)
     rng = np.random.default_rng(rank)

@@ -150,6 +150,7 @@ STATIC = [
 
 @pytest.mark.parametrize("n,p", CASES)
 @pytest.mark.parametrize("form,position,dtype", FED)
+@pytest.mark.sweep
 def test_a_fed_sequence_fails_where_the_original_fails(form, position, dtype, n, p):
     _check(form, dtype, position == "constant", n, p, known_length=False)
 

@@ -173,6 +173,7 @@ def _checked(model: ir.Model) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("key", list(FEATURES))
+@pytest.mark.sweep
 def test_the_declared_ir_version_is_the_lowest_onnx_allows(key, target):
     made = CARRIERS[key]()
     model = made if isinstance(made, ir.Model) else ir.serde.deserialize_model(made)

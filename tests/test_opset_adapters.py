@@ -57,6 +57,7 @@ def convert(text: str, target: int) -> tuple[onnx.ModelProto, TargetOpsetResult]
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.id)
+@pytest.mark.sweep
 def test_adapter_matches_the_original_in_onnxruntime(example):
     original = _parse(example.text)
     converted, opset_pass = convert(example.text, example.target)

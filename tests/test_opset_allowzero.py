@@ -143,6 +143,7 @@ def _check(rank: int, target: list[int], dtype: str, computed: bool, opset: int)
 @pytest.mark.parametrize("computed", [False, True], ids=["constant", "computed"])
 @pytest.mark.parametrize("target", TARGETS, ids=str)
 @pytest.mark.parametrize("rank", sorted(SHAPES))
+@pytest.mark.sweep
 def test_every_target_on_every_data_shape(rank, target, computed, opset):
     _check(rank, target, "float", computed, opset)
 

@@ -114,6 +114,7 @@ def _check(proto: onnx.ModelProto, target: int, axis: int, feeds: dict) -> onnx.
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("outputs", [1, 2, 3])
 @pytest.mark.parametrize(("axis", "scale", "b"), CASES, ids=str)
+@pytest.mark.sweep
 def test_broadcasting_scale_and_b_expand_right(axis, scale, b, outputs, target):
     _check(_model(axis, scale, b, outputs), target, axis, _feeds(scale, b))
 

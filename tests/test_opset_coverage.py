@@ -52,6 +52,7 @@ def _outcome(op: str, old: int, new: int, direction: str) -> list[str]:
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.sweep
 def test_every_step_of_every_version_pair_has_one_outcome(op):
     seen = set()
     for source in VERSIONS:

@@ -193,6 +193,7 @@ def _zero_labels(equation: str, shapes) -> list[str]:
 @pytest.mark.parametrize(("dtype", "opset"), FORMS)
 @pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
 @pytest.mark.parametrize(("equation", "shapes"), EQUATIONS, ids=[e for e, _ in EQUATIONS])
+@pytest.mark.sweep
 def test_einsum_runs_like_the_original_at_11(equation, shapes, symbolic, dtype, opset):
     original = _model(equation, _declared(equation, shapes, symbolic), dtype, opset)
     converted, _ = _convert(original)

@@ -76,6 +76,7 @@ def _converted(proto: onnx.ModelProto, target: int) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.sweep
 def test_each_case_goes_up_with_the_same_results(case, target):
     proto = CASES[case]
     feeds = _feeds(proto)
@@ -100,6 +101,7 @@ def _backend_data(folder: str) -> tuple[dict, list]:
 
 @pytest.mark.parametrize("target", (11, 13, onnx.defs.onnx_opset_version()))
 @pytest.mark.parametrize("name", sorted(BACKEND))
+@pytest.mark.sweep
 def test_onnx_backend_models_below_11_go_up_with_their_expected_outputs(name, target):
     path = BACKEND[name]
     feeds, expected = _backend_data(os.path.dirname(path))

@@ -97,6 +97,7 @@ def _outputs(op: str) -> str:
 
 
 @pytest.mark.parametrize(("op", "dtype", "shape", "target"), PARAMS)
+@pytest.mark.sweep
 def test_a_written_form_is_valid_and_runs_where_the_original_ran(op, dtype, shape, target):
     source, body = SOURCE, OPS[op]
     dims, concrete = SHAPES[shape]

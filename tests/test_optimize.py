@@ -279,6 +279,7 @@ def _lowered_and_checked(model: onnx.ModelProto, **options) -> tuple[onnx.ModelP
 @pytest.mark.parametrize("n", [0, 1, 3])
 @pytest.mark.parametrize("source", ZERO_DIM_SOURCES)
 @pytest.mark.parametrize("name", list(ZERO_DIM_OPS))
+@pytest.mark.sweep
 def test_zero_sized_dims_through_shape_ops_after_optimize(name, source, n):
     element, _, numpy_op = ZERO_DIM_OPS[name]
     model = _zero_dim_model(name, source, n)

@@ -103,6 +103,7 @@ CORPUS = {
 
 @pytest.mark.parametrize("name", sorted(PASSES))
 @pytest.mark.parametrize("key", sorted(CORPUS))
+@pytest.mark.sweep
 def test_each_pass_alone_on_the_corpora(key, name):
     check_alone(parse(CORPUS[key]), name)
 

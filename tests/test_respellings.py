@@ -202,6 +202,7 @@ FORM_SWEEP = [
 
 
 @pytest.mark.parametrize(("name", "form"), FORM_SWEEP)
+@pytest.mark.sweep
 def test_every_copy_or_exposed_node_onnx_sizes_wrong_is_respelled(name, form):
     case = RESPELLED[name][0]
     model, feeds = _form_model(name, form)

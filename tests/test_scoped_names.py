@@ -123,6 +123,7 @@ STRATEGIES = {
 @pytest.mark.parametrize("source", ["input", "construct"])
 @pytest.mark.parametrize("place", ["top", "if", "loop", "function"])
 @pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.sweep
 def test_colliding_names_lower_to_valid_equivalent_models(depth, place, source, seed, strategy):
     model = _model(depth, place, source, seed)
     onnx.checker.check_model(model, full_check=True)  # the original is valid

@@ -116,6 +116,7 @@ CHAINS = [
 
 
 @pytest.mark.parametrize(("chunk", "erase", "insert"), CHAINS)
+@pytest.mark.sweep
 def test_an_onnxscript_chain_is_read_as_tensors(chunk, erase, insert):
     model = _chain(chunk, erase, insert)
     result = lowered(model)

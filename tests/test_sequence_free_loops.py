@@ -190,6 +190,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("split", "axis", "name", "reader", "dtype"), CASES)
+@pytest.mark.sweep
 def test_a_loop_over_a_ragged_split_reads_slices_and_means_the_same(
     split, axis, name, reader, dtype
 ):

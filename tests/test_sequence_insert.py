@@ -536,6 +536,7 @@ def _fold_model(n: int, p: int, fold: str, sequence: str) -> tuple[onnx.ModelPro
 @pytest.mark.parametrize("sequence", ["static", "dynamic"])
 @pytest.mark.parametrize("fold", list(FOLDS))
 @pytest.mark.parametrize("n,p", [(n, p) for n in range(4) for p in range(-n, n + 1)])
+@pytest.mark.sweep
 def test_positions_computed_from_constants_are_folded(n, p, fold, sequence):
     model, feeds = _fold_model(n, p, fold, sequence)
     result = lowered(model)

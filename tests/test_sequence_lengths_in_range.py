@@ -191,6 +191,7 @@ def _sweep() -> list:
 
 
 @pytest.mark.parametrize("op,reader,form,position,dtype,n,p", _sweep())
+@pytest.mark.sweep
 def test_a_length_fails_where_the_original_fails(op, reader, form, position, dtype, n, p):
     check(op, reader, form, dtype, position == "constant", n, p)
 

@@ -271,6 +271,7 @@ def _sweep() -> list:
 
 
 @pytest.mark.parametrize("reader,form,position,dtype,n,p", _sweep())
+@pytest.mark.sweep
 def test_a_position_fails_where_the_original_fails(reader, form, position, dtype, n, p):
     check(reader, form, dtype, position == "constant", n, p)
 

@@ -251,7 +251,7 @@ _KERNELS = ort_c.get_all_opkernel_def()
 
 
 def _fold_cases():
-    for op in [*_BINARY, *_BOOL_ONLY]:
+    for op in [*_BINARY, *sorted(_BOOL_ONLY)]:
         for dtype in _EDGES:
             integer = dtype not in ("float", "double", "bool")
             if op in _INTEGER_ONLY and not integer or op in _BOOL_ONLY and dtype != "bool":

@@ -378,6 +378,7 @@ def _vectorized(model: onnx.ModelProto) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("n", [0, 1, 5])
 @pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.sweep
 def test_split_map_concat(name, n):
     family = FAMILIES[name]
     result = _vectorized(_parse(split_model(family), family))
@@ -391,6 +392,7 @@ def test_split_map_concat(name, n):
 
 @pytest.mark.parametrize("n", [0, 1, 5])
 @pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.sweep
 def test_split_on_axis_1_with_keepdims(name, n):
     family = FAMILIES[name]
     result = _vectorized(_parse(split_axis_1_model(family), family))
@@ -403,6 +405,7 @@ def test_split_on_axis_1_with_keepdims(name, n):
 
 @pytest.mark.parametrize("n", [0, 1, 5])
 @pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.sweep
 def test_graph_input_sequence(name, n):
     family = FAMILIES[name]
     model = _parse(input_model(family), family)
@@ -951,6 +954,7 @@ def _pad_model(opset: int, mode: str, form: str, source: str) -> onnx.ModelProto
 
 
 @pytest.mark.parametrize(("opset", "mode", "form", "source"), list(_pad_cases()))
+@pytest.mark.sweep
 def test_pad_batched_like_the_original(opset, mode, form, source):
     """The batch axis is never padded, and the batched Pad runs where the original
     does: onnxruntime's wrap fails on any zero dim, so an empty stack is guarded

@@ -302,6 +302,7 @@ def _reorder(body: str) -> str:
 
 @pytest.mark.parametrize("kind", SEQUENCE_KINDS)
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.sweep
 def test_vectorized_shapes_are_the_runtimes(case, kind):
     shape, body = CASES[case]
     model = _model(shape, _reorder(body), kind, "int64" if case in INT64_RESULTS else "float")

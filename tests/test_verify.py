@@ -175,6 +175,7 @@ ALL_DTYPES = [
 
 @pytest.mark.parametrize("values", list(verify.VALUE_MODES))
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=onnx.helper.tensor_dtype_to_string)
+@pytest.mark.sweep
 def test_synthesis_covers_every_dtype_in_every_value_mode(dtype, values):
     port = verify.Port("x", False, dtype, (2, "N"))
     spec = verify.RunSpec(2, "large", values)

@@ -58,6 +58,7 @@ import onnx_ir as ir
 
 from lowering.irutils.naming import adopt_name
 from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.walk import model_nodes
 
 
 def must_stay(node: ir.Node) -> str | None:
@@ -123,3 +124,15 @@ def bypass_identities(nodes: Iterable[ir.Node]) -> set[ir.Node]:
     for graph, gone in removed.items():
         graph.remove(gone)
     return {node for gone in removed.values() for node in gone}
+
+
+def identities_in(model: ir.Model) -> set[ir.Node]:
+    """Every Identity of ``model``: taken before a rewrite, the user's, which stay."""
+    return {node for node in model_nodes(model) if is_onnx_op(node, "Identity")}
+
+
+def bypass_made_identities(model: ir.Model, users: set[ir.Node]) -> set[ir.Node]:
+    """:func:`bypass_identities` of every Identity of ``model`` not in ``users``
+    (what :func:`identities_in` gave before the rewrite): the ones it made."""
+    made = [node for node in identities_in(model) if node not in users]
+    return bypass_identities(made)

@@ -27,6 +27,7 @@ import onnx_ir as ir
 
 from lowering.analysis.proven_shapes import prove_model
 from lowering.errors import LoweringError
+from lowering.irutils.identities import bypass_made_identities, identities_in
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes
@@ -82,6 +83,7 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
             if chosen:
                 plans.append((located, opset, chosen))
         rewrites = []
+        users = identities_in(model)  # the user's Identities stay, whatever they copy
         for located, opset, chosen in plans:
             written = rewrite_loop(located.node, chosen, opset)
             loop = next(n for n in written if n.op_type == "Loop")
@@ -99,6 +101,10 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
                 )
             )
         if rewrites:
+            # A concat read as the carried tensor itself, and the like, copy for nothing.
+            removed = bypass_made_identities(model, users)
+            for rewrite in rewrites:
+                rewrite.written[:] = [node for node in rewrite.written if node not in removed]
             name_fresh(model)
         return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites)
 

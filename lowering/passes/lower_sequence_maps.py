@@ -45,7 +45,7 @@ from lowering.analysis.proven_shapes import prove_model
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.analysis.type_inference import TypeOracle
 from lowering.irutils.constants import SharedConstants
-from lowering.irutils.identities import bypass_identities
+from lowering.irutils.identities import bypass_made_identities, identities_in
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
@@ -196,7 +196,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         body_ops = [_portability_ops(plan.body) for plan in plans]
         empty_read = [empty_is_read(plan) for plan in plans]  # (before the readers change)
         # The Identities already there, the user's, stay whatever they copy.
-        written_by_user = {located.node for located in find_nodes(model, _is_identity)}
+        written_by_user = identities_in(model)
         # Planned and checked: from here on the model changes.
         link_outer_outputs(model)
         for opset_imports in (model.opset_imports, *(f.opset_imports for f in functions)):
@@ -211,8 +211,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         replacer.finish()
         # The rewrites' Identities that copy for nothing (a concat read as the
         # stack itself, a copy of a body's Identity) go.
-        made = [n for n in find_nodes(model, _is_identity) if n.node not in written_by_user]
-        removed = bypass_identities(located.node for located in made)
+        removed = bypass_made_identities(model, written_by_user)
         if removed:
             for index, nodes in replaced.items():
                 replaced[index] = [node for node in nodes if node not in removed]
@@ -379,7 +378,3 @@ def _import_default_domain(opset_imports: dict[str, int]) -> None:
     """
     if "" not in opset_imports and "ai.onnx" in opset_imports:
         opset_imports[""] = opset_imports["ai.onnx"]
-
-
-def _is_identity(node: ir.Node) -> bool:
-    return is_onnx_op(node, "Identity")

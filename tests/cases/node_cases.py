@@ -63,7 +63,11 @@ def both(value, dtype=np.int64) -> list[In]:
     return [c(value, dtype), r(value, dtype)]
 
 
-def model_of(case: Case, opset: int) -> onnx.ModelProto:
+def case_node(
+    case: Case, outputs: list[str]
+) -> tuple[onnx.NodeProto, list[onnx.ValueInfoProto], list[onnx.TensorProto]]:
+    """The case's node writing ``outputs``, its graph inputs (``i{k}``, fed by
+    :func:`feeds_of`) and its initializers (the constant inputs)."""
     inputs, initializers, names = [], [], []
     for k, given in enumerate(case.inputs):
         if given is None:
@@ -76,9 +80,14 @@ def model_of(case: Case, opset: int) -> onnx.ModelProto:
         else:
             dtype = helper.np_dtype_to_tensor_dtype(given.value.dtype)
             inputs.append(helper.make_tensor_value_info(name, dtype, given.value.shape))
-    outputs = [f"o{k}" for k in range(case.outputs)]
     node = helper.make_node(case.op, names, outputs)
     node.attribute.extend(attributes_of(case.attrs))
+    return node, inputs, initializers
+
+
+def model_of(case: Case, opset: int) -> onnx.ModelProto:
+    outputs = [f"o{k}" for k in range(case.outputs)]
+    node, inputs, initializers = case_node(case, outputs)
     graph = helper.make_graph(
         [node], "g", inputs, [onnx.ValueInfoProto(name=n) for n in outputs], initializers
     )

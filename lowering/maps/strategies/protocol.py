@@ -16,8 +16,8 @@ A decline is data, as onnxscript's ``MatchResult`` and MLIR's
 ``notifyMatchFailure`` are: the chosen form's reason lists the declines
 that are ``said`` (``not a Scan: tract has no Scan``), and a map that no
 form fits is refused with them. What a strategy computed while fitting (the
-vectorized nodes, the scan axes, the length) rides on its :class:`Fit` to
-its rewrite, which never judges again.
+vectorized nodes, the length) rides on its :class:`Fit` to its rewrite,
+which never judges again (but a Scan whose readers changed meanwhile).
 """
 
 from __future__ import annotations
@@ -96,8 +96,10 @@ class Context:
     guarded: set[ir.Graph] = dataclasses.field(default_factory=set)
     #: What a rewrite adds to its map's reason (keyed by the map's node).
     notes: dict[ir.Node, str] = dataclasses.field(default_factory=dict)
-    #: Each map's analyses that several strategies read (keyed by the map's node).
-    memo: dict[tuple[str, ir.Node], object] = dataclasses.field(default_factory=dict)
+    #: Each map's analyses that two strategies read, judged once (by the map's node):
+    #: its vectorized rewrite (or why not), and whether its results have one shape.
+    vectorized: dict[ir.Node, Fit | Decline] = dataclasses.field(default_factory=dict)
+    uniform: dict[ir.Node, tuple[bool, str]] = dataclasses.field(default_factory=dict)
 
 
 class Strategy(Protocol):

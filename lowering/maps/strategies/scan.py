@@ -51,8 +51,6 @@ reads a Loop's stack (a Transpose for a stack along another axis)::
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import onnx_ir as ir
 
@@ -489,13 +487,6 @@ _UNGUARDED = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Scanned(Fit):
-    """A split -> map -> concat: the scan output axis of each output."""
-
-    axes: tuple[int, ...] = ()
-
-
 class Scan:
     """Split -> map -> concat as one Scan (this module)."""
 
@@ -515,12 +506,11 @@ class Scan:
         dtypes = [t[0].dtype if t is not None else None for t in plan.element_types] + [
             tensor_dtype(t) for t, _ in plan.result_types
         ]
-        return Scanned(
+        return Fit(
             self,
             f"split -> map -> concat, and {why}",
             writes=[(op, d) for d in dtypes for op in ("Scan", "Unsqueeze", "Reshape")],
             needs=frozenset({"Scan"}),
-            axes=tuple(axes),
         )
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:

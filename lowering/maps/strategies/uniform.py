@@ -424,12 +424,9 @@ def merge_along(
 
 def uniform_of(plan: MapPlan, context: Context) -> tuple[bool, str]:
     """:func:`uniform_reason`, judged once per map for the strategies that ask."""
-    key = ("uniform", plan.node)
-    if key not in context.memo:
-        context.memo[key] = uniform_reason(plan)
-    found = context.memo[key]
-    assert isinstance(found, tuple), "memoized by uniform_of"
-    return found
+    if plan.node not in context.uniform:
+        context.uniform[plan.node] = uniform_reason(plan)
+    return context.uniform[plan.node]
 
 
 class ScanOutputs:

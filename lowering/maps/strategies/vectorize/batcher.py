@@ -36,6 +36,7 @@ from lowering.irutils.op_facts import (
     is_onnx_domain,
     is_onnx_op,
 )
+from lowering.irutils.static_values import small_constant
 from lowering.maps.plan import MapPlan, ragged_source, split_source
 from lowering.maps.strategies.vectorize import (
     elementwise,
@@ -627,11 +628,12 @@ def _detach(node: ir.Node) -> None:
 
 
 def _operands(args: Sequence[BodyValue | None]) -> list[Operand | None]:
-    """What is known of a body node's inputs, each of one element."""
+    """What is known of a body node's inputs, each of one element (the value of a
+    small constant only: a weight is never read for its shape)."""
     return [
         None
         if a is None
-        else Operand(a.dtype, a.shape, None if a.batched else constant_array(a.value))
+        else Operand(a.dtype, a.shape, None if a.batched else small_constant(a.value))
         for a in args
     ]
 

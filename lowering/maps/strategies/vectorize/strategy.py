@@ -77,11 +77,10 @@ class Vectorize:
         self.stack_free_only = stack_free_only
 
     def fit(self, plan: MapPlan, context: Context, declined: list[Decline]) -> Fit | Decline:
-        key = ("vectorize", plan.node)
-        if key not in context.memo:
-            context.memo[key] = _vectorized(plan, context, self)
-        found = context.memo[key]
-        assert isinstance(found, (Vectorized, Decline)), "memoized by this strategy"
+        if plan.node not in context.vectorized:
+            context.vectorized[plan.node] = _vectorized(plan, context, self)
+        found = context.vectorized[plan.node]
+        assert isinstance(found, (Vectorized, Decline)), "judged by this strategy"
         if isinstance(found, Decline):  # said by the second asking, after unrolling
             return dataclasses.replace(found, said=not self.stack_free_only)
         if self.stack_free_only and not found.stack_free:
