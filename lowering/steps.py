@@ -20,7 +20,7 @@ name so that importing it never hides that function.)
                                   through a sequence; also where only elements were exposed)
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
-    ConstantValueFormPass     *** Constants as ``value``   (TVM reads no other form)
+    ConstantValueFormPass     *** Constants as ``value``   (for TVM, MNN: they read no other form)
     TargetOpsetPass               declare target_opset     (target_opset=N)
     IrVersionPass                 the lowest IR version    (target_opset=N or ir_version=N)
     ProvenancePass            ****  metadata_props naming the tool, its version and options
@@ -67,6 +67,7 @@ from lowering.passes.specialize_functions import SpecializeFunctionsPass, Specia
 from lowering.passes.target_opset import TargetOpsetPass
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult
+from lowering.runtimes.profiles import profile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +146,11 @@ STEPS: tuple[Step, ...] = (
         lambda o, p: o.normalize_inserts,
     ),
     Step("optimize", lambda o, p: OptimizePass(), lambda o, p: o.optimize and p.rewritten),
-    Step("constant form", lambda o, p: ConstantValueFormPass(), lambda o, p: p.rewritten),
+    Step(
+        "constant form",
+        lambda o, p: ConstantValueFormPass(),
+        lambda o, p: p.rewritten and profile(o.runtime).constant_shorthands,
+    ),
     Step(
         "target opset",
         lambda o, p: TargetOpsetPass(o.target_opset),  # type: ignore[arg-type]

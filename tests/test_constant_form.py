@@ -1,4 +1,5 @@
-"""Constants come out in their ``value`` form (lowering.passes.constant_form)."""
+"""Constants come out in their ``value`` form for the runtimes that read no
+other (lowering.passes.constant_form), and as written for the others."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 import lowering
 from lowering.passes.constant_form import ConstantValueFormPass
+from lowering.runtimes.profiles import RUNTIMES
 from tests.helpers import all_nodes, assert_same, run
 
 H = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
@@ -53,14 +55,32 @@ def _shorthands(model: onnx.ModelProto) -> list[str]:
     ]
 
 
+#: Each runtime, and whether it reads a Constant only in its ``value`` form.
+VALUE_ONLY = {
+    "tvm": True,
+    "mnn": True,
+    "generic": True,
+    "onnxruntime": False,
+    "openvino": False,
+    "tract": False,
+    "tinygrad": False,
+}
+
+
+def test_every_runtime_is_said():
+    assert set(VALUE_ONLY) == set(RUNTIMES)
+
+
 @pytest.mark.parametrize("attribute", list(SHORTHANDS))
-def test_every_shorthand_becomes_value(attribute):
+@pytest.mark.parametrize("runtime", list(VALUE_ONLY))
+def test_every_shorthand_becomes_value_for_a_runtime_that_reads_no_other(attribute, runtime):
     type_, tensor = SHORTHANDS[attribute]
     model = _model(attribute, type_)
     onnx.checker.check_model(model, full_check=True)
     assert _shorthands(model)
-    result = lowering.lower(model)
-    assert _shorthands(result) == []
+    result = lowering.lower(model, runtime=runtime)
+    kept = [a for a in _shorthands(model) if not VALUE_ONLY[runtime]]
+    assert _shorthands(result) == kept
     onnx.checker.check_model(result, full_check=True)
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     assert_same(run(result, {"x": x}), [tensor, np.maximum(x, 0), tensor])
@@ -129,7 +149,7 @@ g ({type_}[2] t, float[3,4] x) => ({type_} y, float[3,4] z) {{
         element = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(_NUMPY[like]))
         model.graph.value_info.append(onnx.helper.make_tensor_value_info("u", element, [2]))
     onnx.checker.check_model(model, full_check=True)
-    result = lowering.lower(model)
+    result = lowering.lower(model, runtime="mnn")
     onnx.checker.check_model(result, full_check=True)
     (producer,) = [node for node in result.graph.node if "y" in node.output]
     readers_of_c = [node for node in result.graph.node if "c" in node.input]
@@ -160,7 +180,7 @@ g ({inputs}) => (float[2] y, float[3,4] z) <int64[2] k = {{5, 6}}> {{
 }}"""
     )
     onnx.checker.check_model(model, full_check=True)
-    result = lowering.lower(model)
+    result = lowering.lower(model, runtime="mnn")
     ops = [node.op_type for node in result.graph.node]
     assert ("CastLike" in ops) == overridable
     assert [i.name for i in result.graph.initializer] == (["k"] if overridable else [])

@@ -105,7 +105,7 @@ def test_the_pipeline_says_each_step_and_counts_the_maps():
     assert phases == [
         "doubted shapes", "specialize", "fold insert chains", "accumulator loops",
         "lower maps", "planning maps", "lowering maps", "eliminate sequences", "hide unproven outputs",
-        "normalize inserts", "constant form", "provenance",
+        "normalize inserts", "provenance",
     ]  # fmt: skip
     for phase in ("planning maps", "lowering maps"):
         assert [(d, t) for p, d, t in said if p == phase] == [(0, 3), (1, 3), (2, 3)]

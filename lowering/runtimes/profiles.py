@@ -53,6 +53,9 @@ class Runtime:
         oldest: The oldest release the profile covers ("2024.0": that and later).
         newest: The newest it covers, for a release profile ("" for no end).
         measured: The releases it was measured on.
+        constant_shorthands: It reads a Constant only in its ``value`` form and a
+            Conv's bias only as a constant: :class:`~lowering.passes.constant_form.ConstantValueFormPass`
+            runs for it, and for no other.
     """
 
     name: str
@@ -62,6 +65,7 @@ class Runtime:
     oldest: str = ""
     newest: str = ""
     measured: tuple[str, ...] = ()
+    constant_shorthands: bool = False
 
     @property
     def releases(self) -> str:
@@ -137,9 +141,12 @@ _MEASURED = (
         ),
         oldest="3.6",
         measured=("3.6.1",),
+        constant_shorthands=True,
     ),
     # TVM Relax 0.27: the frontend converts every sequence op, but no Loop or Scan.
-    Runtime("tvm", frozenset(LOOP_OPS), oldest="0.27", measured=("0.27",)),
+    Runtime(
+        "tvm", frozenset(LOOP_OPS), oldest="0.27", measured=("0.27",), constant_shorthands=True
+    ),
     # tinygrad 0.14: no loop and no sequence op.
     Runtime("tinygrad", frozenset(LOOP_OPS) | _ALL_SEQUENCES, oldest="0.14", measured=("0.14.0",)),
 )
@@ -212,6 +219,7 @@ RUNTIMES["generic"] = Runtime(
     "generic",
     frozenset().union(*(r.lacks for r in _MEASURED)),
     one_if_per_graph=any(r.one_if_per_graph for r in _MEASURED),
+    constant_shorthands=any(r.constant_shorthands for r in _MEASURED),
     miscomputes=tuple((op, f"({r.name}) {how}") for r in _MEASURED for op, how in r.miscomputes),
 )
 
