@@ -282,4 +282,4 @@ def _declares(options: Options) -> bool:
 
 
 def _report(before: Measure, model: ir.Model, result: LoweringResult, options: Options) -> Report:
-    return Report.of(before, model, result.rewrites, options, kept=result.kept)
+    return Report.of(before, model, result, options)

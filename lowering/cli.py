@@ -408,9 +408,8 @@ def _summarized(
     report = Report.of(
         run.before,
         model,
-        result.rewrites,
+        result,
         args.options,
-        kept=result.kept,
         input=source,
         output="<stdout>" if args.output == STREAM else args.output,
         files=files,

@@ -2,10 +2,10 @@
 
 CI jobs want to assert what happened, not parse the summary. A
 :class:`Report` holds everything the summary says, and the summary is
-rendered from it (``lowering/cli.py``), so the JSON and the text cannot
+rendered from it (``lowering/summary.py``), so the JSON and the text cannot
 disagree::
 
-    Pipeline(options)(model) --rewrites, kept--> Report.of(before, model, ...)
+    Pipeline(options)(model) --LoweringResult--> Report.of(before, model, ...)
                                                    |                 |
                                            summary (text, stderr)   to_json() (--report FILE.json)
 
@@ -24,12 +24,12 @@ import dataclasses
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lowering import __version__
 from lowering.options import Options
-from lowering.rewrites import Kept, Rewrite, explained
+from lowering.rewrites import Conversion, Kept, LoweringResult, Rewrite, explained
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -39,22 +39,6 @@ if TYPE_CHECKING:
 #: The version of :meth:`Report.as_dict`'s layout.
 SCHEMA = 1
 TOOL = "lowering"
-#: What the node entries are; the other rewrites are conversions and --optimize's note.
-#: (The sequence ops after the first two are read as tensors in a model with
-#: no map to lower: :mod:`lowering.passes.eliminate_sequences`; a Loop is an
-#: accumulator loop: :mod:`lowering.loops`.)
-NODE_OPS = (
-    "SequenceMap",
-    "SequenceInsert",
-    "SequenceAt",
-    "SequenceErase",
-    "SequenceLength",
-    "SplitToSequence",
-    "ConcatFromSequence",
-    "Identity",
-    "Loop",
-)
-
 _LOG = logging.getLogger(__name__)
 
 
@@ -94,7 +78,7 @@ class Node:
     """One rewritten SequenceMap, SequenceInsert, or other sequence op read as tensors.
 
     Attributes:
-        op: "SequenceMap", "SequenceInsert", or another of :data:`NODE_OPS` ("Loop":
+        op: The rewritten node's op (:attr:`lowering.rewrites.Rewrite.op_type`; "Loop":
             an accumulator loop, its strategy "stack", "concat" or "concat+stack").
         name: The node's name ("" if it had none).
         scope: The graph or function it sat in, as the summary says it.
@@ -141,27 +125,6 @@ class Node:
             "reason": self.reason,
             "rejected_by": [{"runtime": r, "op": op} for r, op in self.rejected_by],
         }
-
-
-@dataclasses.dataclass(frozen=True)
-class Conversion:
-    """What ``target_opset`` expanded into ONNX function bodies or adapted.
-
-    ``what``: the op and version expanded (``"Gelu-20"``) or the adapter's
-    label; ``count``: how many nodes.
-    """
-
-    how: str  # "expanded" or "adapted"
-    what: str
-    count: int
-
-    @classmethod
-    def of(cls, rewrite: Rewrite) -> Conversion:
-        what, _, count = rewrite.reason.rpartition(" x")  # TargetOpsetPass: f"{op} x{count}"
-        return cls(rewrite.strategy, what, int(count))
-
-    def __str__(self) -> str:
-        return f"{self.what} x{self.count}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,10 +196,9 @@ class Report:
         cls,
         before: Measure,
         model: ir.Model,
-        rewrites: Sequence[Rewrite],
+        result: LoweringResult,
         options: Options,
         *,
-        kept: Sequence[Kept] = (),
         lowest: bool = True,
         **context: Any,
     ) -> Report:
@@ -249,16 +211,15 @@ class Report:
         ``lowest=False`` leaves :attr:`lowest_opset` None: working it out plans
         every node at each opset from 11 up, seconds for thousands of maps, for
         a line that ``-q`` does not print."""
-        nodes = tuple(Node.of(r) for r in rewrites if r.op_type in NODE_OPS)
-        dropped = [r.reason for r in rewrites if r.op_type == "Optimize"]
+        nodes = tuple(Node.of(r) for r in result.rewrites)
         return cls(
             options=options,
             before=before,
             after=Measure.of(model),
             nodes=nodes,
-            kept=tuple(kept),
-            conversions=tuple(Conversion.of(r) for r in rewrites if r.op_type == "TargetOpset"),
-            not_optimized=dropped[0] if dropped else _not_run(options, nodes),
+            kept=tuple(result.kept),
+            conversions=tuple(result.conversions),
+            not_optimized=result.not_optimized or _not_run(options, nodes),
             lowest_opset=_lowest_opset(model) if nodes and lowest else None,
             **context,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Literal
 
 import onnx
 import onnx_ir as ir
@@ -18,11 +19,8 @@ class Rewrite:
     Attributes:
         scope: The graph or function the node sat in, for humans.
         node_name: The node's name ("" if it had none).
-        op_type: "SequenceMap" or "SequenceInsert"; "TargetOpset" for what
-            ``--target-opset`` expanded or adapted (``strategy`` says which,
-            ``reason`` the op or adapter and how many nodes); "Optimize" when
-            ``--optimize``'s result failed the ONNX checker and the model was
-            kept unoptimized (``reason`` says why).
+        op_type: The rewritten node's op: "SequenceMap", "SequenceInsert", an
+            accumulator "Loop", or the sequence op a chain's node became a tensor op for.
         original: The node as it was, serialized before the rewrite, when
             the pass was asked to keep it (it costs a copy of the body).
         written: The nodes the rewrite wrote in its place; :attr:`new_nodes`
@@ -91,6 +89,22 @@ class Kept:
     reason: str
 
 
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    """What ``target_opset`` expanded into ONNX function bodies or adapted.
+
+    ``what``: the op and version expanded (``"Gelu-20"``) or the adapter's
+    label; ``count``: how many nodes.
+    """
+
+    how: Literal["expanded", "adapted"]
+    what: str
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.what} x{self.count}"
+
+
 @dataclasses.dataclass
 class LoweringResult(ir.passes.PassResult):
     """What a pass of this package returns: onnx_ir's result, what it rewrote
@@ -102,10 +116,15 @@ class LoweringResult(ir.passes.PassResult):
             left as written, since ``--runtime`` lacks an op every form of it
             needs (:class:`lowering.NormalizeSequenceInsertPass`'s positions),
             in the order found.
+        conversions: What :class:`lowering.TargetOpsetPass` expanded or adapted.
+        not_optimized: Why :class:`lowering.OptimizePass`'s result was dropped (it
+            failed the ONNX checker, so the model was kept unoptimized); else None.
     """
 
     rewrites: list[Rewrite] = dataclasses.field(default_factory=list)
     kept: list[Kept] = dataclasses.field(default_factory=list)
+    conversions: list[Conversion] = dataclasses.field(default_factory=list)
+    not_optimized: str | None = None
 
 
 def spelled(rejections: list[tuple[str, str]]) -> list[str]:

@@ -230,9 +230,7 @@ class Pipeline(ir.passes.InPlacePass):
         )
         declared = _declared(model)
         fixed = False
-        rewrites = []
-        kept = []
-        modified = False
+        total = LoweringResult(model, modified=False)
         specialized: SpecializeResult | None = None
         for step in STEPS:
             if not step.when(self.options, progress):
@@ -245,7 +243,7 @@ class Pipeline(ir.passes.InPlacePass):
                 if specialized is not None:  # name the function the user wrote
                     raise specialized.unspecialized(error) from None
                 raise
-            modified = modified or result.modified
+            total.modified = total.modified or result.modified
             if isinstance(pass_, FixInputShapesPass):
                 fixed = result.modified
             if isinstance(result, SpecializeResult):
@@ -257,12 +255,15 @@ class Pipeline(ir.passes.InPlacePass):
             if isinstance(result, EliminationResult):
                 progress.copied = [*progress.copied, *result.exposed]
             if isinstance(result, LoweringResult):
-                rewrites += result.rewrites
-                kept += result.kept
-                if not isinstance(pass_, TargetOpsetPass):
-                    progress.rewritten = progress.rewritten or bool(result.rewrites)
-            progress.changed = bool(rewrites) or fixed or _declared(model) != declared
-        return LoweringResult(model, modified=modified, rewrites=rewrites, kept=kept)
+                total.rewrites += result.rewrites
+                total.kept += result.kept
+                total.conversions += result.conversions
+                total.not_optimized = total.not_optimized or result.not_optimized
+                progress.rewritten = progress.rewritten or bool(result.rewrites)
+            progress.changed = (
+                bool(total.rewrites or total.conversions) or fixed or _declared(model) != declared
+            )
+        return total
 
 
 def pipeline(*, progress: Callback = silent, **options) -> Pipeline:

@@ -162,11 +162,10 @@ def _lowered(model: onnx.ModelProto, options: dict) -> tuple[onnx.ModelProto, li
     working = onnx.ModelProto()
     working.CopyFrom(model)
     ir_model = ir.serde.deserialize_model(working)
-    rewrites = lowering.lower_in_place(ir_model, **options)
-    for rewrite in rewrites:
-        if rewrite.op_type == "Optimize":
-            raise FuzzFailure("optimized model refused", options, rewrite.reason)
-    return ir.serde.serialize_model(ir_model), rewrites
+    result = lowering.pipeline(**options)(ir_model)
+    if result.not_optimized is not None:
+        raise FuzzFailure("optimized model refused", options, result.not_optimized)
+    return ir.serde.serialize_model(ir_model), result.rewrites
 
 
 def check_one(example, options: dict) -> onnx.ModelProto | None:

@@ -25,7 +25,7 @@ from lowering.irutils.snapshot import snapshot
 from lowering.irutils.static_values import disputed_reading
 from lowering.irutils.walk import graphs_within, model_nodes, nodes_within
 from lowering.options import check_extra
-from lowering.rewrites import LoweringResult, Rewrite
+from lowering.rewrites import LoweringResult
 
 
 class OptimizePass(ir.passes.InPlacePass):
@@ -44,8 +44,7 @@ class OptimizePass(ir.passes.InPlacePass):
         refused = optimize_keeping_overridables(model)
         if refused is None:
             return LoweringResult(model, modified=True)
-        kept = Rewrite("the model", "", "Optimize", None, [], "not optimized", refused)
-        return LoweringResult(model, modified=False, rewrites=[kept])
+        return LoweringResult(model, modified=False, not_optimized=refused)
 
 
 def optimize_keeping_overridables(model: ir.Model) -> str | None:

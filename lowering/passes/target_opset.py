@@ -31,7 +31,7 @@ from lowering.passes.hide_unproven_outputs import (
     plan_copied_shapes,
     read_producers,
 )
-from lowering.rewrites import LoweringResult, Rewrite
+from lowering.rewrites import Conversion, LoweringResult
 
 __all__ = ["MIN_OPSET", "TargetOpsetPass", "TargetOpsetResult", "lowest_opset"]
 _LOG = logging.getLogger(__name__)
@@ -109,10 +109,9 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             name_fresh(model)
         if model is not original:
             adopt(original, model)
-        result.rewrites = [
-            Rewrite("the model", "", "TargetOpset", None, [], how, f"{op} x{count}")
-            for how, done in (("expanded", result.expanded), ("adapted", result.adapted))
-            for op, count in sorted(done.items())
+        result.conversions = [
+            *(Conversion("expanded", op, count) for op, count in sorted(result.expanded.items())),
+            *(Conversion("adapted", op, count) for op, count in sorted(result.adapted.items())),
         ]
         return result
 
