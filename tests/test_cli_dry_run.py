@@ -11,8 +11,8 @@ import sys
 import onnx
 import pytest
 
+from tests.cases.input_shapes import SPLIT_MAP
 from tests.helpers import parse
-from tests.test_cli_input_shapes import SPLIT_MAP
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "torch_atleast_2d.onnx"

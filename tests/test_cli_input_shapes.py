@@ -15,34 +15,8 @@ import pytest
 import lowering
 from lowering.options import InputShapeError
 from lowering.verify.cli import COMPARISON_FLAGS
+from tests.cases.input_shapes import SEQUENCE_IN, SPLIT_MAP, H
 from tests.helpers import op_types, parse, run
-
-H = '<ir_version: 8, opset_import: ["" : 17]>'
-
-# ScatterElements has no batching rule: the map needs a loop, or a static length to unroll.
-SPLIT_MAP = (
-    H
-    + """
-g (float[T,4] x) => (float[N] z) {
-  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
-  m = SequenceMap <body = body (float[4] r) => (float[4] c) {
-        at = Constant <value = int64[2] {1, 3}> ()
-        new = Constant <value = float[2] {0.5, 2.0}> ()
-        s = ScatterElements <axis = 0> (r, at, new)
-        c = Mul(s, r)
-      }> (rows)
-  z = ConcatFromSequence <axis = 0> (m)
-}"""
-)
-
-# A sequence input whose elements' dims are open.
-SEQUENCE_IN = (
-    H
-    + """
-g (seq(float[?,4]) s) => (seq(float[?,4]) y) {
-  y = SequenceMap <body = body (float[?,4] a) => (float[?,4] c) { c = Neg(a) }> (s)
-}"""
-)
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,8 @@ import lowering
 from lowering.opset.lowest import _representatives
 from lowering.passes.target_opset import _lowest_opset, lowest_opset
 from tests.cases.differential import CASES
+from tests.cases.torch_corpus import STEMS, load
 from tests.helpers import parse
-from tests.test_opset_corpus import STEMS, _load
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -24,7 +24,7 @@ def test_the_differential_corpus_lowered(name):
 
 @pytest.mark.parametrize("key", sorted(STEMS))
 def test_the_torch_exports(key):
-    model = ir.serde.deserialize_model(_load(*key)[0])
+    model = ir.serde.deserialize_model(load(*key)[0])
     assert lowest_opset(model) == _lowest_opset(model)
 
 

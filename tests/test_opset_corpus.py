@@ -28,46 +28,12 @@ import pytest
 
 import lowering
 from lowering.passes.target_opset import lowest_opset
-from tests import matrix_models
+from tests.cases.torch_corpus import DATA, EXPORTS, LIMITED, STEMS, load
 from tests.helpers import run
 from tests.matrix_models import GENUINE_LIMITS
 
 # Real models at every target: a long run (docs/testing.md).
 pytestmark = pytest.mark.slow
-
-DATA = pathlib.Path(__file__).parent / "data" / "torch"
-NAMES = [
-    "resnet",
-    "mobilenet_block",
-    "transformer",
-    "lstm",
-    "groupnorm_resize",
-    "chunk_reduce",
-    "bert",
-    "gpt2",
-]
-#: The 2026 group (issue 24) but its genuine limits, and those also exported by
-#: the TorchScript exporter.
-RECENT = [name for name in matrix_models.RECENT if name not in GENUINE_LIMITS]
-LEGACY = ["llama_kv", "qwen2_kv", "whisper_decoder", "swin", "gru_chunk", "circular_pad"]
-#: (name, opset) -> file stem, for every committed corpus export
-STEMS = {
-    **{
-        (n, o): f"corpus_{n}_opset{o}" for n in [*NAMES, *RECENT, *GENUINE_LIMITS] for o in (18, 20)
-    },
-    **{(f"{n}_legacy", 17): f"corpus_{n}_legacy_opset17" for n in LEGACY},
-}
-LIMITED = [(n, o) for n in GENUINE_LIMITS for o in (18, 20)]
-EXPORTS = [key for key in STEMS if key not in LIMITED]
-
-
-def _load(name: str, opset: int):
-    stem = STEMS[(name, opset)]
-    model = onnx.load(DATA / f"{stem}.onnx")
-    data = np.load(DATA / f"{stem}.npz")
-    feeds = {i.name: data[f"input_{k}"] for k, i in enumerate(model.graph.input)}
-    expected = [data[f"output_{k}"] for k in range(len(model.graph.output))]
-    return model, feeds, expected
 
 
 def _declared(model: onnx.ModelProto) -> int:
@@ -78,7 +44,7 @@ def _declared(model: onnx.ModelProto) -> int:
 @pytest.mark.parametrize(("name", "opset"), EXPORTS, ids=[f"{n}-{o}" for n, o in EXPORTS])
 def test_export_reaches_the_target_with_torchs_results(name, opset, target):
     """None: the default target (the export's own opset)."""
-    model, feeds, expected = _load(name, opset)
+    model, feeds, expected = load(name, opset)
     assert _declared(model) == opset
     if not name.endswith("_legacy"):  # the TorchScript exporter writes no SequenceMap
         assert any(n.op_type == "SequenceMap" for n in model.graph.node)
@@ -98,7 +64,7 @@ def test_export_reaches_the_target_with_torchs_results(name, opset, target):
 
 @pytest.mark.parametrize("name", ["resnet", "transformer", "bert"])
 def test_with_optimize_too(name):
-    model, feeds, expected = _load(name, 20)
+    model, feeds, expected = load(name, 20)
     result = lowering.lower(model, target_opset=11, optimize=True)
     assert _declared(result) == 11
     onnx.checker.check_model(result, full_check=True)
@@ -113,7 +79,7 @@ def test_a_genuine_limit_is_reached_and_named_below_it(name, opset):
     aligned=True) none below 16: down to the limit torch's results, then one
     line naming each blocked node, its op and the opset it needs."""
     limit, _ = GENUINE_LIMITS[name]
-    model, feeds, expected = _load(name, opset)
+    model, feeds, expected = load(name, opset)
     for target in (None, limit):
         result = lowering.lower(model, target_opset=target)
         assert _declared(result) == (target or opset)
@@ -143,7 +109,7 @@ def test_a_genuine_limit_is_reached_and_named_below_it(name, opset):
 
 @pytest.mark.parametrize("opset", [18, 20])
 def test_scatter_add_reaches_16_and_names_its_blockers_below(opset):
-    model, feeds, expected = _load("scatter_add", opset)
+    model, feeds, expected = load("scatter_add", opset)
     result = lowering.lower(model, target_opset=16)
     assert _declared(result) == 16
     for got, want in zip(run(result, feeds), expected):
@@ -193,14 +159,14 @@ def test_the_cli_prints_one_line_when_blocked(tmp_path):
     ],
 )
 def test_lowest_opset_of_the_exports(name, lowest):
-    model = ir.serde.deserialize_model(_load(name, 20)[0])
+    model = ir.serde.deserialize_model(load(name, 20)[0])
     lowering.lower_in_place(model)
     assert lowest_opset(model) == lowest
 
 
 @pytest.mark.parametrize("name", ["resnet", "lstm", "groupnorm_resize", "bert"])
 def test_exports_go_up_to_21_too(name):
-    model, feeds, expected = _load(name, 18)
+    model, feeds, expected = load(name, 18)
     result = lowering.lower(model, target_opset=21)
     assert _declared(result) == 21
     onnx.checker.check_model(result, full_check=True)

@@ -18,8 +18,8 @@ import pytest
 import lowering
 from lowering import cli, progress
 from lowering.cli import run_pipeline
+from tests.cases.report_models import MODELS, many_maps
 from tests.helpers import parse
-from tests.test_report import MODELS, _many_maps
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLEAR = "\r\x1b[K"
@@ -100,7 +100,7 @@ def test_only_a_terminal_that_moves_the_cursor_gets_a_line(monkeypatch, stream, 
 
 def test_the_pipeline_says_each_step_and_counts_the_maps():
     said = []
-    lowering.lower(_many_maps(3), progress=lambda *call: said.append(call))
+    lowering.lower(many_maps(3), progress=lambda *call: said.append(call))
     phases = list(dict.fromkeys(phase for phase, _, _ in said))
     assert phases == [
         "doubted shapes", "specialize", "fold insert chains", "accumulator loops",
@@ -112,7 +112,7 @@ def test_the_pipeline_says_each_step_and_counts_the_maps():
 
 
 def test_the_api_says_nothing_by_default(capsys):
-    lowering.lower(_many_maps(3))
+    lowering.lower(many_maps(3))
     assert capsys.readouterr() == ("", "")
 
 
@@ -120,7 +120,7 @@ def test_the_api_says_nothing_by_default(capsys):
 
 
 def _lower_on(monkeypatch, tmp_path, stderr, *argv: str, model=None) -> int:
-    onnx.save(model or _many_maps(25), tmp_path / "in.onnx")
+    onnx.save(model or many_maps(25), tmp_path / "in.onnx")
     monkeypatch.setattr(sys, "stderr", stderr)
     monkeypatch.setattr(cli, "PROGRESS_DELAY", 0.0)
     monkeypatch.setattr(cli, "_clock", Clock(1.0))  # every count is drawn
@@ -187,7 +187,7 @@ def test_the_line_is_gone_before_a_log_record(monkeypatch, tmp_path):
 
 def _child(tmp_path: pathlib.Path, *argv: str, tty: bool) -> str:
     """Run the CLI in a child with the line's delay 0; its stderr as bytes read back."""
-    onnx.save(_many_maps(25), tmp_path / "in.onnx")
+    onnx.save(many_maps(25), tmp_path / "in.onnx")
     code = (
         "import sys, lowering.cli as c; c.PROGRESS_DELAY = 0.0; "
         f"sys.exit(c.main({[*argv, str(tmp_path / 'in.onnx'), str(tmp_path / 'out.onnx')]!r}))"

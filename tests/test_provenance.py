@@ -16,8 +16,8 @@ import pytest
 import lowering
 from lowering import cli
 from lowering.passes.provenance import OPTIONS_KEY, VERSION_KEY, changed_options
+from tests.cases.report_models import MODELS
 from tests.helpers import parse
-from tests.test_report import MODELS
 
 KEYS = {VERSION_KEY, OPTIONS_KEY}
 

@@ -14,8 +14,8 @@ import pytest
 
 from lowering import verify
 from lowering.verify.runs import fallbacks
+from tests.cases.verify_mutants import kind_models
 from tests.helpers import parse
-from tests.test_verify_limits import _models
 
 _HEAD = '<ir_version: 9, opset_import: ["" : 20]>\n'
 
@@ -148,7 +148,7 @@ def test_a_wrong_rewrite_seen_only_in_a_run_a_rejects_is_caught(caught, runtime)
     if runtime != "onnxruntime":
         pytest.importorskip(runtime)
     guard = parse(_HEAD + _REJECTS["dims"][0])
-    a, b = _models(caught)
+    a, b = kind_models(caught)
     out = a.graph.output[0].name  # then A's guard: y = out where x's dims are below 5
     for node in guard.graph.node:
         added = a.graph.node.add()

@@ -10,6 +10,7 @@ import pytest
 
 import lowering
 from lowering import cli, verify
+from tests.cases.verify_mutants import HEAD, KINDS, kind_models
 from tests.helpers import parse
 
 # 5. A time limit. B's Loop has no trip count and goes on while i < 2 (3
@@ -84,118 +85,15 @@ def test_timeout_keyword_is_checked():
         verify.compare(a, a, timeout=0)
 
 
-# 1. The input schedule. Each kind of input the runs before issue 35 never
-# drew has a wrong rewrite that only that kind shows: (A, B, whether the
-# first 17 runs, the old schedule, miss it). Every one is caught on every seed.
-_HEAD = '<ir_version: 9, opset_import: ["" : 20]>\n'
-_KINDS = {
-    # abs(x) as sqrt(x*x) overflows past 1.8e19
-    "huge": ("g (float[N] x) => (float[N] y) { y = Abs (x) }",
-             "g (float[N] x) => (float[N] y) { q = Mul (x, x)\n y = Sqrt (q) }", True),
-    # a subnormal flushed to 0 before a reciprocal
-    "tiny": ("g (float[N] x) => (float[N] y) { y = Reciprocal (x) }",
-             """g (float[N] x) => (float[N] y) {
-                  c = Constant <value = float {1.17549435e-38}> ()
-                  z = Constant <value = float {0.0}> ()
-                  a = Abs (x)
-                  below = Less (a, c)
-                  zero = Equal (x, z)
-                  nonzero = Not (zero)
-                  small = And (below, nonzero)
-                  w = Where (small, z, x)
-                  y = Reciprocal (w) }""", True),
-    # a one-pass variance cancels on a large mean and a small spread
-    "offset": ("""g (float[N] x) => (float[1] y) {
-                    m = ReduceMean (x)
-                    d = Sub (x, m)
-                    dd = Mul (d, d)
-                    y = ReduceMean (dd) }""",
-               """g (float[N] x) => (float[1] y) {
-                    m = ReduceMean (x)
-                    xx = Mul (x, x)
-                    mxx = ReduceMean (xx)
-                    mm = Mul (m, m)
-                    y = Sub (mxx, mm) }""", True),
-    # round half to even written as floor(x + 0.5)
-    "ties": ("g (float[N] x) => (float[N] y) { y = Round (x) }",
-             """g (float[N] x) => (float[N] y) {
-                  h = Constant <value = float {0.5}> ()
-                  xh = Add (x, h)
-                  y = Floor (xh) }""", False),
-    # a string compare that ignores case
-    "case": ("""g (string[N] s) => (bool[N] y) {
-                  c = Constant <value = string {"onnx"}> ()
-                  y = Equal (s, c) }""",
-             """g (string[N] s) => (bool[N] y) {
-                  c = Constant <value = string {"onnx"}> ()
-                  low = StringNormalizer <case_change_action = "LOWER", locale = "C"> (s)
-                  y = Equal (low, c) }""", False),  # False: B fails on an empty s
-    # a masked softmax whose all -inf row is 0 instead of NaN
-    "masked": ("g (float[N,M] x) => (float[N,M] y) { y = Softmax (x) }",
-               """g (float[N,M] x) => (float[N,M] y) {
-                    n = Constant <value = float {-inf}> ()
-                    z = Constant <value = float {0.0}> ()
-                    last = Constant <value = int64[1] {-1}> ()
-                    top = ReduceMax <keepdims = 1> (x, last)
-                    masked = Equal (top, n)
-                    sm = Softmax (x)
-                    y = Where (masked, z, sm) }""", False),
-    # a transpose that is wrong only at rank 3
-    "rank3": ("g (float x) => (float y) { y = Transpose (x) }",
-              """g (float x) => (float y) {
-                   sh = Shape (x)
-                   r = Size (sh)
-                   three = Constant <value = int64 {3}> ()
-                   is3 = Equal (r, three)
-                   y = If (is3) <
-                     then_branch = t () => (float u) {
-                       one = Constant <value = float {1.0}> ()
-                       tx = Transpose (x)
-                       u = Add (tx, one) },
-                     else_branch = e () => (float v) { v = Transpose (x) }> }""", True),
-    # elements truncated to 64
-    "wide": ("g (float[N] x) => (float[N] y) { y = Identity (x) }",
-             """g (float[N] x) => (float[N] y) {
-                  s = Constant <value = int64[1] {0}> ()
-                  e = Constant <value = int64[1] {64}> ()
-                  y = Slice (x, s, e) }""", True),
-    # a length counted in int8 (130 becomes -126)
-    "long": ("g (seq(float[N]) s) => (int64 y) { y = SequenceLength (s) }",
-             """g (seq(float[N]) s) => (int64 y) {
-                  n = SequenceLength (s)
-                  n8 = Cast <to = 3> (n)
-                  y = Cast <to = 7> (n8) }""", True),
-    # two untied sequences: a rewrite that takes the longer one's length
-    "shorter": ("""g (seq(float[N]) x, seq(float[N]) z) => (int64 y) {
-                     y = SequenceLength (z) }""",
-                """g (seq(float[N]) x, seq(float[N]) z) => (int64 y) {
-                     nx = SequenceLength (x)
-                     nz = SequenceLength (z)
-                     y = Max (nx, nz) }""", True),
-}  # fmt: skip
-
-
 # the run of the default schedule that draws each kind
 _RUN = {"huge": 17, "tiny": 18, "offset": 19, "ties": 20, "case": 20, "rank3": 20,
         "masked": 21, "wide": 22, "long": 23, "shorter": 24}  # fmt: skip
 
 
-def _models(kind: str) -> tuple[onnx.ModelProto, onnx.ModelProto]:
-    text_a, text_b, _ = _KINDS[kind]
-    models = parse(_HEAD + text_a), parse(_HEAD + text_b)
-    for model in models:  # ``float x`` is a scalar in ONNX text: of unknown rank here
-        branches = [a.g for node in model.graph.node for a in node.attribute if a.HasField("g")]
-        for graph in [model.graph, *branches]:
-            for info in [*graph.input, *graph.output]:
-                if kind == "rank3":
-                    info.type.tensor_type.ClearField("shape")
-    return models
-
-
 @pytest.mark.parametrize("seed", [0, 7, 1234])
-@pytest.mark.parametrize("kind", list(_KINDS))
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_each_input_kind_catches_its_wrong_rewrite_on_every_seed(kind, seed):
-    a, b = _models(kind)
+    a, b = kind_models(kind)
     assert verify.compare(a, a, seed=seed).status == verify.MATCH
     report = verify.compare(a, b, seed=seed, show_schedule=True)
     assert report.status == verify.MISMATCH, report.table()
@@ -204,9 +102,9 @@ def test_each_input_kind_catches_its_wrong_rewrite_on_every_seed(kind, seed):
     assert record.outcome == "mismatch" and record.note is None, report.table()
 
 
-@pytest.mark.parametrize("kind", [k for k, (_, _, new) in _KINDS.items() if new])
+@pytest.mark.parametrize("kind", [k for k, (_, _, new) in KINDS.items() if new])
 def test_the_runs_before_issue_35_missed_them(kind):
-    report = verify.compare(*_models(kind), runs=17)
+    report = verify.compare(*kind_models(kind), runs=17)
     assert report.status == verify.MATCH, report.table()
 
 
@@ -214,7 +112,7 @@ def test_a_run_a_rejects_is_tried_again_with_plain_values():
     # A takes no value of 1000 or more (nor NaN): the huge, offset, large and
     # special runs are drawn again with normal values, keeping their length and dims
     a = parse(
-        _HEAD
+        HEAD
         + """g (float[N] x) => (float[N] y) {
         big = Constant <value = float {1000.0}> ()
         a = Abs (x)
@@ -330,7 +228,7 @@ _SUM_B = """g (float16[N] x) => (float16 y) {
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_a_reordered_float16_sum_passes(seed):
-    a, b = parse(_HEAD + _SUM_A), parse(_HEAD + _SUM_B)
+    a, b = parse(HEAD + _SUM_A), parse(HEAD + _SUM_B)
     report = verify.compare(a, b, seed=seed)
     assert report.status == verify.MATCH, report.table()
     assert report.rows[0].max_abs > 0  # the reordering shows (the test can fail)
@@ -421,10 +319,10 @@ def test_a_model_without_random_ops_runs_once():
     from lowering.verify.randomness import has_random_ops
 
     assert has_random_ops(parse(_NOISY))
-    assert not has_random_ops(parse(_KINDS_MODEL))
+    assert not has_random_ops(parse(_ABS_MODEL))
 
 
-_KINDS_MODEL = _HEAD + "g (float[N] x) => (float[N] y) { y = Abs (x) }"
+_ABS_MODEL = HEAD + "g (float[N] x) => (float[N] y) { y = Abs (x) }"
 
 
 # 6. Sequences tied through OptionalGetElement, If, Loop and SequenceInsert:
@@ -487,9 +385,9 @@ def test_a_right_lowering_of_a_tied_map_matches(kind, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", list(_KINDS))
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_each_input_kind_is_caught_on_twenty_seeds(kind):
-    a, b = _models(kind)
+    a, b = kind_models(kind)
     for seed in range(100, 120):
         report = verify.compare(a, b, seed=seed)
         assert report.records[_RUN[kind]].outcome == "mismatch", (seed, report.table())
@@ -503,7 +401,7 @@ def test_onnx_verify_imports_no_onnx_ir(tmp_path):
     import sys
 
     path = tmp_path / "a.onnx"
-    onnx.save(_models("huge")[0], path)
+    onnx.save(kind_models("huge")[0], path)
     code = (
         "import sys; from lowering.verify import main; "
         f"code = main([{str(path)!r}, {str(path)!r}, '-q', '--runs', '2']); "
