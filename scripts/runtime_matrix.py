@@ -5,9 +5,9 @@
 Rows are (model, form), columns the runtimes of ``lowering/runtimes/runners.py``
 (onnxruntime, onnx.reference, OpenVINO, tract, TVM, tinygrad, MNN), then
 releases of onnxruntime (1.12, 1.14, 1.16, 1.18) and OpenVINO (2023.3, 2024.6,
-2025.4), each in a venv of its own that
-``lowering/runtimes/releases.py`` builds under ~/.cache/lowering the first
-time (pip from PyPI; 1.14 needs a Python 3.10, found on PATH or in pyenv). The
+2025.4), each in a venv of its own that ``scripts/runtime_releases.py``
+builds under ~/.cache/lowering (pip from PyPI; 1.14 needs a Python 3.10,
+found on PATH or in pyenv; a column whose venv is not built fails). The
 models are ``tests/matrix_models.py``'s: the committed torch exports and
 hand-written maps, each with an expectation computed in plain numpy (torch's
 own outputs for the torch corpus). The forms:

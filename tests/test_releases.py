@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import pathlib
 from collections.abc import Callable
 
 import numpy as np
@@ -45,7 +46,7 @@ from lowering.runtimes import releases
 from lowering.runtimes.profiles import profile
 from lowering.runtimes.runners import RuntimeFailure, run_many
 from tests import test_ragged, test_vectorize
-from tests.helpers import assert_same, op_types, release_python
+from tests.helpers import assert_same, cli, op_types, release_python
 from tests.matrix_models import matches, synthetic_cases
 from tests.test_vectorize import Family
 
@@ -396,3 +397,66 @@ g (float[N,3] x, float[3,4] w) => ({out_type}) {{
     _, report = lowering.lower_with_report(model, runtime="onnxruntime:1.12")
     (said,) = report.nodes
     assert (said.strategy == "vectorize") is not goes_on, said
+
+
+# -- the venvs: scripts/runtime_releases.py builds them, the package looks them up --
+
+
+def _saved_ragged_sum(folder) -> pathlib.Path:
+    source = test_ragged.SOURCES["input_lengths_axis_0"]
+    body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
+    path = folder / "in.onnx"
+    onnx.save(test_ragged.ragged_model(source, body, "concat"), path)
+    return path
+
+
+@pytest.mark.parametrize("module", ["lowering", "lowering.verify"])
+def test_verify_in_a_release_not_built_names_the_command_that_builds_it(
+    module, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(releases.CACHE_VARIABLE, str(tmp_path / "cache"))
+    path = _saved_ragged_sum(tmp_path)
+    if module == "lowering":
+        argv = [path, tmp_path / "out.onnx", "--verify", "--runtime", "openvino:2024.6"]
+    else:
+        argv = [path, path, "--runtime", "openvino:2024.6"]
+    done = cli(argv, module=module, text=True)
+    assert done.returncode == 2
+    error = done.stderr.splitlines()[-1]
+    assert error.endswith(
+        "error: --runtime openvino:2024.6: openvino 2024.6 runs in a venv of its own, not "
+        "built: `python scripts/runtime_releases.py build openvino:2024.6` (lowering's source "
+        f"tree) builds it in {tmp_path / 'cache' / 'runtime-releases' / 'openvino-2024.6'}, "
+        "a venv of Python 3.11 with openvino==2024.6.0 and an empty file 'built'"
+    ), done.stderr
+    assert not (tmp_path / "cache").exists(), "looked up, not built"
+    with pytest.raises(releases.ReleaseNotBuilt, match="scripts/runtime_releases.py build"):
+        lowering.verify.compare(path, path, runtime="openvino:2024.6")
+
+
+def test_the_package_runs_no_pip():
+    """No module of the package names pip or venv as a command: the script builds."""
+    import ast
+
+    package = pathlib.Path(lowering.__file__).parent
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in ("pip", "venv", "ensurepip"):
+                raise AssertionError(f"{path.relative_to(package)}:{node.lineno} runs {node.value}")
+
+
+def test_the_script_lists_and_refuses_an_unknown_release(tmp_path, monkeypatch, capsys):
+    from scripts import runtime_releases
+
+    monkeypatch.setenv(releases.CACHE_VARIABLE, str(tmp_path))
+    assert runtime_releases.main(["list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed == [
+        f"{c.replace(' ', ':')}: not built ({tmp_path / 'runtime-releases' / c.replace(' ', '-')})"
+        for c in releases.RELEASES
+    ]
+    with pytest.raises(SystemExit) as exit_:
+        runtime_releases.main(["build", "openvino:2024.5"])
+    assert exit_.value.code == 2
+    assert "no release 'openvino:2024.5': one of onnxruntime:1.12," in capsys.readouterr().err
+    assert not (tmp_path / "runtime-releases").exists()

@@ -158,11 +158,35 @@ def run_openvino_ep(path: pathlib.Path, inputs: Sequence[object]) -> list:
     return [np.asarray(o) for o in outputs]
 
 
+def run_iree(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """IREE: imported by its own ONNX importer (``iree-import-onnx``, which runs
+    ONNX's shape inference first), compiled for ``llvm-cpu`` and run on one
+    thread (the ``local-sync`` driver). The function is the graph's name."""
+    import tempfile
+
+    import iree.compiler
+    import iree.runtime
+    import onnx
+    from iree.compiler.tools.import_onnx import __main__ as importer
+
+    with tempfile.TemporaryDirectory() as folder:
+        mlir = str(pathlib.Path(folder) / "model.mlir")
+        importer.main(importer.parse_arguments([str(path), "-o", mlir]))
+        flatbuffer = iree.compiler.compile_file(mlir, target_backends=["llvm-cpu"])
+    context = iree.runtime.SystemContext(config=iree.runtime.Config("local-sync"))
+    context.add_vm_module(iree.runtime.VmModule.copy_buffer(context.instance, flatbuffer))
+    function = context.modules.module[onnx.load(str(path), load_external_data=False).graph.name]
+    results = function(*inputs)
+    results = results if isinstance(results, (tuple, list)) else [results]
+    return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+
+
 #: What ``python child.py RUNTIME JOB...`` serves the jobs with.
 RUNNERS: dict[str, Callable[[pathlib.Path, Sequence[np.ndarray]], list]] = {
     "onnxruntime": run_onnxruntime,
     "openvino": run_openvino,
     "onnxruntime-openvino": run_openvino_ep,
+    "iree": run_iree,
 }
 
 

@@ -4,7 +4,8 @@ A always runs in onnxruntime. Another runtime runs B through
 :mod:`lowering.runtimes.runners`, every run in its own child process (a
 runtime may crash), and takes plain tensors only. A release named with the
 runtime (``openvino:2024.6``, ``onnxruntime:1.12``) runs B in that
-release's venv (:mod:`lowering.runtimes.releases`, built by pip on first use).
+release's venv (:mod:`lowering.runtimes.releases`, which
+``scripts/runtime_releases.py`` builds).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = [
 
 
 def release_column(runtime: str) -> str | None:
-    """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py builds that venv."""
+    """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py names that release."""
     from lowering.runtimes.releases import RELEASES
 
     base, _, release = runtime.partition(":")
@@ -37,7 +38,7 @@ def release_column(runtime: str) -> str | None:
 
 def known_runtime(runtime: str) -> bool:
     """Whether B can run in ``runtime``: one of :data:`VERIFY_RUNTIMES`, or a release
-    of one that releases.py builds."""
+    that releases.py names."""
     return runtime in VERIFY_RUNTIMES or release_column(runtime) is not None
 
 
@@ -53,6 +54,14 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
 
         names = ", ".join(column.replace(" ", ":") for column in RELEASES)
         return f"--runtime {runtime}: {who} runs B in a release's venv only for {names}"
+    column = release_column(runtime)
+    if column is not None:
+        from lowering.runtimes import releases
+
+        release = releases.RELEASES[column]
+        if not releases.is_built(release):
+            return f"--runtime {runtime}: {releases.not_built(release)}"
+        return None
     entry = VERIFY_RUNTIMES.get(runtime)
     if entry is None:
         return None
