@@ -42,7 +42,7 @@ import onnx
 import pytest
 
 import lowering
-from lowering.runtimes import releases
+from lowering.runtimes import releases, runners
 from lowering.runtimes.profiles import profile
 from lowering.runtimes.runners import RuntimeFailure, run_many
 from tests import test_ragged, test_vectorize
@@ -53,12 +53,15 @@ from tests.test_vectorize import Family
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """A release, the ``--runtime`` it is lowered for and the opset and IR its models declare."""
+    """A release, the ``--runtime`` it is lowered for and the opset and IR its models
+    declare; ``refuses``: the reductions whose ragged maps its profile refuses (no form
+    of theirs runs there), beside those that keep a loop where it has none."""
 
     release: releases.Release
     runtime: str
     opset: int
     ir_version: int
+    refuses: tuple[str, ...] = ()
 
 
 TARGETS = {
@@ -72,6 +75,8 @@ TARGETS = {
         Target(releases.RELEASES["openvino 2024.6"], "openvino:2024.6", 18, 9),
         Target(releases.RELEASES["openvino 2025.4"], "openvino", 18, 9),
         Target(releases.RELEASES["onnxruntime-openvino 1.24"], "onnxruntime-openvino:1.24", 18, 9),
+        # No loop, and no segment max or min (ScatterElements with those reductions).
+        Target(releases.RELEASES["iree 3.13"], "iree", 18, 9, ("ReduceMax", "ReduceMin")),
     )
 }
 
@@ -93,6 +98,15 @@ class Job:
     expected: list
 
 
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """A map the lowering refused for the target (its one line), and whether it was
+    to refuse it (an unexpected lowering is one that was not)."""
+
+    error: str
+    expected: bool
+
+
 def _job(target: Target, model: onnx.ModelProto, inputs: list, expected: list) -> Job:
     """The job; for the execution provider, without the graph inputs nothing reads,
     which it binds to the wrong places ("Can't set the input tensor with index 1")."""
@@ -108,16 +122,29 @@ def _job(target: Target, model: onnx.ModelProto, inputs: list, expected: list) -
     return Job(model, [x for _, x in kept], expected)
 
 
-def _ragged(target: Target) -> dict[str, Job]:
-    jobs = {}
-    bodies = {**test_ragged.REDUCTIONS, "unary": test_ragged.ELEMENTWISE["unary"]}
-    if "Loop" not in profile(target.runtime).lacks:
-        bodies.update(test_ragged.LOOP_REDUCTIONS)
+def _ragged(target: Target) -> dict[str, Job | Refused]:
+    jobs: dict[str, Job | Refused] = {}
+    bodies = {
+        **test_ragged.REDUCTIONS,
+        "unary": test_ragged.ELEMENTWISE["unary"],
+        **test_ragged.LOOP_REDUCTIONS,
+    }
+    loops = profile(target.runtime).loops
     for s, source in test_ragged.SOURCES.items():
         for b, body in bodies.items():
             model = test_ragged.ragged_model(source, body, "concat", target.opset)
             model.ir_version = target.ir_version
-            result = lowering.lower(model, runtime=target.runtime)
+            refuse = b.startswith(target.refuses) or (
+                b in test_ragged.LOOP_REDUCTIONS and not loops
+            )
+            try:
+                result = lowering.lower(model, runtime=target.runtime)
+            except lowering.LoweringError as error:
+                jobs[f"{s} {b}"] = Refused(str(error), refuse)
+                continue
+            if refuse:
+                jobs[f"{s} {b}"] = Refused("lowered, where its profile was to refuse it", False)
+                continue
             looped = bool({"Loop", "Scan"} & set(op_types(result)))
             names = [i.name for i in result.graph.input]
             for lengths in source.runs:
@@ -174,7 +201,7 @@ def _matrix(target: Target) -> dict[str, Job]:
 
 
 @functools.cache
-def _jobs(column: str, group: str) -> dict[str, Job]:
+def _jobs(column: str, group: str) -> dict[str, Job | Refused]:
     target = TARGETS[column]
     makers = {"ragged": _ragged, "vectorized": _vectorized, "empty": _empty, "matrix": _matrix}
     return makers[group](target)
@@ -189,7 +216,7 @@ def outcomes(tmp_path_factory):
         if (column, group) not in found:
             release_python(TARGETS[column].release)
             folder = tmp_path_factory.mktemp(f"{column}_{group}".replace(" ", "_"))
-            jobs = _jobs(column, group)
+            jobs = {k: j for k, j in _jobs(column, group).items() if isinstance(j, Job)}
             paths = []
             for number, job in enumerate(jobs.values()):
                 path = folder / f"{number}.onnx"
@@ -240,6 +267,10 @@ def test_every_form_runs_and_matches_numpy_in_the_release(column, group, outcome
     got = outcomes(column, group)
     failed, healed = [], []
     for name, job in jobs.items():
+        if isinstance(job, Refused):
+            if not job.expected or "\n" in job.error:
+                failed.append(f"{name}: {job.error}")
+            continue
         fault = _fault(got[name], job)
         own = OWN_FAULTS.get((column, name))
         if fault is not None and own is None:
@@ -251,21 +282,98 @@ def test_every_form_runs_and_matches_numpy_in_the_release(column, group, outcome
 
 
 @pytest.mark.slow
-def test_verify_runs_b_in_the_release_named(tmp_path):
+@pytest.mark.parametrize(("runtime", "column"), [("openvino:2024.6", "openvino 2024.6"),
+                                                 ("iree", "iree 3.13")])  # fmt: skip
+def test_verify_runs_b_in_the_release_named(runtime, column, tmp_path, monkeypatch):
     """``--verify --runtime openvino:2024.6`` runs B in that release, which takes the
-    segment sum the default output holds."""
-    release_python(releases.RELEASES["openvino 2024.6"])
+    segment sum the default output holds; ``--runtime iree`` in IREE's newest."""
+    release_python(releases.RELEASES[column])
     source = test_ragged.SOURCES["input_lengths_axis_0"]
     body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
     model = test_ragged.ragged_model(source, body, "concat")
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(model, a)
-    result = lowering.lower(model, runtime="openvino:2024.6")
+    result = lowering.lower(model, runtime=runtime)
     assert "ScatterElements" in op_types(result)
     onnx.save(result, b)
     feeds = test_ragged._feeds(source, (0, 2, 0, 1, 6, 3, 0), "float")
-    report = lowering.verify.compare(a, b, inputs=feeds, runtime="openvino:2024.6")
+    ran = []
+    real = runners.run_many
+    monkeypatch.setattr(
+        runners, "run_many", lambda name, *rest: ran.append(name) or real(name, *rest)
+    )
+    report = lowering.verify.compare(a, b, inputs=feeds, runtime=runtime)
     assert report.exit_code == 0 and report.runs == 1, report.table()
+    assert ran == [column]
+
+
+#: What the ``iree`` profile lacks or refuses, each in one small model over [3, 4]
+#: rows (a header, the graph, the expectation from x): each must still fail in IREE,
+#: refused or wrong; an IREE that runs one is a profile to widen. The controls run.
+IREE_HEADER = '<ir_version: 9, opset_import: ["" : 18]>'
+IREE_FAULTS = {
+    "Loop with a scan output, trip count from Shape": (
+        """g (float[T,4] x) => (float[T,4] y) {
+          s = Shape <end = 1> (x)
+          n = Squeeze (s)
+          c = Constant <value = bool {1}> ()
+          y = Loop (n, c) <body = b (int64 i, bool cond) => (bool co, float[4] r) {
+                co = Identity (cond)
+                row = Gather <axis = 0> (x, i)
+                r = Relu (row)
+              }>
+        }""",
+        lambda x: np.maximum(x, 0),
+    ),
+    "Scan over a dynamic length": (
+        """g (float[T,4] x) => (float[T,4] y) {
+          y = Scan <num_scan_inputs = 1, body = b (float[4] r) => (float[4] o) {
+                o = Relu (r)
+              }> (x)
+        }""",
+        lambda x: np.maximum(x, 0),
+    ),
+    "SplitToSequence, ConcatFromSequence": (
+        """g (float[T,4] x) => (float[T,4] y) {
+          s = SplitToSequence <axis = 0, keepdims = 1> (x)
+          y = ConcatFromSequence <axis = 0> (s)
+        }""",
+        lambda x: x,
+    ),
+    **{
+        f"ScatterElements<reduction={r}>": (
+            f"""g (float[T,4] x) => (float[2,4] y) {{
+              z = Constant <value = float[2,4] {{0, 0, 0, 0, 0, 0, 0, 0}}> ()
+              i = Constant <value = int64[3,4] {{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0}}> ()
+              y = ScatterElements <axis = 0, reduction = "{r}"> (z, i, x)
+            }}""",
+            lambda x, f=f: np.stack([f(f(0, x[0]), x[2]), f(0, x[1])]),
+        )
+        for r, f in (("max", np.maximum), ("min", np.minimum), ("add", np.add))
+    },
+}
+IREE_CONTROLS = {"ScatterElements<reduction=add>"}
+
+
+@pytest.mark.slow
+def test_what_the_iree_profile_refuses_still_fails_in_iree(tmp_path):
+    release = releases.RELEASES["iree 3.13"]
+    release_python(release)
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    jobs = []
+    for number, (text, _) in enumerate(IREE_FAULTS.values()):
+        path = tmp_path / f"{number}.onnx"
+        model = onnx.parser.parse_model(IREE_HEADER + text)
+        onnx.checker.check_model(model, full_check=True)
+        onnx.save(model, path)
+        jobs.append((path, [x]))
+    results = run_many(release.column, jobs)
+    iree = profile("iree")
+    for (name, (_, expect)), result in zip(IREE_FAULTS.items(), results, strict=True):
+        runs = not isinstance(result, RuntimeFailure) and matches(result, [expect(x)])
+        assert runs == (name in IREE_CONTROLS), f"{name}: {result}"
+        op = name.split(",")[0].split(" ")[0]
+        assert bool(iree.rejects({op})) == (name not in IREE_CONTROLS), name
 
 
 # -- the profiles, without the venvs -------------------------------------------
@@ -278,6 +386,8 @@ PROFILES = {
     "onnxruntime:1.12": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
     "onnxruntime:1.31.1": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
     "onnxruntime:1.32": ("onnxruntime", ()),
+    "iree": ("iree", ("ScatterElements<reduction=max>", "ScatterElements<reduction=min>")),
+    "iree:3.13": ("iree", ("ScatterElements<reduction=max>", "ScatterElements<reduction=min>")),
 }
 
 
@@ -295,7 +405,7 @@ def test_a_release_gets_the_profile_that_covers_it(name):
 
 @pytest.mark.parametrize(
     "name", ["openvino:2022.1", "openvino:2023.2", "onnxruntime:1.11", "generic:1.0",
-             "openvino:latest", "tensorrt:10.0", "openvino:"]
+             "openvino:latest", "tensorrt:10.0", "openvino:", "iree:3.12"]
 )  # fmt: skip
 def test_a_release_no_profile_covers_is_the_callers_mistake(name):
     model = test_ragged.ragged_model(
@@ -329,6 +439,33 @@ def test_the_segment_form_names_the_releases_that_reject_it(tmp_path):
     said = done.stderr + done.stdout
     assert "not vectorized: openvino:2023.3 refuses a ScatterElements with a reduction" in said
     assert "ScatterElements" not in op_types(onnx.load(out))
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd", "ReduceMean", "ReduceMax", "ReduceMin"])
+def test_only_a_segment_max_or_min_is_rejected_by_iree(op, tmp_path):
+    """IREE compiles a ScatterElements with reduction add or mul, not max or min: the
+    summary names iree for those only, and ``--runtime iree`` refuses them in one line."""
+    source = test_ragged.SOURCES["input_lengths_axis_0"]
+    model = test_ragged.ragged_model(
+        source, test_ragged.REDUCTIONS[f"{op}_keepdims_0_float"], "concat"
+    )
+    _, report = lowering.lower_with_report(model)
+    (said,) = report.nodes
+    rejected = ("iree", f"ScatterElements<reduction={op[6:].lower()}>") in said.rejected_by
+    assert said.strategy == "vectorize" and rejected is (op in ("ReduceMax", "ReduceMin"))
+    path, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, path)
+    done = cli([path, out, "--runtime", "iree"], text=True)
+    if not rejected:
+        assert done.returncode == 0, done.stderr
+        assert "ScatterElements" in op_types(onnx.load(out))
+        return
+    assert done.returncode == 1 and not out.exists()
+    (line,) = done.stderr.splitlines()
+    assert "--runtime iree: iree runs neither Loop nor Scan" in line
+    assert (
+        f"not vectorized: iree compiles no ScatterElements with reduction {op[6:].lower()}" in line
+    )
 
 
 ALLOWZERO = """<ir_version: 8, opset_import: ["" : 14]>

@@ -28,17 +28,25 @@ __all__ = [
 
 
 def release_column(runtime: str) -> str | None:
-    """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py names that release."""
+    """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py names that release;
+    a runtime that runs only in a release's venv (``iree``) -> its newest release there."""
     from lowering.runtimes.releases import RELEASES
 
     base, _, release = runtime.partition(":")
+    if not release:
+        own = [c for c, r in RELEASES.items() if r.runtime == base and base not in VERIFY_RUNTIMES]
+        return max(own, key=lambda c: _version(RELEASES[c].version), default=None)
     column = f"{base} {release}"
-    return column if release and column in RELEASES else None
+    return column if column in RELEASES else None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def known_runtime(runtime: str) -> bool:
     """Whether B can run in ``runtime``: one of :data:`VERIFY_RUNTIMES`, or a release
-    that releases.py names."""
+    that releases.py names (or a runtime it has releases of, ``iree``)."""
     return runtime in VERIFY_RUNTIMES or release_column(runtime) is not None
 
 
@@ -72,9 +80,9 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
 
 
 def verify_runtime(runtime: str | None) -> str:
-    """Where ``--runtime`` runs B: that runtime (or release), or onnxruntime for none
-    and "generic"."""
-    if runtime is not None and ":" in runtime:
+    """Where ``--runtime`` runs B: that runtime (or release, or the venv of a runtime
+    that has one only there), or onnxruntime for none and "generic"."""
+    if runtime is not None and (":" in runtime or release_column(runtime) is not None):
         return runtime
     return runtime if runtime in VERIFY_RUNTIMES else "onnxruntime"
 
