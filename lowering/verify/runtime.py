@@ -30,11 +30,13 @@ __all__ = [
 def release_column(runtime: str) -> str | None:
     """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py names that release;
     a runtime that runs only in a release's venv (``iree``) -> its newest release there."""
+    base, _, release = runtime.partition(":")
+    if not release and base in VERIFY_RUNTIMES:
+        return None  # (importing nothing: onnx-verify's start-up)
     from lowering.runtimes.releases import RELEASES
 
-    base, _, release = runtime.partition(":")
     if not release:
-        own = [c for c, r in RELEASES.items() if r.runtime == base and base not in VERIFY_RUNTIMES]
+        own = [c for c, r in RELEASES.items() if r.runtime == base]
         return max(own, key=lambda c: _version(RELEASES[c].version), default=None)
     column = f"{base} {release}"
     return column if column in RELEASES else None
