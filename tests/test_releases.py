@@ -315,73 +315,41 @@ def test_verify_runs_b_in_the_release_named(runtime, column, tmp_path, monkeypat
     assert ran == [column]
 
 
-#: What the ``iree`` profile lacks or refuses, each in one small model over [3, 4]
-#: rows (a header, the graph, the expectation from x): each must still fail in IREE,
-#: refused or wrong; an IREE that runs one is a profile to widen. The controls run.
-IREE_HEADER = '<ir_version: 9, opset_import: ["" : 18]>'
-IREE_FAULTS = {
-    "Loop with a scan output, trip count from Shape": (
-        """g (float[T,4] x) => (float[T,4] y) {
-          s = Shape <end = 1> (x)
-          n = Squeeze (s)
-          c = Constant <value = bool {1}> ()
-          y = Loop (n, c) <body = b (int64 i, bool cond) => (bool co, float[4] r) {
-                co = Identity (cond)
-                row = Gather <axis = 0> (x, i)
-                r = Relu (row)
-              }>
-        }""",
-        lambda x: np.maximum(x, 0),
-    ),
-    "Scan over a dynamic length": (
-        """g (float[T,4] x) => (float[T,4] y) {
-          y = Scan <num_scan_inputs = 1, body = b (float[4] r) => (float[4] o) {
-                o = Relu (r)
-              }> (x)
-        }""",
-        lambda x: np.maximum(x, 0),
-    ),
-    "SplitToSequence, ConcatFromSequence": (
-        """g (float[T,4] x) => (float[T,4] y) {
-          s = SplitToSequence <axis = 0, keepdims = 1> (x)
-          y = ConcatFromSequence <axis = 0> (s)
-        }""",
-        lambda x: x,
-    ),
-    **{
-        f"ScatterElements<reduction={r}>": (
-            f"""g (float[T,4] x) => (float[2,4] y) {{
-              z = Constant <value = float[2,4] {{0, 0, 0, 0, 0, 0, 0, 0}}> ()
-              i = Constant <value = int64[3,4] {{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0}}> ()
-              y = ScatterElements <axis = 0, reduction = "{r}"> (z, i, x)
-            }}""",
-            lambda x, f=f: np.stack([f(f(0, x[0]), x[2]), f(0, x[1])]),
-        )
-        for r, f in (("max", np.maximum), ("min", np.minimum), ("add", np.add))
-    },
+#: scripts/runtime_probe.py's models of what the ``iree`` profile lacks or refuses,
+#: with the op it names for each: each must still fail in IREE (refused, or a wrong
+#: result), and the controls (None) run; an IREE that runs one is a profile to widen.
+IREE_PROBES = {
+    "Loop, scan outputs (body reads outer x)": "Loop",
+    "Loop, dynamic trip count (Shape of input)": "Loop",
+    "Scan over a dynamic length": "Scan",
+    "ConcatFromSequence new_axis 0 (of SplitToSequence)": "SplitToSequence",
+    "ScatterElements, reduction max": "ScatterElements<reduction=max>",
+    "ScatterElements, reduction min": "ScatterElements<reduction=min>",
+    "ScatterElements, reduction add": None,
+    "Scan (state + scan output)": None,  # over a static length
+    "If": None,
 }
-IREE_CONTROLS = {"ScatterElements<reduction=add>"}
 
 
 @pytest.mark.slow
 def test_what_the_iree_profile_refuses_still_fails_in_iree(tmp_path):
+    from scripts.runtime_probe import PROBES
+
     release = releases.RELEASES["iree 3.13"]
     release_python(release)
-    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     jobs = []
-    for number, (text, _) in enumerate(IREE_FAULTS.values()):
+    for number, name in enumerate(IREE_PROBES):
         path = tmp_path / f"{number}.onnx"
-        model = onnx.parser.parse_model(IREE_HEADER + text)
-        onnx.checker.check_model(model, full_check=True)
-        onnx.save(model, path)
-        jobs.append((path, [x]))
-    results = run_many(release.column, jobs)
+        onnx.save(PROBES[name].model(), path)
+        jobs.append((path, PROBES[name].inputs))
     iree = profile("iree")
-    for (name, (_, expect)), result in zip(IREE_FAULTS.items(), results, strict=True):
-        runs = not isinstance(result, RuntimeFailure) and matches(result, [expect(x)])
-        assert runs == (name in IREE_CONTROLS), f"{name}: {result}"
-        op = name.split(",")[0].split(" ")[0]
-        assert bool(iree.rejects({op})) == (name not in IREE_CONTROLS), name
+    for (name, op), result in zip(IREE_PROBES.items(), run_many(release.column, jobs), strict=True):
+        probe = PROBES[name]
+        runs = not isinstance(result, RuntimeFailure) and matches(
+            result, probe.expect(*probe.inputs)
+        )
+        assert runs == (op is None), f"{name}: {result}"
+        assert op is None or iree.rejects({op}) == [op], name
 
 
 # -- the profiles, without the venvs -------------------------------------------
