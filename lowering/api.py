@@ -118,7 +118,7 @@ def lower(
     ``runtime`` names the runtime the output is for: where a loop is
     unavoidable it picks a form that runtime runs (a Scan for "tract", a
     Loop with scan outputs for "mnn"), unrolls static maps of any length
-    for runtimes with no loop ("tvm", "tinygrad", "generic"), and raises
+    for runtimes with no loop ("tvm", "tinygrad", "iree", "generic"), and raises
     LoweringError for a map it can run in no form. Then,
     unless ``normalize_inserts`` is False, every SequenceInsert position is
     put into canonical form (see :mod:`lowering.passes.normalize_inserts`).

@@ -23,6 +23,7 @@ RUNTIME_NAMES: tuple[str, ...] = (
     "mnn",
     "tvm",
     "tinygrad",
+    "iree",
     "generic",
 )
 DEFAULT_RUNTIME = "onnxruntime"

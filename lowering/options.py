@@ -24,7 +24,9 @@ from lowering.runtimes.profiles import RUNTIMES, profile
 #: How each map is lowered: "auto" picks the fastest correct form, "loop" the general one.
 Strategy = Literal["auto", "loop"]
 #: The runtime the output is for (:mod:`lowering.runtimes.profiles`).
-RuntimeName = Literal["onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "generic"]
+RuntimeName = Literal[
+    "onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "iree", "generic"
+]
 
 __all__ = [
     "DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "InputShapeError", "MissingExtraError",

@@ -4,10 +4,11 @@
 
 Rows are (model, form), columns the runtimes of ``lowering/runtimes/runners.py``
 (onnxruntime, onnx.reference, OpenVINO, tract, TVM, tinygrad, MNN), then
-releases of onnxruntime (1.12, 1.14, 1.16, 1.18) and OpenVINO (2023.3, 2024.6,
-2025.4), each in a venv of its own that
-``lowering/runtimes/releases.py`` builds under ~/.cache/lowering the first
-time (pip from PyPI; 1.14 needs a Python 3.10, found on PATH or in pyenv). The
+releases of onnxruntime (1.12, 1.14, 1.16, 1.18), OpenVINO (2023.3, 2024.6,
+2025.4), its execution provider (1.24) and IREE (3.13), each in a venv of its
+own that ``scripts/runtime_releases.py``
+builds under ~/.cache/lowering (pip from PyPI; 1.14 needs a Python 3.10,
+found on PATH or in pyenv; the columns are those built, unless named). The
 models are ``tests/matrix_models.py``'s: the committed torch exports and
 hand-written maps, each with an expectation computed in plain numpy (torch's
 own outputs for the torch corpus). The forms:
@@ -47,7 +48,7 @@ import onnx
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import lowering
-from lowering.runtimes.releases import RELEASES
+from lowering.runtimes.releases import RELEASES, is_built, not_built
 from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
 from tests.matrix_models import Case, matches, synthetic_cases, torch_cases
 
@@ -164,12 +165,20 @@ def default_failures(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="only the models whose name contains this")
-    parser.add_argument("--runtimes", default=",".join(COLUMNS), help="comma-separated columns")
+    built = [c for c in COLUMNS if c not in RELEASES or is_built(RELEASES[c])]
+    parser.add_argument(
+        "--runtimes",
+        default=",".join(built),
+        help="comma-separated columns (default: every one whose venv is built)",
+    )
     args = parser.parse_args()
     runtimes = args.runtimes.split(",")
     unknown = [r for r in runtimes if r not in COLUMNS]
     if unknown:
         parser.error(f"unknown runtimes {unknown}; known: {', '.join(COLUMNS)}")
+    unbuilt = [RELEASES[r] for r in runtimes if r not in built]
+    if unbuilt:
+        parser.error("; ".join(not_built(release) for release in unbuilt))
     cases = {
         name: case
         for name, case in {**torch_cases(recent=False), **synthetic_cases()}.items()

@@ -28,14 +28,20 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
 
-H = '<ir_version: 8, opset_import: ["" : 17]>'
-
 
 @dataclass(frozen=True)
 class Probe:
     text: str
     inputs: list[np.ndarray]
     expect: Callable[..., list[np.ndarray]]
+    opset: int = 17
+
+    def model(self) -> onnx.ModelProto:
+        """The probe's model, checked."""
+        header = f'<ir_version: 8, opset_import: ["" : {self.opset}]>'
+        model = onnx.parser.parse_model(header + self.text)
+        onnx.checker.check_model(model, full_check=True)
+        return model
 
 
 RNG = np.random.default_rng(0)
@@ -107,6 +113,28 @@ PROBES: dict[str, Probe] = {
         [X34, W4],
         lambda x, w: [w + x.sum(0), x * x],
     ),
+    "Scan over a dynamic length": Probe(
+        """g (float[N,4] x) => (float[N,4] y) {
+          y = Scan <num_scan_inputs = 1, body = b (float[4] r) => (float[4] o) {
+                o = Relu (r)
+              }> (x)
+        }""",
+        [X34],
+        lambda x: [np.maximum(x, 0)],
+    ),
+    **{
+        f"ScatterElements, reduction {r}": Probe(
+            f"""g (float[N,4] x) => (float[2,4] y) {{
+              z = Constant <value = float[2,4] {{0, 0, 0, 0, 0, 0, 0, 0}}> ()
+              i = Constant <value = int64[3,4] {{0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0}}> ()
+              y = ScatterElements <axis = 0, reduction = "{r}"> (z, i, x)
+            }}""",
+            [X34],
+            lambda x, f=f: [np.stack([f(f(0, x[0]), x[2]), f(0, x[1])])],
+            opset=18,
+        )
+        for r, f in (("add", np.add), ("max", np.maximum), ("min", np.minimum))
+    },
     "If": Probe(
         """g (float[3,4] x) => (float[3,4] y) {
           s = ReduceSum <keepdims = 0> (x)
@@ -307,8 +335,7 @@ def main() -> None:
         for runtime in runtimes:
             jobs = []
             for number, probe in enumerate(PROBES.values()):
-                model = onnx.parser.parse_model(H + probe.text)
-                onnx.checker.check_model(model, full_check=True)
+                model = probe.model()
                 path = pathlib.Path(folder) / runtime / f"probe{number}.onnx"
                 path.parent.mkdir(exist_ok=True)
                 onnx.save(model, path)

@@ -23,18 +23,21 @@ import lowering
 from lowering.runtimes.sessions import open_session
 from lowering.verify import NARROW_FLOATS, Tolerance
 
-#: Which releases of lowering/runtimes/releases.py the tests may build venvs for:
-#: their versions ("1.16,2024.6"), or "all" (CI sets it). A release not asked for
-#: runs only if its venv is already built; otherwise its tests skip, saying so.
+#: Which releases of lowering/runtimes/releases.py the tests may build venvs for
+#: (scripts/runtime_releases.py): their versions ("1.16,2024.6"), or "all" (CI sets
+#: it). A release not asked for runs only if its venv is already built; otherwise its
+#: tests skip, saying so.
 RELEASES_VARIABLE = "LOWERING_OLD_RUNTIMES"
 
 
 def release_python(release) -> pathlib.Path:
     """The python of ``release``'s venv (a :class:`lowering.runtimes.releases.Release`),
-    built first if asked for; skips the test where it is neither asked for nor built."""
+    built first by scripts/runtime_releases.py if asked for; skips the test where it is
+    neither asked for nor built."""
     import pytest
 
     from lowering.runtimes import releases
+    from scripts.runtime_releases import ReleaseUnavailable, build
 
     wanted = {v.strip() for v in os.environ.get(RELEASES_VARIABLE, "").split(",")}
     asked = "all" in wanted or release.version in wanted
@@ -44,8 +47,8 @@ def release_python(release) -> pathlib.Path:
             f"{release.version} to build it (pip, about a minute) under {releases.cache_folder()}"
         )
     try:
-        return releases.python_for(release)
-    except releases.ReleaseUnavailable as error:
+        return build(release)
+    except ReleaseUnavailable as error:
         if asked:
             raise
         pytest.skip(str(error))

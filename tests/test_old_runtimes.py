@@ -4,10 +4,10 @@ onnxruntime 1.16 reads at most IR version 9, and refuses a torch export
 (IR 10) before reading anything else; the same model converted to opset 11
 declares IR 6 (``lowering/passes/ir_version.py``) and must run there and
 give what onnxruntime 1.32 gives on the original. 1.16 runs in a venv of
-its own (``lowering/runtimes/releases.py``), which pip builds in about a
-minute: only when ``LOWERING_OLD_RUNTIMES`` asks for it (``1.16``, or
-``all``; CI sets it) or it is already built; otherwise the tests skip,
-saying so. scripts/runtime_matrix.py measures 1.14 and 1.18 as well.
+its own (``lowering/runtimes/releases.py``), which
+``scripts/runtime_releases.py`` builds with pip in about a minute: only
+when ``LOWERING_OLD_RUNTIMES`` asks for it (``1.16``, or ``all``; CI sets
+it) or it is already built; otherwise the tests skip, saying so. scripts/runtime_matrix.py measures 1.14 and 1.18 as well.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ their own (``lowering/runtimes/releases.py``), lowered with ``--runtime``
 naming the release: onnxruntime 1.12 (the oldest that takes opset 17,
 SequenceMap's) and 1.16, OpenVINO 2024.6 (the 2024 LTS, the oldest that
 ``--runtime openvino`` covers) and 2025.4, and OpenVINO 2023.3 with its own
-profile, and onnxruntime-openvino 1.24's OpenVINO execution provider with
-CPU fallback disabled (``--runtime onnxruntime-openvino:1.24``: no loop).
-Each runs, against numpy:
+profile, onnxruntime-openvino 1.24's OpenVINO execution provider with
+CPU fallback disabled (``--runtime onnxruntime-openvino:1.24``: no loop),
+and IREE 3.13 (``--runtime iree``: no loop, no segment max or min). Each
+runs, against numpy, or is refused in one line where the profile has no
+form for it (a map that keeps a loop, for a runtime with none):
 
 - every ragged reduction (``tests/test_ragged.py``: segment sums, products,
   means, maxima and minima; L2 and log-sum-exp, which keep a loop) read by
@@ -19,7 +21,8 @@ Each runs, against numpy:
   vectorized form of each family in onnxruntime's oldest release, whose
   MatMul, TopK, OneHot and Einsum fail on an empty stack, so that
   ``--runtime onnxruntime:1.12`` writes another form;
-- the runtime matrix's hand-written maps (``tests/matrix_models.py``).
+- the runtime matrix's hand-written maps (``tests/matrix_models.py``;
+  not in the execution provider).
 
 A reduction left in a loop runs the body's own op on each element, and an
 empty element is then the release's own matter (onnxruntime 1.12 fails on
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import pathlib
 from collections.abc import Callable
 
 import numpy as np
@@ -41,23 +45,26 @@ import onnx
 import pytest
 
 import lowering
-from lowering.runtimes import releases
+from lowering.runtimes import releases, runners
 from lowering.runtimes.profiles import profile
 from lowering.runtimes.runners import RuntimeFailure, run_many
 from tests import test_ragged, test_vectorize
-from tests.helpers import assert_same, op_types, release_python
+from tests.helpers import assert_same, cli, op_types, release_python
 from tests.matrix_models import matches, synthetic_cases
 from tests.test_vectorize import Family
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """A release, the ``--runtime`` it is lowered for and the opset and IR its models declare."""
+    """A release, the ``--runtime`` it is lowered for and the opset and IR its models
+    declare; ``refuses``: the reductions whose ragged maps its profile refuses (no form
+    of theirs runs there), beside those that keep a loop where it has none."""
 
     release: releases.Release
     runtime: str
     opset: int
     ir_version: int
+    refuses: tuple[str, ...] = ()
 
 
 TARGETS = {
@@ -71,6 +78,8 @@ TARGETS = {
         Target(releases.RELEASES["openvino 2024.6"], "openvino:2024.6", 18, 9),
         Target(releases.RELEASES["openvino 2025.4"], "openvino", 18, 9),
         Target(releases.RELEASES["onnxruntime-openvino 1.24"], "onnxruntime-openvino:1.24", 18, 9),
+        # No loop, and no segment max or min (ScatterElements with those reductions).
+        Target(releases.RELEASES["iree 3.13"], "iree", 18, 9, ("ReduceMax", "ReduceMin")),
     )
 }
 
@@ -92,6 +101,15 @@ class Job:
     expected: list
 
 
+@dataclasses.dataclass(frozen=True)
+class Refused:
+    """A map the lowering refused for the target (its one line), and whether it was
+    to refuse it (an unexpected lowering is one that was not)."""
+
+    error: str
+    expected: bool
+
+
 def _job(target: Target, model: onnx.ModelProto, inputs: list, expected: list) -> Job:
     """The job; for the execution provider, without the graph inputs nothing reads,
     which it binds to the wrong places ("Can't set the input tensor with index 1")."""
@@ -107,16 +125,29 @@ def _job(target: Target, model: onnx.ModelProto, inputs: list, expected: list) -
     return Job(model, [x for _, x in kept], expected)
 
 
-def _ragged(target: Target) -> dict[str, Job]:
-    jobs = {}
-    bodies = {**test_ragged.REDUCTIONS, "unary": test_ragged.ELEMENTWISE["unary"]}
-    if "Loop" not in profile(target.runtime).lacks:
-        bodies.update(test_ragged.LOOP_REDUCTIONS)
+def _ragged(target: Target) -> dict[str, Job | Refused]:
+    jobs: dict[str, Job | Refused] = {}
+    bodies = {
+        **test_ragged.REDUCTIONS,
+        "unary": test_ragged.ELEMENTWISE["unary"],
+        **test_ragged.LOOP_REDUCTIONS,
+    }
+    loops = profile(target.runtime).loops
     for s, source in test_ragged.SOURCES.items():
         for b, body in bodies.items():
             model = test_ragged.ragged_model(source, body, "concat", target.opset)
             model.ir_version = target.ir_version
-            result = lowering.lower(model, runtime=target.runtime)
+            refuse = b.startswith(target.refuses) or (
+                b in test_ragged.LOOP_REDUCTIONS and not loops
+            )
+            try:
+                result = lowering.lower(model, runtime=target.runtime)
+            except lowering.LoweringError as error:
+                jobs[f"{s} {b}"] = Refused(str(error), refuse)
+                continue
+            if refuse:
+                jobs[f"{s} {b}"] = Refused("lowered, where its profile was to refuse it", False)
+                continue
             looped = bool({"Loop", "Scan"} & set(op_types(result)))
             names = [i.name for i in result.graph.input]
             for lengths in source.runs:
@@ -161,19 +192,22 @@ def _empty(target: Target) -> dict[str, Job]:
     }
 
 
-def _matrix(target: Target) -> dict[str, Job]:
-    if "Loop" in profile(target.runtime).lacks:
-        return {}  # its maps that keep a loop cannot be lowered for it
-    return {
-        name: _job(
-            target, lowering.lower(case.model, runtime=target.runtime), case.inputs, case.expected
-        )
-        for name, case in synthetic_cases().items()
-    }
+def _matrix(target: Target) -> dict[str, Job | Refused]:
+    """The matrix's maps; where the target has no loop, those that keep one are refused."""
+    jobs: dict[str, Job | Refused] = {}
+    loops = profile(target.runtime).loops
+    for name, case in synthetic_cases().items():
+        try:
+            result = lowering.lower(case.model, runtime=target.runtime)
+        except lowering.LoweringError as error:
+            jobs[name] = Refused(str(error), bool(case.loop_expected) and not loops)
+            continue
+        jobs[name] = _job(target, result, case.inputs, case.expected)
+    return jobs
 
 
 @functools.cache
-def _jobs(column: str, group: str) -> dict[str, Job]:
+def _jobs(column: str, group: str) -> dict[str, Job | Refused]:
     target = TARGETS[column]
     makers = {"ragged": _ragged, "vectorized": _vectorized, "empty": _empty, "matrix": _matrix}
     return makers[group](target)
@@ -188,7 +222,7 @@ def outcomes(tmp_path_factory):
         if (column, group) not in found:
             release_python(TARGETS[column].release)
             folder = tmp_path_factory.mktemp(f"{column}_{group}".replace(" ", "_"))
-            jobs = _jobs(column, group)
+            jobs = {k: j for k, j in _jobs(column, group).items() if isinstance(j, Job)}
             paths = []
             for number, job in enumerate(jobs.values()):
                 path = folder / f"{number}.onnx"
@@ -218,10 +252,12 @@ def _fault(result: list | RuntimeFailure, job: Job) -> str | None:
 
 
 def _has_jobs(target: Target, group: str) -> bool:
-    """Whether ``group`` has jobs for ``target`` (cheaply: no lowering at collection)."""
+    """Whether ``group`` has jobs for ``target`` (cheaply: no lowering at collection).
+    Not the matrix's maps for the execution provider: it leaves nodes of two unrolled
+    ones (a Gather, Shape and ReduceSum; ReduceSums and a Concat) to the CPU."""
     if group == "empty":
         return target.release.runtime == "onnxruntime"
-    return group != "matrix" or "Loop" not in profile(target.runtime).lacks
+    return group != "matrix" or target.release.runtime != "onnxruntime-openvino"
 
 
 PARAMS = [
@@ -239,6 +275,10 @@ def test_every_form_runs_and_matches_numpy_in_the_release(column, group, outcome
     got = outcomes(column, group)
     failed, healed = [], []
     for name, job in jobs.items():
+        if isinstance(job, Refused):
+            if not job.expected or "\n" in job.error:
+                failed.append(f"{name}: {job.error}")
+            continue
         fault = _fault(got[name], job)
         own = OWN_FAULTS.get((column, name))
         if fault is not None and own is None:
@@ -250,21 +290,66 @@ def test_every_form_runs_and_matches_numpy_in_the_release(column, group, outcome
 
 
 @pytest.mark.slow
-def test_verify_runs_b_in_the_release_named(tmp_path):
+@pytest.mark.parametrize(("runtime", "column"), [("openvino:2024.6", "openvino 2024.6"),
+                                                 ("iree", "iree 3.13")])  # fmt: skip
+def test_verify_runs_b_in_the_release_named(runtime, column, tmp_path, monkeypatch):
     """``--verify --runtime openvino:2024.6`` runs B in that release, which takes the
-    segment sum the default output holds."""
-    release_python(releases.RELEASES["openvino 2024.6"])
+    segment sum the default output holds; ``--runtime iree`` in IREE's newest."""
+    release_python(releases.RELEASES[column])
     source = test_ragged.SOURCES["input_lengths_axis_0"]
     body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
     model = test_ragged.ragged_model(source, body, "concat")
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(model, a)
-    result = lowering.lower(model, runtime="openvino:2024.6")
+    result = lowering.lower(model, runtime=runtime)
     assert "ScatterElements" in op_types(result)
     onnx.save(result, b)
     feeds = test_ragged._feeds(source, (0, 2, 0, 1, 6, 3, 0), "float")
-    report = lowering.verify.compare(a, b, inputs=feeds, runtime="openvino:2024.6")
+    ran = []
+    real = runners.run_many
+    monkeypatch.setattr(
+        runners, "run_many", lambda name, *rest: ran.append(name) or real(name, *rest)
+    )
+    report = lowering.verify.compare(a, b, inputs=feeds, runtime=runtime)
     assert report.exit_code == 0 and report.runs == 1, report.table()
+    assert ran == [column]
+
+
+#: scripts/runtime_probe.py's models of what the ``iree`` profile lacks or refuses,
+#: with the op it names for each: each must still fail in IREE (refused, or a wrong
+#: result), and the controls (None) run; an IREE that runs one is a profile to widen.
+IREE_PROBES = {
+    "Loop, scan outputs (body reads outer x)": "Loop",
+    "Loop, dynamic trip count (Shape of input)": "Loop",
+    "Scan over a dynamic length": "Scan",
+    "ConcatFromSequence new_axis 0 (of SplitToSequence)": "SplitToSequence",
+    "ScatterElements, reduction max": "ScatterElements<reduction=max>",
+    "ScatterElements, reduction min": "ScatterElements<reduction=min>",
+    "ScatterElements, reduction add": None,
+    "Scan (state + scan output)": None,  # over a static length
+    "If": None,
+}
+
+
+@pytest.mark.slow
+def test_what_the_iree_profile_refuses_still_fails_in_iree(tmp_path):
+    from scripts.runtime_probe import PROBES
+
+    release = releases.RELEASES["iree 3.13"]
+    release_python(release)
+    jobs = []
+    for number, name in enumerate(IREE_PROBES):
+        path = tmp_path / f"{number}.onnx"
+        onnx.save(PROBES[name].model(), path)
+        jobs.append((path, PROBES[name].inputs))
+    iree = profile("iree")
+    for (name, op), result in zip(IREE_PROBES.items(), run_many(release.column, jobs), strict=True):
+        probe = PROBES[name]
+        runs = not isinstance(result, RuntimeFailure) and matches(
+            result, probe.expect(*probe.inputs)
+        )
+        assert runs == (op is None), f"{name}: {result}"
+        assert op is None or iree.rejects({op}) == [op], name
 
 
 # -- the profiles, without the venvs -------------------------------------------
@@ -277,6 +362,8 @@ PROFILES = {
     "onnxruntime:1.12": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
     "onnxruntime:1.31.1": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
     "onnxruntime:1.32": ("onnxruntime", ()),
+    "iree": ("iree", ("ScatterElements<reduction=max>", "ScatterElements<reduction=min>")),
+    "iree:3.13": ("iree", ("ScatterElements<reduction=max>", "ScatterElements<reduction=min>")),
 }
 
 
@@ -294,7 +381,7 @@ def test_a_release_gets_the_profile_that_covers_it(name):
 
 @pytest.mark.parametrize(
     "name", ["openvino:2022.1", "openvino:2023.2", "onnxruntime:1.11", "generic:1.0",
-             "openvino:latest", "tensorrt:10.0", "openvino:"]
+             "openvino:latest", "tensorrt:10.0", "openvino:", "iree:3.12"]
 )  # fmt: skip
 def test_a_release_no_profile_covers_is_the_callers_mistake(name):
     model = test_ragged.ragged_model(
@@ -328,6 +415,33 @@ def test_the_segment_form_names_the_releases_that_reject_it(tmp_path):
     said = done.stderr + done.stdout
     assert "not vectorized: openvino:2023.3 refuses a ScatterElements with a reduction" in said
     assert "ScatterElements" not in op_types(onnx.load(out))
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd", "ReduceMean", "ReduceMax", "ReduceMin"])
+def test_only_a_segment_max_or_min_is_rejected_by_iree(op, tmp_path):
+    """IREE compiles a ScatterElements with reduction add or mul, not max or min: the
+    summary names iree for those only, and ``--runtime iree`` refuses them in one line."""
+    source = test_ragged.SOURCES["input_lengths_axis_0"]
+    model = test_ragged.ragged_model(
+        source, test_ragged.REDUCTIONS[f"{op}_keepdims_0_float"], "concat"
+    )
+    _, report = lowering.lower_with_report(model)
+    (said,) = report.nodes
+    rejected = ("iree", f"ScatterElements<reduction={op[6:].lower()}>") in said.rejected_by
+    assert said.strategy == "vectorize" and rejected is (op in ("ReduceMax", "ReduceMin"))
+    path, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, path)
+    done = cli([path, out, "--runtime", "iree"], text=True)
+    if not rejected:
+        assert done.returncode == 0, done.stderr
+        assert "ScatterElements" in op_types(onnx.load(out))
+        return
+    assert done.returncode == 1 and not out.exists()
+    (line,) = done.stderr.splitlines()
+    assert "--runtime iree: iree runs neither Loop nor Scan" in line
+    assert (
+        f"not vectorized: iree compiles no ScatterElements with reduction {op[6:].lower()}" in line
+    )
 
 
 ALLOWZERO = """<ir_version: 8, opset_import: ["" : 14]>
@@ -396,3 +510,66 @@ g (float[N,3] x, float[3,4] w) => ({out_type}) {{
     _, report = lowering.lower_with_report(model, runtime="onnxruntime:1.12")
     (said,) = report.nodes
     assert (said.strategy == "vectorize") is not goes_on, said
+
+
+# -- the venvs: scripts/runtime_releases.py builds them, the package looks them up --
+
+
+def _saved_ragged_sum(folder) -> pathlib.Path:
+    source = test_ragged.SOURCES["input_lengths_axis_0"]
+    body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
+    path = folder / "in.onnx"
+    onnx.save(test_ragged.ragged_model(source, body, "concat"), path)
+    return path
+
+
+@pytest.mark.parametrize("module", ["lowering", "lowering.verify"])
+def test_verify_in_a_release_not_built_names_the_command_that_builds_it(
+    module, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(releases.CACHE_VARIABLE, str(tmp_path / "cache"))
+    path = _saved_ragged_sum(tmp_path)
+    if module == "lowering":
+        argv = [path, tmp_path / "out.onnx", "--verify", "--runtime", "openvino:2024.6"]
+    else:
+        argv = [path, path, "--runtime", "openvino:2024.6"]
+    done = cli(argv, module=module, text=True)
+    assert done.returncode == 2
+    error = done.stderr.splitlines()[-1]
+    assert error.endswith(
+        "error: --runtime openvino:2024.6: openvino 2024.6 runs in a venv of its own, not "
+        "built: `python scripts/runtime_releases.py build openvino:2024.6` (lowering's source "
+        f"tree) builds it in {tmp_path / 'cache' / 'runtime-releases' / 'openvino-2024.6'}, "
+        "a venv of Python 3.11 with openvino==2024.6.0 and an empty file 'built'"
+    ), done.stderr
+    assert not (tmp_path / "cache").exists(), "looked up, not built"
+    with pytest.raises(releases.ReleaseNotBuilt, match="scripts/runtime_releases.py build"):
+        lowering.verify.compare(path, path, runtime="openvino:2024.6")
+
+
+def test_the_package_runs_no_pip():
+    """No module of the package names pip or venv as a command: the script builds."""
+    import ast
+
+    package = pathlib.Path(lowering.__file__).parent
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in ("pip", "venv", "ensurepip"):
+                raise AssertionError(f"{path.relative_to(package)}:{node.lineno} runs {node.value}")
+
+
+def test_the_script_lists_and_refuses_an_unknown_release(tmp_path, monkeypatch, capsys):
+    from scripts import runtime_releases
+
+    monkeypatch.setenv(releases.CACHE_VARIABLE, str(tmp_path))
+    assert runtime_releases.main(["list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed == [
+        f"{c.replace(' ', ':')}: not built ({tmp_path / 'runtime-releases' / c.replace(' ', '-')})"
+        for c in releases.RELEASES
+    ]
+    with pytest.raises(SystemExit) as exit_:
+        runtime_releases.main(["build", "openvino:2024.5"])
+    assert exit_.value.code == 2
+    assert "no release 'openvino:2024.5': one of onnxruntime:1.12," in capsys.readouterr().err
+    assert not (tmp_path / "runtime-releases").exists()

@@ -121,6 +121,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "mnn": "uniform",
         "tvm": NO_LOOP,
         "tinygrad": NO_LOOP,
+        "iree": NO_LOOP,
         "generic": NO_LOOP,
     },
     "split, concat": {
@@ -130,6 +131,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "mnn": "uniform",
         "tvm": NO_LOOP,
         "tinygrad": NO_LOOP,
+        "iree": NO_LOOP,
         "generic": NO_LOOP,
     },
     "static 20": {
@@ -139,6 +141,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "mnn": "uniform",
         "tvm": "unroll",
         "tinygrad": "unroll",
+        "iree": "unroll",
         "generic": "unroll",
     },
     "construct 3": {name: "unroll" for name in RUNTIMES},
@@ -150,6 +153,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "mnn": "vectorize",
         "tvm": "vectorize",
         "tinygrad": "vectorize",
+        "iree": "vectorize",
         "generic": "vectorize",
     },
     # Read only by a concat, the output is built by the Loop without sequences.
@@ -160,6 +164,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         "mnn": "loop",
         "tvm": NO_LOOP,
         "tinygrad": NO_LOOP,
+        "iree": NO_LOOP,
         "generic": NO_LOOP,
     },
 }
@@ -264,6 +269,7 @@ def test_each_map_says_which_runtimes_reject_its_form():
         "tract (Loop)",
         "tvm (Loop)",
         "tinygrad (Loop)",
+        "iree (Loop)",
     ]
     assert "so rejected by openvino (SequenceEmpty), tract (Loop), tvm" in rewrite.explained()
     unrolled = ir.serde.deserialize_model(onnx.parser.parse_model(MODELS["construct 3"]))

@@ -20,7 +20,7 @@ import pytest
 
 import lowering
 from tests.golden import canonical_text
-from tests.helpers import assert_same, lowered, op_types, parse, run
+from tests.helpers import all_nodes, assert_same, lowered, op_types, parse, run
 
 rng_ = np.random.default_rng
 
@@ -204,6 +204,12 @@ FAMILIES: dict[str, Family] = {
         " b = Constant <value = int64[1] {1}> ()\n k = Slice(t, a, b, a)\n c = Squeeze(k, a)",
         lambda e: np.tile(e, (1, 2)),
     ),
+    "expand_to_a_computed_shape": Family(
+        (1, 4),
+        "k = Shape(w)\n c = Expand(e, k)",
+        lambda e, w: np.broadcast_to(e, w.shape),
+        {"w": W234},
+    ),
     "pad_and_topk": Family(
         (3, 4),
         "p = Constant <value = int64[4] {0, 1, 1, 0}> ()\n q = Pad(e, p)\n"
@@ -373,6 +379,8 @@ def _vectorized(model: onnx.ModelProto) -> onnx.ModelProto:
     assert strategy == "vectorize", reason
     result = lowered(model)
     assert not {"Loop", "Scan"} & set(op_types(result))
+    # No node ends in an absent input (IREE compiles no Slice given an empty steps).
+    assert all(node.input[-1] for node in all_nodes(result) if node.input)
     return result
 
 

@@ -70,7 +70,7 @@ from lowering.options import (
 from lowering.passes.hide_unproven_outputs import Copied, read_producers
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
-from lowering.runtimes.profiles import EMPTY_STACK, REFUSED_OPS, profile, rejections
+from lowering.runtimes.profiles import EMPTY_STACK, REFUSED_OPS, op_forms, profile, rejections
 
 logger = logging.getLogger(__name__)
 
@@ -345,8 +345,8 @@ def _rejected(
             continue
         if node.op_type in PORTABILITY_OPS:
             added.add(node.op_type)
-        if vectorized and node.op_type in REFUSED_OPS and _as_refused(node, empty_read):
-            refused.add(node.op_type)
+        if vectorized and _as_refused(node, empty_read):
+            refused.update(form for form in op_forms(node) if form in REFUSED_OPS)
         if has_subgraphs(node):
             for graph in subgraphs(node):
                 added |= _portability_ops(graph)

@@ -4,8 +4,8 @@ A job is a folder holding ``model`` (the model file's path, as text) and
 ``inputs.npz``; the child leaves ``result.json`` (``{"outputs": n}`` or
 ``{"error": ...}``), ``outputs.npz`` and ``log.txt`` (what the runtime
 printed) in it. The package's own runtimes serve jobs through
-``python -m lowering.runtimes.runners``; a release of onnxruntime or
-OpenVINO, in a virtual environment that has only numpy and that runtime
+``python -m lowering.runtimes.runners``; a release of onnxruntime,
+OpenVINO or IREE, in a virtual environment that has only numpy and that runtime
 (:mod:`lowering.runtimes.releases`), runs this file as a script
 (``python child.py RUNTIME JOB...``). So it imports nothing but the
 standard library and numpy, and each runtime only in its runner.
@@ -158,11 +158,50 @@ def run_openvino_ep(path: pathlib.Path, inputs: Sequence[object]) -> list:
     return [np.asarray(o) for o in outputs]
 
 
+#: This child's IREE modules, by the sha256 of the model file: a compile takes about
+#: a second, and the tests run one model on several inputs, each a job of its own.
+_IREE_MODULES: dict[str, bytes] = {}
+
+
+def compile_iree(path: pathlib.Path) -> bytes:
+    """``path`` imported by IREE's own ONNX importer (``iree-import-onnx``, which
+    runs ONNX's shape inference first) and compiled for ``llvm-cpu``."""
+    import hashlib
+    import tempfile
+
+    import iree.compiler
+    from iree.compiler.tools.import_onnx import __main__ as importer
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest not in _IREE_MODULES:
+        with tempfile.TemporaryDirectory() as folder:
+            mlir = str(pathlib.Path(folder) / "model.mlir")
+            importer.main(importer.parse_arguments([str(path), "-o", mlir]))
+            _IREE_MODULES[digest] = iree.compiler.compile_file(mlir, target_backends=["llvm-cpu"])
+    return _IREE_MODULES[digest]
+
+
+def run_iree(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """IREE, compiled by :func:`compile_iree`, run on one thread (the ``local-sync``
+    driver). The function is the graph's name."""
+    import iree.runtime
+    import onnx
+
+    flatbuffer = compile_iree(path)
+    context = iree.runtime.SystemContext(config=iree.runtime.Config("local-sync"))
+    context.add_vm_module(iree.runtime.VmModule.copy_buffer(context.instance, flatbuffer))
+    function = context.modules.module[onnx.load(str(path), load_external_data=False).graph.name]
+    results = function(*inputs)
+    results = results if isinstance(results, (tuple, list)) else [results]
+    return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+
+
 #: What ``python child.py RUNTIME JOB...`` serves the jobs with.
 RUNNERS: dict[str, Callable[[pathlib.Path, Sequence[np.ndarray]], list]] = {
     "onnxruntime": run_onnxruntime,
     "openvino": run_openvino,
     "onnxruntime-openvino": run_openvino_ep,
+    "iree": run_iree,
 }
 
 

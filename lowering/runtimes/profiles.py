@@ -49,7 +49,8 @@ class Runtime:
         miscomputes: Ops it refuses or computes wrongly in the way the rewrites
             write them, with how: a map whose vectorized form has one gets
             another form, and a form that keeps one names the runtime among
-            those that reject it.
+            those that reject it. An op is named as :func:`op_forms` names it
+            (``ScatterElements<reduction=max>``: with that reduction only).
         oldest: The oldest release the profile covers ("2024.0": that and later).
         newest: The newest it covers, for a release profile ("" for no end).
         measured: The releases it was measured on.
@@ -149,6 +150,20 @@ _MEASURED = (
     ),
     # tinygrad 0.14: no loop and no sequence op.
     Runtime("tinygrad", frozenset(LOOP_OPS) | _ALL_SEQUENCES, oldest="0.14", measured=("0.14.0",)),
+    # IREE 3.13 (iree-import-onnx, llvm-cpu): a Loop only with a constant trip count and
+    # no scan output, a Scan over a dynamic length gives its last row alone, sequence
+    # ops only as SequenceConstruct read by SequenceAt; no ScatterElements with reduction
+    # max or min (tests/test_releases.py, scripts/runtime_probe.py).
+    Runtime(
+        "iree",
+        frozenset(LOOP_OPS) | _ALL_SEQUENCES,
+        miscomputes=(
+            ("ScatterElements<reduction=max>", "compiles no ScatterElements with reduction max"),
+            ("ScatterElements<reduction=min>", "compiles no ScatterElements with reduction min"),
+        ),
+        oldest="3.13",
+        measured=("3.13.0",),
+    ),
 )
 
 _ONNXRUNTIME, _OPENVINO = _MEASURED[0], _MEASURED[1]
@@ -162,6 +177,17 @@ EMPTY_STACK = {
     "OneHot": "crashes on an empty stack (n = 0; 1.12-1.24)",
     "Einsum": "crashes on an empty stack (n = 0; 1.12-1.24)",
 }
+
+
+def op_forms(node: ir.Node) -> tuple[str, ...]:
+    """The names a profile may list ``node`` under: its op, and a scatter's with its
+    reduction (``ScatterElements<reduction=max>``), which a runtime may take for some
+    reductions only."""
+    if node.op_type.startswith("Scatter"):
+        reduction = node.attributes.get_string("reduction", "none")
+        if reduction != "none":
+            return (node.op_type, f"{node.op_type}<reduction={reduction}>")
+    return (node.op_type,)
 
 
 def _release(base: Runtime, oldest: str, newest: str, runtime: str = "", **changes) -> Runtime:

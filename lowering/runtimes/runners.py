@@ -283,7 +283,7 @@ def versions() -> dict[str, str]:
         found[name] = (
             releases.installed_version(release)
             if releases.is_built(release)
-            else f"{name} not built (lowering/runtimes/releases.py builds it when run)"
+            else f"{name} not built (`{releases.build_command(release)}` builds it)"
         )
     return found
 
@@ -311,7 +311,8 @@ def run_many(
 
     ``runtime`` is a column of :data:`RUNNERS`, or of
     :data:`lowering.runtimes.releases.RELEASES` (a release of onnxruntime or
-    OpenVINO, whose child runs in that release's venv, built first if need be). One child
+    OpenVINO, whose child runs in that release's venv: ReleaseNotBuilt where it is not
+    built, saying which command builds it). One child
     runs the jobs in order (a runtime's import costs seconds, so
     not one child per job) and leaves each job's answer in its own folder;
     when it crashes or hangs, the job it was on fails and a fresh child goes

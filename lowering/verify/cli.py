@@ -270,7 +270,8 @@ def _main(argv: list[str] | None) -> int:
         default="onnxruntime",
         metavar="{" + ",".join(VERIFY_RUNTIMES) + "}[:RELEASE]",
         help="run B in this runtime (default onnxruntime), or in one release of it "
-        "(openvino:2024.6, in a venv pip builds on first use); A runs in onnxruntime",
+        "(openvino:2024.6; iree: its newest), in a venv that scripts/runtime_releases.py "
+        "builds; A runs in onnxruntime",
     )
     add_options(parser)
     noise = parser.add_mutually_exclusive_group()

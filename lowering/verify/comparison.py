@@ -41,7 +41,7 @@ from lowering.verify.ports import (
 from lowering.verify.randomness import has_random_ops, random_sources, same
 from lowering.verify.report import CannotCompare, InputsError, Report, Row, RunRecord, one_line
 from lowering.verify.runs import RunSpec, fallbacks, schedule
-from lowering.verify.runtime import VERIFY_RUNTIMES, known_runtime, run_elsewhere
+from lowering.verify.runtime import VERIFY_RUNTIMES, known_runtime, release_column, run_elsewhere
 from lowering.verify.settings import TIME_SCALE, TIMEOUT
 from lowering.verify.tolerance import ATOL, FLOAT64_ULPS, RTOL, ULPS, Tolerance, compare_value
 from lowering.verify.values import ValueRange
@@ -97,7 +97,9 @@ def compare(
     (:func:`~lowering.verify.runs.fallbacks`; past its time limit, in its
     plain form only) before B runs on what A took.
     Needs the ``verify`` extra (onnxruntime): raises
-    :class:`~lowering.options.MissingExtraError` without it.
+    :class:`~lowering.options.MissingExtraError` without it, and
+    :class:`~lowering.runtimes.releases.ReleaseNotBuilt` for a release whose
+    venv is not built (its message says which command builds it).
     """
     _check_arguments(inputs, runs, runtime, timeout)
     # float64 has its own ulps, unless rtol or atol is given (then both types use them)
@@ -124,8 +126,13 @@ def _check_arguments(inputs, runs: int | None, runtime: str, timeout: float) -> 
     if not known_runtime(runtime):
         raise ValueError(
             f"runtime must be one of {', '.join(VERIFY_RUNTIMES)} (or a release of one that "
-            f"lowering/runtimes/releases.py builds, openvino:2024.6), not {runtime!r}"
+            f"lowering/runtimes/releases.py names, openvino:2024.6), not {runtime!r}"
         )
+    column = release_column(runtime)
+    if column is not None:
+        from lowering.runtimes import releases
+
+        releases.python_for(releases.RELEASES[column])  # ReleaseNotBuilt: which command builds it
     if inputs is not None and runs is not None:
         raise ValueError("give inputs or runs, not both")
     if runs is not None and runs < 1:

@@ -4,7 +4,8 @@ A always runs in onnxruntime. Another runtime runs B through
 :mod:`lowering.runtimes.runners`, every run in its own child process (a
 runtime may crash), and takes plain tensors only. A release named with the
 runtime (``openvino:2024.6``, ``onnxruntime:1.12``) runs B in that
-release's venv (:mod:`lowering.runtimes.releases`, built by pip on first use).
+release's venv (:mod:`lowering.runtimes.releases`, which
+``scripts/runtime_releases.py`` builds).
 """
 
 from __future__ import annotations
@@ -27,17 +28,27 @@ __all__ = [
 
 
 def release_column(runtime: str) -> str | None:
-    """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py builds that venv."""
+    """``openvino:2024.6`` -> ``openvino 2024.6``, where releases.py names that release;
+    a runtime that runs only in a release's venv (``iree``) -> its newest release there."""
+    base, _, release = runtime.partition(":")
+    if not release and base in VERIFY_RUNTIMES:
+        return None  # (importing nothing: onnx-verify's start-up)
     from lowering.runtimes.releases import RELEASES
 
-    base, _, release = runtime.partition(":")
+    if not release:
+        own = [c for c, r in RELEASES.items() if r.runtime == base]
+        return max(own, key=lambda c: _version(RELEASES[c].version), default=None)
     column = f"{base} {release}"
-    return column if release and column in RELEASES else None
+    return column if column in RELEASES else None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
 
 
 def known_runtime(runtime: str) -> bool:
     """Whether B can run in ``runtime``: one of :data:`VERIFY_RUNTIMES`, or a release
-    of one that releases.py builds."""
+    that releases.py names (or a runtime it has releases of, ``iree``)."""
     return runtime in VERIFY_RUNTIMES or release_column(runtime) is not None
 
 
@@ -53,6 +64,14 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
 
         names = ", ".join(column.replace(" ", ":") for column in RELEASES)
         return f"--runtime {runtime}: {who} runs B in a release's venv only for {names}"
+    column = release_column(runtime)
+    if column is not None:
+        from lowering.runtimes import releases
+
+        release = releases.RELEASES[column]
+        if not releases.is_built(release):
+            return f"--runtime {runtime}: {releases.not_built(release)}"
+        return None
     entry = VERIFY_RUNTIMES.get(runtime)
     if entry is None:
         return None
@@ -63,9 +82,9 @@ def missing_runtime(runtime: str, who: str = "--verify") -> str | None:
 
 
 def verify_runtime(runtime: str | None) -> str:
-    """Where ``--runtime`` runs B: that runtime (or release), or onnxruntime for none
-    and "generic"."""
-    if runtime is not None and ":" in runtime:
+    """Where ``--runtime`` runs B: that runtime (or release, or the venv of a runtime
+    that has one only there), or onnxruntime for none and "generic"."""
+    if runtime is not None and (":" in runtime or release_column(runtime) is not None):
         return runtime
     return runtime if runtime in VERIFY_RUNTIMES else "onnxruntime"
 

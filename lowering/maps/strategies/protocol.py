@@ -65,7 +65,8 @@ class Fit:
 
     ``computes``: the body's own ops, where the form runs them otherwise than
     the original does (on a stack that may be empty), for the runtime's
-    faults; ``empty_read``: the original goes on past a map over no element
+    faults; ``forms``: what it writes as a profile tells ops apart by an
+    attribute (:func:`~lowering.runtimes.profiles.op_forms`); ``empty_read``: the original goes on past a map over no element
     (else a fault on an empty stack, which the original meets too, does not
     count). Strategies subclass it to carry what they computed for their
     rewrite.
@@ -76,6 +77,7 @@ class Fit:
     writes: Writes = ()
     needs: frozenset[str] = frozenset()
     computes: tuple[str, ...] = ()
+    forms: tuple[str, ...] = ()
     empty_read: bool = True
 
 
@@ -150,7 +152,7 @@ def _runnable(fit: Fit, plan: MapPlan, context: Context) -> Fit | Decline:
         return Decline(form, f"{context.runtime.name} has no {lacks[0]}")
     if blocked := first_unsupported(list(fit.writes), plan.opset):
         return Decline(form, blocked)
-    ops = [*(op for op, _ in fit.writes), *fit.computes]
+    ops = [*(op for op, _ in fit.writes), *fit.forms, *fit.computes]
     if not fit.empty_read:
         ops = [op for op in ops if op not in EMPTY_STACK]
     if wrong := context.runtime.miscomputed(ops):

@@ -434,6 +434,11 @@ class Batcher:
         attributes: Mapping[str, object] | None,
         num_outputs: int,
     ) -> list[ir.Value]:
+        """The node, its trailing absent inputs left out: the same in ONNX, and IREE
+        compiles no Slice given an empty ``steps`` (docs/runtimes.md)."""
+        inputs = list(inputs)
+        while inputs and inputs[-1] is None:
+            inputs.pop()
         attrs = [attribute(name, value) for name, value in (attributes or {}).items()]
         node = fresh(ir.Node("", op_type, inputs, attrs, num_outputs=num_outputs))
         dtype = self.dtype_of(inputs[0]) if inputs else None

@@ -50,7 +50,8 @@ provider ("Only none is supported"); a ReduceSum of an empty slice with
 keepdims gives [0, ...], not [1, ...], in onnxruntime 1.12 to 1.16; and a
 Tile of it does not compile in IREE. OpenVINO 2023.3 refuses even this
 ScatterElements, so its profile (``--runtime openvino:2023.3``) gets the
-loop form.
+loop form; IREE compiles it but with reduction max or min, and has no
+loop, so ``--runtime iree`` refuses a segment max or min.
 
 Everything else declines, and the map gets its next strategy: an op with
 no rule here, an outer operand that may vary along the ragged axis, a

@@ -6,6 +6,7 @@ prepended to perms and repeats), and a shape read is the stack's without
 its first dim::
 
     Reshape(e, s)   ->   Reshape(E, [0 or -1, *s])
+    Expand(e, s)    ->   Expand(E, [1, ..., *s])       (1s to the stack's rank)
     Shape(e)        ->   Slice(Shape(E), [1], [max])     (the same for every element)
 """
 
@@ -193,8 +194,15 @@ def _expand(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list
         raise v.decline("the length of its shape is unknown")
     dims = v.dims(x)
     rank = max(len(dims), length)
-    out = v.like(node, [v.lift(x, rank), target.value])
+    # The shape padded with 1s to the stack's rank (a shorter one broadcasts the same),
+    # which IREE needs (docs/runtimes.md).
     array = constant_array(target.value)
+    if array is not None:
+        full = v.const([1] * (rank + 1 - length) + [int(d) for d in array.reshape(-1)])
+    else:
+        ones = v.const([1] * (rank + 1 - length))
+        full = v.op("Concat", [ones, target.value], {"axis": 0})
+    out = v.like(node, [v.lift(x, rank), full])
     shape: Dims
     if array is not None:
         shape = broadcast_dims([dims, tuple(int(d) for d in array)])

@@ -50,6 +50,7 @@ from lowering.maps.strategies.uniform import (
 from lowering.maps.strategies.vectorize.batcher import Batcher
 from lowering.maps.strategies.vectorize.batcher import Decline as NotBatched
 from lowering.maps.strategies.vectorize.body_values import Ragged
+from lowering.runtimes.profiles import op_forms
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         f"every op in its body has a batching rule, and {how}",
         writes=emitted_ops(plan, rewrite),
         computes=tuple(node.op_type for node in plan.body),
+        forms=tuple(dict.fromkeys(f for node in rewrite.created for f in op_forms(node)[1:])),
         empty_read=empty_is_read(plan),
         batcher=rewrite,
         stack_free=rewrite.stack_free,
