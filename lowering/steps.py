@@ -66,7 +66,7 @@ from lowering.passes.provenance import ProvenancePass
 from lowering.passes.specialize_functions import SpecializeFunctionsPass, SpecializeResult
 from lowering.passes.target_opset import TargetOpsetPass
 from lowering.progress import Callback, silent
-from lowering.rewrites import LoweringResult
+from lowering.rewrites import Kept, LoweringResult, stays
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +226,7 @@ class Pipeline(ir.passes.InPlacePass):
         declared = _declared(model)
         fixed = False
         rewrites = []
-        kept = []
+        kept: list[Kept] = []
         modified = False
         specialized: SpecializeResult | None = None
         for step in STEPS:
@@ -237,9 +237,11 @@ class Pipeline(ir.passes.InPlacePass):
             try:
                 result = _run(pass_, model)
             except LoweringError as error:
+                if specialized is None and not stays(kept):
+                    raise
                 if specialized is not None:  # name the function the user wrote
-                    raise specialized.unspecialized(error) from None
-                raise
+                    error = specialized.unspecialized(error)
+                raise _with_stays(error, kept) from None
             modified = modified or result.modified
             if isinstance(pass_, FixInputShapesPass):
                 fixed = result.modified
@@ -258,6 +260,18 @@ class Pipeline(ir.passes.InPlacePass):
                     progress.rewritten = progress.rewritten or bool(result.rewrites)
             progress.changed = bool(rewrites) or fixed or _declared(model) != declared
         return LoweringResult(model, modified=modified, rewrites=rewrites, kept=kept)
+
+
+def _with_stays(error: LoweringError, kept: list[Kept]) -> LoweringError:
+    """``error``, saying too why each Loop accumulator stays a sequence: where
+    one does, the target has no sequences (a ``--target-opset`` whose Loop
+    carries none), so it is among what the target refuses."""
+    said = stays(kept)
+    if not said:
+        return error
+    return LoweringError(
+        f"{error.reason}; {said}", node=error.node, scope=error.scope, details=error.details
+    )
 
 
 def pipeline(*, progress: Callback = silent, **options) -> Pipeline:
