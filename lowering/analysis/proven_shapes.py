@@ -187,9 +187,12 @@ def _track_elements(node: ir.Node, proof: Proof, flow: Flow | None) -> None:
     if flow is not None:
         made = flow[1]
     elif node.op_type in sequence_elements.MAKERS:
-        operands = [proof.operand(v) for v in node.inputs]
         inputs = [None if v is None else proof.elements.get(v) for v in node.inputs]
-        made = [sequence_elements.made(node, operands, inputs)]
+        if node.op_type == "Identity" and inputs[0] is None:  # (most are of tensors)
+            made = [None]
+        else:
+            operands = [proof.operand(v) for v in node.inputs]
+            made = [sequence_elements.made(node, operands, inputs)]
     else:
         return
     for value, elements in zip(node.outputs, made):
