@@ -207,8 +207,9 @@ def _with_reads(
 ) -> list[Inferred]:
     """``inferred``, or what control flow proves (``flow``), with the shape a
     read of a sequence takes from its elements."""
-    if flow is not None:
-        return flow[0]
+    if flow is not None:  # (as many as the node has outputs, the body's extra unread)
+        missing = len(node.outputs) - len(flow[0])
+        return flow[0][: len(node.outputs)] + [Inferred(None, None)] * missing
     if node.op_type in sequence_elements.READERS and node.inputs[0] is not None and inferred:
         got = sequence_elements.read(node, proof.elements.get(node.inputs[0]))
         if got is not None:
