@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from lowering import verify
     from lowering.progress import Callback, ProgressLine
     from lowering.report import Files, Measure, Report
-    from lowering.rewrites import LoweringResult
+    from lowering.rewrites import Kept, LoweringResult
 
 # ``--help`` and ``--version`` import neither onnx nor onnx_ir (tests/test_cli_cost.py):
 # the parser reads only lowering.defaults, and the rest is imported when a model is read.
@@ -322,7 +322,7 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
             progress=run.line,
         )
         rewrites = result.rewrites
-        unsupported = _unsupported(args, model)  # a dry run fails as the run would
+        unsupported = _unsupported(args, model, result.kept)  # a dry run fails as the run would
         changed = (
             bool(rewrites)
             or _opsets(model) != opsets
@@ -419,16 +419,20 @@ def _summarized(
     return report.replace(seconds=time.perf_counter() - run.started)
 
 
-def _unsupported(args: argparse.Namespace, model: ir.Model) -> str | None:
+def _unsupported(args: argparse.Namespace, model: ir.Model, kept: Sequence[Kept]) -> str | None:
     """What ``--runtime`` will refuse in the lowered model, as the warning says it
-    (``--allow-unsupported``); without that flag, raises the refusal: nothing is written."""
+    (``--allow-unsupported``), with why each Loop accumulator in ``kept`` stays a
+    sequence; without that flag, raises the refusal: nothing is written."""
     from lowering.errors import LoweringError
+    from lowering.rewrites import stays
     from lowering.runtimes.profiles import left_unsupported
 
     left = left_unsupported(model, args.runtime)
     if left is None:
         return None
-    said = f"{args.runtime} lacks ops the output holds: {left}"
+    said = "; ".join(
+        filter(None, [f"{args.runtime} lacks ops the output holds: {left}", stays(kept)])
+    )
     if not args.allow_unsupported:
         raise LoweringError(f"{said}; nothing written (--allow-unsupported writes it anyway)")
     return said

@@ -154,8 +154,9 @@ class Report:
             None, since the model is then as it was).
         nodes: Every rewritten SequenceMap and SequenceInsert, in the order done.
         kept: Every SequenceInsert whose position was left as written, since
-            the runtime lacks an op every form of it needs, and why
-            (:class:`lowering.rewrites.Kept`), in the order found.
+            the runtime lacks an op every form of it needs, and every Loop
+            accumulator no form serves where the target has no sequences, and
+            why (:class:`lowering.rewrites.Kept`), in the order found.
         conversions: What ``target_opset`` expanded or adapted.
         not_optimized: Why ``optimize`` was asked for but its result was
             dropped (it failed the ONNX checker) or it did not run (nothing
@@ -249,7 +250,8 @@ class Report:
             "lowest_opset": self.lowest_opset,
             "nodes": [node.as_dict() for node in self.nodes],
             "kept": [
-                {"name": k.node_name, "scope": k.scope, "reason": k.reason} for k in self.kept
+                {"op": k.op_type, "name": k.node_name, "scope": k.scope, "reason": k.reason}
+                for k in self.kept
             ],
             "target_opset": None
             if target is None

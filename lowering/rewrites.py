@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import onnx
@@ -75,18 +75,22 @@ class Rewrite:
 
 @dataclasses.dataclass(frozen=True)
 class Kept:
-    """A SequenceInsert whose position was left as written, and why.
+    """A SequenceInsert whose position, or a Loop whose accumulator, was left as written, and why.
 
     Attributes:
         scope: The graph or function the node sits in, for humans.
         node_name: The node's name ("" if it has none).
         reason: Why it was left: the runtime lacks an op that every form of
-            its position needs, such as "mnn has no SequenceLength".
+            its position needs, such as "mnn has no SequenceLength"; for a
+            Loop, which sequence stays and why no form serves it, such as
+            "'acc' stays a sequence: the element's rank is not proven".
+        op_type: "SequenceInsert" or "Loop".
     """
 
     scope: str
     node_name: str
     reason: str
+    op_type: str = "SequenceInsert"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +119,8 @@ class LoweringResult(ir.passes.PassResult):
         kept: One :class:`Kept` per node that a pass would have rewritten but
             left as written, since ``--runtime`` lacks an op every form of it
             needs (:class:`lowering.NormalizeSequenceInsertPass`'s positions),
+            or since no form serves a sequence a Loop accumulates where the
+            target has no sequences (:class:`lowering.LowerAccumulatorLoopsPass`),
             in the order found.
         conversions: What :class:`lowering.TargetOpsetPass` expanded or adapted.
         not_optimized: Why :class:`lowering.OptimizePass`'s result was dropped (it
@@ -125,6 +131,12 @@ class LoweringResult(ir.passes.PassResult):
     kept: list[Kept] = dataclasses.field(default_factory=list)
     conversions: list[Conversion] = dataclasses.field(default_factory=list)
     not_optimized: str | None = None
+
+
+def stays(kept: Sequence[Kept]) -> str:
+    """Why each Loop accumulator in ``kept`` stays a sequence, in one phrase ("" if none):
+    what a refusal for a target without sequences adds."""
+    return "; ".join(k.reason for k in kept if k.op_type == "Loop")
 
 
 def spelled(rejections: list[tuple[str, str]]) -> list[str]:

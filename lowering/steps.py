@@ -66,7 +66,7 @@ from lowering.passes.provenance import ProvenancePass
 from lowering.passes.specialize_functions import SpecializeFunctionsPass, SpecializeResult
 from lowering.passes.target_opset import TargetOpsetPass
 from lowering.progress import Callback, silent
-from lowering.rewrites import LoweringResult
+from lowering.rewrites import Kept, LoweringResult, stays
 from lowering.runtimes.profiles import profile
 
 
@@ -240,9 +240,11 @@ class Pipeline(ir.passes.InPlacePass):
             try:
                 result = _run(pass_, model)
             except LoweringError as error:
+                if specialized is None and not stays(total.kept):
+                    raise
                 if specialized is not None:  # name the function the user wrote
-                    raise specialized.unspecialized(error) from None
-                raise
+                    error = specialized.unspecialized(error)
+                raise _with_stays(error, total.kept) from None
             total.modified = total.modified or result.modified
             if isinstance(pass_, FixInputShapesPass):
                 fixed = result.modified
@@ -264,6 +266,18 @@ class Pipeline(ir.passes.InPlacePass):
                 bool(total.rewrites or total.conversions) or fixed or _declared(model) != declared
             )
         return total
+
+
+def _with_stays(error: LoweringError, kept: list[Kept]) -> LoweringError:
+    """``error``, saying too why each Loop accumulator stays a sequence: where
+    one does, the target has no sequences (a ``--target-opset`` whose Loop
+    carries none), so it is among what the target refuses."""
+    said = stays(kept)
+    if not said:
+        return error
+    return LoweringError(
+        f"{error.reason}; {said}", node=error.node, scope=error.scope, details=error.details
+    )
 
 
 def pipeline(*, progress: Callback = silent, **options) -> Pipeline:

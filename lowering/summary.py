@@ -239,16 +239,21 @@ def _listed(rewrites: list[Node]) -> list[str]:
     return lines
 
 
+#: What the summary calls a node left as written, by its op (:class:`lowering.rewrites.Kept`).
+_KEPT = {"SequenceInsert": "SequenceInsert position", "Loop": "Loop accumulator"}
+
+
 def _kept(report: Report, verbose: bool) -> list[str]:
-    """The SequenceInsert positions left as written, by reason, then by graph."""
+    """The SequenceInsert positions and Loop accumulators left as written, by
+    reason, then by graph."""
     lines = []
-    by_reason: dict[str, list[Kept]] = collections.defaultdict(list)
+    by_reason: dict[tuple[str, str], list[Kept]] = collections.defaultdict(list)
     for kept in report.kept:
-        by_reason[kept.reason].append(kept)
-    for reason, of_reason in by_reason.items():
+        by_reason[kept.op_type, kept.reason].append(kept)
+    for (op, reason), of_reason in by_reason.items():
         count, plural = len(of_reason), "s" if len(of_reason) != 1 else ""
         lines.append(
-            f"{PROG}: left {count} SequenceInsert position{plural} as written "
+            f"{PROG}: left {count} {_KEPT.get(op, op)}{plural} as written "
             f"in {report.input}: {reason}"
         )
         if count > DETAIL_LIMIT and not verbose:

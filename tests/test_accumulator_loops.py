@@ -15,6 +15,7 @@ of nothing), the lowered model fails too. OpenVINO runs the
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
 
 import numpy as np
@@ -24,8 +25,9 @@ import pytest
 
 import lowering
 from lowering.errors import LoweringError
+from lowering.rewrites import Kept
 from lowering.runtimes.profiles import RUNTIMES
-from tests.helpers import all_graphs, assert_same, lowered, op_types, parse, try_run
+from tests.helpers import all_graphs, assert_same, cli, lowered, op_types, parse, try_run
 
 SEQUENCE_OPS = RUNTIMES["openvino"].lacks
 
@@ -370,6 +372,87 @@ def test_readers_no_form_serves_leave_the_loop(reader):
     original = model("int64 out", append(ROW), reader)
     result = lowered(original)
     assert "SequenceInsert" in op_types(result)
+
+
+# Accumulators no form serves: the loop's sequence stays, and why (the element's
+# rank grows each iteration; a reader no form serves; a position in the middle).
+STAYS = {
+    "the element's rank is not proven": model(
+        "int64 out",
+        """
+  s, v = Loop (m, t, e, x) <body = b (int64 i, bool c, seq(float) acc, float[] vi)
+                                   => (bool c2, seq(float) acc2, float[] vo) {
+    acc2 = SequenceInsert (acc, vi)
+    zero = Constant <value = int64[1] {0}> ()
+    vo = Unsqueeze (vi, zero)
+    c2 = Identity (c)
+  }>""",
+        "out = SequenceLength (s)",
+    ),
+    "SequenceErase '' reads it, which no form serves": model(
+        "int64 out", append(ROW), "s2 = SequenceErase (s)\n  out = SequenceLength (s2)"
+    ),
+    "it inserts at a position that is neither the end nor 0": model(
+        "int64 out",
+        append(
+            ROW, "one = Constant <value = int64 {1}> ()\n    acc2 = SequenceInsert (acc, y, one)"
+        ),
+        "out = SequenceLength (s)",
+    ),
+}
+
+
+def _named(proto: onnx.ModelProto) -> onnx.ModelProto:
+    (loop,) = [node for node in proto.graph.node if node.op_type == "Loop"]
+    loop.name = "acc_loop"
+    return proto
+
+
+@pytest.mark.parametrize("options", [{"runtime": "openvino"}, {"runtime": "tract"}])
+@pytest.mark.parametrize("reason", list(STAYS))
+def test_the_pass_says_why_an_accumulator_stays_where_the_target_has_no_sequences(reason, options):
+    result = lowering.pipeline(**options)(ir.serde.deserialize_model(_named(STAYS[reason])))
+    said = f"'s' stays a sequence: {reason}"
+    assert result.kept == [Kept("main graph 'g'", "acc_loop", said, op_type="Loop")]
+
+
+@pytest.mark.parametrize("reason", list(STAYS))
+def test_nothing_is_said_where_the_sequence_runs_as_written(reason):
+    result = lowering.pipeline()(ir.serde.deserialize_model(_named(STAYS[reason])))
+    assert result.kept == []
+    assert "SequenceInsert" in op_types(ir.serde.serialize_model(result.model))
+
+
+@pytest.mark.parametrize("reason", list(STAYS))
+def test_the_refusal_says_why_each_accumulator_stays(reason, tmp_path):
+    source, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(_named(STAYS[reason]), source)
+    said = f"'s' stays a sequence: {reason}"
+    for option in (["--runtime", "tract"], ["--target-opset", "11"]):
+        run = cli([source, out, *option], text=True)
+        assert run.returncode == 1 and not out.exists()
+        (line,) = run.stderr.splitlines()
+        assert said in line
+    (line,) = cli([source, out, "--runtime", "tract"], text=True).stderr.splitlines()
+    assert "tract lacks ops the output holds: " in line and line.endswith(
+        f"; {said}; nothing written (--allow-unsupported writes it anyway)"
+    )
+
+
+def test_the_summary_and_the_report_say_why_an_accumulator_stays(tmp_path):
+    reason = "the element's rank is not proven"
+    source, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    onnx.save(_named(STAYS[reason]), source)
+    command = [source, out, "--runtime", "openvino", "--allow-unsupported", "--report", report]
+    run = cli(command, text=True)
+    assert run.returncode == 0, run.stderr
+    said = f"'s' stays a sequence: {reason}"
+    lines = run.stderr.splitlines()
+    assert f"onnx-lower: left 1 Loop accumulator as written in {source}: {said}" in lines
+    assert "  1 in main graph 'g': 'acc_loop'" in lines
+    assert lines[-1].startswith("onnx-lower: warning: ") and lines[-1].endswith(f"; {said}")
+    kept = {"op": "Loop", "name": "acc_loop", "scope": "main graph 'g'", "reason": said}
+    assert json.loads(report.read_text())["kept"] == [kept]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="needs openvino")

@@ -146,7 +146,12 @@ def _cli(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     return run, json.loads(report.read_text())
 
 
-KEPT = {"name": "insert", "scope": "main graph 'g'", "reason": "mnn has no SequenceLength"}
+KEPT = {
+    "op": "SequenceInsert",
+    "name": "insert",
+    "scope": "main graph 'g'",
+    "reason": "mnn has no SequenceLength",
+}
 
 
 def test_the_cli_says_which_insert_it_left_and_why(tmp_path):

@@ -83,6 +83,8 @@ def _run(tmp_path: pathlib.Path, capsys, name: str, *extra: str) -> tuple[int, d
 
 # --- the schema ----------------------------------------------------------------------------
 
+#: The ops a ``kept`` entry names: an insert position or a Loop accumulator left as written.
+KEPT_OPS = ("SequenceInsert", "Loop")
 KEYS = {
     "schema": int,
     "tool": str,
@@ -123,7 +125,7 @@ def check_schema(data: dict) -> None:
         for rejection in node["rejected_by"]:
             assert set(rejection) == {"runtime", "op"} and rejection["runtime"] in RUNTIMES
     for kept in data["kept"]:
-        assert set(kept) == {"name", "scope", "reason"}
+        assert set(kept) == {"op", "name", "scope", "reason"} and kept["op"] in KEPT_OPS
         assert all(isinstance(value, str) for value in kept.values())
     if data["target_opset"] is not None:
         assert data["target_opset"]["opset"] == data["options"]["target_opset"]
@@ -301,7 +303,12 @@ def test_quiet_still_reports_the_inserts_left_as_written(tmp_path, capsys):
     code, data, err = _run(tmp_path, capsys, "insert left as written", "-q")
     assert code == 0 and err == "" and data["nodes"] == []
     assert data["kept"] == [
-        {"name": "kept", "scope": "main graph 'g'", "reason": "mnn has no SequenceLength"}
+        {
+            "op": "SequenceInsert",
+            "name": "kept",
+            "scope": "main graph 'g'",
+            "reason": "mnn has no SequenceLength",
+        }
     ]
 
 
@@ -333,7 +340,12 @@ def test_the_api_report_lists_the_inserts_left_as_written():
     assert report.kept == (Kept("main graph 'g'", "kept", "mnn has no SequenceLength"),)
     assert report.nodes == () and lowered == model
     assert report.as_dict()["kept"] == [
-        {"name": "kept", "scope": "main graph 'g'", "reason": "mnn has no SequenceLength"}
+        {
+            "op": "SequenceInsert",
+            "name": "kept",
+            "scope": "main graph 'g'",
+            "reason": "mnn has no SequenceLength",
+        }
     ]
     result = lowering.pipeline(runtime="mnn")(ir.serde.deserialize_model(model))
     assert tuple(result.kept) == report.kept and not result.rewrites

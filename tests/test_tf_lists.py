@@ -14,19 +14,16 @@ ragged maps for onnxruntime, which runs their sequences faster), and
 onnxruntime must give TF's outputs. tract has no Loop: that is all it is
 told it lacks.
 
-Left out, as the lowering does not handle them yet: OpenVINO, tract and
-opset 11 for three exports whose row's rank proven_shapes does not prove, so
-the accumulator stays ("the element's type or rank is not proven to be the
-sequence's", a reason the pass drops: "nothing to lower"), and opset 11
-refuses ("Loop-11 takes no seq(tensor(float))"):
-- ``ragged_map_mask``: the row is ``tf.boolean_mask``'s Gather of a NonZero;
-- ``ragged_map_cond``: the row is an If's output;
-- ``ragged_map_twice``: the second map's rows are Slices of the first's
-  ConcatFromSequence (the first map is rewritten).
-- Running OpenVINO 2026.4: its ONNX frontend refuses every Loop here
-  ("loop body graph canonical inputs size (5), does not match ..."), as
-  tf2onnx's bodies return a carried input unchanged as an output, and the
-  lowering leaves that as it is.
+The rows of three exports have a rank proven only through what tf2onnx
+writes around them (lowering/analysis/proven_shapes.py): ``ragged_map_mask``
+(``tf.boolean_mask``'s Gather of a NonZero), ``ragged_map_cond`` (an If's
+output) and ``ragged_map_twice`` (the second map's rows are Slices of the
+first's ConcatFromSequence, and its bounds a Loop's scan output).
+
+Left out: running OpenVINO 2026.4. Its ONNX frontend refuses every Loop
+here ("loop body graph canonical inputs size (5), does not match ..."), as
+tf2onnx's bodies return a carried input unchanged as an output, and the
+lowering leaves that as it is.
 """
 
 from __future__ import annotations
@@ -62,10 +59,7 @@ OPTIONS = {
     "tract": {"runtime": "tract"},
     "opset11": {"target_opset": 11},
 }
-#: Not lowered yet (the module docstring): left out.
-UNPROVEN = ("ragged_map_cond", "ragged_map_mask", "ragged_map_twice")
-NOT_LOWERED = {(name, option) for name in UNPROVEN for option in ("openvino", "tract", "opset11")}
-CASES = [(n, o) for n in NAMES for o in OPTIONS if (n, o) not in NOT_LOWERED]
+CASES = [(n, o) for n in NAMES for o in OPTIONS]
 
 
 def test_every_pattern_is_exported():
@@ -91,17 +85,17 @@ def test_lowered_export_gives_tfs_outputs(name, options):
         np.testing.assert_allclose(actual, wanted, rtol=1e-5, atol=1e-6)
     rewrites = lowering.lower_in_place(ir.serde.deserialize_model(model), **OPTIONS[options])
     loops = [r for r in rewrites if r.op_type == "Loop"]
-    assert len(loops) == (0 if kept or name in PLAIN else 1)
+    assert len(loops) == (0 if kept or name in PLAIN else 2 if name == "ragged_map_twice" else 1)
     assert all("tract (Loop)" in r.rejected_by for r in loops)
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if (n, "tract") not in NOT_LOWERED])
+@pytest.mark.parametrize("name", NAMES)
 def test_tract_lacks_only_the_loop(name):
     model = onnx.load(DATA / f"lists_{name}.onnx")
-    (loop,) = [n.name for n in model.graph.node if n.op_type == "Loop"]
+    loops = [n.name for n in model.graph.node if n.op_type == "Loop"]
     result = ir.serde.deserialize_model(lowering.lower(model, runtime="tract"))
     said = left_unsupported(result, "tract")
-    assert said == f"Loop x1 (first: node {loop!r} in main graph 'tf2onnx')"
+    assert said == f"Loop x{len(loops)} (first: node {loops[0]!r} in main graph 'tf2onnx')"
 
 
 def test_the_report_says_what_each_ragged_output_became():

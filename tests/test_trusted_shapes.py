@@ -688,6 +688,28 @@ def test_a_pool_whose_windows_fit_has_the_shape_onnx_infers():
     assert checked > 400
 
 
+# -- NonZero of rank 1 or more ---------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(0,), (3,), (2, 0), (2, 3), (1, 2, 3), (2, 1, 1, 2)])
+@pytest.mark.parametrize("opset", [11, 13, 21])
+def test_a_nonzero_of_known_rank_has_the_shape_onnx_infers(shape, opset):
+    """Where :func:`seen_wrong` trusts a NonZero (its input's rank known, not 0),
+    the shape claimed, [rank, ?], is onnxruntime's, every way it is asked."""
+    case = Case("NonZero", [x(*shape)])
+    (actual,) = ort_shapes(case, opset) or pytest.fail("onnxruntime refused the case")
+    claimed = 0
+    for way, operands, _ in askings(case):
+        (inferred,) = infer_outputs(node_of(case), operands, opset)
+        if way == "unknown rank":
+            assert inferred.shape is None
+            continue
+        assert inferred.shape == (len(shape), None), way
+        assert actual[0] == len(shape)
+        claimed += 1
+    assert claimed == 3
+
+
 # -- what is not trusted --------------------------------------------------------
 
 

@@ -21,6 +21,13 @@ trusted ops only), else unknown. So a computed shape feeds the next node,
 and a chain of copies is sized link by link. Dtypes are always kept: ONNX
 infers them from type constraints, soundly.
 
+An If, a Loop or a Scan is proven from its subgraphs' proofs
+(:mod:`lowering.analysis.control_flow_shapes`: a join of the branches, a
+fixed point of the body), and a sequence by what is proven of its elements
+(:attr:`Proof.elements`, :mod:`lowering.analysis.sequence_elements`), which
+SequenceAt and ConcatFromSequence read. A Loop's carried input is proven as
+that fixed point, whatever the body declares of it.
+
 Its readers: :meth:`Proof.declarable` (what of a declaration may be read or
 declared again), :func:`proven_outputs` (one node's step, for a reader that
 follows values of its own, as the vectorizer follows element shapes) and
@@ -34,6 +41,8 @@ from collections.abc import Mapping, Sequence
 
 import onnx_ir as ir
 
+from lowering.analysis import sequence_elements
+from lowering.analysis.control_flow_shapes import Flow, prove_control_flow
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.node_inference import (
     Dim,
@@ -62,6 +71,9 @@ class Proof:
     #: The model-local functions some of whose outputs are doubted: a call's
     #: outputs are, as ONNX's inference sees through the call.
     doubting: set[ir.OperatorIdentifier] = dataclasses.field(default_factory=set)
+    #: Per sequence, what is proven of its elements (absent: nothing)
+    #: (:mod:`lowering.analysis.sequence_elements`).
+    elements: dict[ir.Value, sequence_elements.Elements] = dataclasses.field(default_factory=dict)
 
     def operand(self, value: ir.Value | None) -> Operand | None:
         """What is proven of ``value`` (None: an absent input)."""
@@ -117,18 +129,31 @@ def prove(
     call (:func:`call_shapes`); by default a call's outputs are unknown.
     """
     proof = Proof() if proof is None else proof
+
+    def prove_body(graph: ir.Graph) -> None:
+        prove(graph, opset, proof, fill=fill, functions=functions)
+
     for node in owner:
         doubted_input = any(v is not None and v in proof.doubted for v in node.inputs)
         rank_input = any(v is not None and v in proof.rank_doubted for v in node.inputs)
-        for sub in subgraphs(node):
+        graphs = subgraphs(node)
+        for sub in graphs:
             if doubted_input:
                 proof.doubted.update(sub.inputs)
             if rank_input:
                 proof.rank_doubted.update(sub.inputs)
-            prove(sub, opset, proof, fill=fill, functions=functions)
+        onnx_op = is_onnx_domain(node.domain)
+        flow = None
+        if graphs and onnx_op:
+            flow = prove_control_flow(node, proof, opset, prove_body)
+        else:
+            for sub in graphs:
+                prove_body(sub)
+        for sub in graphs:
             doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
             rank_input = rank_input or any(v in proof.rank_doubted for v in sub.outputs)
-        onnx_op = is_onnx_domain(node.domain)
+        if onnx_op:
+            _track_elements(node, proof, flow)
         callee = None if functions is None else functions.get(node.op_identifier())
         call = node.op_identifier() in proof.doubting or callee is not None
         if not (fill or doubted_input or call or (onnx_op and may_be_seen_wrong(node.op_type))):
@@ -137,7 +162,8 @@ def prove(
         wrong = call or (onnx_op and seen_wrong(node, operands))
         if not doubted_input and not wrong:
             if onnx_op and fill:  # the declaration holds; inference fills what it leaves out
-                for value, got in zip(node.outputs, infer_outputs(node, operands, opset)):
+                inferred = _with_reads(node, proof, flow, infer_outputs(node, operands, opset))
+                for value, got in zip(node.outputs, inferred):
                     proof.known[value] = _merged(value, got)
             continue
         proof.doubted.update(node.outputs)
@@ -146,7 +172,7 @@ def prove(
         if callee is not None:  # followed into: proven for this call
             proven = _called(callee, operands, functions)
         else:
-            proven = proven_outputs(node, operands, opset)
+            proven = _with_reads(node, proof, flow, proven_outputs(node, operands, opset))
         for value, got in zip(node.outputs, proven, strict=True):
             declared = operand(value, small_constant(value))
             if declared is None or declared.type is not None:
@@ -154,6 +180,42 @@ def prove(
             dtype = _dtype(declared) or got.dtype
             proof.known[value] = Operand(dtype, got.shape, declared.value)
     return proof
+
+
+def _track_elements(node: ir.Node, proof: Proof, flow: Flow | None) -> None:
+    """Record what is proven of the elements of the sequences ``node`` makes."""
+    if flow is not None:
+        made = flow[1]
+    elif node.op_type in sequence_elements.MAKERS:
+        inputs = [None if v is None else proof.elements.get(v) for v in node.inputs]
+        if node.op_type == "Identity" and inputs[0] is None:  # (most are of tensors)
+            made = [None]
+        else:
+            operands = [proof.operand(v) for v in node.inputs]
+            made = [sequence_elements.made(node, operands, inputs)]
+    else:
+        return
+    for value, elements in zip(node.outputs, made):
+        if elements is None:
+            proof.elements.pop(value, None)
+        else:
+            proof.elements[value] = elements
+
+
+def _with_reads(
+    node: ir.Node, proof: Proof, flow: Flow | None, inferred: list[Inferred]
+) -> list[Inferred]:
+    """``inferred``, or what control flow proves (``flow``), with the shape a
+    read of a sequence takes from its elements."""
+    if flow is not None:  # (as many as the node has outputs, the body's extra unread)
+        missing = len(node.outputs) - len(flow[0])
+        return flow[0][: len(node.outputs)] + [Inferred(None, None)] * missing
+    if node.op_type in sequence_elements.READERS and node.inputs[0] is not None and inferred:
+        got = sequence_elements.read(node, proof.elements.get(node.inputs[0]))
+        if got is not None:
+            shape = None if got.shape is None else tuple(got.shape)
+            return [Inferred(inferred[0].dtype or got.dtype, shape), *inferred[1:]]
+    return inferred
 
 
 def proven_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int) -> list[Inferred]:

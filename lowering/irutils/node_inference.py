@@ -19,8 +19,10 @@ are not the runtime's. MaxPool with ``ceil_mode = 1`` and an end pad::
 A fold of ``Shape(MaxPool(x))`` on ONNX's answer is a wrong constant. So a
 shape is taken only from the ops in op_facts.TRUSTED_SHAPE_OPS, each checked
 against onnxruntime on edge attributes and inputs (tests/test_trusted_shapes.py),
-and not in the cases of them doubted() names (op_facts.SHAPE_DOUBTED_OPS).
-Every other output gets its dtype and no shape.
+and not in the cases of them doubted() names (op_facts.SHAPE_DOUBTED_OPS), and
+from the ops seen wrong (op_facts.SHAPES_SEEN_WRONG) in the cases seen_wrong()
+clears, such as a NonZero of rank 1 or more. Every other output gets its
+dtype and no shape.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def operand(value: ir.Value | None, constant: np.ndarray | None = None) -> Opera
 
 
 def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int) -> list[Inferred]:
-    """Per output of ``node``, its dtype and, for TRUSTED_SHAPE_OPS, its shape.
+    """Per output of ``node``, its dtype and, where ONNX's shape is trusted, its shape.
 
     ``operands[k]`` is what is known of input k (None: the input is absent).
     The node is read for its op type and attributes only; ``opset`` is the
@@ -99,7 +101,7 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
     """
     if not is_onnx_domain(node.domain):
         return [Inferred(None, None)] * len(node.outputs)
-    trusted = node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands)
+    trusted = _trusted(node, operands)
     results = claimed_outputs(
         node.op_type, node.attributes, operands, opset, len(node.outputs), trusted=trusted
     )
@@ -112,6 +114,16 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
             shape=tuple(k if k is not None else d for k, d in zip(kept, got, strict=True))
         )
     return results
+
+
+def _trusted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
+    """Whether ONNX's shapes of ``node`` are onnxruntime's: a trusted op but in
+    the cases :func:`doubted` names, or an op seen wrong in the cases
+    :func:`seen_wrong` clears (a NonZero of known rank but 0: ``[rank, ?]``;
+    a pool whose windows fit; an Einsum with no size-1 dim to broadcast)."""
+    if node.op_type in SHAPES_SEEN_WRONG:
+        return not seen_wrong(node, operands)
+    return node.op_type in TRUSTED_SHAPE_OPS and not doubted(node, operands)
 
 
 def _sliced(operands: Sequence[Operand | None]) -> tuple[Dim, ...] | None:

@@ -160,7 +160,10 @@ TRUSTED_SHAPE_OPS = (
     )
 )  # fmt: skip
 
-#: Ops whose ONNX-inferred shapes were seen to differ from onnxruntime's (above).
+#: Ops whose ONNX-inferred shapes were seen to differ from onnxruntime's (above);
+#: trusted in the cases node_inference.seen_wrong() clears (a NonZero of rank
+#: 1 or more: [rank, ?]; a pool whose windows fit; an Einsum with no size-1
+#: dim to broadcast).
 SHAPES_SEEN_WRONG = frozenset(
     ["MaxPool", "AveragePool", "LpPool", "ConvTranspose", "Resize", "Einsum", "NonZero"]
 )

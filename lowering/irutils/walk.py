@@ -72,6 +72,23 @@ def nodes_within(owner: GraphLike) -> Iterator[ir.Node]:
         yield from graph
 
 
+def outer_values(body: ir.Graph) -> list[ir.Value]:
+    """Values ``body``, or a graph nested in it, reads or returns from an
+    enclosing scope, in the order the walk meets them."""
+    graphs = list(graphs_within(body))
+    inside = set(graphs)
+    found: dict[ir.Value, None] = {}
+    for graph in graphs:
+        for node in graph:
+            for value in node.inputs:
+                if value is not None and value.graph not in inside:
+                    found[value] = None
+        for value in graph.outputs:
+            if value.graph not in inside:
+                found[value] = None
+    return list(found)
+
+
 def nodes_under(node: ir.Node) -> list[ir.Node]:
     """Every node of the graphs ``node`` holds, at any depth (not ``node``)."""
     return [n for sub in subgraphs(node) for n in nodes_within(sub)]

@@ -135,9 +135,20 @@ class Accumulator:
         return f"{self.output.name!r}: {how}, a Concat carried through the loop ({along})"
 
 
+@dataclasses.dataclass(frozen=True)
+class Stays:
+    """An accumulator no form serves: the loop output that stays a sequence, and why."""
+
+    output: ir.Value
+    reason: str
+
+    def describe(self) -> str:
+        return f"{self.output.name!r} stays a sequence: {self.reason}"
+
+
 def plan_accumulators(
     loop: ir.Node, proof: Proof, opset: int, bound: Bound | None = None
-) -> tuple[list[Accumulator], list[str]]:
+) -> tuple[list[Accumulator], list[Stays]]:
     """The accumulators of ``loop`` that can be rewritten, and why the others cannot.
 
     A sequence the graph returns is planned with ``returned`` set and no form.
@@ -154,7 +165,7 @@ def plan_accumulators(
     if carried <= 0 or len(body.inputs) != carried + 2 or len(body.outputs) < carried + 1:
         return [], []
     planned: list[Accumulator] = []
-    why: list[str] = []
+    why: list[Stays] = []
     for k in range(carried):
         initial = loop.inputs[2 + k]
         producer = initial.producer() if initial is not None else None
@@ -162,7 +173,7 @@ def plan_accumulators(
             continue
         found = plan_accumulator(loop, body, k, proof, opset, bound or {})
         if isinstance(found, str):
-            why.append(f"{loop.outputs[k].name!r}: {found}")
+            why.append(Stays(loop.outputs[k], found))
         else:
             planned.append(found)
     return planned, why
@@ -194,8 +205,10 @@ def plan_accumulator(
     if element is None:
         return "its SequenceInsert has no tensor"
     known = proof.operand(element)
-    if known is None or known.dtype != dtype or known.shape is None:
-        return "the element's type or rank is not proven to be the sequence's"
+    if known is None or known.shape is None:
+        return "the element's rank is not proven"
+    if known.dtype != dtype:
+        return "the element's type is not proven to be the sequence's"
     accumulator = Accumulator(loop, k, insert, branch, prepend, dtype, tuple(known.shape))
     output = loop.outputs[k]
     if output.is_graph_output():

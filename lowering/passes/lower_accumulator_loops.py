@@ -16,12 +16,16 @@ onnxruntime runs the sequence as written faster at 1,000 rows
 A sequence the graph returns stays as it is built, where the target has
 sequences. A ``--runtime`` without sequence ops, or a ``--target-opset``
 whose Loop carries none (below 13), cannot return it: that is refused in
-one line naming the loop, rather than written unchanged.
+one line naming the loop, rather than written unchanged. For such a target,
+an accumulator no form serves is a :class:`~lowering.rewrites.Kept` saying
+why ("'acc' stays a sequence: the element's rank is not proven"), which the
+summary, ``--report`` and ``--runtime``'s refusal say.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 
 import onnx_ir as ir
 
@@ -32,11 +36,13 @@ from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.scopes import Located, find_nodes
 from lowering.irutils.walk import nodes_within
-from lowering.loops.accumulators import Accumulator, bound_dims, plan_accumulators
+from lowering.loops.accumulators import Accumulator, Stays, bound_dims, plan_accumulators
 from lowering.loops.rewrite import rewrite_loop
 from lowering.options import RuntimeName, check_runtime
-from lowering.rewrites import LoweringResult, Rewrite
+from lowering.rewrites import Kept, LoweringResult, Rewrite
 from lowering.runtimes.profiles import profile, rejections
+
+logger = logging.getLogger(__name__)
 
 #: The first opset whose Loop carries sequences.
 LOOP_SEQUENCES_SINCE = 13
@@ -71,12 +77,15 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
         proof = prove_model(model, fill=True)
         bound = bound_dims(model.graph)
         plans: list[tuple[Located, int, list[Accumulator]]] = []
+        kept: list[Kept] = []
         for located in loops:
             opset = located.scope.opset(model) or 1
             known = bound if located.scope.function is None else {}
-            accumulators, _ = plan_accumulators(located.node, proof, opset, known)
+            accumulators, stays = plan_accumulators(located.node, proof, opset, known)
             for returned in (a for a in accumulators if a.returned):
                 self._check_returned(located, returned)
+            if not self.has_sequences:  # (else the sequence runs as written: nothing to say)
+                kept += [_kept(located, stay) for stay in stays]
             chosen = [
                 a for a in accumulators if not a.returned and not (a.ragged and self.has_sequences)
             ]
@@ -106,7 +115,7 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
             for rewrite in rewrites:
                 rewrite.written[:] = [node for node in rewrite.written if node not in removed]
             name_fresh(model)
-        return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites)
+        return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites, kept=kept)
 
     def _check_returned(self, located: Located, accumulator: Accumulator) -> None:
         """Refuse a sequence the graph returns where the target cannot hold one."""
@@ -127,6 +136,12 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
                 node=located.node,
                 scope=located.scope.description,
             )
+
+
+def _kept(located: Located, stays: Stays) -> Kept:
+    said = stays.describe()
+    logger.info("Loop %r in %s: %s", located.node.name, located.scope.description, said)
+    return Kept(located.scope.description, located.node.name or "", said, op_type="Loop")
 
 
 def _rejected(loop: ir.Node) -> list[tuple[str, str]]:

@@ -60,7 +60,7 @@ from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.irutils.walk import graphs_within
+from lowering.irutils.walk import graphs_within, outer_values
 from lowering.maps.plan import (
     SCALAR_BOOL,
     SCALAR_INT64,
@@ -190,7 +190,7 @@ def lower_to_scan(
     # sequences resolves. So does a tensor of unknown rank: onnxruntime
     # allocates a Scan's results from the shapes its body declares, and
     # refuses a body output with none ("Subgraph must have the shape set").
-    states = [value for value in _outer_values(body) if _is_shaped_tensor(value)]
+    states = [value for value in outer_values(body) if _is_shaped_tensor(value)]
     state_inputs = []
     state_types: list[TypeAndShape] = []
     for outer in states:
@@ -443,21 +443,6 @@ def _filled(shape: list[int], dtype: ir.DataType) -> np.ndarray:
     if dtype == ir.DataType.STRING:
         return np.full(shape, b"", object)
     return np.zeros(shape, dtype.numpy())
-
-
-def _outer_values(body: ir.Graph) -> list[ir.Value]:
-    """Values the body, or a graph nested in it, reads from an enclosing scope."""
-    inside = set(graphs_within(body))
-    found: dict[ir.Value, None] = {}
-    for graph in inside:
-        for node in graph:
-            for value in node.inputs:
-                if value is not None and value.graph not in inside:
-                    found[value] = None
-        for value in graph.outputs:
-            if value.graph not in inside:
-                found[value] = None
-    return list(found)
 
 
 def _is_shaped_tensor(value: ir.Value) -> bool:
