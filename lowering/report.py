@@ -42,7 +42,8 @@ TOOL = "lowering"
 #: What the node entries are; the other rewrites are conversions and --optimize's note.
 #: (The sequence ops after the first two are read as tensors in a model with
 #: no map to lower: :mod:`lowering.passes.eliminate_sequences`; a Loop is an
-#: accumulator loop: :mod:`lowering.loops`.)
+#: accumulator loop: :mod:`lowering.loops`, or, like a Scan, one whose body returns
+#: copies of its inputs: :mod:`lowering.passes.copy_passed_through`.)
 NODE_OPS = (
     "SequenceMap",
     "SequenceInsert",
@@ -53,6 +54,7 @@ NODE_OPS = (
     "ConcatFromSequence",
     "Identity",
     "Loop",
+    "Scan",
 )
 
 _LOG = logging.getLogger(__name__)
@@ -95,7 +97,9 @@ class Node:
 
     Attributes:
         op: "SequenceMap", "SequenceInsert", or another of :data:`NODE_OPS` ("Loop":
-            an accumulator loop, its strategy "stack", "concat" or "concat+stack").
+            an accumulator loop, its strategy "stack", "concat" or "concat+stack";
+            a "Loop" or "Scan" of strategy "copied": its body returns copies of
+            the inputs it returned as they were, for ``--runtime``).
         name: The node's name ("" if it had none).
         scope: The graph or function it sat in, as the summary says it.
         strategy: The form it got ("vectorize", "unroll", "scan", "uniform",
