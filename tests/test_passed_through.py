@@ -1,12 +1,14 @@
 """A Loop or Scan body that returns one of its inputs as it is, for OpenVINO.
 
 Measured (``lowering/passes/copy_passed_through.py``): OpenVINO 2026.4
-refuses every body here, and 2025.4 runs ``swap`` as the wrong value; as
-copies, both run them right. 2024.6 gets ``swap`` wrong copied or not, and a
-value carried unchanged from a graph input to a graph output wrong too
-(uninitialized memory), so ``--runtime openvino:2024.6`` gets no copies. An
-If branch that returns a value of the body straight away (no node) is no
-valid ONNX (the checker and onnxruntime refuse it), and OpenVINO runs it.
+refuses every body here, and runs the copies right. 2025.4 runs the bodies
+as written, ``swap`` and ``scan_element`` wrongly; copied, it runs those
+right but ``carried`` wrongly with no trip (garbage, as for every value
+carried from a graph input that the body computes), which it ran right as
+written: ``--runtime openvino:2025.4`` gets no copies (nor 2024.6, which
+gets more of them wrong either way). An If branch that returns a value of
+the body straight away (no node) is no valid ONNX (the checker and
+onnxruntime refuse it), and OpenVINO runs it.
 
 The family: each kind of input a body can return (a carried value, the
 condition, the iteration number as a carried value or a scan output, a
@@ -33,7 +35,7 @@ import lowering
 from lowering.passes.copy_passed_through import CopyPassedThroughPass
 from lowering.runtimes.profiles import RUNTIMES, profile
 from tests.golden import canonical_text
-from tests.helpers import lowered, parse, run
+from tests.helpers import lowered, parse, release_python, run
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>'
 X = np.array([1.0, 2.0, 3.0], np.float32)
@@ -303,18 +305,42 @@ def test_a_copy_is_an_identity_in_the_body():
     assert canonical_text(result) == canonical_text(expected)
 
 
-@pytest.mark.parametrize("runtime", ["onnxruntime", "tract", "openvino:2024.6", "openvino:2023.3"])
+@pytest.mark.parametrize(
+    "runtime", ["onnxruntime", "tract", "openvino:2023.3", "openvino:2024.6", "openvino:2025.4"]
+)
 def test_a_runtime_that_runs_them_right_gets_the_model_as_it_was(runtime):
     model = _model("swap")
     assert profile(runtime).passes_through_wrong() is None
     assert lowering.lower(model, runtime=runtime) == model
 
 
-@pytest.mark.parametrize("runtime", ["openvino", "openvino:2025.4", "openvino:2026.4", "generic"])
+@pytest.mark.parametrize("runtime", ["openvino", "openvino:2026.4", "openvino:2027.0", "generic"])
 def test_the_releases_with_the_fault_get_copies(runtime):
     said = profile(runtime).passes_through_wrong()
     assert said is not None and said.startswith(runtime)
     assert _passed_through(lowering.lower(_model("swap"), runtime=runtime)) == []
+
+
+def test_openvino_2025_4_runs_a_value_carried_in_its_place_right_only_as_written(tmp_path):
+    """Why ``openvino:2025.4`` gets no copies: with no trip, the copy is garbage."""
+    from lowering.runtimes import releases
+    from lowering.runtimes.runners import RuntimeFailure, run_many
+
+    release_python(releases.RELEASES["openvino 2025.4"])
+    written, copied = tmp_path / "written.onnx", tmp_path / "copied.onnx"
+    onnx.save(_model("carried"), written)
+    onnx.save(lowering.lower(_model("carried"), runtime="openvino"), copied)
+    assert lowering.lower(_model("carried"), runtime="openvino:2025.4") == _model("carried")
+    jobs = [(path, list(_feeds(n).values())) for path in (written, copied) for n in TRIPS]
+    results = run_many("openvino 2025.4", jobs)
+    assert not any(isinstance(r, RuntimeFailure) for r in results)
+    (written_0, *written_more), (copied_0, *copied_more) = results[:3], results[3:]
+    for n, actual in zip(TRIPS, [written_0, *written_more], strict=True):
+        _assert_expected(actual, _expected("carried", n))
+    for n, actual in zip(TRIPS[1:], copied_more, strict=True):
+        _assert_expected(actual, _expected("carried", n))
+    with pytest.raises(AssertionError):
+        _assert_expected(copied_0, _expected("carried", 0))
 
 
 def test_the_pass_plans_every_body_and_says_what_it_copied():

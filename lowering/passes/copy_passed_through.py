@@ -6,9 +6,8 @@ way, and a body may return its condition or its iteration number. ONNX
 allows it; OpenVINO's ONNX frontend does not. 2026.4 refuses the Loop ("The
 provided loop body graph canonical inputs size (6), does not match the sum
 of loop carried dependencies and two mandatory inputs (4)"), and the Scan
-("Number of Scan node inputs (3) is less than required (4)"); 2025.4 runs a
-carried value returned in another's place (a swap) as the wrong one. With
-each such output a copy, both run them right (tests/test_passed_through.py).
+("Number of Scan node inputs (3) is less than required (4)"); with each such
+output a copy, it runs them right (tests/test_passed_through.py).
 So for a runtime whose profile says so
 (:meth:`lowering.runtimes.profiles.Runtime.passes_through_wrong`), every
 body, at any depth, returns a copy::
@@ -21,8 +20,8 @@ body, at any depth, returns a copy::
                                                 => (cond', v', a')
 
 An Identity computes its input, so the loop means the same. Each output
-gets its own copy (an input returned twice gets two: runtimes want the
-outputs distinct), typed as the input is. Every body is planned before
+gets its own copy (an input returned twice gets two), typed as the input
+is. Every body is planned before
 any is changed. It runs after the passes that may bypass an Identity (the
 optimizer), so nothing removes the copies again.
 """
