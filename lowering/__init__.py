@@ -7,7 +7,7 @@ valid on its own (:class:`FixInputShapesPass`, :class:`DoubtedShapesPass`,
 :class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
 :class:`LowerAccumulatorLoopsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
 :class:`HideUnprovenOutputsPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
-:class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
+:class:`CopyPassedThroughPass`, :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
 :func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
 ``lowering.verify.compare``.
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lowering.errors import LoweringError, refusal
     from lowering.options import OptionError, Options
     from lowering.passes.constant_form import ConstantValueFormPass
+    from lowering.passes.copy_passed_through import CopyPassedThroughPass
     from lowering.passes.doubted_shapes import DoubtedShapesPass
     from lowering.passes.eliminate_sequences import EliminateSequencesPass
     from lowering.passes.fix_input_shapes import FixInputShapesPass
@@ -54,6 +55,7 @@ _HOMES = {
     "OptionError": "lowering.options",
     "Options": "lowering.options",
     "ConstantValueFormPass": "lowering.passes.constant_form",
+    "CopyPassedThroughPass": "lowering.passes.copy_passed_through",
     "DoubtedShapesPass": "lowering.passes.doubted_shapes",
     "EliminateSequencesPass": "lowering.passes.eliminate_sequences",
     "FixInputShapesPass": "lowering.passes.fix_input_shapes",
@@ -76,6 +78,7 @@ _HOMES = {
 
 __all__ = [
     "ConstantValueFormPass",
+    "CopyPassedThroughPass",
     "DoubtedShapesPass",
     "EliminateSequencesPass",
     "FixInputShapesPass",

@@ -40,6 +40,7 @@ PASSES = {
     "EliminateSequencesPass": lambda: lowering.EliminateSequencesPass(),
     "NormalizeSequenceInsertPass": lambda: lowering.NormalizeSequenceInsertPass(),
     "ConstantValueFormPass": lambda: ConstantValueFormPass(),
+    "CopyPassedThroughPass(openvino)": lambda: lowering.CopyPassedThroughPass("openvino"),
     "FreshNamesPass": lambda: lowering.FreshNamesPass(),
     "TargetOpsetPass(11)": lambda: lowering.TargetOpsetPass(11),
     "TargetOpsetPass(18)": lambda: lowering.TargetOpsetPass(18),
@@ -66,6 +67,7 @@ def check_alone(proto: onnx.ModelProto, name: str) -> None:
         lowering.LowerSequenceMapPass,
         lowering.NormalizeSequenceInsertPass,
         lowering.LowerAccumulatorLoopsPass,
+        lowering.CopyPassedThroughPass,
     )
     if isinstance(pass_, rewriting):
         assert isinstance(result, lowering.LoweringResult)

@@ -51,6 +51,10 @@ class Runtime:
             another form, and a form that keeps one names the runtime among
             those that reject it. An op is named as :func:`op_forms` names it
             (``ScatterElements<reduction=max>``: with that reduction only).
+        passed_through: From which release on it refuses, or computes wrongly, a
+            Loop or Scan body that returns one of its inputs as an output, and how
+            (None if none): such outputs get a copy (:func:`passes_through_wrong`,
+            :mod:`lowering.passes.copy_passed_through`).
         oldest: The oldest release the profile covers ("2024.0": that and later).
         newest: The newest it covers, for a release profile ("" for no end).
         measured: The releases it was measured on.
@@ -63,6 +67,7 @@ class Runtime:
     lacks: frozenset[str]
     one_if_per_graph: bool = False
     miscomputes: tuple[tuple[str, str], ...] = ()
+    passed_through: tuple[str, str] | None = None
     oldest: str = ""
     newest: str = ""
     measured: tuple[str, ...] = ()
@@ -96,6 +101,18 @@ class Runtime:
         found = next((op for op in ops if op in wrong), None)
         return None if found is None else f"{self.name} {wrong[found]}"
 
+    def passes_through_wrong(self) -> str | None:
+        """How the releases this profile names get a body that returns an input
+        wrong, as a reason; None if they all run it right (a profile named for
+        one release, ``openvino:2024.6``, older than the fault's first)."""
+        if self.passed_through is None:
+            return None
+        first, how = self.passed_through
+        release = self.name.partition(":")[2].rpartition("-")[2] or self.newest
+        if _is_release(release) and _release_key(release) < _release_key(first):
+            return None
+        return f"{self.name} {how}"
+
     def missing(self, ops: set[str] | frozenset[str]) -> list[str]:
         """Which of ``ops`` this runtime cannot run, in a stable order."""
         return sorted(set(ops) & self.lacks)
@@ -120,7 +137,21 @@ _MEASURED = (
     # it crashed compiling the SequenceInsert guard, an If returning a sequence
     # (tests/test_sequence_chains.py). The 2024 LTS (2024.6) and 2025.4 run the same
     # forms; none before 2026.4 takes ScatterND's reduction, which the lowering does not write.
-    Runtime("openvino", _ALL_SEQUENCES, oldest="2024.0", measured=("2024.6", "2025.4", "2026.4")),
+    # A Loop or Scan body returning one of its inputs: 2026.4 refuses it, and runs it
+    # as a copy. 2025.4 and 2024.6 run it, wrongly for a carried value returned in
+    # another's place or a Scan's element, but right, unlike a copy, for a value
+    # carried on in its own place when the loop makes no trip: they get no copies
+    # (tests/test_passed_through.py).
+    Runtime(
+        "openvino",
+        _ALL_SEQUENCES,
+        passed_through=(
+            "2026.0",
+            "refuses a Loop or Scan body that returns an input as an output (2026.4)",
+        ),
+        oldest="2024.0",
+        measured=("2024.6", "2025.4", "2026.4"),
+    ),
     # tract 0.23: Scan only; a second If in one graph fails to load ("Duplicate
     # node name: If", whatever the nodes are named; tests/test_scan_of_nothing.py).
     Runtime(
@@ -234,6 +265,7 @@ RELEASE_PROFILES: dict[str, Runtime] = {
             "",
             runtime="onnxruntime-openvino",
             lacks=_OPENVINO.lacks | frozenset(LOOP_OPS),
+            passed_through=None,
             measured=("1.24.1",),
         ),
     )
@@ -247,6 +279,10 @@ RUNTIMES["generic"] = Runtime(
     one_if_per_graph=any(r.one_if_per_graph for r in _MEASURED),
     constant_shorthands=any(r.constant_shorthands for r in _MEASURED),
     miscomputes=tuple((op, f"({r.name}) {how}") for r in _MEASURED for op, how in r.miscomputes),
+    passed_through=next(
+        ((p[0], f"({r.name}) {p[1]}") for r in _MEASURED if (p := r.passed_through) is not None),
+        None,
+    ),
 )
 
 DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
