@@ -221,6 +221,20 @@ def op_forms(node: ir.Node) -> tuple[str, ...]:
     return (node.op_type,)
 
 
+#: The form name of a Loop that grows a carried tensor by a Concat of pieces
+#: whose size along the axis may differ between iterations (an accumulator's
+#: ragged concat form, :mod:`lowering.loops`), and how OpenVINO before 2026
+#: computes it.
+RAGGED_CONCAT = "Loop<ragged Concat>"
+RAGGED_CONCAT_LOST = (
+    RAGGED_CONCAT,
+    (
+        "keeps only the last piece of a Loop's carried Concat whose pieces differ in "
+        "size (2023.3, 2024.6, 2025.4)"
+    ),
+)
+
+
 def _release(base: Runtime, oldest: str, newest: str, runtime: str = "", **changes) -> Runtime:
     named = runtime or base.name
     name = f"{named}:{oldest}" if newest in ("", oldest) else f"{named}:{oldest}-{newest}"
@@ -243,8 +257,18 @@ RELEASE_PROFILES: dict[str, Runtime] = {
                     "ScatterElements",
                     "refuses a ScatterElements with a reduction (2023.3)",
                 ),
+                RAGGED_CONCAT_LOST,
             ),
             measured=("2023.3",),
+        ),
+        # OpenVINO before 2026: a Loop growing a carried tensor by a Concat of pieces
+        # that differ in size keeps only the last (tests/test_releases.py).
+        _release(
+            _OPENVINO,
+            "2024.0",
+            "2025.4",
+            miscomputes=(RAGGED_CONCAT_LOST,),
+            measured=("2024.6", "2025.4"),
         ),
         # onnxruntime before 1.32: the same, and the ops of EMPTY_STACK fail on an
         # empty stack, so a map whose vectorized form holds one gets a loop.
