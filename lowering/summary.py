@@ -22,6 +22,8 @@ from lowering.console import PROG
 
 #: The strategy of a loop whose body got copies (lowering.passes.copy_passed_through).
 _COPIED = "copied"
+#: The strategy of a loop whose empty starts became ConstantOfShape (lowering.passes.fill_empty_starts).
+_FILLED = "ConstantOfShape"
 
 if TYPE_CHECKING:
     import onnx_ir as ir
@@ -42,7 +44,7 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
     ),
     (
         "rewrote the sequences {count} Loop{s} accumulate{a2}",
-        lambda n: n.op == "Loop" and n.strategy != _COPIED,
+        lambda n: n.op == "Loop" and n.strategy not in (_COPIED, _FILLED),
     ),
     (
         "read {count} sequence op{s} as tensors",
@@ -56,6 +58,10 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
         "copied the inputs {count} loop bod{ies} return{a2} as they are",
         lambda n: n.op in ("Loop", "Scan") and n.strategy == _COPIED,
     ),
+    (
+        "wrote the empty starts of {count} loop{s} as ConstantOfShape",
+        lambda n: n.op in ("Loop", "Scan") and n.strategy == _FILLED,
+    ),
 )
 
 _PRESENT = {
@@ -64,6 +70,7 @@ _PRESENT = {
     "read": "read",
     "rewrote": "rewrite",
     "copied": "copy",
+    "wrote": "write",
 }
 
 #: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.

@@ -55,6 +55,11 @@ class Runtime:
             Loop or Scan body that returns one of its inputs as an output, and how
             (None if none): such outputs get a copy (:func:`passes_through_wrong`,
             :mod:`lowering.passes.copy_passed_through`).
+        empty_starts: From which release on it refuses, or computes wrongly, a Loop
+            or Scan that carries an empty constant (a shape with a 0) in from the
+            start, and how (None if none): each such start becomes a
+            ``ConstantOfShape`` (:func:`empty_starts_wrong`,
+            :mod:`lowering.passes.fill_empty_starts`).
         oldest: The oldest release the profile covers ("2024.0": that and later).
         newest: The newest it covers, for a release profile ("" for no end).
         measured: The releases it was measured on.
@@ -68,6 +73,7 @@ class Runtime:
     one_if_per_graph: bool = False
     miscomputes: tuple[tuple[str, str], ...] = ()
     passed_through: tuple[str, str] | None = None
+    empty_starts: tuple[str, str] | None = None
     oldest: str = ""
     newest: str = ""
     measured: tuple[str, ...] = ()
@@ -105,9 +111,20 @@ class Runtime:
         """How the releases this profile names get a body that returns an input
         wrong, as a reason; None if they all run it right (a profile named for
         one release, ``openvino:2024.6``, older than the fault's first)."""
-        if self.passed_through is None:
+        return self._from_release(self.passed_through)
+
+    def empty_starts_wrong(self) -> str | None:
+        """How the releases this profile names get a loop that carries an empty
+        constant in, as a reason; None if they all run it right (as
+        :meth:`passes_through_wrong`)."""
+        return self._from_release(self.empty_starts)
+
+    def _from_release(self, fault: tuple[str, str] | None) -> str | None:
+        """A fault's ``how``, said by this profile, if the newest release it names
+        is the fault's first or later; None otherwise."""
+        if fault is None:
             return None
-        first, how = self.passed_through
+        first, how = fault
         release = self.name.partition(":")[2].rpartition("-")[2] or self.newest
         if _is_release(release) and _release_key(release) < _release_key(first):
             return None
@@ -142,12 +159,26 @@ _MEASURED = (
     # another's place or a Scan's element, but right, unlike a copy, for a value
     # carried on in its own place when the loop makes no trip: they get no copies
     # (tests/test_passed_through.py).
+    # An empty constant (an initializer or a Constant, float or int64, [0], [0, 2] or
+    # [2, 0]) carried into a Loop or Scan: 2026.4 reads it as a scalar, refusing a body
+    # that reads it ("Accessing out-of-range dimension"; a Concat along axis 1:
+    # "is_axis_valid") and returning one passed on as a scalar 0, at 0, 1 and 3
+    # trips; a ConstantOfShape of its shape it runs right. 2025.4 runs them all right.
+    # 2024.6 gets the rank-1 ones wrong too, but crashes on several of them as
+    # ConstantOfShape: it gets none (tests/test_empty_starts.py).
     Runtime(
         "openvino",
         _ALL_SEQUENCES,
         passed_through=(
             "2026.0",
             "refuses a Loop or Scan body that returns an input as an output (2026.4)",
+        ),
+        empty_starts=(
+            "2026.0",
+            (
+                "reads an empty constant a Loop or Scan carries in as a scalar: it refuses "
+                "a body that reads it, and returns one passed on as a scalar (2026.4)"
+            ),
         ),
         oldest="2024.0",
         measured=("2024.6", "2025.4", "2026.4"),
@@ -290,6 +321,7 @@ RELEASE_PROFILES: dict[str, Runtime] = {
             runtime="onnxruntime-openvino",
             lacks=_OPENVINO.lacks | frozenset(LOOP_OPS),
             passed_through=None,
+            empty_starts=None,
             measured=("1.24.1",),
         ),
     )
@@ -305,6 +337,10 @@ RUNTIMES["generic"] = Runtime(
     miscomputes=tuple((op, f"({r.name}) {how}") for r in _MEASURED for op, how in r.miscomputes),
     passed_through=next(
         ((p[0], f"({r.name}) {p[1]}") for r in _MEASURED if (p := r.passed_through) is not None),
+        None,
+    ),
+    empty_starts=next(
+        ((e[0], f"({r.name}) {e[1]}") for r in _MEASURED if (e := r.empty_starts) is not None),
         None,
     ),
 )
