@@ -1,7 +1,7 @@
 """Each empty constant a Loop or Scan carries in, as a ConstantOfShape, for a runtime that reads it wrong.
 
 tf2onnx starts a ``tf.concat`` grown in a ``while_loop`` from an empty
-initializer (``zeros:0``, float[0]). OpenVINO 2026.4 reads an empty
+initializer (``zeros:0``, float[0]). OpenVINO from 2026 reads an empty
 constant carried into a Loop or Scan as a scalar: it refuses a body that
 reads it ("Accessing out-of-range dimension") and returns one passed on as a
 scalar 0. Made at run time by a ``ConstantOfShape`` of its shape, the same
