@@ -273,6 +273,8 @@ class _Run:
     error: str | None = None
     written: str | None = None  # OUT, once it is in place
     report_refused: bool = False  # --report names a file IN reads: never written
+    stage: str = "read"  # what the run is doing, and the file it is at: for the error line
+    file: str = ""
 
     def failed(self, message: str) -> str:
         """Record the error line (and take the progress line away before it is printed)."""
@@ -291,9 +293,8 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
     from lowering import model_io
     from lowering.errors import LoweringError
     from lowering.options import InputShapeError
-    from lowering.report import Files, Measure
 
-    stage, file = "read", _label(args.input)
+    run.stage, run.file = "read", _label(args.input)
     paused = contextlib.ExitStack()
     try:
         # Read, lower and write with the cyclic collector paused throughout, not
@@ -301,95 +302,107 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
         # every IR object of the model read, and at 10,000 maps serializing the
         # result with it on took four times as long. It resumes before --verify.
         paused.enter_context(collector_paused())
-        out = None if args.dry_run else model_io.target(args.output)
-        run.line("reading the model", 0, 0)
-        model, source = model_io.read(args.input)
-        if args.report is not None:
-            run.report_refused = _report_is_ins_data(args.report, model)
-            if run.report_refused:
-                raise model_io.ModelFileError(
-                    "refused: IN reads its weights from it; give the report its own file",
-                    file=args.report,
-                )
-        problem = model_io.checker_problem(source)
-        opsets, ir_version, shapes = _opsets(model), model.ir_version, _input_shapes(model)
-        run.before = Measure.of(model)
-        stage = "lower"
-        result = run_pipeline(
-            model,
-            **dataclasses.asdict(args.options),
-            restore_from=lambda: model_io.reread(source),  # no snapshot: IN is at hand
-            progress=run.line,
-        )
-        rewrites = result.rewrites
-        unsupported = _unsupported(args, model, result.kept)  # a dry run fails as the run would
-        changed = (
-            bool(rewrites)
-            or _opsets(model) != opsets
-            or model.ir_version != ir_version
-            or _input_shapes(model) != shapes
-        )
-        if out is None:  # --dry-run: say what OUT would be, write nothing
-            stage = "summarize"
-            run.report = _summarized(run, model, result, args, source.label, Files(not changed))
-            run.report = run.report.replace(output=args.output or "OUT")
-            run.line.clear()
-            _say(summary.dry_run(run.report, model, problem, args.verbose))
-            return 0
-        stage, file = "write", _label(args.output)
-        run.line("writing the model", 0, 0)
-        with model_io.kept_original(source, out, keep=args.verify) as original:
-            written = model_io.write(
-                model, source, out, changed=changed, external_data=args.external_data
-            )
-            run.written = _label(args.output)
-            paused.close()
-            run.line("summarizing", 0, 0)
-            files = Files(written.identical, written.data_files, written.embedded, written.shared)
-            run.report = _summarized(run, model, result, args, source.label, files)
-            run.line.clear()
-            if not args.quiet:
-                if problem is not None:  # said of what was done: nothing may have been lowered
-                    done = (
-                        "it was lowered anyway"
-                        if run.report.nodes
-                        else "it was copied as it is"
-                        if written.identical
-                        else "it was written anyway"
-                    )
-                    _say(
-                        f"{PROG}: warning: {source.label} does not pass the ONNX checker "
-                        f"({problem}); {done}"
-                    )
-                _say(summary.summary(run.report, args.verbose))
-                if args.verbose:
-                    for rewrite in rewrites:
-                        _say(summary.details(rewrite))
-            if unsupported is not None:  # --allow-unsupported: said even with -q
-                _say(f"{PROG}: warning: {run.written}: {unsupported}")
-            if not args.verify:
-                return 0
-            stage = "verify"
-            lowered = written.streamed if written.streamed is not None else out.label
-            run.verify = _verify(args, original, lowered)
-            return run.verify.exit_code
+        return _read_lower_write(args, run, paused)
     except model_io.ModelFileError as error:
-        return _fail(run.failed(f"{error.file or file}: {error}"), args.verbose)
+        return _fail(run.failed(f"{error.file or run.file}: {error}"), args.verbose)
     except InputShapeError as error:  # a usage error IN's declarations reveal
-        _fail(run.failed(f"{file}: {error.flag}"), args.verbose)
+        _fail(run.failed(f"{run.file}: {error.flag}"), args.verbose)
         return 2
     except LoweringError as error:
-        return _fail(run.failed(f"{file}: {error}"), args.verbose, error.details)
+        return _fail(run.failed(f"{run.file}: {error}"), args.verbose, error.details)
     except Exception as error:  # noqa: BLE001 -- an unexpected failure still gets one clear line
         return _fail(
             run.failed(
-                f"{file}: internal error while trying to {stage} the model: "
+                f"{run.file}: internal error while trying to {run.stage} the model: "
                 f"{type(error).__name__}: {error} (rerun with -v for the traceback)"
             ),
             args.verbose,
         )
     finally:
         paused.close()
+
+
+def _read_lower_write(args: argparse.Namespace, run: _Run, paused: contextlib.ExitStack) -> int:
+    """The run's stages, each said in ``run.stage``; the collector resumes once OUT is written."""
+    from lowering import model_io
+    from lowering.report import Files, Measure
+
+    out = None if args.dry_run else model_io.target(args.output)
+    run.line("reading the model", 0, 0)
+    model, source = model_io.read(args.input)
+    if args.report is not None:
+        run.report_refused = _report_is_ins_data(args.report, model)
+        if run.report_refused:
+            raise model_io.ModelFileError(
+                "refused: IN reads its weights from it; give the report its own file",
+                file=args.report,
+            )
+    problem = model_io.checker_problem(source)
+    declared = _declared(model)
+    run.before = Measure.of(model)
+    run.stage = "lower"
+    result = run_pipeline(
+        model,
+        **dataclasses.asdict(args.options),
+        restore_from=lambda: model_io.reread(source),  # no snapshot: IN is at hand
+        progress=run.line,
+    )
+    unsupported = _unsupported(args, model, result.kept)  # a dry run fails as the run would
+    changed = bool(result.rewrites) or _declared(model) != declared
+    if out is None:  # --dry-run: say what OUT would be, write nothing
+        run.stage = "summarize"
+        run.report = _summarized(run, model, result, args, source.label, Files(not changed))
+        run.report = run.report.replace(output=args.output or "OUT")
+        run.line.clear()
+        _say(summary.dry_run(run.report, model, problem, args.verbose))
+        return 0
+    run.stage, run.file = "write", _label(args.output)
+    run.line("writing the model", 0, 0)
+    with model_io.kept_original(source, out, keep=args.verify) as original:
+        written = model_io.write(
+            model, source, out, changed=changed, external_data=args.external_data
+        )
+        run.written = _label(args.output)
+        paused.close()
+        run.line("summarizing", 0, 0)
+        files = Files(written.identical, written.data_files, written.embedded, written.shared)
+        run.report = _summarized(run, model, result, args, source.label, files)
+        run.line.clear()
+        if not args.quiet:
+            _say_summary(args, run.report, result.rewrites, source.label, problem, written)
+        if unsupported is not None:  # --allow-unsupported: said even with -q
+            _say(f"{PROG}: warning: {run.written}: {unsupported}")
+        if not args.verify:
+            return 0
+        run.stage = "verify"
+        lowered = written.streamed if written.streamed is not None else out.label
+        run.verify = _verify(args, original, lowered)
+        return run.verify.exit_code
+
+
+def _declared(model: ir.Model) -> tuple:
+    """What the model declares beside its nodes: a change there is a change to write."""
+    return _opsets(model), model.ir_version, _input_shapes(model)
+
+
+def _say_summary(
+    args: argparse.Namespace, report: Report, rewrites: list, label: str, problem, written
+) -> None:
+    """The checker's warning about IN (said of what was done), the summary, and ``-v``'s
+    rewrites."""
+    if problem is not None:  # said of what was done: nothing may have been lowered
+        done = (
+            "it was lowered anyway"
+            if report.nodes
+            else "it was copied as it is"
+            if written.identical
+            else "it was written anyway"
+        )
+        _say(f"{PROG}: warning: {label} does not pass the ONNX checker ({problem}); {done}")
+    _say(summary.summary(report, args.verbose))
+    if args.verbose:
+        for rewrite in rewrites:
+            _say(summary.details(rewrite))
 
 
 def _summarized(
@@ -486,24 +499,12 @@ def _write_report(args: argparse.Namespace, run: _Run, code: int) -> int:
 
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Everything that is wrong with the command line itself: exit 2 with the usage line."""
-    from lowering import model_io
     from lowering.options import OptionError, Options
 
-    if args.output is None and not args.dry_run:
-        parser.error("the following arguments are required: OUT.onnx (or give --dry-run)")
-    if args.dry_run:
-        for flag, given in (
-            ("--verify", args.verify),
-            ("--report", args.report is not None),
-            ("--external-data", args.external_data is not None),
-        ):
-            if given:
-                parser.error(f"--dry-run writes and runs nothing; {flag} needs OUT written")
-    # As gzip: a binary model is neither read from nor written to a terminal.
-    if args.output == STREAM and _is_terminal(sys.stdout):
-        parser.error("refusing to write a binary model to a terminal; redirect stdout or name OUT")
-    if args.input == STREAM and _is_terminal(sys.stdin):
-        parser.error("refusing to read a binary model from a terminal; redirect stdin or name IN")
+    for check in (_output_problem, _dry_run_problem, _terminal_problem):
+        problem = check(args)
+        if problem is not None:
+            parser.error(problem)
     try:  # every option is checked where the API checks it, and said as a flag
         args.options = Options(
             normalize_inserts=args.normalize_inserts,
@@ -518,34 +519,78 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         )
     except OptionError as error:
         parser.error(error.flag)
+    for check in (_comparing_problem, _external_data_problem, _report_flag_problem):
+        problem = check(args)
+        if problem is not None:
+            parser.error(problem)
+
+
+def _output_problem(args: argparse.Namespace) -> str | None:
+    if args.output is None and not args.dry_run:
+        return "the following arguments are required: OUT.onnx (or give --dry-run)"
+    return None
+
+
+def _dry_run_problem(args: argparse.Namespace) -> str | None:
+    """A flag that needs OUT written, with --dry-run."""
+    if not args.dry_run:
+        return None
+    for flag, given in (
+        ("--verify", args.verify),
+        ("--report", args.report is not None),
+        ("--external-data", args.external_data is not None),
+    ):
+        if given:
+            return f"--dry-run writes and runs nothing; {flag} needs OUT written"
+    return None
+
+
+def _terminal_problem(args: argparse.Namespace) -> str | None:
+    """As gzip: a binary model is neither read from nor written to a terminal."""
+    if args.output == STREAM and _is_terminal(sys.stdout):
+        return "refusing to write a binary model to a terminal; redirect stdout or name OUT"
+    if args.input == STREAM and _is_terminal(sys.stdin):
+        return "refusing to read a binary model from a terminal; redirect stdin or name IN"
+    return None
+
+
+def _comparing_problem(args: argparse.Namespace) -> str | None:
+    """Comparison flags without --verify; with it, a runtime or replay folder it cannot use."""
     if not args.verify:
         from lowering.verify.cli import given_options
 
         given = given_options(args)
-        if given:
-            parser.error(
-                f"{', '.join(given)} compare{'s' if len(given) == 1 else ''} "
-                "IN and OUT: give --verify too"
-            )
-    if args.verify:
-        from lowering import verify
-        from lowering.verify.cli import replay_dir_problem
+        if not given:
+            return None
+        s = "s" if len(given) == 1 else ""
+        return f"{', '.join(given)} compare{s} IN and OUT: give --verify too"
+    from lowering import verify
+    from lowering.verify.cli import replay_dir_problem
 
-        problem = verify.missing_runtime(verify.verify_runtime(args.runtime))
-        if problem is not None or (problem := replay_dir_problem(args)) is not None:
-            parser.error(problem)
-    if args.external_data is not None:
-        name = args.external_data
-        if not model_io.valid_data_name(name):
-            parser.error(f"--external-data takes a plain file name for OUT's folder, not {name!r}")
-        if args.output == STREAM or _is_stream(args.output):
-            parser.error("--external-data needs an OUT file; a stream gets the weights embedded")
-        if name in {os.path.basename(args.output), os.path.basename(os.path.realpath(args.output))}:
-            parser.error(f"--external-data {name} would be OUT itself; try {name}.data")
-    if args.report is not None:
-        problem = _report_problem(args)
-        if problem is not None:
-            parser.error(f"--report {args.report}: {problem}")
+    problem = verify.missing_runtime(verify.verify_runtime(args.runtime))
+    return problem if problem is not None else replay_dir_problem(args)
+
+
+def _external_data_problem(args: argparse.Namespace) -> str | None:
+    from lowering import model_io
+
+    name = args.external_data
+    if name is None:
+        return None
+    if not model_io.valid_data_name(name):
+        return f"--external-data takes a plain file name for OUT's folder, not {name!r}"
+    if args.output == STREAM or _is_stream(args.output):
+        return "--external-data needs an OUT file; a stream gets the weights embedded"
+    if name in {os.path.basename(args.output), os.path.basename(os.path.realpath(args.output))}:
+        return f"--external-data {name} would be OUT itself; try {name}.data"
+    return None
+
+
+def _report_flag_problem(args: argparse.Namespace) -> str | None:
+    if args.report is None:
+        return None
+    problem = _report_problem(args)
+    return None if problem is None else f"--report {args.report}: {problem}"
 
 
 def _shapes(

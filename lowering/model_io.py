@@ -449,41 +449,49 @@ class _DataCheck:
     same_file: bool
 
     def __call__(self, location: str, why: str) -> None:
-        assert self.out.path is not None
         dest = os.path.join(self.out.folder, location)
+        reason = self._problem(dest, location)
+        if reason is not None:
+            raise ModelFileError(f"refused to write the data file {dest} ({why}): {reason}")
+
+    def _problem(self, dest: str, location: str) -> str | None:
+        """Why the data file may not be written at ``dest``, with advice; None if it may."""
+        assert self.out.path is not None
         named = f"{os.path.basename(self.out.path)}.data"
         advice = (
             "name the data file with --external-data NAME"
             if location == named
             else f"name the data after OUT, with --external-data {named}"
         )
-
-        def refuse(reason: str) -> ModelFileError:
-            return ModelFileError(f"refused to write the data file {dest} ({why}): {reason}")
-
         if _through_symlink(self.out.folder, location):
-            raise refuse("a folder on its path is a symlink, which is never written through")
+            return "a folder on its path is a symlink, which is never written through"
         if os.path.normpath(dest) == os.path.normpath(self.out.path):
-            raise refuse(f"it is OUT itself; {advice}")
+            return f"it is OUT itself; {advice}"
         if not os.path.lexists(dest):
-            return
+            return None
+        return self._existing_problem(dest, location, advice)
+
+    def _existing_problem(self, dest: str, location: str, advice: str) -> str | None:
+        """Why a file already at ``dest`` may not be replaced: only OUT's own data may."""
+        assert self.out.path is not None
         if self.source.path is not None and _same_file(dest, self.source.path):
-            raise refuse(f"it is IN itself; {advice}")
+            return f"it is IN itself; {advice}"
         if _same_file(dest, self.out.path):
-            raise refuse(f"it is OUT itself; {advice}")
+            return f"it is OUT itself; {advice}"
         if os.path.isdir(dest) and not os.path.islink(dest):
-            raise refuse(f"it is a directory; {advice}")
+            return f"it is a directory; {advice}"
         reads = any(_same_file(dest, data) for data in self.in_data)
         if reads and not self.same_file:
-            raise refuse(
+            return (
                 f"IN reads its weights from it, and would compute other results; {advice}, "
                 "or write OUT to another folder"
             )
         if os.path.normpath(location) not in self.owned:
-            raise refuse(
+            return (
                 f"it exists and is not a data file of the OUT being replaced (it may belong "
                 f"to another model); {advice}, write OUT to another folder, or remove the file"
             )
+        return None
 
 
 def _locations_of(path: str) -> set[str]:

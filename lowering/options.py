@@ -107,11 +107,7 @@ def check_input_shapes(input_shapes: object) -> dict[str, tuple[int, ...]] | Non
     if input_shapes is None:
         return None
     if not isinstance(input_shapes, Mapping) or not all(
-        isinstance(name, str)
-        and name
-        and not isinstance(dims, (str, bytes))
-        and isinstance(dims, Iterable)
-        for name, dims in input_shapes.items()
+        _names_dims(name, dims) for name, dims in input_shapes.items()
     ):
         raise OptionError("input_shapes", "map input names to dims", input_shapes)
     checked = {name: tuple(dims) for name, dims in input_shapes.items()}
@@ -121,6 +117,13 @@ def check_input_shapes(input_shapes: object) -> dict[str, tuple[int, ...]] | Non
                 "input_shapes", "give whole numbers of at least 0 as dims", input_shapes
             )
     return checked or None
+
+
+def _names_dims(name: object, dims: object) -> bool:
+    """A non-empty name, and dims that are a collection (not a string) to read."""
+    if not isinstance(name, str) or not name:
+        return False
+    return not isinstance(dims, (str, bytes)) and isinstance(dims, Iterable)
 
 
 def check_extra(extra: str, who: str | None = None) -> None:

@@ -95,42 +95,60 @@ def lowest_ir_version(model: ir.Model) -> int:
 
 def needs(model: ir.Model) -> list[Need]:
     """Every reason ``model`` needs more than :data:`MIN_IR_VERSION`, one per place."""
-    found: list[Need] = []
-    for imports, where in _opset_tables(model):
-        for domain, version in sorted(imports.items()):
-            opset = onnx.helper.make_opsetid(domain, version)
-            need = onnx.helper.find_min_ir_version_for([opset], ignore_unknown=True)
-            found.append(Need(need, f"opset {domain or 'ai.onnx'} {version}", where))
-    for function in model.functions.values():
-        where = _function_name(function)
-        found.append(_feature("model-local functions", where))
-        if any(attr.value is not None for attr in function.attributes.values()):
-            found.append(_feature("function attribute defaults", where))
-        if function.overload:
-            found.append(_feature("function overloads", where))
+    found = [*_opset_needs(model), *_function_needs(model)]
     if model.device_configurations:
         found.append(_feature("multi-device configurations", "the model"))
     inputs = set(model.graph.inputs)
     if any(v not in inputs for v in model.graph.initializers.values()):
         found.append(_feature("initializers that are not graph inputs", "the main graph"))
     for scope in iter_scopes(model):
-        owner = scope.owner
-        values = [*owner.inputs, *owner.outputs]
-        if isinstance(owner, ir.Graph):
-            values += list(owner.initializers.values())
-        for value in values:
-            found += _value_needs(value, f"value {value.name!r} in {scope.description}")
-        for node in owner:
-            where = f"node {node.name or '<unnamed>'!r} ({node.op_type}) in {scope.description}"
-            if node.overload:
-                found.append(_feature("function overloads", where))
-            if node.device_configurations:
-                found.append(_feature("multi-device configurations", where))
-            for value in node.outputs:
-                found += _value_needs(value, f"value {value.name!r} in {scope.description}")
-            for attr in node.attributes.values():
-                found += [_feature(t.name, where) for t in _attribute_dtypes(node, attr)]
+        found += _scope_needs(scope.owner, scope.description)
     return [need for need in found if need.ir_version > MIN_IR_VERSION]
+
+
+def _opset_needs(model: ir.Model) -> Iterator[Need]:
+    for imports, where in _opset_tables(model):
+        for domain, version in sorted(imports.items()):
+            opset = onnx.helper.make_opsetid(domain, version)
+            need = onnx.helper.find_min_ir_version_for([opset], ignore_unknown=True)
+            yield Need(need, f"opset {domain or 'ai.onnx'} {version}", where)
+
+
+def _function_needs(model: ir.Model) -> Iterator[Need]:
+    for function in model.functions.values():
+        where = _function_name(function)
+        yield _feature("model-local functions", where)
+        if any(attr.value is not None for attr in function.attributes.values()):
+            yield _feature("function attribute defaults", where)
+        if function.overload:
+            yield _feature("function overloads", where)
+
+
+def _scope_needs(owner: ir.Graph | ir.Function, description: str) -> list[Need]:
+    """What one graph or function's values (its interface, initializers) and nodes need."""
+    found: list[Need] = []
+    values = [*owner.inputs, *owner.outputs]
+    if isinstance(owner, ir.Graph):
+        values += list(owner.initializers.values())
+    for value in values:
+        found += _value_needs(value, f"value {value.name!r} in {description}")
+    for node in owner:
+        found += _node_needs(node, description)
+    return found
+
+
+def _node_needs(node: ir.Node, description: str) -> list[Need]:
+    where = f"node {node.name or '<unnamed>'!r} ({node.op_type}) in {description}"
+    found: list[Need] = []
+    if node.overload:
+        found.append(_feature("function overloads", where))
+    if node.device_configurations:
+        found.append(_feature("multi-device configurations", where))
+    for value in node.outputs:
+        found += _value_needs(value, f"value {value.name!r} in {description}")
+    for attr in node.attributes.values():
+        found += [_feature(t.name, where) for t in _attribute_dtypes(node, attr)]
+    return found
 
 
 def refusal(model: ir.Model, ir_version: int) -> str | None:

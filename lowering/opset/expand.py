@@ -60,30 +60,43 @@ def function_body(node: ir.Node) -> onnx.FunctionProto | None:
         version = min(schema.function_opset_versions)
         return onnx.FunctionProto.FromString(schema.get_function_with_opset_version(version))
     if schema.has_context_dependent_function and schema.context_dependent_function_opset_versions:
-        types = []
-        for v in node.inputs:
-            if v is None:
-                types.append(onnx.TypeProto().SerializeToString())
-            elif v.type is None:
-                return None
-            else:
-                types.append(ir.serde.serialize_type(v.type).SerializeToString())
-        version = min(schema.context_dependent_function_opset_versions)
-        proto = onnx.helper.make_node(
-            node.op_type,
-            [f"in{i}" if v is not None else "" for i, v in enumerate(node.inputs)],
-            [f"out{i}" for i in range(len(node.outputs))],
-        )
-        for attr in node.attributes.values():
-            proto.attribute.append(ir.serde.serialize_attribute(attr))
-        try:
-            data = schema.get_context_dependent_function_with_opset_version(
-                version, proto.SerializeToString(), types
-            )
-        except Exception:  # noqa: BLE001 - onnx raises bare errors when no body can be built
-            return None
-        return onnx.FunctionProto.FromString(data) if data else None
+        return _context_dependent_body(schema, node)
     return None
+
+
+def _context_dependent_body(schema: _FunctionSchema, node: ir.Node) -> onnx.FunctionProto | None:
+    """The body ONNX builds for this node's attributes and input types (all must be known)."""
+    types = _input_types(node)
+    if types is None:
+        return None
+    version = min(schema.context_dependent_function_opset_versions)
+    proto = onnx.helper.make_node(
+        node.op_type,
+        [f"in{i}" if v is not None else "" for i, v in enumerate(node.inputs)],
+        [f"out{i}" for i in range(len(node.outputs))],
+    )
+    for attr in node.attributes.values():
+        proto.attribute.append(ir.serde.serialize_attribute(attr))
+    try:
+        data = schema.get_context_dependent_function_with_opset_version(
+            version, proto.SerializeToString(), types
+        )
+    except Exception:  # noqa: BLE001 - onnx raises bare errors when no body can be built
+        return None
+    return onnx.FunctionProto.FromString(data) if data else None
+
+
+def _input_types(node: ir.Node) -> list[bytes] | None:
+    """Each input's serialized type (an empty one for a missing input); None if one is unknown."""
+    types = []
+    for v in node.inputs:
+        if v is None:
+            types.append(onnx.TypeProto().SerializeToString())
+        elif v.type is None:
+            return None
+        else:
+            types.append(ir.serde.serialize_type(v.type).SerializeToString())
+    return types
 
 
 @dataclasses.dataclass
@@ -128,37 +141,41 @@ def _template(node: ir.Node, as_onnxruntime: bool = False) -> _Template | None:
 
 
 def _build_template(node: ir.Node, as_onnxruntime: bool, widen: bool = False) -> _Template | None:
-    body = function_body(node)
-    if body is None or any(not is_onnx_domain(o.domain) for o in body.opset_import):
-        return None
-    _expand_broadcast_operands(body, node)
-    if widen:
-        _stage_in_double(body, node.attributes.get_int("stash_type", ir.DataType.FLOAT.value))
-    if any(not is_onnx_domain(n.domain) for n in body.node):
+    body = _onnx_body(node, widen)
+    if body is None:
         return None
     schema = schemas.schema(node.op_type, node.version)
     assert schema is not None, "function_body found a body, so the schema exists"
-    attributes = dict(node.attributes)
-    for name, formal in schema.attributes.items():
-        if name not in attributes and formal.default_value.name:
-            attributes[name] = ir.serde.deserialize_attribute(formal.default_value)
+    attributes = _with_defaults(node, schema)
     steps = []
     for proto in body.node:
-        attrs = []
-        for attribute in proto.attribute:
-            if attribute.ref_attr_name:
-                if attribute.ref_attr_name in attributes:
-                    source = attributes[attribute.ref_attr_name]
-                    attrs.append(ir.Attr(attribute.name, source.type, source.value))
-            elif attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                return None  # a subgraph belongs to one node: not worth sharing
-            else:
-                attrs.append(ir.serde.deserialize_attribute(attribute))
+        attrs = _step_attributes(proto, attributes)
+        if attrs is None:
+            return None
         steps.append((proto.op_type, list(proto.input), list(proto.output), attrs))
     version = next(o.version for o in body.opset_import if is_onnx_domain(o.domain))
     if not as_onnxruntime and not _literal_reshapes(steps, version):
         return None
     deviations = _two_pass_variance(steps)
+    types = _body_types(body, node, deviations)
+    return _Template(
+        version, schema.since_version, list(body.input), list(body.output), steps, types
+    )
+
+
+def _with_defaults(node: ir.Node, schema: onnx.defs.OpSchema) -> dict[str, ir.Attr]:
+    """The node's attributes, and the schema's default for each it leaves out."""
+    attributes = dict(node.attributes)
+    for name, formal in schema.attributes.items():
+        if name not in attributes and formal.default_value.name:
+            attributes[name] = ir.serde.deserialize_attribute(formal.default_value)
+    return attributes
+
+
+def _body_types(
+    body: onnx.FunctionProto, node: ir.Node, deviations: dict[str, str]
+) -> dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]]:
+    """The type and shape of each body value ONNX's inference gives."""
     types: dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]] = {}
     for name, type_proto in _infer_types(body, node).items():
         types[name] = (
@@ -168,9 +185,37 @@ def _build_template(node: ir.Node, as_onnxruntime: bool, widen: bool = False) ->
     for deviation, x in deviations.items():  # X - Mean broadcasts to X's type
         if x in types:
             types[deviation] = types[x]
-    return _Template(
-        version, schema.since_version, list(body.input), list(body.output), steps, types
-    )
+    return types
+
+
+def _onnx_body(node: ir.Node, widen: bool) -> onnx.FunctionProto | None:
+    """ONNX's body for ``node``, its operands broadcast and (``widen``) its first stage
+    in double; None where it has none or it uses another domain."""
+    body = function_body(node)
+    if body is None or any(not is_onnx_domain(o.domain) for o in body.opset_import):
+        return None
+    _expand_broadcast_operands(body, node)
+    if widen:
+        _stage_in_double(body, node.attributes.get_int("stash_type", ir.DataType.FLOAT.value))
+    if any(not is_onnx_domain(n.domain) for n in body.node):
+        return None
+    return body
+
+
+def _step_attributes(proto: onnx.NodeProto, attributes: dict[str, ir.Attr]) -> list[ir.Attr] | None:
+    """A body node's attributes, references to the op's resolved; None for a subgraph
+    (it belongs to one node: not worth sharing)."""
+    attrs = []
+    for attribute in proto.attribute:
+        if attribute.ref_attr_name:
+            if attribute.ref_attr_name in attributes:
+                source = attributes[attribute.ref_attr_name]
+                attrs.append(ir.Attr(attribute.name, source.type, source.value))
+        elif attribute.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            return None
+        else:
+            attrs.append(ir.serde.deserialize_attribute(attribute))
+    return attrs
 
 
 def _literal_reshapes(steps: list, version: int) -> bool:
@@ -293,6 +338,28 @@ def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
     template = _template(node, plan.original_inlined)
     if template is None:
         return None
+    new_nodes, env = _instantiate(template, node)
+    found = [env.get(name) for name in template.outputs][: len(node.outputs)]
+    outputs = [value for value in found if value is not None]
+    if len(outputs) != len(found):
+        return None
+    graph = sandbox.graph
+    graph.insert_before(node, new_nodes)
+    for old, replacement in zip(node.outputs, outputs):
+        if replacement.type is None:
+            replacement.type = old.type
+        if replacement.shape is None and old.shape is not None:
+            replacement.shape = old.shape
+        old.replace_all_uses_with(replacement, replace_graph_outputs=True)
+    graph.remove(node, safe=True)
+    plan.expanded.append(f"{node.op_type}-{template.since}")
+    return new_nodes
+
+
+def _instantiate(
+    template: _Template, node: ir.Node
+) -> tuple[list[ir.Node], dict[str, ir.Value | None]]:
+    """The template's nodes on ``node``'s inputs, typed; and each body name's value."""
     env: dict[str, ir.Value | None] = {"": None}
     for formal, actual in zip(template.inputs, node.inputs):
         env[formal] = actual
@@ -310,27 +377,18 @@ def expand(sandbox: Sandbox, node: ir.Node, plan: Plan) -> list[ir.Node] | None:
         )
         for name, value in zip(output_names, new.outputs):
             env[name] = value if name else None
-            known = template.types.get(name)
-            if name and known is not None:
-                value.type = known[0]
-                if known[1] is not None:
-                    value.shape = ir.Shape(list(known[1]))
+            _type_from(value, template.types.get(name) if name else None)
         new_nodes.append(new)
-    found = [env.get(name) for name in template.outputs][: len(node.outputs)]
-    outputs = [value for value in found if value is not None]
-    if len(outputs) != len(found):
-        return None
-    graph = sandbox.graph
-    graph.insert_before(node, new_nodes)
-    for old, replacement in zip(node.outputs, outputs):
-        if replacement.type is None:
-            replacement.type = old.type
-        if replacement.shape is None and old.shape is not None:
-            replacement.shape = old.shape
-        old.replace_all_uses_with(replacement, replace_graph_outputs=True)
-    graph.remove(node, safe=True)
-    plan.expanded.append(f"{node.op_type}-{template.since}")
-    return new_nodes
+    return new_nodes, env
+
+
+def _type_from(
+    value: ir.Value, known: tuple[ir.TypeProtocol | None, ir.Shape | None] | None
+) -> None:
+    if known is not None:
+        value.type = known[0]
+        if known[1] is not None:
+            value.shape = ir.Shape(list(known[1]))
 
 
 #: Operands (by position) that an op's spec lets broadcast to X's dims from
@@ -410,16 +468,19 @@ def _stage_in_double(body: onnx.FunctionProto, stash: int) -> None:
     """Make the body's casts to the stash type casts to double, and cast the
     outputs after Y (Mean, InvStdDev) to the stash type at the end (in place)."""
     for proto in body.node:
-        if proto.op_type != "Cast":
-            continue
-        for attribute in proto.attribute:
-            if attribute.name == "to" and not attribute.ref_attr_name and attribute.i == stash:
-                attribute.i = _DOUBLE
+        if proto.op_type == "Cast":
+            _cast_to_double(proto, stash)
     made = {out for proto in body.node for out in proto.output}
     for name in [out for out in body.output[1:] if out in made]:
         for proto in body.node:
             proto.output[:] = [f"{name}__double" if out == name else out for out in proto.output]
         body.node.append(onnx.helper.make_node("Cast", [f"{name}__double"], [name], to=stash))
+
+
+def _cast_to_double(cast_node: onnx.NodeProto, stash: int) -> None:
+    for attribute in cast_node.attribute:
+        if attribute.name == "to" and not attribute.ref_attr_name and attribute.i == stash:
+            attribute.i = _DOUBLE
 
 
 def _infer_types(body: onnx.FunctionProto, node: ir.Node) -> dict[str, onnx.TypeProto]:

@@ -63,56 +63,91 @@ class InsertGuard:
 
 def insert_guard(node: ir.Node) -> InsertGuard | None:
     """The guard ``node`` is, or None (see the module docstring for the pattern)."""
+    compared = _end_test(node)
+    branches = _branches(node)
+    if compared is None or branches is None:
+        return None
+    p, n, s = compared
+    then_branch, else_branch = branches
+    append = _append(then_branch, s)
+    if append is None:
+        return None
+    x = append.inputs[1]
+    nodes = list(else_branch)
+    if not nodes or list(else_branch.outputs) != [nodes[-1].outputs[0]]:
+        return None
+    insert = nodes[-1]
+    if not _inserts(insert, s, x):
+        return None
+    if not _computes_position(nodes[:-1], insert.inputs[2], p, n):
+        return None
+    return InsertGuard(node, nodes, insert.outputs[0])
+
+
+def _end_test(
+    node: ir.Node,
+) -> tuple[ir.Value | None, ir.Value, ir.Value | None] | None:
+    """(p, n, s) when ``node`` is an If on Equal(p, n = SequenceLength(s))."""
     if not is_onnx_op(node, "If") or len(node.outputs) != 1 or len(node.inputs) != 1:
         return None
     equal = node.inputs[0].producer() if node.inputs[0] is not None else None
     if equal is None or not is_onnx_op(equal, "Equal") or len(equal.inputs) != 2:
         return None
     p, n = equal.inputs
-    length = n.producer() if n is not None else None
+    if n is None:
+        return None
+    length = n.producer()
     if length is None or not is_onnx_op(length, "SequenceLength") or len(length.inputs) != 1:
         return None
-    s = length.inputs[0]
+    return p, n, length.inputs[0]
+
+
+def _branches(node: ir.Node) -> tuple[ir.Graph, ir.Graph] | None:
+    """The If's two branches, when both are graphs held in place (not references)."""
     then_attr, else_attr = node.attributes.get("then_branch"), node.attributes.get("else_branch")
     if not isinstance(then_attr, ir.Attr) or not isinstance(else_attr, ir.Attr):
         return None
     if then_attr.is_ref() or else_attr.is_ref():
         return None
-    then_branch, else_branch = then_attr.as_graph(), else_attr.as_graph()
+    return then_attr.as_graph(), else_attr.as_graph()
+
+
+def _append(then_branch: ir.Graph, s: ir.Value | None) -> ir.Node | None:
+    """The branch's one node when it is ``SequenceInsert(s, x)``, returned."""
     appends = list(then_branch)
-    if (
-        len(appends) != 1
-        or not is_onnx_op(appends[0], "SequenceInsert")
-        or len(appends[0].inputs) != 2
-        or appends[0].inputs[0] is not s
-        or list(then_branch.outputs) != [appends[0].outputs[0]]
-    ):
+    if len(appends) != 1:
         return None
-    x = appends[0].inputs[1]
-    nodes = list(else_branch)
-    if not nodes or list(else_branch.outputs) != [nodes[-1].outputs[0]]:
+    append = appends[0]
+    if not is_onnx_op(append, "SequenceInsert") or len(append.inputs) != 2:
         return None
-    insert = nodes[-1]
-    if (
-        not is_onnx_op(insert, "SequenceInsert")
-        or len(insert.inputs) != 3
-        or insert.inputs[0] is not s
-        or insert.inputs[1] is not x
-    ):
+    if append.inputs[0] is not s or list(then_branch.outputs) != [append.outputs[0]]:
         return None
-    q = insert.inputs[2]
-    if q is p and len(nodes) == 1:
-        return InsertGuard(node, nodes, insert.outputs[0])
+    return append
+
+
+def _inserts(insert: ir.Node, s: ir.Value | None, x: ir.Value | None) -> bool:
+    """Whether ``insert`` is SequenceInsert(s, x, q)."""
+    return (
+        is_onnx_op(insert, "SequenceInsert")
+        and len(insert.inputs) == 3
+        and insert.inputs[0] is s
+        and insert.inputs[1] is x
+    )
+
+
+def _computes_position(
+    rest: list[ir.Node], q: ir.Value | None, p: ir.Value | None, n: ir.Value
+) -> bool:
+    """Whether q is p itself, or wrap_negative(p, n) computed by exactly ``rest``."""
+    if q is p:
+        return not rest
     wrap = wrapped(q)
     if wrap is None or wrap.p is not p or wrap.n is not n or wrap.negative:
-        return None
+        return False
     computing = set(wrap.nodes)
-    rest = nodes[:-1]
-    if not computing <= set(rest) or not all(
-        other in computing or _read_only_by(other, computing) for other in rest
-    ):
-        return None
-    return InsertGuard(node, nodes, insert.outputs[0])
+    if not computing <= set(rest):
+        return False
+    return all(other in computing or _read_only_by(other, computing) for other in rest)
 
 
 def _read_only_by(node: ir.Node, readers: set[ir.Node]) -> bool:

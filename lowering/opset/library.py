@@ -348,22 +348,32 @@ def _fix(model: ir.Model, converted: onnx.ModelProto) -> list[Refused]:
     pairs = zip(graphs_within(model.graph), proto_graphs(converted.graph))
     for graph, proto_graph in pairs:
         for node, new in _written_by(graph, proto_graph, source):
-            version = _version(node, source)
-            reason = None
-            if new is None:
-                reason = "onnx.version_converter renamed what it wrote for it: not found to check"
-            elif _becomes_resize(node, version) and new.op_type == "Resize":
-                reason = _fix_resize(new, _scales(node, version))
-            elif node.op_type == "Pad" and new.op_type == "Pad":
-                mode = next((a.s for a in new.attribute if a.name == "mode"), b"constant")
-                if mode != b"constant":
-                    kept = [a for a in new.attribute if a.name != "value"]
-                    del new.attribute[:]
-                    new.attribute.extend(kept)
+            reason = _fix_node(node, new, source)
             if reason:
                 scope = where.get(graph, repr(graph.name))
                 refused.append(Refused(node.op_type, node.name or "<unnamed>", scope, reason))
     return refused
+
+
+def _fix_node(node: ir.Node, new: onnx.NodeProto | None, source: int) -> str | None:
+    """Fix the node the library wrote for ``node``; why it cannot be, or None."""
+    if new is None:
+        return "onnx.version_converter renamed what it wrote for it: not found to check"
+    version = _version(node, source)
+    if _becomes_resize(node, version) and new.op_type == "Resize":
+        return _fix_resize(new, _scales(node, version))
+    if node.op_type == "Pad" and new.op_type == "Pad":
+        _drop_pad_value(new)
+    return None
+
+
+def _drop_pad_value(pad: onnx.NodeProto) -> None:
+    """A Pad's value attribute goes where its mode is not "constant"."""
+    mode = next((a.s for a in pad.attribute if a.name == "mode"), b"constant")
+    if mode != b"constant":
+        kept = [a for a in pad.attribute if a.name != "value"]
+        del pad.attribute[:]
+        pad.attribute.extend(kept)
 
 
 def _version(node: ir.Node, source: int) -> int:

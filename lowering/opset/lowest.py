@@ -146,21 +146,8 @@ def _cone_model(model: ir.Model, cone: list[ir.Node]) -> ir.Model:
         )
     for value in graph.inputs:
         ir.serde.serialize_value_into(proto.input.add(), value)
-    inputs = {value.name for value in graph.inputs}
-    for name, value in graph.initializers.items():
-        if name not in read or value.const_value is None:
-            continue
-        if value.const_value.size <= MAX_ELEMENTS:
-            proto.initializer.append(ir.serde.serialize_tensor(value.const_value))
-        elif name not in inputs:
-            ir.serde.serialize_value_into(proto.input.add(), value)
-    made = {v for node in cone for v in node.outputs}
-    for value in made:
-        if value.type is not None and not value.is_graph_output():
-            ir.serde.serialize_value_into(proto.value_info.add(), value)
-    for value in graph.outputs:
-        if value in made:
-            ir.serde.serialize_value_into(proto.output.add(), value)
+    _add_initializers(proto, graph, read)
+    _add_declared(proto, graph, cone)
     model_proto = onnx.helper.make_model(
         proto,
         ir_version=model.ir_version,
@@ -169,3 +156,26 @@ def _cone_model(model: ir.Model, cone: list[ir.Node]) -> ir.Model:
     for function in model.functions.values():
         model_proto.functions.append(ir.serde.serialize_function(function))
     return ir.serde.deserialize_model(model_proto)
+
+
+def _add_initializers(proto: onnx.GraphProto, graph: ir.Graph, read: set[str]) -> None:
+    """The initializers the cone reads: a small one as it is, a large one as an input."""
+    inputs = {value.name for value in graph.inputs}
+    for name, value in graph.initializers.items():
+        if name not in read or value.const_value is None:
+            continue
+        if value.const_value.size <= MAX_ELEMENTS:
+            proto.initializer.append(ir.serde.serialize_tensor(value.const_value))
+        elif name not in inputs:
+            ir.serde.serialize_value_into(proto.input.add(), value)
+
+
+def _add_declared(proto: onnx.GraphProto, graph: ir.Graph, cone: list[ir.Node]) -> None:
+    """The declared types of the cone's values, and the graph outputs it makes."""
+    made = {v for node in cone for v in node.outputs}
+    for value in made:
+        if value.type is not None and not value.is_graph_output():
+            ir.serde.serialize_value_into(proto.value_info.add(), value)
+    for value in graph.outputs:
+        if value in made:
+            ir.serde.serialize_value_into(proto.output.add(), value)

@@ -182,14 +182,8 @@ class Sandbox:
                 if value is not None:
                     known[node.outputs[0]] = value
                 continue
-            if node.op_type in SHAPE_READING_OPS or len(node.outputs) != 1:
-                continue
-            values = [self._known(v, known) for v in node.inputs]
-            if any(value is None for value in values):
-                continue
-            result = evaluate_node(node, values)
-            output = node.outputs[0]
-            if result is None or output.dtype not in (None, ir.DataType.from_numpy(result.dtype)):
+            result = self._fold(node, known)
+            if result is None:
                 continue
             constant = ir.Node(
                 "", "Constant", [], [ir.AttrTensor("value", ir.Tensor(result))], version=target
@@ -205,6 +199,19 @@ class Sandbox:
         for node in reversed(list(graph)):
             if all(not v.uses() and v not in graph.outputs for v in node.outputs):
                 graph.remove(node, safe=True)
+
+    def _fold(self, node: ir.Node, known: dict) -> np.ndarray | None:
+        """``node``'s one output, where its inputs are all known and its type is kept."""
+        if node.op_type in SHAPE_READING_OPS or len(node.outputs) != 1:
+            return None
+        values = [self._known(v, known) for v in node.inputs]
+        if any(value is None for value in values):
+            return None
+        result = evaluate_node(node, values)
+        output = node.outputs[0]
+        if result is None or output.dtype not in (None, ir.DataType.from_numpy(result.dtype)):
+            return None
+        return result
 
     def _known(self, value: ir.Value | None, known: dict) -> np.ndarray | None:
         if value is None:
@@ -235,34 +242,14 @@ class Sandbox:
         owner = node.graph
         assert owner is not None, "a planned node stays in its graph until its plan commits"
         shared = _share_constants(self.graph, owner, constants)
-        outputs = list(self.graph.outputs)
-        seen: set[ir.Value] = set()
-        for index, value in enumerate(outputs):
-            # A real graph output must be produced by a node of its own.
-            if value in self.real or value in seen:
-                identity = ir.Node("", "Identity", [value], version=node.version)
-                self.graph.append(identity)
-                outputs[index] = identity.outputs[0]
-                _copy_type(identity.outputs[0], value, None)
-            seen.add(outputs[index])
+        outputs = self._own_outputs(node.version)
         new_nodes = list(self.graph)
         self.graph.remove(new_nodes)
         self.graph.outputs.clear()
         self.graph.inputs.clear()
         for placeholder, value in self.real.items():
-            while value in replaced:
-                value = replaced[value]
-            placeholder.replace_all_uses_with(value)
-        for new in new_nodes:
-            new.version = None
-            if new is self.copy and node.name:
-                new.name = node.name  # the converted node itself keeps its name
-            else:
-                fresh(new)
-            for output in new.outputs:
-                if output.name and output.name.startswith("__"):
-                    output.name = None
-                fresh(output)
+            placeholder.replace_all_uses_with(_latest(value, replaced))
+        _name_written(new_nodes, self.copy, node.name)
         for new_value, old_value in zip(outputs, node.outputs):
             if old_value.type is not None:
                 new_value.type = old_value.type
@@ -283,9 +270,42 @@ class Sandbox:
         # their constant chains once every node is committed (each value is
         # then checked once, however many nodes share it).
         for value in self.real.values():
-            while value in replaced:
-                value = replaced[value]
-            maybe_dead.add(value)
+            maybe_dead.add(_latest(value, replaced))
+
+    def _own_outputs(self, version: int | None) -> list[ir.Value]:
+        """The sandbox's outputs, each made by a node of its own: an Identity where one
+        is a real input or repeats another (a real graph output needs its own producer)."""
+        outputs = list(self.graph.outputs)
+        seen: set[ir.Value] = set()
+        for index, value in enumerate(outputs):
+            if value in self.real or value in seen:
+                identity = ir.Node("", "Identity", [value], version=version)
+                self.graph.append(identity)
+                outputs[index] = identity.outputs[0]
+                _copy_type(identity.outputs[0], value, None)
+            seen.add(outputs[index])
+        return outputs
+
+
+def _latest(value: ir.Value, replaced: dict[ir.Value, ir.Value]) -> ir.Value:
+    """What ``value`` became through the plans committed so far."""
+    while value in replaced:
+        value = replaced[value]
+    return value
+
+
+def _name_written(new_nodes: list[ir.Node], copy: ir.Node, name: str | None) -> None:
+    """Fresh names for what the conversion wrote; the converted node keeps its own."""
+    for new in new_nodes:
+        new.version = None
+        if new is copy and name:
+            new.name = name
+        else:
+            fresh(new)
+        for output in new.outputs:
+            if output.name and output.name.startswith("__"):
+                output.name = None
+            fresh(output)
 
 
 def _tensor_of(node: ir.Node) -> np.ndarray | None:
@@ -474,41 +494,13 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         )
     since = now.since_version
     then = schemas.schema(op, target)
-    typed: ir.Node | None = None
-    runs, inlined = True, False
-    if target != current:
-        typed = twin() or node
-        runs = ort_runs(typed, current)
-        inlined = node_unsupported(typed, current) is not None and runs
-    version = since
-    stuck = ""
-    if then is not None and then.since_version == since:
-        # The same schema: onnxruntime may still run it at one opset only
-        # (Softsign-1 on doubles, as ONNX's body of it from opset 18).
-        no_kernel = None if typed is None else _kernel_problem(typed, target, runs)
-        if no_kernel is None:
-            return Plan(node)
-        stuck = f"{op}-{since}: {no_kernel}"
-    # Dry run: a chain of relabels changes nothing in the node.
-    while not stuck and (then is None or then.since_version != version):
-        step = schemas.next_step(op, version, target)
-        if step is None or not step[0] or schemas.relabel_reason(op, *step) is None:
-            break
-        destination = step[0] if target < version else step[1]
-        assert typed is not None, "the node is typed where its opset changes"
-        dest_schema = schemas.schema(op, destination)
-        assert dest_schema is not None, "next_step only names versions that exist"
-        wrong = _relabel_problem(node, dest_schema, then, target, runs) or _relabel_problem(
-            typed, dest_schema, then, target, runs
-        )
-        if wrong:
-            stuck = wrong
-            break
-        version = destination
+    typed, runs, inlined = _how_original_runs(node, current, target, twin)
+    version, stuck = _relabelled(node, typed, since, then, target, runs)
     if not stuck and then is not None and then.since_version == version:
         return Plan(node)
     if has_subgraphs(node):
-        if target < 13 and (guard := insert_guard(node)) is not None:
+        guard = insert_guard(node) if target < 13 else None
+        if guard is not None:
             plan = Plan(node, guard=guard)
             plan.adapted.append("If-13 -> the SequenceInsert guard's else branch")
             return plan
@@ -522,6 +514,65 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         return blocked(needs, reason)
     sandbox.tidy(target)
     return plan
+
+
+def _how_original_runs(
+    node: ir.Node, current: int, target: int, twin: TypedTwin
+) -> tuple[ir.Node | None, bool, bool]:
+    """The typed node (None where the opset stays), whether onnxruntime runs it at
+    ``current``, and whether only by inlining ONNX's body of it."""
+    if target == current:
+        return None, True, False
+    typed = twin() or node
+    runs = ort_runs(typed, current)
+    return typed, runs, node_unsupported(typed, current) is not None and runs
+
+
+def _relabelled(
+    node: ir.Node,
+    typed: ir.Node | None,
+    since: int,
+    then: onnx.defs.OpSchema | None,
+    target: int,
+    runs: bool,
+) -> tuple[int, str]:
+    """A dry run of relabels, which change nothing in the node: the version they
+    reach, and why they stop short of the target's schema ("" where they do not)."""
+    op = node.op_type
+    if then is not None and then.since_version == since:
+        # The same schema: onnxruntime may still run it at one opset only
+        # (Softsign-1 on doubles, as ONNX's body of it from opset 18).
+        no_kernel = None if typed is None else _kernel_problem(typed, target, runs)
+        return since, "" if no_kernel is None else f"{op}-{since}: {no_kernel}"
+    return _relabel_chain(node, typed, since, then, target, runs)
+
+
+def _relabel_chain(
+    node: ir.Node,
+    typed: ir.Node | None,
+    since: int,
+    then: onnx.defs.OpSchema | None,
+    target: int,
+    runs: bool,
+) -> tuple[int, str]:
+    """Relabel after relabel while each step allows it and the types fit."""
+    op = node.op_type
+    version = since
+    while then is None or then.since_version != version:
+        step = schemas.next_step(op, version, target)
+        if step is None or not step[0] or schemas.relabel_reason(op, *step) is None:
+            break
+        destination = step[0] if target < version else step[1]
+        assert typed is not None, "the node is typed where its opset changes"
+        dest_schema = schemas.schema(op, destination)
+        assert dest_schema is not None, "next_step only names versions that exist"
+        wrong = _relabel_problem(node, dest_schema, then, target, runs) or _relabel_problem(
+            typed, dest_schema, then, target, runs
+        )
+        if wrong:
+            return version, wrong
+        version = destination
+    return version, ""
 
 
 def _convert(sandbox: Sandbox, target: int, plan: Plan) -> tuple[int, str] | None:
@@ -542,6 +593,15 @@ def _convert(sandbox: Sandbox, target: int, plan: Plan) -> tuple[int, str] | Non
     return None
 
 
+@dataclasses.dataclass
+class _Failed:
+    """A step that neither relabelled nor adapted: why, and whether the target's
+    final form is what blocked (then ONNX's body of the op may still do)."""
+
+    reason: str
+    final_blocks: bool = False
+
+
 def _convert_node(
     sandbox: Sandbox, node: ir.Node, target: int, plan: Plan
 ) -> list[ir.Node] | tuple[int, str]:
@@ -553,10 +613,26 @@ def _convert_node(
     if now is None:
         return (version, f"{op} is not an ONNX op at opset {version}")
     since = now.since_version
-    then = schemas.schema(op, target)
     going_down = target < since
-    may_expand = going_down or plan.original_inlined  # its body is what onnxruntime runs
-    failure = None
+    outcome = _relabel_or_adapt(sandbox, node, since, target, plan)
+    if not isinstance(outcome, _Failed):
+        return outcome
+    # Expanded where ONNX's body is what onnxruntime runs, or the final form blocks.
+    if going_down or plan.original_inlined or outcome.final_blocks:
+        expanded = _expand(sandbox, node, since, target, plan, outcome.reason)
+        if expanded is not None:
+            return expanded
+    if since <= target:  # the final form blocks: the original's version is known to do
+        return (max(plan.since, target + 1), outcome.reason)
+    return (since if going_down else target, outcome.reason)
+
+
+def _relabel_or_adapt(
+    sandbox: Sandbox, node: ir.Node, since: int, target: int, plan: Plan
+) -> list[ir.Node] | tuple[int, str] | _Failed:
+    """``node`` written in its final form, or one step taken towards it."""
+    op = node.op_type
+    then = schemas.schema(op, target)
     step = schemas.next_step(op, since, target)
     if then is not None and then.since_version == since:
         failure = final_form_problem(node, then, target, plan.original_runs)
@@ -565,51 +641,74 @@ def _convert_node(
             return []
         # Not a form to write: ONNX's body of the op may be (Softsign-1 on
         # doubles, which onnxruntime runs only as its body from opset 18).
-        may_expand = True
-    elif step is not None and step[0]:
-        old, new = step
-        destination = old if going_down else new
-        dest_schema = schemas.schema(op, destination)
-        assert dest_schema is not None, "next_step only names versions that exist"
-        if schemas.relabel_reason(op, old, new):
-            failure = _relabel_problem(node, dest_schema, then, target, plan.original_runs)
-            if failure is None:
-                node.version = destination
-                return [node]
-            # Its final form blocks: its body may not (as above).
-            may_expand = may_expand or (then is not None and then.since_version == destination)
-        adapter = ADAPTERS.get((op, old, new, "down" if going_down else "up"))
-        if adapter is not None:
-            result = _run_adapter(sandbox, node, adapter, destination, target, plan)
-            if isinstance(result, tuple):
-                return (since if going_down else target, result[1])
-            if not isinstance(result, str):
-                return result
-            failure = result
-        elif failure is None:
-            failure = (
-                f"{op}-{since} differs from {op}-{destination}, and no adapter converts it"
-                if going_down
-                else f"no adapter from {op}-{since} to {op}-{destination}"
-            )
-    else:
-        failure = f"{op} does not exist at opset {target}"
-    if going_down or may_expand:
-        expanded = expand.expand(sandbox, node, plan)
-        if expanded is not None:
-            return expanded
-        by_hand = EXPANSIONS.get(op)
-        if by_hand is not None:
-            rewriter = Rewriter(sandbox, node, since, target)
-            try:
-                by_hand(rewriter, node)
-            except Decline as decline:
-                return (since, f"{failure}; {decline}")
-            plan.expanded.append(f"{op}-{since}")
-            return rewriter.created
-    if since <= target:  # the final form blocks: the original's version is known to do
-        return (max(plan.since, target + 1), failure)
-    return (since if going_down else target, failure)
+        return _Failed(failure, final_blocks=True)
+    if step is not None and step[0]:
+        return _step(sandbox, node, since, step, then, target, plan)
+    return _Failed(f"{op} does not exist at opset {target}")
+
+
+def _step(
+    sandbox: Sandbox,
+    node: ir.Node,
+    since: int,
+    step: tuple[int, int],
+    then: onnx.defs.OpSchema | None,
+    target: int,
+    plan: Plan,
+) -> list[ir.Node] | tuple[int, str] | _Failed:
+    """One (old, new) schema step: a relabel where allowed, else the registered adapter."""
+    op = node.op_type
+    going_down = target < since
+    old, new = step
+    destination = old if going_down else new
+    dest_schema = schemas.schema(op, destination)
+    assert dest_schema is not None, "next_step only names versions that exist"
+    failure = None
+    final_blocks = False
+    if schemas.relabel_reason(op, old, new):
+        failure = _relabel_problem(node, dest_schema, then, target, plan.original_runs)
+        if failure is None:
+            node.version = destination
+            return [node]
+        # Its final form blocks: its body may not (as above).
+        final_blocks = then is not None and then.since_version == destination
+    adapter = ADAPTERS.get((op, old, new, "down" if going_down else "up"))
+    if adapter is None:
+        if failure is None:
+            failure = _no_adapter(op, since, destination, going_down)
+        return _Failed(failure, final_blocks)
+    result = _run_adapter(sandbox, node, adapter, destination, target, plan)
+    if isinstance(result, tuple):
+        return (since if going_down else target, result[1])
+    if isinstance(result, str):
+        return _Failed(result, final_blocks)
+    return result
+
+
+def _no_adapter(op: str, since: int, destination: int, going_down: bool) -> str:
+    if going_down:
+        return f"{op}-{since} differs from {op}-{destination}, and no adapter converts it"
+    return f"no adapter from {op}-{since} to {op}-{destination}"
+
+
+def _expand(
+    sandbox: Sandbox, node: ir.Node, since: int, target: int, plan: Plan, failure: str
+) -> list[ir.Node] | tuple[int, str] | None:
+    """``node`` expanded: by ONNX's function body, else by a hand-written expansion;
+    None where neither exists."""
+    expanded = expand.expand(sandbox, node, plan)
+    if expanded is not None:
+        return expanded
+    by_hand = EXPANSIONS.get(node.op_type)
+    if by_hand is None:
+        return None
+    rewriter = Rewriter(sandbox, node, since, target)
+    try:
+        by_hand(rewriter, node)
+    except Decline as decline:
+        return (since, f"{failure}; {decline}")
+    plan.expanded.append(f"{node.op_type}-{since}")
+    return rewriter.created
 
 
 def ort_runs(node: ir.Node, opset: int) -> bool:

@@ -64,55 +64,21 @@ class TargetOpsetPass(ir.passes.InPlacePass):
             # copy: a refusal here or below leaves ``original`` as it was.
             model = _up_by_library(model, self.target)
         plans = plan_model(model, self.target)
-        blockers = [p.blocker for p in plans if p.blocker is not None]
-        if blockers:
-            raise LoweringError(
-                blocked_message(self.target, blockers), details=blocked_details(blockers)
-            )
+        _refuse_blockers(plans, self.target)
         result = TargetOpsetResult(original, modified=upgraded)
         if upgraded:
             result.adapted[f"onnx.version_converter to opset {MIN_OPSET}"] += 1
-        replaced: dict[ir.Value, ir.Value] = {}
-        maybe_dead: set[ir.Value] = set()
-        constants = SharedConstants()  # equal small constants shared, for this run only
-        # The model's own Identities stay; the conversion's go where the rule allows.
-        theirs = {node for node in model_nodes(model) if is_onnx_op(node, "Identity")}
-        before = set(model_nodes(model))
-        for plan in plans:
-            result.adapted.update(plan.adapted)
-            result.expanded.update(plan.expanded)
-            plan.commit(replaced, maybe_dead, constants)
-        # What the conversion wrote meets ONNX's inference: a node it reads
-        # that ONNX sizes wrong is pinned where its shape is computed.
-        written = [node for node in model_nodes(model) if node not in before]
-        read = [
-            Copied(node, self.target, None, None, None, True) for node in read_producers(written)
-        ]
-        for pin in plan_copied_shapes(read, hide=False):
-            apply_hiding(pin)
-        bypass_identities(
-            [n for n in model_nodes(model) if is_onnx_op(n, "Identity") and n not in theirs]
-        )
-        for value in maybe_dead:
-            remove_unread(value, FOLDABLE_OPS)
+        _commit(model, plans, self.target, result)
         for line in result.summary():
             _LOG.info("opset %d: %s", self.target, line)
-        result.modified = upgraded or any(
-            p.sandbox is not None or p.guard is not None for p in plans
-        )
-        for imports in _opset_tables(model):
-            key = "" if "" in imports else "ai.onnx" if "ai.onnx" in imports else None
-            if key is not None and imports[key] != self.target:
-                imports[key] = self.target
-                result.modified = True
+        converted = any(p.sandbox is not None or p.guard is not None for p in plans)
+        declared = _declare(model, self.target)
+        result.modified = upgraded or converted or declared
         if result.expanded or result.adapted:  # relabelling alone makes no new values
             name_fresh(model)
         if model is not original:
             adopt(original, model)
-        result.conversions = [
-            *(Conversion("expanded", op, count) for op, count in sorted(result.expanded.items())),
-            *(Conversion("adapted", op, count) for op, count in sorted(result.adapted.items())),
-        ]
+        result.conversions = _conversions(result)
         return result
 
     def ensures(self, model: ir.Model) -> None:
@@ -132,6 +98,59 @@ class TargetOpsetPass(ir.passes.InPlacePass):
                         f"{node.op_type} (node {node.name!r} in {scope.description}) "
                         f"is not an op of opset {self.target}"
                     )
+
+
+def _refuse_blockers(plans: list[Plan], target: int) -> None:
+    """Raise, naming every blocking node, if any plan blocks: nothing is changed yet."""
+    blockers = [p.blocker for p in plans if p.blocker is not None]
+    if blockers:
+        raise LoweringError(blocked_message(target, blockers), details=blocked_details(blockers))
+
+
+def _commit(model: ir.Model, plans: list[Plan], target: int, result: TargetOpsetResult) -> None:
+    """Commit every plan, then tidy what the conversion wrote: pins where ONNX's inference
+    sizes a read value wrong, its own Identities bypassed, values it left unread removed."""
+    replaced: dict[ir.Value, ir.Value] = {}
+    maybe_dead: set[ir.Value] = set()
+    constants = SharedConstants()  # equal small constants shared, for this run only
+    # The model's own Identities stay; the conversion's go where the rule allows.
+    theirs = {node for node in model_nodes(model) if is_onnx_op(node, "Identity")}
+    before = set(model_nodes(model))
+    for plan in plans:
+        result.adapted.update(plan.adapted)
+        result.expanded.update(plan.expanded)
+        plan.commit(replaced, maybe_dead, constants)
+    # What the conversion wrote meets ONNX's inference: a node it reads
+    # that ONNX sizes wrong is pinned where its shape is computed.
+    written = [node for node in model_nodes(model) if node not in before]
+    read = [Copied(node, target, None, None, None, True) for node in read_producers(written)]
+    for pin in plan_copied_shapes(read, hide=False):
+        apply_hiding(pin)
+    bypass_identities(
+        [n for n in model_nodes(model) if is_onnx_op(n, "Identity") and n not in theirs]
+    )
+    for value in maybe_dead:
+        remove_unread(value, FOLDABLE_OPS)
+
+
+def _conversions(result: TargetOpsetResult) -> list[Conversion]:
+    """The counters as typed rewrites: the expanded ops, then the adapters."""
+    return [
+        *(Conversion("expanded", op, count) for op, count in sorted(result.expanded.items())),
+        *(Conversion("adapted", op, count) for op, count in sorted(result.adapted.items())),
+    ]
+
+
+def _declare(model: ir.Model, target: int) -> bool:
+    """Set the default domain's import to ``target`` in the model and its functions;
+    whether one changed."""
+    changed = False
+    for imports in _opset_tables(model):
+        key = "" if "" in imports else "ai.onnx" if "ai.onnx" in imports else None
+        if key is not None and imports[key] != target:
+            imports[key] = target
+            changed = True
+    return changed
 
 
 @dataclasses.dataclass

@@ -190,6 +190,23 @@ class _Comparison:
 
     # -- the models and their ports -------------------------------------------------------
 
+    def _load_b(self) -> None:
+        """B and its ports; where it cannot be read, why (and A's ports stand for B's)."""
+        self.proto_b: onnx.ModelProto | None = None
+        try:
+            self.proto_b = _load(self.b, "B")
+            self.inputs_b = model_ports(self.proto_b, "input")
+            self.outputs_b = model_ports(self.proto_b, "output")
+            self.broken_b = self.report.input_difference = input_difference(
+                self.inputs_a, self.inputs_b
+            )
+        except CannotCompare as error:
+            self.broken_b, self.inputs_b, self.outputs_b = (
+                str(error),
+                self.inputs_a,
+                self.outputs_a,
+            )
+
     def _load(self) -> bool:
         report = self.report
         try:
@@ -199,18 +216,7 @@ class _Comparison:
         except CannotCompare as error:
             report.reason = str(error)
             return False
-        self.proto_b: onnx.ModelProto | None = None
-        try:
-            self.proto_b = _load(self.b, "B")
-            self.inputs_b = model_ports(self.proto_b, "input")
-            self.outputs_b = model_ports(self.proto_b, "output")
-            self.broken_b = report.input_difference = input_difference(self.inputs_a, self.inputs_b)
-        except CannotCompare as error:
-            self.broken_b, self.inputs_b, self.outputs_b = (
-                str(error),
-                self.inputs_a,
-                self.outputs_a,
-            )
+        self._load_b()
         report.rows = _signature_rows(self.outputs_a, self.outputs_b)
         # A failure no run's inputs decide (B cannot take A's inputs, cannot be read
         # or loaded, or declares other outputs) is the same on every input: no replay.
@@ -219,16 +225,21 @@ class _Comparison:
             self.inputs_a = [p for p in self.inputs_a if p.default is None]
             self.inputs_b = [p for p in self.inputs_b if p.default is None]
         if self.broken_b is None:  # B's fixed input dims: the runs feed only those
-            self.inputs_a, bound = fed_as_b_declares(self.inputs_a, self.inputs_b)
-            dims = self.dims
-            clash = [f"{k}={dims[k]}" for k in bound if dims and dims.get(k, bound[k]) != bound[k]]
-            if clash:
-                declared = ", ".join(f"{k}={bound[k]}" for k in bound)
-                report.input_error = (
-                    f"--dim {', '.join(clash)}: B declares {declared} on its inputs"
-                )
-                return False
-            self.dims = {**bound, **(dims or {})}
+            return self._feed_as_b_declares()
+        return True
+
+    def _feed_as_b_declares(self) -> bool:
+        """A's inputs narrowed to B's static dims; False where --dim asks for others."""
+        self.inputs_a, bound = fed_as_b_declares(self.inputs_a, self.inputs_b)
+        dims = self.dims
+        clash = [f"{k}={dims[k]}" for k in bound if dims and dims.get(k, bound[k]) != bound[k]]
+        if clash:
+            declared = ", ".join(f"{k}={bound[k]}" for k in bound)
+            self.report.input_error = (
+                f"--dim {', '.join(clash)}: B declares {declared} on its inputs"
+            )
+            return False
+        self.dims = {**bound, **(dims or {})}
         return True
 
     # -- the runs' inputs, and A on each --------------------------------------------------
@@ -337,7 +348,31 @@ class _Comparison:
     # -- B on what A took -----------------------------------------------------------------
 
     def _run_b(self, settled: list[tuple[RunRecord, Feeds, Outcome]]) -> list[Compared]:
-        options, report = self.options, self.report
+        session_b, reading_b, elsewhere = self._open_b(settled)
+        twice = self._runs_twice()
+        self.substantial: list[int] = []  # the compared runs whose inputs are not all empty
+        compared: list[Compared] = []
+        for record, feeds, (results_a, error_a, seconds_a) in settled:
+            label = record.label
+            results_b, error_b = self._outcome_b(
+                label, feeds, error_a, seconds_a, elsewhere, session_b, reading_b
+            )
+            if error_a:
+                _not_compared(record, error_a, error_b)
+                continue
+            self.report.runs += 1
+            if not _empty_inputs(self.inputs_a, feeds):
+                self.substantial.append(label)
+            ran = error_b is None and results_a is not None and results_b is not None
+            again = self._run_a(feeds)[0] if twice and ran else None
+            compared.append((record, feeds, results_a, results_b, error_b, again))
+        return compared
+
+    def _open_b(
+        self, settled: list[tuple[RunRecord, Feeds, Outcome]]
+    ) -> tuple[Any, Reading, dict[int, tuple[list | None, str | None]]]:
+        """B's session here, or its outcomes from its runtime's child (every run at once)."""
+        options = self.options
         session_b = None
         reading_b = Reading(self.b)
         elsewhere: dict[int, tuple[list | None, str | None]] = {}
@@ -353,31 +388,14 @@ class _Comparison:
                 session_b = _session(reading_b, "B")
             except CannotCompare as error:
                 self.broken_b = str(error)
-        # a model with random ops runs twice: outputs that differ are compared by
-        # structure only, and the verdict is "could not compare"
-        twice = has_random_ops(self.proto_a) or (
-            self.broken_b is None and self.proto_b is not None and has_random_ops(self.proto_b)
-        )
-        self.substantial: list[int] = []  # the compared runs whose inputs are not all empty
-        compared: list[Compared] = []
-        for record, feeds, (results_a, error_a, seconds_a) in settled:
-            label = record.label
-            results_b, error_b = self._outcome_b(
-                label, feeds, error_a, seconds_a, elsewhere, session_b, reading_b
-            )
-            if error_a:
-                if error_b:
-                    record.outcome, record.note = "not compared", f"both fail: {error_a}; {error_b}"
-                else:
-                    record.outcome, record.note = "skipped", f"{error_a}, but B runs (not counted)"
-                continue
-            report.runs += 1
-            if not _empty_inputs(self.inputs_a, feeds):
-                self.substantial.append(label)
-            ran = error_b is None and results_a is not None and results_b is not None
-            again = self._run_a(feeds)[0] if twice and ran else None
-            compared.append((record, feeds, results_a, results_b, error_b, again))
-        return compared
+        return session_b, reading_b, elsewhere
+
+    def _runs_twice(self) -> bool:
+        """A model with random ops runs twice: outputs that differ are compared by
+        structure only, and the verdict is "could not compare"."""
+        if has_random_ops(self.proto_a):
+            return True
+        return self.broken_b is None and self.proto_b is not None and has_random_ops(self.proto_b)
 
     def _outcome_b(
         self,
@@ -467,13 +485,7 @@ class _Comparison:
         report = self.report
         random_rows = [row for row in report.rows if row.random is not None]
         if random_rows and report.runs:
-            names = ", ".join(repr(row.name) for row in random_rows)
-            ops = sorted({op for row in random_rows for op in row.random or []})
-            report.reason = (
-                f"output{'s' if len(random_rows) > 1 else ''} {names} differ between two runs "
-                f"of A on the same inputs (random: {', '.join(ops) or 'no random op found'}); "
-                "compared by dtype, shape and length only"
-            )
+            report.reason = _random_reason(random_rows)
         if not report.runs:
             report.reason = (
                 "A fails on every input set; no run could be compared"
@@ -503,6 +515,24 @@ class _Comparison:
         ):
             folder = None if options.save_failing is True else options.save_failing
             save_failing_run(self.report, failing, folder)
+
+
+def _not_compared(record: RunRecord, error_a: str, error_b: str | None) -> None:
+    """A run A fails: not compared, or skipped where B runs (not counted either way)."""
+    if error_b:
+        record.outcome, record.note = "not compared", f"both fail: {error_a}; {error_b}"
+    else:
+        record.outcome, record.note = "skipped", f"{error_a}, but B runs (not counted)"
+
+
+def _random_reason(random_rows: list[Row]) -> str:
+    names = ", ".join(repr(row.name) for row in random_rows)
+    ops = sorted({op for row in random_rows for op in row.random or []})
+    return (
+        f"output{'s' if len(random_rows) > 1 else ''} {names} differ between two runs "
+        f"of A on the same inputs (random: {', '.join(ops) or 'no random op found'}); "
+        "compared by dtype, shape and length only"
+    )
 
 
 def _empty_inputs(ports: Sequence[Port], feeds: Feeds) -> bool:

@@ -52,19 +52,27 @@ def _declaration_problem(port: Port, value, bound: dict[str, int]) -> str | None
         subject = f"element {i}" if port.sequence else "a tensor"
         if expected is not None and element.dtype != expected:
             return f"{subject} of dtype {element.dtype}"
-        if port.dims is None:
-            continue
-        shape = list(element.shape)
-        if element.ndim != len(port.dims):
-            return f"{subject} of shape {shape} (rank {element.ndim})"
-        for dim, size in zip(port.dims, element.shape, strict=True):
-            if isinstance(dim, int) and dim != size:
-                return f"{subject} of shape {shape}"
-            if isinstance(dim, str):
-                if dim in bound and bound[dim] != size:
-                    return f"{subject} of shape {shape}, where {dim} = {bound[dim]}"
-                if not port.sequence:
-                    bound[dim] = size
+        problem = _shape_problem(port, element.shape, bound)
+        if problem is not None:
+            return f"{subject} of shape {list(element.shape)}{problem}"
+    return None
+
+
+def _shape_problem(port: Port, shape: tuple[int, ...], bound: dict[str, int]) -> str | None:
+    """What follows "of shape [..]" where ``shape`` breaks the declared dims ("" for a
+    plain mismatch), or None; a tensor's symbolic dims are bound as they are met."""
+    if port.dims is None:
+        return None
+    if len(shape) != len(port.dims):
+        return f" (rank {len(shape)})"
+    for dim, size in zip(port.dims, shape, strict=True):
+        if isinstance(dim, int) and dim != size:
+            return ""
+        if isinstance(dim, str):
+            if dim in bound and bound[dim] != size:
+                return f", where {dim} = {bound[dim]}"
+            if not port.sequence:
+                bound[dim] = size
     return None
 
 

@@ -105,11 +105,44 @@ def synthesize(
     An input that is also an initializer is left out (its default holds)
     unless ``spec.override``; an optional input is absent with ``spec.absent``.
     """
-    ranges = ranges or {}
-    groups = groups or {}
-    offsets = offsets or {}
-    mode = spec.dims
-    tensor_dims = {d for p in ports if not p.sequence for d in (p.dims or ()) if isinstance(d, str)}
+    tensor_dims = _tensor_dims(ports)
+    shared = _shared_dims(ports, tensor_dims, fixed, spec.dims, rng)
+    lengths = [_length(p, spec, groups or {}, offsets or {}) for p in ports]
+    longest = max([spec.length, *(n for p, n in zip(ports, lengths) if p.sequence)])
+    dims = _Dims(shared, longest, spec.dims == "same")
+    feeds: Feeds = {}
+    for port, length in zip(ports, lengths):
+        if not _default_holds(port, spec):
+            feeds[port.name] = _feed(port, length, spec, ranges or {}, dims, rng)
+    return feeds, {name: shared[name] for name in sorted(tensor_dims | set(fixed))}
+
+
+def _tensor_dims(ports: Sequence[Port]) -> set[str]:
+    """The symbolic dims the tensor inputs use: one size each, across all inputs."""
+    return {d for p in ports if not p.sequence for d in (p.dims or ()) if isinstance(d, str)}
+
+
+def _default_holds(port: Port, spec: RunSpec) -> bool:
+    """An initializer's input is left out (its default holds) unless the run overrides
+    defaults; a count's default always holds."""
+    return port.default is not None and (port.count or not spec.override)
+
+
+def _feed(port: Port, length: int, spec: RunSpec, ranges: Mapping, dims: _Dims, rng):
+    """One input's value: absent, a sequence of ``length`` elements, or a tensor."""
+    if port.optional and spec.absent:
+        return None
+    value_range = ranges.get(port.name, ranges.get(None)) if _numeric(port.dtype) else None
+    if port.sequence:
+        return _sequence(port, length, spec, value_range, dims, rng)
+    shape = _shape(port.dims, dims.shared, spec.dims, rng)
+    return make_array(port, shape, spec.values, value_range, rng)
+
+
+def _shared_dims(
+    ports: Sequence[Port], tensor_dims: set[str], fixed: dict[str, int], mode: str, rng
+) -> dict[str, int]:
+    """A size for each symbolic dim of the tensor inputs (``fixed`` as given)."""
     shared = dict(fixed)
     if mode == "wide":  # shape by shape: one wide dim in each
         for port in ports:
@@ -117,36 +150,39 @@ def synthesize(
                 _shape(port.dims, shared, mode, rng)
     for name in sorted(tensor_dims - set(shared)):
         shared[name] = dim_size(mode, rng)
+    return shared
 
-    def length(port: Port) -> int:
-        extra = offsets.get(port.name, 0)
-        if spec.shorter:
-            return max(0, spec.length - groups.get(port.name, 0)) + extra
-        return spec.length + extra + (groups.get(port.name, 0) if spec.independent else 0)
 
-    longest = max([spec.length, *(length(p) for p in ports if p.sequence)])
-    # "same": one dims dict for every element index, so all elements share a shape
-    one = dict(shared)
-    per_element = [one if mode == "same" else dict(shared) for _ in range(longest)]
-    feeds: Feeds = {}
-    for port in ports:
-        if port.default is not None and (port.count or not spec.override):
-            continue
-        if port.optional and spec.absent:
-            feeds[port.name] = None
-            continue
-        value_range = ranges.get(port.name, ranges.get(None)) if _numeric(port.dtype) else None
-        if port.sequence:
-            fixed_shape = _shape(port.dims, one, mode, rng) if mode == "same" else None
-            feeds[port.name] = [
-                make_array(port, fixed_shape or _shape(port.dims, per_element[i], mode, rng),
-                           spec.values, value_range, rng, index=i)
-                for i in range(length(port))
-            ]  # fmt: skip
-        else:
-            shape = _shape(port.dims, shared, mode, rng)
-            feeds[port.name] = make_array(port, shape, spec.values, value_range, rng)
-    return feeds, {name: shared[name] for name in sorted(tensor_dims | set(fixed))}
+def _length(
+    port: Port, spec: RunSpec, groups: Mapping[str, int], offsets: Mapping[str, int]
+) -> int:
+    """A sequence input's length in this run (see :func:`synthesize`)."""
+    extra = offsets.get(port.name, 0)
+    if spec.shorter:
+        return max(0, spec.length - groups.get(port.name, 0)) + extra
+    return spec.length + extra + (groups.get(port.name, 0) if spec.independent else 0)
+
+
+class _Dims:
+    """The dims each element index draws from: one dict for all in mode "same" (all
+    elements share a shape), else one per index, each starting from the shared dims."""
+
+    def __init__(self, shared: dict[str, int], longest: int, same: bool) -> None:
+        self.shared = shared
+        self.one = dict(shared)
+        self.same = same
+        self.per_element = [self.one if same else dict(shared) for _ in range(longest)]
+
+
+def _sequence(port: Port, length: int, spec: RunSpec, value_range, dims: _Dims, rng) -> list:
+    """The elements of one sequence input, each shape drawn before its values."""
+    mode = spec.dims
+    fixed_shape = _shape(port.dims, dims.one, mode, rng) if dims.same else None
+    return [
+        make_array(port, fixed_shape or _shape(port.dims, dims.per_element[i], mode, rng),
+                   spec.values, value_range, rng, index=i)
+        for i in range(length)
+    ]  # fmt: skip
 
 
 def _shape(dims, bound: dict[str, int], mode: str, rng) -> tuple[int, ...]:
@@ -185,25 +221,27 @@ def _conform_feeds(ports: Sequence[Port], feeds: Feeds, where: str, notes: list[
     extra = [name for name in feeds if name not in by_name]
     if extra:
         raise InputsError(f"{where}: {', '.join(map(repr, extra))} is not an input of the model")
-    conformed: Feeds = {}
-    for name, value in feeds.items():
-        port = by_name[name]
-        if value is None:
-            if not port.optional:
-                raise InputsError(f"{where}: {name!r} is a {port.kind()}; it cannot be absent")
-            conformed[name] = None
-            continue
-        if port.sequence != isinstance(value, (list, tuple)):
-            expected = "a list of arrays" if port.sequence else "an array"
-            raise InputsError(f"{where}: {name!r} is a {port.kind()}; give {expected}")
-        if port.sequence:
-            conformed[name] = [
-                _conform(port, element, f"{where}: {name}[{i}]", notes)
-                for i, element in enumerate(value)
-            ]
-        else:
-            conformed[name] = _conform(port, value, f"{where}: {name}", notes)
-    return conformed
+    return {
+        name: _conform_value(by_name[name], value, where, name, notes)
+        for name, value in feeds.items()
+    }
+
+
+def _conform_value(port: Port, value, where: str, name: str, notes: list[str]):
+    """One input's value conformed: absent (if optional), a list of arrays, or an array."""
+    if value is None:
+        if not port.optional:
+            raise InputsError(f"{where}: {name!r} is a {port.kind()}; it cannot be absent")
+        return None
+    if port.sequence != isinstance(value, (list, tuple)):
+        expected = "a list of arrays" if port.sequence else "an array"
+        raise InputsError(f"{where}: {name!r} is a {port.kind()}; give {expected}")
+    if port.sequence:
+        return [
+            _conform(port, element, f"{where}: {name}[{i}]", notes)
+            for i, element in enumerate(value)
+        ]
+    return _conform(port, value, f"{where}: {name}", notes)
 
 
 def _conform(port: Port, value, where: str, notes: list[str]) -> np.ndarray:
@@ -232,24 +270,35 @@ def _conform(port: Port, value, where: str, notes: list[str]) -> np.ndarray:
 def _converted(array: np.ndarray, target: np.dtype) -> np.ndarray | None:
     """``array`` as ``target`` if that keeps every value (floats may round), else None."""
     source_kind = array.dtype.kind
-    target_float = target.kind == "f" or target.type in ML_FLOATS
-    target_int = target.kind in "iu" or target.type in SMALL_INTS
     if target.kind == "b":
-        if source_kind == "b":
-            return array.astype(target)
-        if source_kind in "iu" and np.all((array == 0) | (array == 1)):
-            return array.astype(target)
-        return None
+        return _as_bool(array, target)
     if source_kind == "b" or source_kind in "OUSVcM":
         return None
     with np.errstate(all="ignore"):
         converted = array.astype(target)
         back = converted.astype(np.float64) if source_kind == "f" else converted.astype(array.dtype)
-    if target_float and source_kind == "f":
-        grew = np.isinf(back) & ~np.isinf(array)  # overflow, not rounding
-        return None if np.any(grew) else converted
-    if target_float or target_int:
-        if source_kind == "f" and not np.all(np.isfinite(array)):
-            return None
-        return converted if np.array_equal(back, array) else None
+    return converted if _keeps_values(array, back, target) else None
+
+
+def _keeps_values(array: np.ndarray, back: np.ndarray, target: np.dtype) -> bool:
+    """Whether ``back`` (the conversion, read back) has ``array``'s values: float to
+    float may round but not overflow; any other conversion is exact."""
+    target_float = target.kind == "f" or target.type in ML_FLOATS
+    target_int = target.kind in "iu" or target.type in SMALL_INTS
+    source_float = array.dtype.kind == "f"
+    if target_float and source_float:
+        return not np.any(np.isinf(back) & ~np.isinf(array))  # overflow, not rounding
+    if not (target_float or target_int):
+        return False
+    if source_float and not np.all(np.isfinite(array)):
+        return False
+    return bool(np.array_equal(back, array))
+
+
+def _as_bool(array: np.ndarray, target: np.dtype) -> np.ndarray | None:
+    """Bools, or ints that are all 0 or 1, as bools."""
+    if array.dtype.kind == "b":
+        return array.astype(target)
+    if array.dtype.kind in "iu" and np.all((array == 0) | (array == 1)):
+        return array.astype(target)
     return None

@@ -44,18 +44,7 @@ def _unflatten(arrays: dict[str, np.ndarray], ports: dict[str, Port], where: str
     feeds: Feeds = {}
     elements: dict[str, dict[int, np.ndarray]] = {}
     for key, array in arrays.items():
-        match = re.fullmatch(r"(.*)\[(\d*)\]", key)
-        absent = re.fullmatch(r"(.*)\(\)", key)
-        if absent and absent.group(1) in ports and ports[absent.group(1)].optional:
-            feeds[absent.group(1)] = None
-        elif match and match.group(1) in ports and ports[match.group(1)].sequence:
-            found = elements.setdefault(match.group(1), {})
-            if match.group(2):
-                found[int(match.group(2))] = array
-        elif key in ports:
-            feeds[key] = array
-        else:
-            raise InputsError(f"{where}: {key!r} is not an input of the model")
+        _place(key, array, ports, feeds, elements, where)
     for name, found in elements.items():
         if sorted(found) != list(range(len(found))):
             raise InputsError(f"{where}: the elements of {name!r} are not numbered 0..n-1")
@@ -64,6 +53,30 @@ def _unflatten(arrays: dict[str, np.ndarray], ports: dict[str, Port], where: str
     if missing:
         raise InputsError(f"{where} has no value for input(s) {', '.join(missing)}")
     return feeds
+
+
+def _place(
+    key: str,
+    array: np.ndarray,
+    ports: dict[str, Port],
+    feeds: Feeds,
+    elements: dict[str, dict[int, np.ndarray]],
+    where: str,
+) -> None:
+    """One stored array where its key says: ``x()`` an absent optional, ``x[i]`` element
+    i of a sequence (``x[]`` an empty one), ``x`` a tensor."""
+    match = re.fullmatch(r"(.*)\[(\d*)\]", key)
+    absent = re.fullmatch(r"(.*)\(\)", key)
+    if absent and absent.group(1) in ports and ports[absent.group(1)].optional:
+        feeds[absent.group(1)] = None
+    elif match and match.group(1) in ports and ports[match.group(1)].sequence:
+        found = elements.setdefault(match.group(1), {})
+        if match.group(2):
+            found[int(match.group(2))] = array
+    elif key in ports:
+        feeds[key] = array
+    else:
+        raise InputsError(f"{where}: {key!r} is not an input of the model")
 
 
 def write_inputs(stream, runs: Sequence[tuple[int, Feeds]]) -> None:

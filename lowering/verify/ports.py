@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -104,19 +105,27 @@ def fed_as_b_declares(a: list[Port], b: list[Port]) -> tuple[list[Port], dict[st
                 bound.setdefault(mine, theirs)
     narrowed = []
     for port in a:
-        other = declared.get(port.name)
-        dims = port.dims
-        if dims is not None:
-            dims = tuple(bound.get(d, d) if isinstance(d, str) else d for d in dims)
-            if other is not None and len(other) == len(dims):
-                dims = tuple(
-                    theirs if mine is None and isinstance(theirs, int) else mine
-                    for mine, theirs in zip(dims, other, strict=True)
-                )
-        elif other is not None and all(isinstance(d, int) for d in other):
-            dims = other
+        dims = _narrowed(port.dims, declared.get(port.name), bound)
         narrowed.append(port if dims == port.dims else dataclasses.replace(port, dims=dims))
     return narrowed, bound
+
+
+Dims = tuple[int | str | None, ...] | None
+
+
+def _narrowed(dims: Dims, other: Dims, bound: dict[str, int]) -> Dims:
+    """A's ``dims`` with the bound symbols' sizes, and B's static dims where A's are open."""
+    if dims is None:
+        if other is not None and all(isinstance(d, int) for d in other):
+            return other
+        return dims
+    dims = tuple(bound.get(d, d) if isinstance(d, str) else d for d in dims)
+    if other is None or len(other) != len(dims):
+        return dims
+    return tuple(
+        theirs if mine is None and isinstance(theirs, int) else mine
+        for mine, theirs in zip(dims, other, strict=True)
+    )
 
 
 def input_difference(a: list[Port], b: list[Port]) -> str | None:
@@ -124,26 +133,37 @@ def input_difference(a: list[Port], b: list[Port]) -> str | None:
     rank or static dim each declares otherwise."""
     names_a, names_b = [p.name for p in a], [p.name for p in b]
     if sorted(names_a) != sorted(names_b):
-        only_a = [n for n in names_a if n not in names_b]
-        only_b = [n for n in names_b if n not in names_a]
-        said = "; ".join(
-            f"{', '.join(map(repr, names))} only in {which}"
-            for names, which in ((only_a, "A"), (only_b, "B"))
-            if names
-        )
-        return f"the models take different inputs: {said}"
+        return f"the models take different inputs: {_names_only_in_one(names_a, names_b)}"
     ports_b = {p.name: p for p in b}
     for port in a:
-        other = ports_b[port.name]
-        if other.kind() != port.kind():
-            return f"input {port.name!r} is {port.kind()} in A but {other.kind()} in B"
-        if port.dims is None or other.dims is None or port.default is not None:
-            continue
-        if len(port.dims) != len(other.dims) or any(
-            isinstance(x, int) and isinstance(y, int) and x != y
-            for x, y in zip(port.dims, other.dims, strict=True)
-        ):
-            return f"input {port.name!r} is {port.declared()} in A but {other.declared()} in B"
+        difference = _port_difference(port, ports_b[port.name])
+        if difference is not None:
+            return difference
+    return None
+
+
+def _names_only_in_one(names_a: list[str], names_b: list[str]) -> str:
+    only_a = [n for n in names_a if n not in names_b]
+    only_b = [n for n in names_b if n not in names_a]
+    return "; ".join(
+        f"{', '.join(map(repr, names))} only in {which}"
+        for names, which in ((only_a, "A"), (only_b, "B"))
+        if names
+    )
+
+
+def _port_difference(port: Port, other: Port) -> str | None:
+    """Why B's ``other`` cannot take what A's ``port`` is fed: its kind, or a rank or
+    static dim (not of an input with a default, which may be fed another shape)."""
+    if other.kind() != port.kind():
+        return f"input {port.name!r} is {port.kind()} in A but {other.kind()} in B"
+    if port.dims is None or other.dims is None or port.default is not None:
+        return None
+    if len(port.dims) != len(other.dims) or any(
+        isinstance(x, int) and isinstance(y, int) and x != y
+        for x, y in zip(port.dims, other.dims, strict=True)
+    ):
+        return f"input {port.name!r} is {port.declared()} in A but {other.declared()} in B"
     return None
 
 
@@ -231,10 +251,17 @@ def size_inputs(model: onnx.ModelProto) -> set[str]:
     Names are followed as written, ignoring shadowing: a name that might
     reach one counts, which only keeps more values small.
     """
-    readers: dict[str, list[onnx.NodeProto]] = {}
+    readers = _readers(model)
     formals: dict[tuple[str, str], onnx.FunctionProto] = {
         (f.domain, f.name): f for f in model.functions
     }
+    return {info.name for info in model.graph.input if _reaches_size(info.name, readers, formals)}
+
+
+def _readers(model: onnx.ModelProto) -> dict[str, list[onnx.NodeProto]]:
+    """The nodes that read each name, in every graph and function; a subgraph's
+    inputs count as read by a stand-in from each of its node's inputs."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
 
     def index(nodes) -> None:
         for node in nodes:
@@ -251,29 +278,36 @@ def size_inputs(model: onnx.ModelProto) -> set[str]:
     index(model.graph.node)
     for function in model.functions:
         index(function.node)
-    found = set()
-    for info in model.graph.input:
-        seen, todo = set(), [info.name]
-        while todo and info.name not in found:
-            name = todo.pop()
-            if name in seen or not name:
+    return readers
+
+
+def _reaches_size(
+    start: str,
+    readers: dict[str, list[onnx.NodeProto]],
+    formals: dict[tuple[str, str], onnx.FunctionProto],
+) -> bool:
+    """Whether ``start``'s value reaches a size position, through any reader."""
+    seen, todo = set(), [start]
+    while todo:
+        name = todo.pop()
+        if name in seen or not name:
+            continue
+        seen.add(name)
+        for node in readers.get(name, []):
+            if node.op_type in VALUE_BLIND and node.domain in ("", "ai.onnx"):
                 continue
-            seen.add(name)
-            for node in readers.get(name, []):
-                if node.op_type in VALUE_BLIND and node.domain in ("", "ai.onnx"):
-                    continue
-                if any(
-                    node.input[i] == name
-                    for i in SIZE_POSITIONS.get(node.op_type, ())
-                    if i < len(node.input)
-                ):
-                    found.add(info.name)
-                    break
-                todo += node.output
-                callee = formals.get((node.domain, node.op_type))
-                if callee is not None:
-                    todo += [f for f, actual in zip(callee.input, node.input) if actual == name]
-    return found
+            if _read_as_size(node, name):
+                return True
+            todo += node.output
+            callee = formals.get((node.domain, node.op_type))
+            if callee is not None:
+                todo += [f for f, actual in zip(callee.input, node.input) if actual == name]
+    return False
+
+
+def _read_as_size(node: onnx.NodeProto, name: str) -> bool:
+    positions = SIZE_POSITIONS.get(node.op_type, ())
+    return any(node.input[i] == name for i in positions if i < len(node.input))
 
 
 def _pass_on(name: str) -> onnx.NodeProto:
@@ -295,83 +329,123 @@ def sequence_offsets(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _ties(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, int]]:
-    """Which sequence inputs one map ties, and their lengths' offsets. A value
-    follows an input (with a length offset) through Identity, Optional and
-    OptionalGetElement, SequenceInsert (+1) and SequenceErase (-1), a map's
-    outputs (its first input's length), an If whose branches agree, and a
-    Loop's carried value that its body hands on as it is."""
+    """Which sequence inputs one map ties, and their lengths' offsets (:class:`_Ties`)."""
     inputs = [
         info.name
         for info in model.graph.input
         if info.type.WhichOneof("value") in ("sequence_type", "optional_type")
     ]
-    # len(name) = len(parent) + delta
-    parent: dict[str, tuple[str, int]] = {name: (name, 0) for name in inputs}
+    ties = _Ties(inputs)
+    ties.visit(model.graph.node)
+    for function in model.functions:
+        ties.visit(function.node)
+    numbers: dict[str, int] = {}
+    groups = {name: numbers.setdefault(ties.find(name)[0], len(numbers)) for name in inputs}
+    offsets = {name: ties.find(name)[1] for name in inputs}
+    lowest: dict[int, int] = {}
+    for name in inputs:
+        lowest[groups[name]] = min(lowest.get(groups[name], 0), offsets[name])
+    return groups, {name: offsets[name] - lowest[groups[name]] for name in inputs}
 
-    def find(name: str) -> tuple[str, int]:
+
+class _Ties:
+    """Groups of sequence inputs whose lengths one map ties, with their offsets.
+
+    A value follows an input (with a length offset) through Identity, Optional
+    and OptionalGetElement, SequenceInsert (+1) and SequenceErase (-1), a map's
+    outputs (its first input's length), an If whose branches agree, and a
+    Loop's carried value that its body hands on as it is (:data:`_FOLLOW`).
+    """
+
+    def __init__(self, inputs: list[str]) -> None:
+        # len(name) = len(parent) + delta
+        self.parent: dict[str, tuple[str, int]] = {name: (name, 0) for name in inputs}
+        # value -> (the input it follows, len(value) - len(input))
+        self.source: dict[str, tuple[str, int]] = {name: (name, 0) for name in inputs}
+
+    def find(self, name: str) -> tuple[str, int]:
         """The root of ``name``'s group, and len(name) - len(root)."""
         total = 0
-        while parent[name][0] != name:
-            up, delta = parent[name]
+        while self.parent[name][0] != name:
+            up, delta = self.parent[name]
             total += delta
             name = up
         return name, total
 
-    # value -> (the input it follows, len(value) - len(input))
-    source: dict[str, tuple[str, int]] = {name: (name, 0) for name in inputs}
-
-    def tie(first: tuple[str, int], other: tuple[str, int]) -> None:
-        (root_a, to_a), (root_b, to_b) = find(first[0]), find(other[0])
+    def tie(self, first: tuple[str, int], other: tuple[str, int]) -> None:
+        (root_a, to_a), (root_b, to_b) = self.find(first[0]), self.find(other[0])
         if root_a != root_b:  # len(a) + first[1] == len(b) + other[1]
-            parent[root_b] = (root_a, to_a + first[1] - to_b - other[1])
+            self.parent[root_b] = (root_a, to_a + first[1] - to_b - other[1])
 
-    def follow(value: str, new: str, delta: int = 0) -> None:
-        if value in source and new:
-            origin, offset = source[value]
-            source[new] = (origin, offset + delta)
+    def follow(self, value: str, new: str, delta: int = 0) -> None:
+        if value in self.source and new:
+            origin, offset = self.source[value]
+            self.source[new] = (origin, offset + delta)
 
-    def visit(nodes) -> None:
+    def visit(self, nodes) -> None:
         for node in nodes:
             graphs = {a.name: a.g for a in node.attribute if a.HasField("g")}
             if node.op_type == "Loop" and "body" in graphs:
                 body = graphs["body"]
                 for outer, inner in zip(node.input[2:], body.input[2:], strict=False):
-                    follow(outer, inner.name)
+                    self.follow(outer, inner.name)
             for attr in node.attribute:
                 for graph in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                    visit(graph.node)
-            first = node.input[0] if node.input else ""
-            if node.op_type == "SequenceMap":
-                tied = [source[n] for n in node.input if n in source]
-                for other in tied[1:]:
-                    tie(tied[0], other)
-                for output in node.output:
-                    follow(first, output)
-            elif node.op_type in ("Identity", "Optional", "OptionalGetElement"):
-                follow(first, node.output[0])
-            elif node.op_type == "SequenceInsert":
-                follow(first, node.output[0], 1)
-            elif node.op_type == "SequenceErase":
-                follow(first, node.output[0], -1)
-            elif node.op_type == "If" and {"then_branch", "else_branch"} <= set(graphs):
-                then, other = graphs["then_branch"], graphs["else_branch"]
-                for output, a, b in zip(node.output, then.output, other.output, strict=False):
-                    if a.name in source and source.get(b.name, source[a.name]) == source[a.name]:
-                        follow(a.name, output)
-            elif node.op_type == "Loop" and "body" in graphs:
-                body = graphs["body"]
-                carried = zip(node.output, node.input[2:], body.output[1:], strict=False)
-                for output, initial, handed in carried:
-                    if initial in source and source.get(handed.name) == source[initial]:
-                        follow(initial, output)
+                    self.visit(graph.node)
+            rule = _FOLLOW.get(node.op_type)
+            if rule is not None:
+                rule(self, node, graphs)
 
-    visit(model.graph.node)
-    for function in model.functions:
-        visit(function.node)
-    numbers: dict[str, int] = {}
-    groups = {name: numbers.setdefault(find(name)[0], len(numbers)) for name in inputs}
-    offsets = {name: find(name)[1] for name in inputs}
-    lowest: dict[int, int] = {}
-    for name in inputs:
-        lowest[groups[name]] = min(lowest.get(groups[name], 0), offsets[name])
-    return groups, {name: offsets[name] - lowest[groups[name]] for name in inputs}
+    def map(self, node: onnx.NodeProto, graphs: dict) -> None:
+        """A map ties its sequences; its outputs have its first input's length."""
+        tied = [self.source[n] for n in node.input if n in self.source]
+        for other in tied[1:]:
+            self.tie(tied[0], other)
+        for output in node.output:
+            self.follow(_first(node), output)
+
+    def same(self, node: onnx.NodeProto, graphs: dict) -> None:
+        self.follow(_first(node), node.output[0])
+
+    def insert(self, node: onnx.NodeProto, graphs: dict) -> None:
+        self.follow(_first(node), node.output[0], 1)
+
+    def erase(self, node: onnx.NodeProto, graphs: dict) -> None:
+        self.follow(_first(node), node.output[0], -1)
+
+    def branches(self, node: onnx.NodeProto, graphs: dict) -> None:
+        """An If's output follows where both branches' outputs follow one value."""
+        if not {"then_branch", "else_branch"} <= set(graphs):
+            return
+        then, other = graphs["then_branch"], graphs["else_branch"]
+        for output, a, b in zip(node.output, then.output, other.output, strict=False):
+            followed = self.source.get(a.name)
+            if followed is not None and self.source.get(b.name, followed) == followed:
+                self.follow(a.name, output)
+
+    def carried(self, node: onnx.NodeProto, graphs: dict) -> None:
+        """A Loop's output follows its initial value where the body hands it on as it is."""
+        if "body" not in graphs:
+            return
+        body = graphs["body"]
+        carried = zip(node.output, node.input[2:], body.output[1:], strict=False)
+        for output, initial, handed in carried:
+            if initial in self.source and self.source.get(handed.name) == self.source[initial]:
+                self.follow(initial, output)
+
+
+def _first(node: onnx.NodeProto) -> str:
+    return node.input[0] if node.input else ""
+
+
+# How each op's outputs follow its inputs' lengths.
+_FOLLOW: dict[str, Callable[[_Ties, onnx.NodeProto, dict], None]] = {
+    "SequenceMap": _Ties.map,
+    "Identity": _Ties.same,
+    "Optional": _Ties.same,
+    "OptionalGetElement": _Ties.same,
+    "SequenceInsert": _Ties.insert,
+    "SequenceErase": _Ties.erase,
+    "If": _Ties.branches,
+    "Loop": _Ties.carried,
+}

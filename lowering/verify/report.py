@@ -123,49 +123,60 @@ class Report:
         if self.show_schedule:
             lines += [record.line() for record in self.records]
         if self.rows and (self.runs or self.status == MISMATCH):
-            header = ("output", "kind", "elements", "max abs", "max rel", "tolerance", "verdict")
-            rows = self.rows if self.show_schedule else _grouped_rows(self.rows)
-            cells = [header] + [
-                (
-                    r.name,
-                    r.kind,
-                    str(r.elements),
-                    f"{r.max_abs:.3g}",
-                    f"{r.max_rel:.3g}",
-                    r.tolerance or "exact",
-                    r.verdict,
-                )
-                for r in rows
-            ]
-            widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
-            lines += [
-                "  ".join(cell.ljust(width) for cell, width in zip(c, widths, strict=False))
-                + "  "
-                + c[-1]
-                for c in cells
-            ]
-            if len(rows) < len(self.rows):
-                lines.append("(-v lists every output)")
-        total = len(self.records)
-        if total and self.runs != total:
-            lines.append(f"({self.runs} of {total} runs compared)")
-        else:
-            lines.append(f"({self.runs} run{'s' if self.runs != 1 else ''})")
+            lines += self._row_lines()
+        lines.append(self._runs_line())
         if not self.show_schedule:
             lines += _grouped(self.records)
         lines += [f"note: {note}" for note in self.notes]
         if self.reason is not None and self.status == COULD_NOT_COMPARE:
             lines.append(f"could not compare: {self.reason}")
         if self.saved_to is not None:
-            if self.saved_runs:
-                s = "s" if self.saved_runs != 1 else ""
-                what = f"inputs of {self.saved_runs} run{s} saved to {self.saved_to}"
-                if self.failing_run is not None:
-                    what += f" (run {self.failing_run} fails)"
-            else:
-                what = f"inputs of failing run {self.failing_run} saved to {self.saved_to}"
-            lines.append(f"{what}; replay with --inputs {self.saved_to}")
+            lines.append(self._saved_line())
         return "\n".join(lines)
+
+    def _row_lines(self) -> list[str]:
+        """The table of outputs, columns aligned (grouped past :data:`DETAIL_LIMIT`)."""
+        header = ("output", "kind", "elements", "max abs", "max rel", "tolerance", "verdict")
+        rows = self.rows if self.show_schedule else _grouped_rows(self.rows)
+        cells = [header] + [
+            (
+                r.name,
+                r.kind,
+                str(r.elements),
+                f"{r.max_abs:.3g}",
+                f"{r.max_rel:.3g}",
+                r.tolerance or "exact",
+                r.verdict,
+            )
+            for r in rows
+        ]
+        widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
+        lines = [
+            "  ".join(cell.ljust(width) for cell, width in zip(c, widths, strict=False))
+            + "  "
+            + c[-1]
+            for c in cells
+        ]
+        if len(rows) < len(self.rows):
+            lines.append("(-v lists every output)")
+        return lines
+
+    def _runs_line(self) -> str:
+        total = len(self.records)
+        if total and self.runs != total:
+            return f"({self.runs} of {total} runs compared)"
+        return f"({self.runs} run{'s' if self.runs != 1 else ''})"
+
+    def _saved_line(self) -> str:
+        """Where the inputs were saved, and how to replay them."""
+        if self.saved_runs:
+            s = "s" if self.saved_runs != 1 else ""
+            what = f"inputs of {self.saved_runs} run{s} saved to {self.saved_to}"
+            if self.failing_run is not None:
+                what += f" (run {self.failing_run} fails)"
+        else:
+            what = f"inputs of failing run {self.failing_run} saved to {self.saved_to}"
+        return f"{what}; replay with --inputs {self.saved_to}"
 
 
 #: Up to this many outputs, the table lists each; beyond, it groups them (as the
@@ -187,22 +198,27 @@ def _grouped_rows(rows: list[Row]) -> list[Row]:
             verdict = "MISMATCH" if row.problem is not None else row.verdict
             groups.setdefault((row.kind, verdict), []).append(row)
     for (kind, verdict), members in groups.items():
-        tolerances = sorted({m.tolerance for m in members if m.tolerance})
-        group = Row(
-            f"{len(members)} {'more ' if shown else ''}outputs",
-            kind,
-            elements=sum(m.elements for m in members),
-            max_abs=max(m.max_abs for m in members),
-            max_rel=max(m.max_rel for m in members),
-            tolerance=", ".join(tolerances),
-            failures=sum(m.failures for m in members),
-        )
-        if verdict == "MISMATCH":
-            group.problem = f"{members[0].name!r}: {members[0].problem}, and more"
-        elif members[0].random is not None:
-            group.random = sorted({op for m in members for op in m.random or []})
-        shown.append(group)
+        shown.append(_group_row(members, kind, verdict, more=bool(shown)))
     return shown
+
+
+def _group_row(members: list[Row], kind: str, verdict: str, more: bool) -> Row:
+    """One row for outputs of one kind and verdict: elements summed, largest errors."""
+    tolerances = sorted({m.tolerance for m in members if m.tolerance})
+    group = Row(
+        f"{len(members)} {'more ' if more else ''}outputs",
+        kind,
+        elements=sum(m.elements for m in members),
+        max_abs=max(m.max_abs for m in members),
+        max_rel=max(m.max_rel for m in members),
+        tolerance=", ".join(tolerances),
+        failures=sum(m.failures for m in members),
+    )
+    if verdict == "MISMATCH":
+        group.problem = f"{members[0].name!r}: {members[0].problem}, and more"
+    elif members[0].random is not None:
+        group.random = sorted({op for m in members for op in m.random or []})
+    return group
 
 
 def _grouped(records: list[RunRecord]) -> list[str]:

@@ -124,14 +124,7 @@ def compare_value(
             row.fail(f"{where}: absent in {'A' if a is None else 'B'} only")
         return
     if isinstance(a, list) or isinstance(b, list):
-        if not (isinstance(a, list) and isinstance(b, list)):
-            row.fail(f"{where}: a sequence in one model, a tensor in the other")
-            return
-        if len(a) != len(b):
-            row.fail(f"{where}: {len(a)} elements in A, {len(b)} in B")
-            return
-        for i, (element_a, element_b) in enumerate(zip(a, b, strict=True)):
-            compare_value(row, element_a, element_b, tolerance, f"{where}[{i}]", structure_only)
+        _compare_sequences(row, a, b, tolerance, where, structure_only)
         return
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype:
@@ -144,39 +137,66 @@ def compare_value(
         return
     row.elements += int(a.size)  # the values compared, over every run and element
     if a.dtype.kind in "fc" or a.dtype.type in ML_FLOATS:
-        row.tolerance = row.tolerance or tolerance.describe(a.dtype)
-        dtype = a.dtype
-        wide = np.complex128 if a.dtype.kind == "c" else np.float64
-        a, b = a.astype(wide), b.astype(wide)
-        nan_a, nan_b = np.isnan(a), np.isnan(b)
-        # An infinity matches only the same infinity: inf - inf is no
-        # difference and inf <= atol + rtol * inf would let 1e38 pass for inf.
-        infinite = np.isinf(a) | np.isinf(b)
-        finite = ~(nan_a | nan_b | infinite)
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where(finite, np.abs(a - b), 0.0)
-            rel = diff / np.maximum(np.abs(b), np.finfo(np.float64).tiny)
-        if diff.size:
-            row.max_abs = max(row.max_abs, float(diff.max()))
-            row.max_rel = max(row.max_rel, float(rel.max()))
-        bad_inf = infinite & ~(nan_a | nan_b) & (a != b)
-        if not np.array_equal(nan_a, nan_b):
-            row.fail(f"{where}: NaN in {int(np.sum(nan_a != nan_b))} place(s) of only one model")
-        elif np.any(bad_inf):
-            row.fail(f"{where}: {int(np.sum(bad_inf))} infinite value(s) differ")
-        elif not np.all(diff <= tolerance.allowed(dtype, np.where(finite, b, 0))):
-            row.fail(
-                f"{where}: values differ by more than {tolerance.describe(dtype)} "
-                f"(max abs {float(diff.max()):.3g})"
-            )
-        elif (mean := tolerance.bias(dtype, a[finite], b[finite])) is not None:
-            row.fail(
-                f"{where}: a bias: A is off by {mean:+.2g} of {tolerance.describe(dtype)} on "
-                f"average over {int(np.sum(finite))} values, though each is within it"
-            )
+        _compare_floats(row, a, b, tolerance, where)
     elif not np.array_equal(a, b):
-        differing = int(np.sum(a != b))
-        if a.dtype.kind in "iub" and a.size:
-            delta = np.abs(a.astype(np.float64) - b.astype(np.float64))
-            row.max_abs = max(row.max_abs, float(delta.max()))
-        row.fail(f"{where}: {differing} of {a.size} values differ")
+        _fail_exact(row, a, b, where)
+
+
+def _fail_exact(row: Row, a: np.ndarray, b: np.ndarray, where: str) -> None:
+    """Values held exactly that differ: how many, and how far for numbers."""
+    differing = int(np.sum(a != b))
+    if a.dtype.kind in "iub" and a.size:
+        delta = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        row.max_abs = max(row.max_abs, float(delta.max()))
+    row.fail(f"{where}: {differing} of {a.size} values differ")
+
+
+def _compare_sequences(
+    row: Row, a, b, tolerance: Tolerance, where: str, structure_only: bool
+) -> None:
+    """Two sequences: the same length, and element by element."""
+    if not (isinstance(a, list) and isinstance(b, list)):
+        row.fail(f"{where}: a sequence in one model, a tensor in the other")
+        return
+    if len(a) != len(b):
+        row.fail(f"{where}: {len(a)} elements in A, {len(b)} in B")
+        return
+    for i, (element_a, element_b) in enumerate(zip(a, b, strict=True)):
+        compare_value(row, element_a, element_b, tolerance, f"{where}[{i}]", structure_only)
+
+
+def _compare_floats(
+    row: Row, a: np.ndarray, b: np.ndarray, tolerance: Tolerance, where: str
+) -> None:
+    """Two float tensors of one dtype and shape: NaN where the other has NaN, infinities
+    exactly, the rest within the tolerance and without a bias."""
+    row.tolerance = row.tolerance or tolerance.describe(a.dtype)
+    dtype = a.dtype
+    wide = np.complex128 if a.dtype.kind == "c" else np.float64
+    a, b = a.astype(wide), b.astype(wide)
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    # An infinity matches only the same infinity: inf - inf is no
+    # difference and inf <= atol + rtol * inf would let 1e38 pass for inf.
+    infinite = np.isinf(a) | np.isinf(b)
+    finite = ~(nan_a | nan_b | infinite)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(finite, np.abs(a - b), 0.0)
+        rel = diff / np.maximum(np.abs(b), np.finfo(np.float64).tiny)
+    if diff.size:
+        row.max_abs = max(row.max_abs, float(diff.max()))
+        row.max_rel = max(row.max_rel, float(rel.max()))
+    bad_inf = infinite & ~(nan_a | nan_b) & (a != b)
+    if not np.array_equal(nan_a, nan_b):
+        row.fail(f"{where}: NaN in {int(np.sum(nan_a != nan_b))} place(s) of only one model")
+    elif np.any(bad_inf):
+        row.fail(f"{where}: {int(np.sum(bad_inf))} infinite value(s) differ")
+    elif not np.all(diff <= tolerance.allowed(dtype, np.where(finite, b, 0))):
+        row.fail(
+            f"{where}: values differ by more than {tolerance.describe(dtype)} "
+            f"(max abs {float(diff.max()):.3g})"
+        )
+    elif (mean := tolerance.bias(dtype, a[finite], b[finite])) is not None:
+        row.fail(
+            f"{where}: a bias: A is off by {mean:+.2g} of {tolerance.describe(dtype)} on "
+            f"average over {int(np.sum(finite))} values, though each is within it"
+        )

@@ -56,26 +56,10 @@ def _name(node: ir.Node) -> str:
 def to_attribute(rw, node: ir.Node) -> None:
     """Constant axes input -> attribute."""
     name = _name(node)
-    operand = node.inputs[1] if len(node.inputs) > 1 else None
-    values = None
-    if operand is not None:
-        values = rw.constant(operand)
-        if values is None:
-            raise Decline(f"its {name} is computed, and the older version needs a constant")
     reduce = node.op_type.startswith("Reduce")
-    if values is not None and values.size == 0:
-        if not reduce:
-            raise Decline(f"its {name} input is empty")
-        values = None
-    noop = reduce and values is None and node.attributes.get_int("noop_with_empty_axes", 0) != 0
-    if noop and node.op_type in _ELEMENTWISE_PART:
-        # Not an Identity: onnxruntime and ONNX's reference return Abs(x),
-        # Log(x), x * x...; ONNX's function body says so with older ops.
-        raise Decline(f"noop_with_empty_axes=1 still applies its {_ELEMENTWISE_PART[node.op_type]}")
-    if noop:
-        identity = rw.op("Identity", [node.inputs[0]])
-        rw.reroute(node.outputs[0], identity.outputs[0])
-        rw.remove(node)
+    values = _constant_axes(rw, node, name, reduce)
+    if reduce and values is None and node.attributes.get_int("noop_with_empty_axes", 0) != 0:
+        _as_identity(rw, node)
         return
     node.attributes.pop("noop_with_empty_axes", None)
     if values is None and node.op_type == "Squeeze":
@@ -83,6 +67,32 @@ def to_attribute(rw, node: ir.Node) -> None:
     if values is not None:
         node.attributes[name] = ir.AttrInt64s(name, [int(v) for v in values.reshape(-1)])
     node.resize_inputs(1)
+
+
+def _constant_axes(rw, node: ir.Node, name: str, reduce: bool) -> np.ndarray | None:
+    """The axes input's value; None where there is none (or, for a Reduce op, it is empty)."""
+    operand = node.inputs[1] if len(node.inputs) > 1 else None
+    if operand is None:
+        return None
+    values = rw.constant(operand)
+    if values is None:
+        raise Decline(f"its {name} is computed, and the older version needs a constant")
+    if values.size == 0:
+        if not reduce:
+            raise Decline(f"its {name} input is empty")
+        return None
+    return values
+
+
+def _as_identity(rw, node: ir.Node) -> None:
+    """A Reduce op without axes and with noop_with_empty_axes=1: an Identity."""
+    if node.op_type in _ELEMENTWISE_PART:
+        # Not an Identity: onnxruntime and ONNX's reference return Abs(x),
+        # Log(x), x * x...; ONNX's function body says so with older ops.
+        raise Decline(f"noop_with_empty_axes=1 still applies its {_ELEMENTWISE_PART[node.op_type]}")
+    identity = rw.op("Identity", [node.inputs[0]])
+    rw.reroute(node.outputs[0], identity.outputs[0])
+    rw.remove(node)
 
 
 def _ones(x: ir.Value | None) -> np.ndarray | None:

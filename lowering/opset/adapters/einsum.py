@@ -83,6 +83,9 @@ class _Term:
     labels: list[str]
     dims: list[Dim]
 
+    def dim(self, label: str) -> Dim:
+        return self.dims[self.labels.index(label)]
+
 
 def _parse_term(text: str) -> tuple[list[str], bool] | None:
     """The letters of one term, with None where '...' stands, and whether it has one."""
@@ -107,43 +110,73 @@ class _Equation:
         result = _parse_term(right) if arrow else ([], False)
         if len(parsed) != len(terms) or result is None:
             refuse("is not an equation of letters, ',', '->' and '...'")
-        widths = set()
-        for index, ((labels, dotted), rank) in enumerate(zip(parsed, ranks)):
-            named = len(labels) - dotted
-            if (rank < named) if dotted else (rank != named):
-                refuse(f"names {named} dims of operand {index}, which has rank {rank}")
-            if dotted:
-                widths.add(rank - named)
-        if len(widths) > 1:
-            refuse("has '...' stand for different numbers of dims (ONNX asks for one)")
-        width = widths.pop() if widths else 0
-        dots = [f"{_ELLIPSIS}{i}" for i in range(width)]
-
-        def spelt(labels: list[str]) -> list[str]:
-            return [d for label in labels for d in (dots if label == _ELLIPSIS else [label])]
-
-        self.inputs = [spelt(labels) for labels, _ in parsed]
-        for index, labels in enumerate(self.inputs):
-            repeated = sorted({x for x in labels if labels.count(x) > 1})
-            if repeated:
-                kind = "a diagonal" if arrow and repeated[0] in right else "a trace"
-                refuse(f"({kind}: {repeated[0]!r} repeats in operand {index})")
+        dots = [f"{_ELLIPSIS}{i}" for i in range(_ellipsis_width(parsed, ranks, refuse))]
+        self.inputs = [_spelt(labels, dots) for labels, _ in parsed]
+        _refuse_repeats(self.inputs, right, refuse)
         seen = [label for labels in self.inputs for label in labels]
         if arrow:
-            output, dotted = result
-            if width and not dotted:
-                refuse("sums over the dims '...' stands for (its output has no '...')")
-            self.output = spelt(output)
-            if len(set(self.output)) != len(self.output):
-                refuse("repeats a letter in its output")
-            missing = [x for x in self.output if x not in seen]
-            if missing:
-                refuse(f"has {missing[0]!r} in its output and in no operand")
+            self.output = _explicit_output(result, dots, seen, refuse)
         else:
-            once = sorted(x for x in set(seen) if seen.count(x) == 1 and x in _LETTERS)
-            if any(x.isupper() for x in once) and any(x.islower() for x in once):
-                refuse("has an implicit output of upper- and lower-case letters (no agreed order)")
-            self.output = dots + once
+            self.output = dots + _implicit_letters(seen, refuse)
+
+
+def _ellipsis_width(
+    parsed: list[tuple[list[str], bool]], ranks: list[int], refuse: Callable[[str], NoReturn]
+) -> int:
+    """How many dims '...' stands for: the same in every operand that has it."""
+    widths = set()
+    for index, ((labels, dotted), rank) in enumerate(zip(parsed, ranks)):
+        named = len(labels) - dotted
+        if (rank < named) if dotted else (rank != named):
+            refuse(f"names {named} dims of operand {index}, which has rank {rank}")
+        if dotted:
+            widths.add(rank - named)
+    if len(widths) > 1:
+        refuse("has '...' stand for different numbers of dims (ONNX asks for one)")
+    return widths.pop() if widths else 0
+
+
+def _spelt(labels: list[str], dots: list[str]) -> list[str]:
+    """``labels`` with the '...' label replaced by the dims it stands for."""
+    return [d for label in labels for d in (dots if label == _ELLIPSIS else [label])]
+
+
+def _refuse_repeats(
+    inputs: list[list[str]], output: str, refuse: Callable[[str], NoReturn]
+) -> None:
+    """A letter repeated in one operand is a diagonal (kept) or a trace (summed)."""
+    for index, labels in enumerate(inputs):
+        repeated = sorted({x for x in labels if labels.count(x) > 1})
+        if repeated:
+            kind = "a diagonal" if repeated[0] in output else "a trace"
+            refuse(f"({kind}: {repeated[0]!r} repeats in operand {index})")
+
+
+def _explicit_output(
+    result: tuple[list[str], bool],
+    dots: list[str],
+    seen: list[str],
+    refuse: Callable[[str], NoReturn],
+) -> list[str]:
+    """The labels after '->': each once, each in an operand, '...' kept if there is one."""
+    output, dotted = result
+    if dots and not dotted:
+        refuse("sums over the dims '...' stands for (its output has no '...')")
+    spelt = _spelt(output, dots)
+    if len(set(spelt)) != len(spelt):
+        refuse("repeats a letter in its output")
+    missing = [x for x in spelt if x not in seen]
+    if missing:
+        refuse(f"has {missing[0]!r} in its output and in no operand")
+    return spelt
+
+
+def _implicit_letters(seen: list[str], refuse: Callable[[str], NoReturn]) -> list[str]:
+    """Without '->': the letters that appear once, in alphabetical order."""
+    once = sorted(x for x in set(seen) if seen.count(x) == 1 and x in _LETTERS)
+    if any(x.isupper() for x in once) and any(x.islower() for x in once):
+        refuse("has an implicit output of upper- and lower-case letters (no agreed order)")
+    return once
 
 
 def _same(a: Dim, b: Dim) -> bool:
@@ -170,6 +203,19 @@ def matmul_and_reduce_sum(rw, node: ir.Node) -> None:
     def refuse(why: str) -> NoReturn:
         raise Decline(f"Einsum {equation!r} {why}; it has no opset-{rw.target} form")
 
+    operands, dtype, shapes = _operands(node, refuse)
+    eq = _Equation(equation, [len(shape) for shape in shapes], refuse)
+    build = _Builder(rw, dtype)
+    terms = [_Term(x, labels, [*shape]) for x, labels, shape in zip(operands, eq.inputs, shapes)]
+    result = _contract(build, [build.squeeze_ones(t) for t in terms], eq.output)
+    rw.reroute(node.outputs[0], result.value)
+    rw.remove(node)
+
+
+def _operands(
+    node: ir.Node, refuse: Callable[[str], NoReturn]
+) -> tuple[list[ir.Value], ir.DataType, list[ir.Shape]]:
+    """The operands, their one element type and their shapes: all must be known."""
     operands = [x for x in node.inputs if x is not None]
     if not operands or len(operands) != len(node.inputs):
         refuse("has a missing operand")
@@ -182,26 +228,33 @@ def matmul_and_reduce_sum(rw, node: ir.Node) -> None:
     shapes = [x.shape for x in operands if x.shape is not None]
     if len(shapes) != len(operands):
         refuse("has an operand of unknown rank")
-    eq = _Equation(equation, [len(shape) for shape in shapes], refuse)
-    build = _Builder(rw, dtype)
-    terms = [_Term(x, labels, [*shape]) for x, labels, shape in zip(operands, eq.inputs, shapes)]
-    terms = [build.squeeze_ones(t) for t in terms]
+    return operands, dtype, shapes
+
+
+def _contract(build: _Builder, terms: list[_Term], output: list[str]) -> _Term:
+    """Sum away each term's own letters and contract the first two, until one term is left;
+    then give it the output's letters, in the output's order."""
     while True:
-        wanted = [set(eq.output)] + [set(t.labels) for t in terms]
-        for index, term in enumerate(terms):
-            elsewhere = set().union(*(w for j, w in enumerate(wanted) if j != index + 1))
-            terms[index] = build.reduce(term, [x for x in term.labels if x not in elsewhere])
+        terms = _reduce_own(build, terms, output)
         if len(terms) == 1:
             break
-        later = set(eq.output).union(*(t.labels for t in terms[2:]))
+        later = set(output).union(*(t.labels for t in terms[2:]))
         terms = [build.pair(terms[0], terms[1], later), *terms[2:]]
     result = terms[0]
-    absent = [x for x in eq.output if x not in result.labels]  # their dims were all 1
+    absent = [x for x in output if x not in result.labels]  # their dims were all 1
     if absent:
-        result = build.unsqueeze(result, list(range(len(result.labels), len(eq.output))), absent)
-    result = build.transpose(result, eq.output)
-    rw.reroute(node.outputs[0], result.value)
-    rw.remove(node)
+        result = build.unsqueeze(result, list(range(len(result.labels), len(output))), absent)
+    return build.transpose(result, output)
+
+
+def _reduce_own(build: _Builder, terms: list[_Term], output: list[str]) -> list[_Term]:
+    """Each term with the letters no other term and not the output has summed away."""
+    wanted = [set(output)] + [set(t.labels) for t in terms]
+    reduced = []
+    for index, term in enumerate(terms):
+        elsewhere = set().union(*(w for j, w in enumerate(wanted) if j != index + 1))
+        reduced.append(build.reduce(term, [x for x in term.labels if x not in elsewhere]))
+    return reduced
 
 
 class _Builder:
@@ -324,62 +377,102 @@ class _Builder:
 
     def pair(self, a: _Term, b: _Term, later: set[str]) -> _Term:
         """Contract two terms, keeping the letters in ``later``."""
-        batch = [x for x in a.labels if x in b.labels and x in later]
-        summed = [x for x in a.labels if x in b.labels and x not in later]
-        left = [x for x in a.labels if x not in b.labels]
-        right = [x for x in b.labels if x not in a.labels]
-        a = self.transpose(a, batch + left + summed)
-        b = self.transpose(b, batch + summed + right)
-        nb, nl, nk = len(batch), len(left), len(summed)
-        unsure = [
-            x for x in summed if not _same(a.dims[a.labels.index(x)], b.dims[b.labels.index(x)])
-        ]
+        split = _Split.of(a, b, later)
+        a = self.transpose(a, split.batch + split.left + split.summed)
+        b = self.transpose(b, split.batch + split.summed + split.right)
+        unsure = [x for x in split.summed if not _same(a.dim(x), b.dim(x))]
         if unsure:
             a, b = self.expand_to(a, b, unsure), self.expand_to(b, a, unsure)
-        batch_dims = [_broadcast(x, y) for x, y in zip(a.dims[:nb], b.dims[:nb])]
-        left_dims, right_dims = a.dims[nb : nb + nl], b.dims[nb + nk :]
-        if not summed:  # an outer product
-            a = self.unsqueeze(a, list(range(nb + nl, nb + nl + len(right))), right)
-            b = self.unsqueeze(b, list(range(nb, nb + nl)), left)
-            dims = batch_dims + left_dims + right_dims
-            return self.term("Mul", [a.value, b.value], batch + left + right, dims)
+        if not split.summed:
+            return self._outer(a, b, split)
+        return self._matmul(a, b, split)
 
-        def merged(t: _Term, start: int, stop: int) -> list[tuple[ir.Value, int, Dim]]:
-            return [(t.value, i, t.dims[i]) for i in range(start, stop)]
+    def _outer(self, a: _Term, b: _Term, split: _Split) -> _Term:
+        """No contracted letter: a broadcasting Mul of [batch, left, 1..] and [batch, 1.., right]."""
+        nb, nl, _, nr = split.sizes
+        dims = split.dims(a, b)
+        a = self.unsqueeze(a, list(range(nb + nl, nb + nl + nr)), split.right)
+        b = self.unsqueeze(b, list(range(nb, nb + nl)), split.left)
+        return self.term("Mul", [a.value, b.value], split.labels, dims)
 
-        def product(dims: list[Dim]) -> Dim:
-            ints = [d for d in dims if isinstance(d, int)]
-            return math.prod(ints) if len(ints) == len(dims) else None
-
-        def matrix(t: _Term, first: tuple[int, int], second: tuple[int, int]) -> ir.Value:
-            """``t`` as [batch.., first group, second group] (each a range of axes)."""
-            sizes = [first[1] - first[0], second[1] - second[0]]
-            if sizes == [1, 1]:
-                return t.value
-            if sizes[1] == 1 and sizes[0] == 0:
-                return self.unsqueeze(t, [nb], ["L"]).value
-            if sizes[0] == 1 and sizes[1] == 0:
-                return self.unsqueeze(t, [nb + 1], ["R"]).value
-            dims = t.dims[:nb] + [product(t.dims[first[0] : first[1]])]
-            dims += [product(t.dims[second[0] : second[1]])]
-            if nb == 0:  # Flatten: the same, and no Reshape's 0 to mind
-                return self.op("Flatten", [t.value], {"axis": first[1]}, dims)
-            groups = [[(t.value, i, t.dims[i])] for i in range(nb)]
-            groups += [merged(t, *first), merged(t, *second)]
-            return self.reshape(t, groups, ["?"] * (nb + 2), dims).value
-
-        left_matrix = matrix(a, (nb, nb + nl), (nb + nl, nb + nl + nk))
-        right_matrix = matrix(b, (nb, nb + nk), (nb + nk, nb + nk + len(right)))
-        lm, rm = product(left_dims), product(right_dims)
-        product_dims = batch_dims + [lm, rm]
+    def _matmul(self, a: _Term, b: _Term, split: _Split) -> _Term:
+        """[batch, L, K] @ [batch, K, R], reshaped to [batch, left.., right..]."""
+        nb, nl, nk, nr = split.sizes
+        left_matrix = self._matrix(a, nb, (nb, nb + nl), (nb + nl, nb + nl + nk))
+        right_matrix = self._matrix(b, nb, (nb, nb + nk), (nb + nk, nb + nk + nr))
+        dims = split.dims(a, b)
+        product_dims = dims[:nb] + [_product(dims[nb : nb + nl]), _product(dims[nb + nl :])]
         p = self.term("MatMul", [left_matrix, right_matrix], ["?"] * (nb + 2), product_dims)
-        labels, dims = batch + left + right, batch_dims + left_dims + right_dims
-        if nl <= 1 and len(right) <= 1:
-            axes = ([nb] if not nl else []) + ([nb + 1] if not right else [])
+        if nl <= 1 and nr <= 1:
+            axes = ([nb] if not nl else []) + ([nb + 1] if not nr else [])
             if not axes:
-                return _Term(p.value, labels, dims)
-            return self.with_axes("Squeeze", p, axes, labels, dims)
+                return _Term(p.value, split.labels, dims)
+            return self.with_axes("Squeeze", p, axes, split.labels, dims)
         groups = [[(p.value, i, product_dims[i])] for i in range(nb)]
-        groups += [[item] for item in merged(a, nb, nb + nl)]
-        groups += [[item] for item in merged(b, nb + nk, nb + nk + len(right))]
-        return self.reshape(p, groups, labels, dims)
+        groups += [[item] for item in _axes(a, nb, nb + nl)]
+        groups += [[item] for item in _axes(b, nb + nk, nb + nk + nr)]
+        return self.reshape(p, groups, split.labels, dims)
+
+    def _matrix(
+        self, t: _Term, nb: int, first: tuple[int, int], second: tuple[int, int]
+    ) -> ir.Value:
+        """``t`` as [batch.., first group, second group] (each a range of axes)."""
+        sizes = [first[1] - first[0], second[1] - second[0]]
+        if sizes == [1, 1]:
+            return t.value
+        if sizes[1] == 1 and sizes[0] == 0:
+            return self.unsqueeze(t, [nb], ["L"]).value
+        if sizes[0] == 1 and sizes[1] == 0:
+            return self.unsqueeze(t, [nb + 1], ["R"]).value
+        dims = t.dims[:nb] + [_product(t.dims[first[0] : first[1]])]
+        dims += [_product(t.dims[second[0] : second[1]])]
+        if nb == 0:  # Flatten: the same, and no Reshape's 0 to mind
+            return self.op("Flatten", [t.value], {"axis": first[1]}, dims)
+        groups = [[(t.value, i, t.dims[i])] for i in range(nb)]
+        groups += [_axes(t, *first), _axes(t, *second)]
+        return self.reshape(t, groups, ["?"] * (nb + 2), dims).value
+
+
+@dataclasses.dataclass
+class _Split:
+    """A pair's letters: in both and kept (batch), in both and summed, in A only, in B only."""
+
+    batch: list[str]
+    summed: list[str]
+    left: list[str]
+    right: list[str]
+
+    @classmethod
+    def of(cls, a: _Term, b: _Term, later: set[str]) -> _Split:
+        return cls(
+            batch=[x for x in a.labels if x in b.labels and x in later],
+            summed=[x for x in a.labels if x in b.labels and x not in later],
+            left=[x for x in a.labels if x not in b.labels],
+            right=[x for x in b.labels if x not in a.labels],
+        )
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        return len(self.batch), len(self.left), len(self.summed), len(self.right)
+
+    @property
+    def labels(self) -> list[str]:
+        """The result's letters: [batch.., left.., right..]."""
+        return self.batch + self.left + self.right
+
+    def dims(self, a: _Term, b: _Term) -> list[Dim]:
+        """The result's dims, from A as [batch, left, summed] and B as [batch, summed, right]."""
+        nb, nl, nk, _ = self.sizes
+        batch = [_broadcast(x, y) for x, y in zip(a.dims[:nb], b.dims[:nb])]
+        return batch + a.dims[nb : nb + nl] + b.dims[nb + nk :]
+
+
+def _axes(t: _Term, start: int, stop: int) -> list[tuple[ir.Value, int, Dim]]:
+    """(value, axis, static dim) of ``t``'s axes start..stop: a group to merge."""
+    return [(t.value, i, t.dims[i]) for i in range(start, stop)]
+
+
+def _product(dims: list[Dim]) -> Dim:
+    """The product of ``dims`` where all are static."""
+    ints = [d for d in dims if isinstance(d, int)]
+    return math.prod(ints) if len(ints) == len(dims) else None

@@ -56,12 +56,30 @@ def unwrap(rw, node: ir.Node) -> None:
     if attr is None or attr.as_string() != "wrap":
         return
     x = node.inputs[0]
+    pads = _wrap_pads(rw, node)
+    assert x is not None, "_wrap_pads declines a Pad without data"
+    half = pads.size // 2
+    result = x
+    for index, axis in enumerate(_wrap_axes(rw, node, x, half)):
+        begin, end = int(pads[index]), int(pads[index + half])
+        if begin or end:
+            result = _wrap_axis(rw, result, axis, begin, end, x)
+    rw.reroute(node.outputs[0], result)
+    rw.remove(node)
+
+
+def _wrap_pads(rw, node: ir.Node) -> np.ndarray:
+    """The constant pads, none negative (runtimes read a negative wrap differently)."""
     pads = rw.constant(node.inputs[1]) if len(node.inputs) > 1 else None
-    if x is None or pads is None or pads.ndim != 1 or pads.size % 2:
+    if node.inputs[0] is None or pads is None or pads.ndim != 1 or pads.size % 2:
         raise Decline('mode="wrap" with computed pads')
     if (pads < 0).any():
         raise Decline('mode="wrap" with a negative pad, which runtimes read differently')
-    half = pads.size // 2
+    return pads
+
+
+def _wrap_axes(rw, node: ir.Node, x: ir.Value, half: int) -> list[int]:
+    """The axes the pads are for: the constant axes input, else every axis."""
     rank = rw.rank(x)
     operand = node.inputs[3] if len(node.inputs) > 3 else None
     if operand is not None:
@@ -73,13 +91,7 @@ def unwrap(rw, node: ir.Node) -> None:
         chosen = list(range(half))
     if len(chosen) != half or (rank is not None and rank != half and operand is None):
         raise Decline('mode="wrap" with pads that do not match the rank')
-    result = x
-    for index, axis in enumerate(chosen):
-        begin, end = int(pads[index]), int(pads[index + half])
-        if begin or end:
-            result = _wrap_axis(rw, result, axis, begin, end, x)
-    rw.reroute(node.outputs[0], result)
-    rw.remove(node)
+    return chosen
 
 
 @up("Pad", 18, 19)

@@ -114,35 +114,67 @@ def _entries(rw, value: ir.Value | None, depth: int = 0) -> list | None:
     node = _real(rw, value).producer()
     if node is None or node.domain not in ("", "ai.onnx"):
         return None
-    op = node.op_type
-    if op in ("Identity", "Cast") and (op == "Identity" or node.attributes.get_int("to") == 7):
-        return _entries(rw, node.inputs[0], depth + 1)
-    if op == "Shape":
-        source = node.inputs[0]
-        rank = rw.rank(source)
-        if source is None or rank is None:
-            return None
-        start = node.attributes.get_int("start", 0)
-        end = node.attributes.get_int("end", rank)
-        return [(source, j) for j in range(rank)[start:end]]
-    if op == "Concat" and node.attributes.get_int("axis") in (0, -1):
-        parts = [_entries(rw, v, depth + 1) for v in node.inputs]
-        if any(p is None for p in parts):
-            return None
-        return [e for p in parts if p is not None for e in p]
-    if op == "Gather" and node.attributes.get_int("axis", 0) == 0:
-        gathered = _entries(rw, node.inputs[0], depth + 1)
-        indices = rw.constant(node.inputs[1])
-        if gathered is None or indices is None or indices.ndim > 1:
-            return None
-        try:
-            return [gathered[int(i)] for i in indices.reshape(-1)]
-        except IndexError:
-            return None
-    if op in ("Unsqueeze", "Squeeze", "Reshape"):
-        # Of a scalar or a 1-D value: the entries are the same, in order.
-        return _entries(rw, node.inputs[0], depth + 1) if rw.rank(node.outputs[0]) == 1 else None
-    return None
+    rule = _ENTRY_RULES.get(node.op_type)
+    return rule(rw, node, depth + 1) if rule is not None else None
+
+
+def _identity_entries(rw, node: ir.Node, depth: int) -> list | None:
+    return _entries(rw, node.inputs[0], depth)
+
+
+def _cast_entries(rw, node: ir.Node, depth: int) -> list | None:
+    """A Cast to int64 (7) keeps the entries."""
+    return _entries(rw, node.inputs[0], depth) if node.attributes.get_int("to") == 7 else None
+
+
+def _shape_entries(rw, node: ir.Node, depth: int) -> list | None:
+    source = node.inputs[0]
+    rank = rw.rank(source)
+    if source is None or rank is None:
+        return None
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", rank)
+    return [(source, j) for j in range(rank)[start:end]]
+
+
+def _concat_entries(rw, node: ir.Node, depth: int) -> list | None:
+    if node.attributes.get_int("axis") not in (0, -1):
+        return None
+    parts = [_entries(rw, v, depth) for v in node.inputs]
+    if any(p is None for p in parts):
+        return None
+    return [e for p in parts if p is not None for e in p]
+
+
+def _gather_entries(rw, node: ir.Node, depth: int) -> list | None:
+    if node.attributes.get_int("axis", 0) != 0:
+        return None
+    gathered = _entries(rw, node.inputs[0], depth)
+    indices = rw.constant(node.inputs[1])
+    if gathered is None or indices is None or indices.ndim > 1:
+        return None
+    try:
+        return [gathered[int(i)] for i in indices.reshape(-1)]
+    except IndexError:
+        return None
+
+
+def _same_entries(rw, node: ir.Node, depth: int) -> list | None:
+    """Of a scalar or a 1-D value: the entries are the same, in order."""
+    return _entries(rw, node.inputs[0], depth) if rw.rank(node.outputs[0]) == 1 else None
+
+
+# The ops whose output's entries are known from their inputs' entries.
+_ENTRY_RULES = {
+    "Identity": _identity_entries,
+    "Cast": _cast_entries,
+    "Shape": _shape_entries,
+    "Concat": _concat_entries,
+    "Gather": _gather_entries,
+    "Unsqueeze": _same_entries,
+    "Squeeze": _same_entries,
+    "Reshape": _same_entries,
+}
 
 
 def _zeros_copy_themselves(rw, data: ir.Value | None, shape: ir.Value | None) -> bool:
@@ -189,19 +221,13 @@ def _without_zeros(rw, node: ir.Node, attr: ir.Attr, shape: np.ndarray | None) -
         fails = made("Gather", [rw.const(np.array([0], np.int64)), zero_count()])
         node.replace_input_with(1, made("Add", [s, fails]))
         return
-    problem = _fill_problem(rw, x) if x is not None and s is not None else "no data or shape"
-    if problem is None and shape is not None and (shape == -1).any():
-        problem = "its constant shape holds a 0 beside a -1 (invalid in Reshape-14)"
+    problem = _form_problem(rw, x, s, shape)
     if problem is not None:
         node.attributes["allowzero"] = attr
         raise Decline(f"allowzero=1 with a shape that may hold a 0: {problem}")
     assert x is not None and s is not None and x.dtype is not None, "declined above"
     dtype = x.dtype
-    fill = (
-        ir.StringTensor(np.array(b"", object), shape=ir.Shape([]))
-        if dtype == ir.DataType.STRING
-        else ir.tensor(np.zeros((), dtype.numpy()))
-    )
+    fill = _zero(dtype)
     # Size(x), on every type (onnxruntime's Size-1 takes no float16).
     size = reduced("ReduceProd", made("Shape", [x]), 1)
     if shape is not None:
@@ -267,6 +293,25 @@ def _typed(made: ir.Node, dtype: ir.DataType = ir.DataType.INT64) -> ir.Value:
     """``made``'s output, of element type ``dtype``."""
     made.outputs[0].dtype = dtype
     return made.outputs[0]
+
+
+def _form_problem(
+    rw, x: ir.Value | None, s: ir.Value | None, shape: np.ndarray | None
+) -> str | None:
+    """Why no form without allowzero can be built, or None."""
+    if x is None or s is None:
+        return "no data or shape"
+    problem = _fill_problem(rw, x)
+    if problem is None and shape is not None and (shape == -1).any():
+        return "its constant shape holds a 0 beside a -1 (invalid in Reshape-14)"
+    return problem
+
+
+def _zero(dtype: ir.DataType) -> ir.TensorProtocol:
+    """A scalar of ``dtype`` to Expand: its value is never read (the result is empty)."""
+    if dtype == ir.DataType.STRING:
+        return ir.StringTensor(np.array(b"", object), shape=ir.Shape([]))
+    return ir.tensor(np.zeros((), dtype.numpy()))
 
 
 def _fill_problem(rw, x: ir.Value) -> str | None:
