@@ -7,7 +7,7 @@ valid on its own (:class:`FixInputShapesPass`, :class:`DoubtedShapesPass`,
 :class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
 :class:`LowerAccumulatorLoopsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
 :class:`HideUnprovenOutputsPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
-:class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
+:class:`CopyPassedThroughPass`, :class:`FillEmptyStartsPass`, :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
 :func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
 ``lowering.verify.compare``.
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from lowering.errors import LoweringError, refusal
     from lowering.options import OptionError, Options
     from lowering.passes.constant_form import ConstantValueFormPass
+    from lowering.passes.copy_passed_through import CopyPassedThroughPass
     from lowering.passes.doubted_shapes import DoubtedShapesPass
     from lowering.passes.eliminate_sequences import EliminateSequencesPass
+    from lowering.passes.fill_empty_starts import FillEmptyStartsPass
     from lowering.passes.fix_input_shapes import FixInputShapesPass
     from lowering.passes.fold_insert_chains import FoldInsertChainsPass
     from lowering.passes.fresh_names import FreshNamesPass
@@ -54,8 +56,10 @@ _HOMES = {
     "OptionError": "lowering.options",
     "Options": "lowering.options",
     "ConstantValueFormPass": "lowering.passes.constant_form",
+    "CopyPassedThroughPass": "lowering.passes.copy_passed_through",
     "DoubtedShapesPass": "lowering.passes.doubted_shapes",
     "EliminateSequencesPass": "lowering.passes.eliminate_sequences",
+    "FillEmptyStartsPass": "lowering.passes.fill_empty_starts",
     "FixInputShapesPass": "lowering.passes.fix_input_shapes",
     "FoldInsertChainsPass": "lowering.passes.fold_insert_chains",
     "FreshNamesPass": "lowering.passes.fresh_names",
@@ -76,8 +80,10 @@ _HOMES = {
 
 __all__ = [
     "ConstantValueFormPass",
+    "CopyPassedThroughPass",
     "DoubtedShapesPass",
     "EliminateSequencesPass",
+    "FillEmptyStartsPass",
     "FixInputShapesPass",
     "FoldInsertChainsPass",
     "FreshNamesPass",

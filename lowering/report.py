@@ -79,7 +79,10 @@ class Node:
 
     Attributes:
         op: The rewritten node's op (:attr:`lowering.rewrites.Rewrite.op_type`; "Loop":
-            an accumulator loop, its strategy "stack", "concat" or "concat+stack").
+            an accumulator loop, its strategy "stack", "concat" or "concat+stack";
+            a "Loop" or "Scan" of strategy "copied": its body returns copies of
+            the inputs it returned as they were, for ``--runtime``; of strategy
+            "ConstantOfShape": the empty constants it carries in are made by one).
         name: The node's name ("" if it had none).
         scope: The graph or function it sat in, as the summary says it.
         strategy: The form it got ("vectorize", "unroll", "scan", "uniform",

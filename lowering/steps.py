@@ -20,6 +20,10 @@ name so that importing it never hides that function.)
                                   through a sequence; also where only elements were exposed)
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
+    CopyPassedThroughPass         a copy of each input a loop body returns as it is
+                                  (for a runtime that reads it wrong: openvino)
+    FillEmptyStartsPass           each empty constant a loop carries in, as a ConstantOfShape
+                                  (for a runtime that reads it wrong: openvino)
     ConstantValueFormPass     *** Constants as ``value``   (for TVM, MNN: they read no other form)
     TargetOpsetPass               declare target_opset     (target_opset=N)
     IrVersionPass                 the lowest IR version    (target_opset=N or ir_version=N)
@@ -52,8 +56,10 @@ from lowering.irutils.scopes import find_nodes
 from lowering.irutils.snapshot import restorer, snapshot
 from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
+from lowering.passes.copy_passed_through import CopyPassedThroughPass
 from lowering.passes.doubted_shapes import DoubtedShapesPass
 from lowering.passes.eliminate_sequences import EliminateSequencesPass, EliminationResult
+from lowering.passes.fill_empty_starts import FillEmptyStartsPass
 from lowering.passes.fix_input_shapes import FixInputShapesPass, planned_shapes
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
 from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
@@ -146,6 +152,16 @@ STEPS: tuple[Step, ...] = (
         lambda o, p: o.normalize_inserts,
     ),
     Step("optimize", lambda o, p: OptimizePass(), lambda o, p: o.optimize and p.rewritten),
+    Step(
+        "copy passed through",
+        lambda o, p: CopyPassedThroughPass(o.runtime),
+        lambda o, p: profile(o.runtime).passes_through_wrong() is not None,
+    ),
+    Step(
+        "fill empty starts",
+        lambda o, p: FillEmptyStartsPass(o.runtime),
+        lambda o, p: profile(o.runtime).empty_starts_wrong() is not None,
+    ),
     Step(
         "constant form",
         lambda o, p: ConstantValueFormPass(),

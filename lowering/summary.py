@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING
 
 from lowering.console import PROG
 
+#: The strategy of a loop whose body got copies (lowering.passes.copy_passed_through).
+_COPIED = "copied"
+#: The strategy of a loop whose empty starts became ConstantOfShape (lowering.passes.fill_empty_starts).
+_FILLED = "ConstantOfShape"
+
 if TYPE_CHECKING:
     import onnx_ir as ir
 
@@ -37,18 +42,36 @@ _DONE: tuple[tuple[str, Callable[[Node], bool]], ...] = (
         "read {count} SequenceAt node{s} as {a}Slice{s}",
         lambda n: n.op == "SequenceAt" and n.strategy == "Slice",
     ),
-    ("rewrote the sequences {count} Loop{s} accumulate{a2}", lambda n: n.op == "Loop"),
+    (
+        "rewrote the sequences {count} Loop{s} accumulate{a2}",
+        lambda n: n.op == "Loop" and n.strategy not in (_COPIED, _FILLED),
+    ),
     (
         "read {count} sequence op{s} as tensors",
         lambda n: (
-            n.op not in ("SequenceMap", "SequenceInsert", "Loop")
+            n.op not in ("SequenceMap", "SequenceInsert", "Loop", "Scan")
             and not (n.op == "SequenceAt" and n.strategy == "Slice")
             or (n.op == "SequenceInsert" and bool(n.strategy))
         ),
     ),
+    (
+        "copied the inputs {count} loop bod{ies} return{a2} as they are",
+        lambda n: n.op in ("Loop", "Scan") and n.strategy == _COPIED,
+    ),
+    (
+        "wrote the empty starts of {count} loop{s} as ConstantOfShape",
+        lambda n: n.op in ("Loop", "Scan") and n.strategy == _FILLED,
+    ),
 )
 
-_PRESENT = {"lowered": "lower", "normalized": "normalize", "read": "read"}
+_PRESENT = {
+    "lowered": "lower",
+    "normalized": "normalize",
+    "read": "read",
+    "rewrote": "rewrite",
+    "copied": "copy",
+    "wrote": "write",
+}
 
 #: Up to this many rewrites of one kind, the summary lists each; beyond, it groups them.
 DETAIL_LIMIT = 20
@@ -112,7 +135,11 @@ def _done(report: Report, verbose: bool, dry: bool) -> list[str]:
             continue
         plural = "s" if len(of_op) != 1 else ""
         said = done.format(
-            count=len(of_op), s=plural, a="" if plural else "a ", a2="" if plural else "s"
+            count=len(of_op),
+            s=plural,
+            a="" if plural else "a ",
+            a2="" if plural else "s",
+            ies="ies" if plural else "y",
         )
         if dry:  # "lowered 2 ..." -> "would lower 2 ..."
             verb, rest = said.split(" ", 1)

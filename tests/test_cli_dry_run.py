@@ -94,3 +94,17 @@ def test_out_is_required_without_dry_run(tmp_path):
     shutil.copy(EXAMPLE, tmp_path / "in.onnx")
     done = _cli(tmp_path, "in.onnx")
     assert done.returncode == 2 and "OUT.onnx (or give --dry-run)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("torch/lists_nms.onnx", "would rewrite the sequences 1 Loop accumulates in"),
+        ("tf/lists_array_stack.onnx", "would copy the inputs 1 loop body returns as they are in"),
+    ],
+)
+def test_every_kind_of_rewrite_is_said_in_the_conditional(model, said, tmp_path):
+    shutil.copy(ROOT / "tests" / "data" / model, tmp_path / "in.onnx")
+    done = _cli(tmp_path, "in.onnx", "--dry-run", "--runtime", "openvino")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[1].startswith(f"onnx-lower: {said} in.onnx -> OUT")

@@ -356,9 +356,10 @@ def test_what_the_iree_profile_refuses_still_fails_in_iree(tmp_path):
 
 PROFILES = {
     "openvino": ("openvino", ()),
-    "openvino:2024.6": ("openvino", ()),
+    "openvino:2024.6": ("openvino:2024.0-2025.4", ("Loop<ragged Concat>",)),
+    "openvino:2025.4": ("openvino:2024.0-2025.4", ("Loop<ragged Concat>",)),
     "openvino:2026.4": ("openvino", ()),
-    "openvino:2023.3": ("openvino:2023.3", ("ScatterElements",)),
+    "openvino:2023.3": ("openvino:2023.3", ("ScatterElements", "Loop<ragged Concat>")),
     "onnxruntime:1.12": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
     "onnxruntime:1.31.1": ("onnxruntime:1.12-1.31", ("MatMul", "TopK", "OneHot", "Einsum")),
     "onnxruntime:1.32": ("onnxruntime", ()),

@@ -12,6 +12,7 @@ for the original.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 
@@ -22,7 +23,8 @@ import pytest
 import lowering
 from lowering.irutils import op_facts
 from lowering.runtimes.runners import run_openvino, run_tract
-from tests.helpers import lowered, op_types, parse, run, try_run
+from tests.golden import canonical_text
+from tests.helpers import assert_same, lowered, op_types, parse, run, try_run
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 SEQUENCE_OPS = set(op_facts.SEQUENCE_OPS)
@@ -181,6 +183,62 @@ def test_the_length_of_an_empty_split_is_zero():
     for rows in (0, 1, 4):
         feeds = {"x": np.zeros((rows, 3), np.float32)}
         assert int(run(result, feeds)[0]) == int(run(model, feeds)[0]) == -(-rows // 2)
+
+
+def _one_each(opset: int, axis: int, keepdims: int) -> str:
+    """``SequenceLength(SplitToSequence(x))``, no sizes: one element per index along ``axis``."""
+    return f"""<ir_version: 8, opset_import: ["" : {opset}]>
+    g (float[N,M] x) => (int64 n) {{
+      s = SplitToSequence <axis = {axis}, keepdims = {keepdims}> (x)
+      n = SequenceLength(s)
+    }}"""
+
+
+@pytest.mark.parametrize("opset", [11, 15, 17])
+@pytest.mark.parametrize(("axis", "keepdims"), [(0, 1), (0, 0), (1, 1), (-1, 0), (-2, 1)])
+def test_the_length_of_a_split_with_no_sizes_is_the_dim_it_splits(opset, axis, keepdims):
+    """Each element one index along the axis, whatever keepdims: as many as the dim."""
+    model = parse(_one_each(opset, axis, keepdims))
+    result = lowered(model)
+    assert op_types(result) == ["Shape", "Constant", "Gather"]
+    for dims in [(0, 3), (1, 3), (5, 3), (3, 0), (3, 1), (3, 5)]:
+        feeds = {"x": np.zeros(dims, np.float32)}
+        (expected,) = run(model, feeds)
+        assert int(expected) == dims[axis]
+        assert_same(run(result, feeds), [expected])
+
+
+def test_a_split_with_no_sizes_is_counted_by_a_gather_of_its_shape():
+    result = lowered(parse(_one_each(17, 1, 0)))
+    expected = parse("""<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,M] x) => (int64 n) {
+      shape = Shape(x)
+      axis = Constant <value = int64 {1}> ()
+      n = Gather <axis = 0> (shape, axis)
+    }""")
+    assert canonical_text(result) == canonical_text(expected)
+
+
+def test_an_axis_out_of_range_fails_as_the_split_does():
+    """Gather refuses the index, as SplitToSequence refuses the axis."""
+    model = parse(_one_each(17, 2, 1))
+    result = lowered(model)
+    feeds = {"x": np.zeros((2, 3), np.float32)}
+    assert try_run(model, feeds) is None and try_run(result, feeds) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openvino") is None, reason="needs openvino")
+def test_openvino_runs_the_length_of_a_split_with_no_sizes(tmp_path):
+    """OpenVINO converts SplitToSequence only over a static axis: the length alone
+    of one over a dynamic axis no longer needs it."""
+    model = parse(_one_each(17, 0, 1))
+    result = lowering.lower(model, runtime="openvino")
+    assert not SEQUENCE_OPS & set(op_types(result))
+    target = tmp_path / "lowered.onnx"
+    onnx.save(result, target)
+    for rows in (0, 1, 5):
+        x = np.zeros((rows, 3), np.float32)
+        assert int(np.asarray(run_openvino(target, [x])[0])) == rows
 
 
 def test_ragged_elements_read_at_a_computed_position_stay():

@@ -28,7 +28,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.runtimes.profiles import RUNTIMES
+from lowering.runtimes.profiles import RAGGED_CONCAT, RUNTIMES
 from tests.helpers import assert_same, lowered, op_types, parse, run, try_run
 
 SEQUENCE_OPS = RUNTIMES["openvino"].lacks
@@ -324,7 +324,10 @@ def test_openvino_runs_the_ragged_loops_with_no_sequence_op(split, name, reader,
         if r.op_type == "SequenceMap"
     ]
     assert rewrite.strategy == body.strategy
-    assert not any(name.startswith("openvino") for name in rewrite.rejected_by)
+    # (the installed OpenVINO runs it; the releases before 2026 lose a ragged concat's pieces)
+    named = [pair for pair in rewrite.rejections if pair[0].startswith("openvino")]
+    ragged = [("openvino:2023.3", RAGGED_CONCAT), ("openvino:2024.0-2025.4", RAGGED_CONCAT)]
+    assert named == ([] if name == "uniform" else ragged)
     result = lowering.lower(model, runtime="openvino")
     assert not set(op_types(result)) & SEQUENCE_OPS
     path = tmp_path / "lowered.onnx"

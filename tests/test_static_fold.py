@@ -50,7 +50,7 @@ GOLDEN = {
         H
         + """
         g (float a, float[3] b, float[N,2] c) => (float[1] ya, float[3] yb, float[N,2] yc) {
-          one = Constant <value = int64[1] {1}> ()
+          one = Constant <value_ints = [1]> ()
           ya = Reshape(a, one)
           yb = Identity(b)
           yc = Identity(c)

@@ -76,3 +76,18 @@ def become_identity(node: ir.Node, source: ir.Value, owner) -> None:
     if bypass_identity(node):
         node.replace_input_with(0, None)
         owner.remove(node, safe=True)
+
+
+def remove_unread_initializer(value: ir.Value | None) -> None:
+    """Drop ``value`` from its graph's initializers when nothing reads it any more
+    (onnxruntime warns of an unread one on every load); never a graph input or output."""
+    if (
+        value is not None
+        and value.is_initializer()
+        and not value.uses()
+        and not value.is_graph_input()
+        and not value.is_graph_output()
+        and value.graph is not None
+        and value.name is not None
+    ):
+        value.graph.initializers.pop(value.name)

@@ -3,8 +3,8 @@
 ``onnx.shape_inference.infer_node_outputs`` gives the types and shapes of
 one node's outputs from its inputs' types, shapes and constant values. Its
 dtypes follow from the op's type constraints: they are sound. Its shapes
-are a second implementation of each op, and for some ops (ONNX 1.23) they
-are not the runtime's. MaxPool with ``ceil_mode = 1`` and an end pad::
+are a second implementation of each op, and for some ops they are not
+the runtime's. MaxPool with ``ceil_mode = 1`` and an end pad::
 
     x: float[1,1,4], kernel_shape = [2], strides = [2], pads = [0, 1], ceil_mode = 1
 

@@ -126,7 +126,7 @@ SHAPE_FROM_SHAPES_OPS = (
     )
 )  # fmt: skip
 
-# Where ONNX's shape inference (a second implementation of each op, ONNX 1.23)
+# Where ONNX's shape inference (a second implementation of each op)
 # agrees with onnxruntime, on the edge cases of tests/test_trusted_shapes.py at
 # opsets 11 to 21, save the cases node_inference.doubted() names. Left out for
 # ONNX's shapes seen to differ from onnxruntime's: MaxPool, AveragePool, LpPool

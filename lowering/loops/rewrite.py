@@ -289,8 +289,8 @@ def _concat_in_body(
         more = fresh(new_node("Concat", pair, {"axis": 0}))
         lengths_next = typed(fresh(more.outputs[0], "lengths"), _INT64_VECTOR)
         nodes += [shape, start, end, size, more]
-        # ConstantOfShape, not a Constant of no element: OpenVINO 2026.4 fails
-        # to convert a Loop carrying that ("Accessing out-of-range dimension").
+        # ConstantOfShape, not a Constant of no element: OpenVINO reads an empty
+        # constant a Loop carries as a scalar (passes/fill_empty_starts.py).
         none = constant_node(np.array([0], np.int64), "no_lengths_shape")
         zeros = ir.tensor(np.zeros(1, np.int64))
         empty = fresh(new_node("ConstantOfShape", [none.outputs[0]], {"value": zeros}))

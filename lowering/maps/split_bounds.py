@@ -33,7 +33,7 @@ split is invalid, since onnxruntime's Gather refuses an index out of range::
 
 (the lengths add up to dim and, all being >= 0 exactly when their sum is
 the sum of their magnitudes, none is negative; the leading 0 keeps the sums
-off an empty axis, which onnxruntime 1.12 to 1.16 refuse to reduce). A runtime whose Gather
+off an empty axis, which old onnxruntime releases refuse to reduce). A runtime whose Gather
 does not check its indices runs the model as if the split were valid.
 :class:`lowering.passes.eliminate_sequences.EliminateSequencesPass` reads
 ``SequenceAt(s, k)`` at a constant k the same way: Gather, like SequenceAt,

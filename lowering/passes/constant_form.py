@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from lowering.irutils.dead_code import remove_unread
+from lowering.irutils.dead_code import remove_unread, remove_unread_initializer
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.static_fold import fold_node
@@ -73,16 +73,7 @@ def _fold_cast_like(node: ir.Node) -> bool:
     if not fold_node(node):
         return False
     remove_unread(source)
-    if (  # an initializer nothing reads any more: onnxruntime warns on every load
-        source is not None
-        and source.is_initializer()
-        and not source.uses()
-        and not source.is_graph_input()
-        and not source.is_graph_output()
-        and source.graph is not None
-        and source.name is not None
-    ):
-        source.graph.initializers.pop(source.name)
+    remove_unread_initializer(source)
     return True
 
 

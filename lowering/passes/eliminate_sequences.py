@@ -18,6 +18,7 @@ rewrites them away::
                                                           a computed split: at its bounds)
     SequenceLength(s)                                 ->  Constant   (length of s static)
     SequenceLength(SplitToSequence(X, split))         ->  the count of the split's bounds
+    SequenceLength(SplitToSequence(X))                ->  Gather(Shape(X), axis)
     ConcatFromSequence<axis>(SequenceConstruct(t..))  ->  Concat<axis>(t..)
     ConcatFromSequence<axis, new_axis = 1>(...)       ->  Concat<axis>(Unsqueeze(t_i, axis)..)
 
@@ -69,12 +70,12 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import Proof, prove_model
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.irutils.axes import axes_form
-from lowering.irutils.constants import constant_array
+from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.dead_code import become_identity, remove_unread, unread
 from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
+from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain, is_onnx_op
 from lowering.irutils.scopes import find_nodes, iter_scopes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.maps.plan import read_slice
@@ -89,6 +90,8 @@ from lowering.maps.split_bounds import (
 from lowering.passes.hide_unproven_outputs import Copied
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import unsupported
+
+_INT64 = ir.TensorType(ir.DataType.INT64)
 
 
 class EliminateSequencesPass(ir.passes.InPlacePass):
@@ -125,8 +128,8 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
                 done = _DONE[op_type]
             elif op_type == "SequenceAt":
                 done = _read_element(node, owner, opset, bounds, shapes)
-            elif op_type == "SequenceLength" and _split_count(node, owner, bounds):
-                done = ("Size", "the element count of a split, computed from its bounds")
+            elif op_type == "SequenceLength":
+                done = _split_count(node, owner, bounds)
             if done is not None and op_type in _EXPOSING and elements:
                 # a sequence hid their shapes from ONNX's inference
                 exposed += _producers(elements, opset, located.scope.description, node)
@@ -509,22 +512,44 @@ def _stack_element(node: ir.Node, owner, opset: int, shapes: _Shapes) -> bool:
     return True
 
 
-def _split_count(node: ir.Node, owner, bounds: dict[ir.Value, Bounds]) -> bool:
-    """``SequenceLength(SplitToSequence(X, split))`` where it is not static: the count of
-    the split's bounds (:mod:`lowering.maps.split_bounds`), computed once per split::
+def _split_count(node: ir.Node, owner, bounds: dict[ir.Value, Bounds]) -> tuple[str, str] | None:
+    """``SequenceLength(SplitToSequence(X[, split]))`` where it is not static: the count of
+    the split's bounds (:mod:`lowering.maps.split_bounds`), computed once per split;
+    without a split, one element per index along the axis, the axis's dim::
 
         n = SequenceLength(SplitToSequence<axis>(X, c))  ->  n = Size(Range(0, dim, c))
+        n = SequenceLength(SplitToSequence<axis>(X))     ->  n = Gather(Shape(X), axis)
 
     that is ceil(dim / c) for a chunk size c (0 for an empty axis, as
     onnxruntime counts), Size(L) for lengths L; the bounds' guard keeps the
-    split's errors. The split then goes once its reads became Slices.
+    split's errors. Without a split, keepdims changes each element, not
+    their count, and an empty axis has none (as onnxruntime counts); Gather,
+    not a Shape with start and end (opset 15), reads the dim: it refuses
+    an axis out of range, as the split does, where Shape's bounds clamp.
+    The split then goes once its reads became Slices.
     """
     sequence = node.inputs[0] if node.inputs else None
+    producer = sequence.producer() if sequence is not None else None
+    if (
+        producer is not None
+        and is_onnx_op(producer, "SplitToSequence")
+        and producer.inputs[0] is not None
+        and (len(producer.inputs) < 2 or producer.inputs[1] is None)
+    ):
+        axis = producer.attributes.get_int("axis", 0)
+        shape = fresh(new_node("Shape", [producer.inputs[0]]))
+        at = constant_node(np.array(axis, np.int64), "axis")
+        dim = fresh(new_node("Gather", [shape.outputs[0], at.outputs[0]], {"axis": 0}))
+        shape.outputs[0].type, shape.outputs[0].shape = _INT64, ir.Shape([None])
+        dim.outputs[0].type, dim.outputs[0].shape = _INT64, ir.Shape([])
+        owner.insert_before(node, [shape, at, dim])
+        become_identity(node, dim.outputs[0], owner)
+        return ("Gather", "the element count of a split with no sizes: the dim it splits")
     source = ragged_split(sequence)
     if source is None or sequence is None:
-        return False
+        return None
     become_identity(node, _bounds_of(sequence, source, bounds).count, owner)
-    return True
+    return ("Size", "the element count of a split, computed from its bounds")
 
 
 def _bounds_of(sequence: ir.Value, source, bounds: dict[ir.Value, Bounds]) -> Bounds:

@@ -1,8 +1,8 @@
 """Declare the IR version: the lowest the content allows, or the one asked for.
 
 A model converted to opset 11 is for old runtimes, and those refuse it by
-its ``ir_version`` before reading anything else (onnxruntime 1.14: "max
-supported IR version: 8"; a torch export declares 10). So after
+its ``ir_version`` before reading anything else ("max supported IR
+version: 8"; a torch export declares 10; docs/runtimes.md). So after
 ``--target-opset N`` the model declares the lowest IR version its content
 allows (:func:`lowering.irutils.ir_versions.lowest_ir_version`: the
 opsets it imports and the features it uses, from ONNX's own tables);

@@ -40,7 +40,7 @@ from lowering.loops.accumulators import Accumulator, Stays, bound_dims, plan_acc
 from lowering.loops.rewrite import rewrite_loop
 from lowering.options import RuntimeName, check_runtime
 from lowering.rewrites import Kept, LoweringResult, Rewrite
-from lowering.runtimes.profiles import profile, rejections
+from lowering.runtimes.profiles import RAGGED_CONCAT, profile, rejections
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +84,14 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
             accumulators, stays = plan_accumulators(located.node, proof, opset, known)
             for returned in (a for a in accumulators if a.returned):
                 self._check_returned(located, returned)
-            if not self.has_sequences:  # (else the sequence runs as written: nothing to say)
-                kept += [_kept(located, stay) for stay in stays]
             chosen = [
                 a for a in accumulators if not a.returned and not (a.ragged and self.has_sequences)
             ]
+            if (wrong := self.runtime.miscomputed([RAGGED_CONCAT])) is not None:
+                stays += [Stays(a.output, wrong) for a in chosen if a.ragged]
+                chosen = [a for a in chosen if not a.ragged]
+            if not self.has_sequences:  # (else the sequence runs as written: nothing to say)
+                kept += [_kept(located, stay) for stay in stays]
             if chosen:
                 plans.append((located, opset, chosen))
         rewrites = []
@@ -106,7 +109,7 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
                     written=written,
                     strategy="+".join(forms),
                     reason="accumulated " + "; ".join(a.describe() for a in chosen),
-                    rejecting=functools.partial(_rejected, loop),
+                    rejecting=functools.partial(_rejected, loop, any(a.ragged for a in chosen)),
                 )
             )
         if rewrites:
@@ -144,8 +147,8 @@ def _kept(located: Located, stays: Stays) -> Kept:
     return Kept(located.scope.description, located.node.name or "", said, op_type="Loop")
 
 
-def _rejected(loop: ir.Node) -> list[tuple[str, str]]:
-    return rejections(_portability_ops(loop))
+def _rejected(loop: ir.Node, ragged: bool) -> list[tuple[str, str]]:
+    return rejections(_portability_ops(loop) | ({RAGGED_CONCAT} if ragged else set()))
 
 
 def _portability_ops(loop: ir.Node) -> set[str]:

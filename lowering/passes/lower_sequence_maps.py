@@ -234,6 +234,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
                     body_ops[index],
                     vectorized=choices[index][0].strategy.name == "vectorize",
                     empty_read=empty_read[index],
+                    forms=choices[index][0].forms,
                 ),
             )
             for index, plan in enumerate(plans)
@@ -328,16 +329,21 @@ def _portability_ops(graph: ir.Graph) -> set[str]:
 
 
 def _rejected(
-    new_nodes: list[ir.Node], had: set[str], vectorized: bool = False, empty_read: bool = True
+    new_nodes: list[ir.Node],
+    had: set[str],
+    vectorized: bool = False,
+    empty_read: bool = True,
+    forms: tuple[str, ...] = (),
 ) -> list[tuple[str, str]]:
     """The runtimes that cannot run the loop or sequence ops that lowering a
     map added (those its body already had aside), and for a vectorized form
     the ops some profile refuses or gets wrong as it writes them (a scatter
     with a reduction; on an empty stack, where the original goes on past a
-    map over no element: ``empty_read``), as :func:`rejections` says.
+    map over no element: ``empty_read``), and the forms its fit names
+    (``forms``: a Loop growing a ragged Concat), as :func:`rejections` says.
     """
     added: set[str] = set()
-    refused: set[str] = set()
+    refused: set[str] = set(forms) & REFUSED_OPS
     for node in new_nodes:
         if node.graph is None:  # removed again, such as a SequenceConstruct read back
             continue

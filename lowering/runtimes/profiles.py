@@ -51,6 +51,15 @@ class Runtime:
             another form, and a form that keeps one names the runtime among
             those that reject it. An op is named as :func:`op_forms` names it
             (``ScatterElements<reduction=max>``: with that reduction only).
+        passed_through: From which release on it refuses, or computes wrongly, a
+            Loop or Scan body that returns one of its inputs as an output, and how
+            (None if none): such outputs get a copy (:func:`passes_through_wrong`,
+            :mod:`lowering.passes.copy_passed_through`).
+        empty_starts: From which release on it refuses, or computes wrongly, a Loop
+            or Scan that carries an empty constant (a shape with a 0) in from the
+            start, and how (None if none): each such start becomes a
+            ``ConstantOfShape`` (:func:`empty_starts_wrong`,
+            :mod:`lowering.passes.fill_empty_starts`).
         oldest: The oldest release the profile covers ("2024.0": that and later).
         newest: The newest it covers, for a release profile ("" for no end).
         measured: The releases it was measured on.
@@ -63,6 +72,8 @@ class Runtime:
     lacks: frozenset[str]
     one_if_per_graph: bool = False
     miscomputes: tuple[tuple[str, str], ...] = ()
+    passed_through: tuple[str, str] | None = None
+    empty_starts: tuple[str, str] | None = None
     oldest: str = ""
     newest: str = ""
     measured: tuple[str, ...] = ()
@@ -96,6 +107,29 @@ class Runtime:
         found = next((op for op in ops if op in wrong), None)
         return None if found is None else f"{self.name} {wrong[found]}"
 
+    def passes_through_wrong(self) -> str | None:
+        """How the releases this profile names get a body that returns an input
+        wrong, as a reason; None if they all run it right (a profile named for
+        one release, ``openvino:2024.6``, older than the fault's first)."""
+        return self._from_release(self.passed_through)
+
+    def empty_starts_wrong(self) -> str | None:
+        """How the releases this profile names get a loop that carries an empty
+        constant in, as a reason; None if they all run it right (as
+        :meth:`passes_through_wrong`)."""
+        return self._from_release(self.empty_starts)
+
+    def _from_release(self, fault: tuple[str, str] | None) -> str | None:
+        """A fault's ``how``, said by this profile, if the newest release it names
+        is the fault's first or later; None otherwise."""
+        if fault is None:
+            return None
+        first, how = fault
+        release = self.name.partition(":")[2].rpartition("-")[2] or self.newest
+        if _is_release(release) and _release_key(release) < _release_key(first):
+            return None
+        return f"{self.name} {how}"
+
     def missing(self, ops: set[str] | frozenset[str]) -> list[str]:
         """Which of ``ops`` this runtime cannot run, in a stable order."""
         return sorted(set(ops) & self.lacks)
@@ -120,7 +154,35 @@ _MEASURED = (
     # it crashed compiling the SequenceInsert guard, an If returning a sequence
     # (tests/test_sequence_chains.py). The 2024 LTS (2024.6) and 2025.4 run the same
     # forms; none before 2026.4 takes ScatterND's reduction, which the lowering does not write.
-    Runtime("openvino", _ALL_SEQUENCES, oldest="2024.0", measured=("2024.6", "2025.4", "2026.4")),
+    # A Loop or Scan body returning one of its inputs: 2026.4 refuses it, and runs it
+    # as a copy. 2025.4 and 2024.6 run it, wrongly for a carried value returned in
+    # another's place or a Scan's element, but right, unlike a copy, for a value
+    # carried on in its own place when the loop makes no trip: they get no copies
+    # (tests/test_passed_through.py).
+    # An empty constant (an initializer or a Constant, float or int64, [0], [0, 2] or
+    # [2, 0]) carried into a Loop or Scan: 2026.4 reads it as a scalar, refusing a body
+    # that reads it ("Accessing out-of-range dimension"; a Concat along axis 1:
+    # "is_axis_valid") and returning one passed on as a scalar 0, at 0, 1 and 3
+    # trips; a ConstantOfShape of its shape it runs right. 2025.4 runs them all right.
+    # 2024.6 gets the rank-1 ones wrong too, but crashes on several of them as
+    # ConstantOfShape: it gets none (tests/test_empty_starts.py).
+    Runtime(
+        "openvino",
+        _ALL_SEQUENCES,
+        passed_through=(
+            "2026.0",
+            "refuses a Loop or Scan body that returns an input as an output (2026.4)",
+        ),
+        empty_starts=(
+            "2026.0",
+            (
+                "reads an empty constant a Loop or Scan carries in as a scalar: it refuses "
+                "a body that reads it, and returns one passed on as a scalar (2026.4)"
+            ),
+        ),
+        oldest="2024.0",
+        measured=("2024.6", "2025.4", "2026.4"),
+    ),
     # tract 0.23: Scan only; a second If in one graph fails to load ("Duplicate
     # node name: If", whatever the nodes are named; tests/test_scan_of_nothing.py).
     Runtime(
@@ -190,6 +252,20 @@ def op_forms(node: ir.Node) -> tuple[str, ...]:
     return (node.op_type,)
 
 
+#: The form name of a Loop that grows a carried tensor by a Concat of pieces
+#: whose size along the axis may differ between iterations (an accumulator's
+#: ragged concat form, :mod:`lowering.loops`), and how OpenVINO before 2026
+#: computes it.
+RAGGED_CONCAT = "Loop<ragged Concat>"
+RAGGED_CONCAT_LOST = (
+    RAGGED_CONCAT,
+    (
+        "keeps only the last piece of a Loop's carried Concat whose pieces differ in "
+        "size (2023.3, 2024.6, 2025.4)"
+    ),
+)
+
+
 def _release(base: Runtime, oldest: str, newest: str, runtime: str = "", **changes) -> Runtime:
     named = runtime or base.name
     name = f"{named}:{oldest}" if newest in ("", oldest) else f"{named}:{oldest}-{newest}"
@@ -212,8 +288,18 @@ RELEASE_PROFILES: dict[str, Runtime] = {
                     "ScatterElements",
                     "refuses a ScatterElements with a reduction (2023.3)",
                 ),
+                RAGGED_CONCAT_LOST,
             ),
             measured=("2023.3",),
+        ),
+        # OpenVINO before 2026: a Loop growing a carried tensor by a Concat of pieces
+        # that differ in size keeps only the last (tests/test_releases.py).
+        _release(
+            _OPENVINO,
+            "2024.0",
+            "2025.4",
+            miscomputes=(RAGGED_CONCAT_LOST,),
+            measured=("2024.6", "2025.4"),
         ),
         # onnxruntime before 1.32: the same, and the ops of EMPTY_STACK fail on an
         # empty stack, so a map whose vectorized form holds one gets a loop.
@@ -234,6 +320,8 @@ RELEASE_PROFILES: dict[str, Runtime] = {
             "",
             runtime="onnxruntime-openvino",
             lacks=_OPENVINO.lacks | frozenset(LOOP_OPS),
+            passed_through=None,
+            empty_starts=None,
             measured=("1.24.1",),
         ),
     )
@@ -247,6 +335,14 @@ RUNTIMES["generic"] = Runtime(
     one_if_per_graph=any(r.one_if_per_graph for r in _MEASURED),
     constant_shorthands=any(r.constant_shorthands for r in _MEASURED),
     miscomputes=tuple((op, f"({r.name}) {how}") for r in _MEASURED for op, how in r.miscomputes),
+    passed_through=next(
+        ((p[0], f"({r.name}) {p[1]}") for r in _MEASURED if (p := r.passed_through) is not None),
+        None,
+    ),
+    empty_starts=next(
+        ((e[0], f"({r.name}) {e[1]}") for r in _MEASURED if (e := r.empty_starts) is not None),
+        None,
+    ),
 )
 
 DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME

@@ -87,6 +87,7 @@ from lowering.maps.plan import (
 )
 from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.runtimes.ort_kernels import first_unsupported
+from lowering.runtimes.profiles import RAGGED_CONCAT
 
 #: The element types onnxruntime's ConstantOfShape makes (measured with 1.32, at
 #: opsets 11 and 18; the kernel table lists the type of its shape input only).
@@ -226,6 +227,19 @@ def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     return new_nodes
 
 
+def _grows_ragged(plan: MapPlan) -> bool:
+    """Whether an output is built by a Concat of pieces whose size along its axis
+    may differ between iterations (a form some runtimes get wrong: RAGGED_CONCAT)."""
+    for k in range(len(plan.node.outputs)):
+        build = concat_built(plan, k)
+        shape = plan.result_types[k][1]
+        if build is None or shape is None or build[1]:  # new_axis: pieces of size 1
+            continue
+        if not isinstance(shape[build[0]], int):
+            return True
+    return False
+
+
 def _carried_outputs(appends: list[ir.Node], count: int) -> list[ir.Value]:
     """The accumulators' next values: the last node of each append (an Unsqueeze may go first)."""
     nexts = [node.outputs[0] for node in appends if node.op_type in ("SequenceInsert", "Concat")]
@@ -254,7 +268,8 @@ class SequenceLoop:
         elif lacks := runtime.missing(loop_form_ops(plan)):
             problem = f"the map needs a Loop over sequences, and {runtime.name} has no {lacks[0]}"
         else:
-            return Fit(self, "forced by --strategy loop" if self.forced else "")
+            why = "forced by --strategy loop" if self.forced else ""
+            return Fit(self, why, forms=(RAGGED_CONCAT,) if _grows_ragged(plan) else ())
         return Decline(self.form, problem, said=False, refusal=True)
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:

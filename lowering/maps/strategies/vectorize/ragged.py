@@ -44,14 +44,11 @@ within the same bound (a CumSum difference would not be: its error grows
 with the sum of everything before the segment).
 
 Why these ops and not others that mean the same: every release that takes
-the declared opset runs them (``tests/test_releases.py``). ScatterND with
-a reduction fails in OpenVINO before 2026 and its onnxruntime execution
-provider ("Only none is supported"); a ReduceSum of an empty slice with
-keepdims gives [0, ...], not [1, ...], in onnxruntime 1.12 to 1.16; and a
-Tile of it does not compile in IREE. OpenVINO 2023.3 refuses even this
-ScatterElements, so its profile (``--runtime openvino:2023.3``) gets the
-loop form; IREE compiles it but with reduction max or min, and has no
-loop, so ``--runtime iree`` refuses a segment max or min.
+the declared opset runs them (``tests/test_releases.py``; which release
+refuses what is in docs/runtimes.md): ScatterND with a reduction and a Tile
+of an empty ReduceSum do not. A release that refuses even this
+ScatterElements, or its reduction max or min, has a profile that says so,
+and gets the loop form or a refusal.
 
 Everything else declines, and the map gets its next strategy: an op with
 no rule here, an outer operand that may vary along the ragged axis, a
