@@ -336,6 +336,26 @@ def test_a_loop_run_once_needs_no_check_of_the_concat():
     assert_same(try_run(result, feeds(4))[0], try_run(original, feeds(4))[0])
 
 
+@pytest.mark.parametrize(("trips", "go"), [(0, 1), (3, 0)])
+@pytest.mark.parametrize(("element", "new_axis"), [(ROW, 1), (PREFIX, 0)], ids=["stack", "concat"])
+def test_a_loop_that_runs_no_trip_fails_its_concat_as_the_original_does(
+    trips, go, element, new_axis
+):
+    """A constant trip count of 0, or a constant false condition, proves no element:
+    onnxruntime's ConcatFromSequence fails on none, and so must the lowered model."""
+    loop = append(element).replace("Loop (m, t, e)", "Loop (k, go, e)")
+    original = model(
+        "float[M,3] out",
+        f"  k = Constant <value = int64 {{{trips}}}> ()\n"
+        f"  go = Constant <value = bool {{{go}}}> ()" + loop,
+        f"out = ConcatFromSequence <axis = 0, new_axis = {new_axis}> (s)",
+    )
+    result = lowered(original, runtime="openvino")
+    assert not set(op_types(result)) & SEQUENCE_OPS, op_types(result)
+    assert try_run(original, feeds(4)) is None
+    assert try_run(result, feeds(4)) is None
+
+
 RETURNED = model("seq(float) s", append(ROW), "")
 
 

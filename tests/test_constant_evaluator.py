@@ -314,3 +314,85 @@ def test_a_range_of_no_step_or_too_many_elements_is_left_to_the_runtime(start, l
     assert fold(_op("Range", arrays)) is None
     node = _op("Range", arrays).producer()
     assert node is not None and not fold_node(node)
+
+
+# Shape ops on the edges of their inputs: negative axes and indices, allowzero,
+# malformed uses. What is folded is onnxruntime's value; where onnxruntime
+# fails, nothing is folded (the runtime's error stays in place).
+_ROW = np.array([[3, 4]], np.int64)
+EDGES = {
+    "unsqueeze-negative-axis": ("Unsqueeze", [_I, np.array([-1], np.int64)], {}),
+    "unsqueeze-axis-out-of-range": ("Unsqueeze", [_I, np.array([-3], np.int64)], {}),
+    "squeeze-negative-axis": ("Squeeze", [_ROW, np.array([-2], np.int64)], {}),
+    "squeeze-axis-not-of-size-1": ("Squeeze", [_ROW, np.array([-1], np.int64)], {}),
+    "reshape-copies-a-0": ("Reshape", [_ROW, np.array([0, 2], np.int64)], {}),
+    "reshape-allowzero-of-nothing": (
+        "Reshape",
+        [np.zeros((3, 0), np.int64), np.array([0, 4], np.int64)],
+        {"allowzero": 1},
+    ),
+    "reshape-allowzero-0-of-something": (
+        "Reshape",
+        [_ROW, np.array([0, 2], np.int64)],
+        {"allowzero": 1},
+    ),
+    "gather-negative-index": ("Gather", [np.array([5, 6, 7], np.int64), np.array([-1, 0])], {}),
+    "gather-index-out-of-range": ("Gather", [np.array([5, 6, 7], np.int64), np.array([3])], {}),
+    "concat-negative-axis": ("Concat", [_ROW, np.array([[5]], np.int64)], {"axis": -1}),
+}
+
+
+def _onnxruntime_s(value: ir.Value) -> np.ndarray | None:
+    """What onnxruntime computes for ``value`` (a node's output), None where it fails."""
+    value.dtype = ir.DataType.INT64
+    node = value.producer()
+    assert node is not None and node.graph is not None
+    node.graph.outputs.append(value)
+    proto = ir.serde.serialize_model(ir.Model(node.graph, ir_version=9))
+    try:
+        return open_session(proto.SerializeToString(), optimize=False).run(None, {})[0]
+    except Exception:  # noqa: BLE001 -- its refusal is the answer
+        return None
+
+
+@pytest.mark.parametrize("name", list(EDGES))
+def test_shape_ops_on_their_edges_fold_to_onnxruntime_s_value_or_not_at_all(name):
+    op, arrays, attributes = EDGES[name]
+    expected = _onnxruntime_s(_op(op, arrays, **attributes))
+    for read in (static_values.static_array, fold):
+        folded = read(_op(op, arrays, **attributes))
+        if expected is None:
+            assert folded is None, folded
+        else:
+            assert folded is not None and folded.dtype == expected.dtype
+            assert folded.shape == expected.shape
+            np.testing.assert_array_equal(folded, expected)
+
+
+def test_a_declared_shape_is_read_only_where_the_caller_takes_it_as_a_fact():
+    """Shape and Size read declared dims for the adapters (``shapes=True``), never for
+    positions and trip counts: a declaration may be inference's, and wrong. Here
+    ONNX infers Resize's [1, 6] where onnxruntime computes [1, 7]; a position
+    read through it is left to the run."""
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([1, 5]))
+    scales = ir.Value(
+        name="scales", const_value=ir.tensor(np.array([1.0, 1.4], np.float32), name="scales")
+    )
+    graph = ir.Graph([x], [], nodes=[], name="g", opset_imports={"": 19})
+    graph.register_initializer(scales)
+    resize = ir.node("Resize", [x, None, scales])
+    resized = resize.outputs[0]
+    resized.dtype, resized.shape = ir.DataType.FLOAT, ir.Shape([1, 6])  # as infer_shapes writes
+    shape = ir.node("Shape", [resized])
+    size = ir.node("Size", [resized])
+    graph.extend([resize, shape, size])
+    for node in (shape, size):
+        assert static_values.static_array(node.outputs[0]) is None
+        assert static_values.evaluate(node.outputs[0]) is None
+    assert fold(shape.outputs[0]).tolist() == [1, 6]  # the declaration, taken at its word
+    graph.outputs.append(shape.outputs[0])
+    shape.outputs[0].dtype = ir.DataType.INT64
+    proto = ir.serde.serialize_model(ir.Model(graph, ir_version=9))
+    feeds = {"x": np.zeros((1, 5), np.float32)}
+    (computed,) = open_session(proto.SerializeToString(), optimize=False).run(None, feeds)
+    assert computed.tolist() == [1, 7]

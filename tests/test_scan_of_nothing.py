@@ -193,19 +193,23 @@ g (float[T,4] x) => (float[T,4] y) {
 
 
 @pytest.mark.parametrize(
-    ("x", "guarded"),
+    ("x", "rows", "guarded"),
     [
         # Past --max-unroll, a main-graph input's static dim: onnxruntime checks feeds.
-        ("float[40,4] x", False),
-        ("float[T,4] x", True),
+        ("float[40,4] x", 40, False),
+        ("float[T,4] x", 0, True),
+        # A static 0 proves no slice (not unrolled: --max-unroll 0): guarded.
+        ("float[0,4] x", 0, True),
     ],
 )
-def test_a_split_proven_to_have_slices_needs_no_guard(x, guarded):
+def test_a_split_proven_to_have_slices_needs_no_guard(x, rows, guarded):
     model = _model("[4] from [T, 4]", "length")
     text = onnx.printer.to_text(model).replace("float[T,4] x", x)
-    result = lowering.lower(onnx.parser.parse_model(text), runtime="tract")
+    result = lowering.lower(onnx.parser.parse_model(text), runtime="tract", max_unroll=0)
     assert "Scan" in op_types(result)
     assert ("If" in op_types(result)) == guarded
+    feeds = {"x": np.ones((rows, 4), np.float32), "flag": np.array(True)}
+    assert_same(run(result, feeds), [np.array(rows, np.int64)])
 
 
 def test_a_declared_dim_of_a_computed_value_is_not_a_proof():

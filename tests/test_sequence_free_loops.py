@@ -245,6 +245,31 @@ def test_an_invalid_split_fails_as_the_original_does(split, name):
         assert try_run(result, feeds) is None, values
 
 
+@pytest.mark.parametrize("strategy", ["auto", "loop"])
+def test_concats_along_two_axes_each_get_their_concat(strategy):
+    """A concat built in the loop serves one axis: readers that disagree on it
+    read the sequence the loop builds, each its own way."""
+    model = parse(
+        """<ir_version: 9, opset_import: ["" : 18]>
+    g (float[T,3] x, int64[N] sizes) => (float[?,?] y, float[?,?] z) {
+      parts = SplitToSequence <axis = 0> (x, sizes)
+      m = SequenceMap <body = body (float[K,3] e) => (float[3,K] c) {
+            c = Transpose <perm = [1, 0]> (e)
+          }> (parts)
+      y = ConcatFromSequence <axis = 0> (m)
+      z = ConcatFromSequence <axis = 1> (m)
+    }"""
+    )
+    result = lowered(model, strategy=strategy, max_unroll=0)
+    for sizes in ((2, 2, 2), (4,)):
+        x = _x("float", (sum(sizes), 3))
+        feeds = {"x": x, "sizes": np.array(sizes, np.int64)}
+        parts = [p.T for p in np.split(x, np.cumsum(sizes)[:-1])]
+        expected = [np.concatenate(parts, axis=0), np.concatenate(parts, axis=1)]
+        assert_same(run(result, feeds), expected)
+        assert_same(run(model, feeds), expected)
+
+
 @pytest.mark.parametrize("keepdims", [0, 1])
 def test_keepdims_is_ignored_for_lengths(keepdims):
     model = _model("lengths", 0, BODIES["nonzero"], "concat", "float", keepdims=keepdims)

@@ -855,6 +855,33 @@ def test_concat_along_an_inner_axis_reads_the_stack(n):
     assert_same(run(result, {"x": x})[0], expected)
 
 
+@pytest.mark.parametrize("n", [0, 1, 3])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("axis", [-1, -2, -3])
+def test_a_split_on_a_negative_axis_is_stacked_along_that_axis(axis, keepdims, n):
+    """A negative split axis counts from the tensor's last dim (its rank, not the
+    element's): each element is the slice a list comprehension reads."""
+    shape = [2, 3, 4]
+    shape[axis] = n
+    element = [d for i, d in enumerate(shape) if i != axis % 3]
+    if keepdims:
+        element.insert(axis % 3, 1)
+    dims = ",".join("N" if i == axis % 3 else str(d) for i, d in enumerate(shape))
+    e = f"float[{','.join(map(str, element))}]"
+    text = f"""{H}
+    g (float[{dims}] x, float[{element[-1]}] w) => (seq({e}) ys) {{
+      parts = SplitToSequence <axis = {axis}, keepdims = {keepdims}> (x)
+      ys = SequenceMap <body = body ({e} e, float[{element[-1]}] u) => ({e} c) {{
+             c = Mul(e, u)
+           }}> (parts, w)
+    }}"""
+    result = _vectorized(parse(text))
+    x = rng_(n).standard_normal(shape).astype(np.float32)
+    w = rng_(7).standard_normal(element[-1]).astype(np.float32)
+    parts = [np.take(x, [i] if keepdims else i, axis=axis) for i in range(n)]
+    assert_same(run(result, {"x": x, "w": w}), [[p * w for p in parts]])
+
+
 def test_emitted_ops_name_what_the_rewrite_adds_with_its_types(monkeypatch):
     """For a check against onnxruntime's kernels: the ops beyond the body's own
     (which run on the types they ran on before), with their input's type."""
