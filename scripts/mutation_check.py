@@ -505,8 +505,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "adapter-reduce-noop-part",
         "adapters",
         "lowering/opset/adapters/axes_inputs.py",
-        "if noop and node.op_type in _ELEMENTWISE_PART:",
-        "if False:",
+        "    if node.op_type in _ELEMENTWISE_PART:\n        # Not an Identity",
+        "    if False:\n        # Not an Identity",
         "ReduceSumSquare & co. with noop_with_empty_axes become an Identity",
     ),
     Mutant(
