@@ -186,7 +186,6 @@ def test_the_pipelines_passes_are_listed_in_order():
         "LowerAccumulatorLoopsPass",
         "LowerSequenceMapPass",
         "EliminateSequencesPass",
-        "HideUnprovenOutputsPass",
         "NormalizeSequenceInsertPass",
         "OptimizePass",
         "ConstantValueFormPass",

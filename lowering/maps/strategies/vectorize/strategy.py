@@ -85,6 +85,8 @@ class Vectorize:
             return dataclasses.replace(found, said=not self.stack_free_only)
         if self.stack_free_only and not found.stack_free:
             return Decline(self.form, "its elements are stacked", said=False)
+        if (claim := context.claims(plan)) is not None:
+            return Decline(self.form, claim)
         return dataclasses.replace(found, strategy=self)
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
