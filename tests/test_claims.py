@@ -601,8 +601,11 @@ def test_a_split_tensor_without_a_pin_is_read_through_its_sequence(option):
     result = lowered(model, **OPTIONS[option])
     _, report = lowering.lower_with_report(model, **OPTIONS[option])
     assert [n.strategy for n in report.nodes] == ["loop"]
-    assert f"its elements read and its results built through sequences: {_claim('Range')} " in (
-        report.nodes[0].reason
+    forced = "forced by --strategy loop; " if option == "loop" else ""
+    assert report.nodes[0].reason.startswith(
+        f"{forced}its elements read and its results built through sequences: its sequence "
+        "holds output 0 of Range, which ONNX may size wrong, and its true shape is not "
+        "computed here"
     )
     assert {"SequenceLength", "SequenceAt"} <= set(op_types(result))
     assert "Shape" not in op_types(result) and "Gather" not in op_types(result)

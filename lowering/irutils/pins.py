@@ -133,23 +133,18 @@ def read_producers(written: Iterable[ir.Node]) -> list[ir.Node]:
     )
 
 
-def describe_unpinned(node: ir.Node, proven: Sequence[Operand | None], opset: int) -> str | None:
-    """Why ``node`` (given ``proven``) has no pin, for a reason a rewrite gives;
-    None where it has its pins."""
+def unpinned_output(node: ir.Node, proven: Sequence[Operand | None], opset: int) -> int | None:
+    """The first used output of ``node`` (given ``proven``) that ONNX may size
+    wrong and no pin fixes; None where :func:`node_pins` has its pins."""
     if node_pins(node, proven, opset) is not None:
         return None
-    name = f"{node.op_type} {node.name!r}" if node.name else node.op_type
     shapes = computed_shapes(node, proven)
-    k = next(
-        (
-            k
-            for k, v in enumerate(node.outputs)
-            if (v.uses() or v.is_graph_output())
-            and (shapes is None or _allowzero(shapes[k], opset) is None)
-        ),
-        0,
+    return next(
+        k
+        for k, v in enumerate(node.outputs)
+        if (v.uses() or v.is_graph_output())
+        and (shapes is None or _allowzero(shapes[k], opset) is None)
     )
-    return f"ONNX may size output {k} of {name} wrong, and its true shape is not computed here"
 
 
 def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:

@@ -39,7 +39,7 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import Proof, prove
 from lowering.irutils.node_inference import Operand, may_be_seen_wrong
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
-from lowering.irutils.pins import describe_unpinned
+from lowering.irutils.pins import unpinned_output
 from lowering.irutils.walk import nodes_within
 from lowering.maps.plan import MapPlan, ragged_source, split_source
 
@@ -83,10 +83,9 @@ def unpinned_claim(plan: MapPlan, proof: Callable[[], Proof]) -> str | None:
     for value in sources:
         producer = value.producer()
         assert producer is not None, "_may_be_wrong takes a node"
-        operands = [proven.operand(v) for v in producer.inputs]
-        reason = describe_unpinned(producer, operands, plan.opset)
-        if reason is not None:
-            return f"{reason} (the sequence it reads holds it)"
+        k = unpinned_output(producer, [proven.operand(v) for v in producer.inputs], plan.opset)
+        if k is not None:
+            return f"its sequence holds {_output(producer, k)}, {_WRONG}"
     if not body_ops:
         return None
     for elements in _element_cases(plan, proven):
@@ -95,10 +94,22 @@ def unpinned_claim(plan: MapPlan, proof: Callable[[], Proof]) -> str | None:
         for node in nodes_within(plan.body):
             if _may_be_wrong(node):
                 operands = [seeded.operand(v) for v in node.inputs]
-                reason = describe_unpinned(node, operands, plan.opset)
-                if reason is not None:
-                    return reason
+                k = unpinned_output(node, operands, plan.opset)
+                if k is not None:
+                    return f"ONNX may size {_output(node, k)} wrong, {_NOT_COMPUTED}"
     return None
+
+
+_NOT_COMPUTED = "and its true shape is not computed here"
+_WRONG = f"which ONNX may size wrong, {_NOT_COMPUTED}"
+
+
+def _output(node: ir.Node, k: int) -> str:
+    return (
+        f"output {k} of {node.op_type} {node.name!r}"
+        if node.name
+        else f"output {k} of {node.op_type}"
+    )
 
 
 def _may_be_wrong(node: ir.Node | None) -> bool:
@@ -155,22 +166,32 @@ def _elements(
         return [proof.operand(outer)]
     declared = _declared(element)
     split, ragged = split_source(outer), ragged_source(outer)
-    if split is not None or ragged is not None:
-        tensor, axis = (split[0], split[1]) if split is not None else (ragged[0], ragged[2])  # type: ignore[index]
-        whole = proof.operand(tensor)
-        if whole is None or whole.shape is None or not -len(whole.shape) <= axis < len(whole.shape):
-            return [declared]
-        axis %= len(whole.shape)
-        dims = list(whole.shape)
-        if split is not None and not split[2]:
-            del dims[axis]
-        else:
-            dims[axis] = 1 if split is not None else None
-        return [Operand(whole.dtype, dims)]
+    if split is not None:  # slice i along axis, kept as 1 or dropped
+        tensor, axis, keepdims = split
+        return [_slice(proof.operand(tensor), axis, 1, dropped=not keepdims) or declared]
+    if ragged is not None:  # a run of the split's lengths along axis
+        tensor, _, axis = ragged
+        return [_slice(proof.operand(tensor), axis, None) or declared]
     producer = outer.producer()
     if producer is not None and is_onnx_op(producer, "SequenceConstruct") and producer.inputs:
         return [proof.operand(v) for v in producer.inputs]
     return [declared]
+
+
+def _slice(
+    whole: Operand | None, axis: int, dim: int | None, dropped: bool = False
+) -> Operand | None:
+    """What is proven of a slice of ``whole`` along ``axis``: its dims, with
+    ``dim`` along ``axis``, or that axis ``dropped``."""
+    if whole is None or whole.shape is None or not -len(whole.shape) <= axis < len(whole.shape):
+        return None
+    axis %= len(whole.shape)
+    dims = list(whole.shape)
+    if dropped:
+        del dims[axis]
+    else:
+        dims[axis] = dim
+    return Operand(whole.dtype, dims)
 
 
 def _declared(element: tuple[ir.TypeProtocol, ir.Shape | None] | None) -> Operand | None:

@@ -76,7 +76,7 @@ from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
-from lowering.irutils.pins import apply_pin, node_pins, plan_pins
+from lowering.irutils.pins import apply_pin, plan_pins, unpinned_output
 from lowering.irutils.scopes import find_nodes, iter_scopes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.maps.plan import read_slice
@@ -179,7 +179,7 @@ def _unpinned(elements: list[ir.Value], opset: int, shapes: _Shapes) -> bool:
         if not may_be_seen_wrong(node.op_type):
             continue
         proof = shapes.proven()
-        if node_pins(node, [proof.operand(v) for v in node.inputs], opset) is None:
+        if unpinned_output(node, [proof.operand(v) for v in node.inputs], opset) is not None:
             return True
     return False
 
