@@ -65,16 +65,19 @@ def node_pins(
     proven: Sequence[Operand | None],
     opset: int,
     dtypes: Sequence[ir.DataType | None] = (),
+    *,
+    all_used: bool = False,
 ) -> list[Pin] | None:
     """How ``node`` (given ``proven``, what is proven of its inputs) is spelled
     and its used outputs pinned so that ONNX's inference sizes them right: []
     where it does already; None where an output ONNX may size wrong has no
     pin (its shape is not computed, or is 0 where a Reshape cannot say so).
-    ``dtypes``: each output's proven dtype, which the pin declares."""
+    ``dtypes``: each output's proven dtype, which the pin declares;
+    ``all_used``: count every output as read (a rewrite not yet wired in)."""
     if not is_onnx_domain(node.domain) or not seen_wrong(node, proven):
         return []
     shapes = computed_shapes(node, proven)
-    used = [v for v in node.outputs if v.uses() or v.is_graph_output()]
+    used = [v for v in node.outputs if all_used or v.uses() or v.is_graph_output()]
     respelled = respelling(node, proven, shapes, opset) if used else None
     pins = [] if respelled is None else [Pin(node, None, None, False, None, None, respelled)]
     for k, value in enumerate(node.outputs):
@@ -133,16 +136,18 @@ def read_producers(written: Iterable[ir.Node]) -> list[ir.Node]:
     )
 
 
-def unpinned_output(node: ir.Node, proven: Sequence[Operand | None], opset: int) -> int | None:
+def unpinned_output(
+    node: ir.Node, proven: Sequence[Operand | None], opset: int, *, all_used: bool = False
+) -> int | None:
     """The first used output of ``node`` (given ``proven``) that ONNX may size
     wrong and no pin fixes; None where :func:`node_pins` has its pins."""
-    if node_pins(node, proven, opset) is not None:
+    if node_pins(node, proven, opset, all_used=all_used) is not None:
         return None
     shapes = computed_shapes(node, proven)
     return next(
         k
         for k, v in enumerate(node.outputs)
-        if (v.uses() or v.is_graph_output())
+        if (all_used or v.uses() or v.is_graph_output())
         and (shapes is None or _allowzero(shapes[k], opset) is None)
     )
 

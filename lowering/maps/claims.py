@@ -17,7 +17,9 @@ expansion. Every other form shows ONNX's inference more:
 
 Where such a node is one ONNX may size wrong, the rewrite pins it to the
 shape onnxruntime computes (:mod:`lowering.irutils.pins`). Where no pin can
-be computed, :func:`unpinned_claim` says why, and the form declines with it:
+be computed, :func:`unpinned_claim` says why (the body proven on each
+element, :func:`seeded`; the vectorizer also proves the batched nodes of its
+dry run, on stacks, with :func:`first_unpinned`), and the form declines with it:
 the map gets a form that keeps the op where the original kept it, the Loop
 read through its sequences, or, for a runtime without them, a refusal::
 
@@ -32,7 +34,7 @@ read through its sequences, or, for a runtime without them, a refusal::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
 
@@ -88,15 +90,27 @@ def unpinned_claim(plan: MapPlan, proof: Callable[[], Proof]) -> str | None:
             return f"its sequence holds {_output(producer, k)}, {_WRONG}"
     if not body_ops:
         return None
+    nodes = list(nodes_within(plan.body))
     for elements in _element_cases(plan, proven):
-        seeded = _seeded(plan.body, elements, proven)
-        prove(plan.body, plan.opset, seeded)
-        for node in nodes_within(plan.body):
-            if _may_be_wrong(node):
-                operands = [seeded.operand(v) for v in node.inputs]
-                k = unpinned_output(node, operands, plan.opset)
-                if k is not None:
-                    return f"ONNX may size {_output(node, k)} wrong, {_NOT_COMPUTED}"
+        copied = seeded(nodes, proven, dict(zip(plan.body.inputs, elements, strict=True)))
+        prove(plan.body, plan.opset, copied)
+        if (found := first_unpinned(nodes, copied, plan.opset)) is not None:
+            return found
+    return None
+
+
+def first_unpinned(
+    nodes: list[ir.Node], proof: Proof, opset: int, *, all_used: bool = False
+) -> str | None:
+    """Why the first of ``nodes`` that ONNX may size wrong, as ``proof`` proves
+    its inputs, has no pin (None: each has its pins); ``all_used``: count
+    every output as read."""
+    for node in nodes:
+        if _may_be_wrong_op(node):
+            operands = [proof.operand(v) for v in node.inputs]
+            k = unpinned_output(node, operands, opset, all_used=all_used)
+            if k is not None:
+                return f"ONNX may size {_output(node, k)} wrong, {_NOT_COMPUTED}"
     return None
 
 
@@ -113,12 +127,11 @@ def _output(node: ir.Node, k: int) -> str:
 
 
 def _may_be_wrong(node: ir.Node | None) -> bool:
-    return (
-        node is not None
-        and node.graph is not None
-        and is_onnx_domain(node.domain)
-        and may_be_seen_wrong(node.op_type)
-    )
+    return node is not None and node.graph is not None and _may_be_wrong_op(node)
+
+
+def _may_be_wrong_op(node: ir.Node) -> bool:
+    return is_onnx_domain(node.domain) and may_be_seen_wrong(node.op_type)
 
 
 def _direct_sources(plan: MapPlan) -> Iterator[ir.Value]:
@@ -210,22 +223,21 @@ def _key(known: Operand | None) -> tuple:
     return (known.dtype, shape, id(known.value) if known.value is not None else None)
 
 
-def _seeded(body: ir.Graph, elements: Sequence[Operand | None], proof: Proof) -> Proof:
-    """A proof of ``body`` as a copy of it on ``elements`` sees it: its inputs
-    are the elements and nothing it declares downstream of them is a fact
-    (a copy's shapes are its element's), the values it reads from outside
-    are as ``proof`` has them."""
-    inside = set(nodes_within(body))
-    seeded = Proof(
-        doubted=set(proof.doubted) | set(body.inputs),
+def seeded(nodes: list[ir.Node], proof: Proof, inputs: dict[ir.Value, Operand | None]) -> Proof:
+    """A proof for ``nodes`` as a copy of them sees them: ``inputs`` are what
+    is proven of the values they read in place of their own (a body's
+    inputs), and nothing downstream of those is declared (a copy's shapes
+    are its element's); the values they read from elsewhere are as
+    ``proof`` has them."""
+    inside = set(nodes)
+    found = Proof(
+        doubted=set(proof.doubted) | set(inputs),
         rank_doubted=set(proof.rank_doubted),
         doubting=set(proof.doubting),
     )
-    for node in inside:
+    for node in nodes:
         for value in node.inputs:
             if value is not None and value.producer() not in inside and value in proof.known:
-                seeded.known[value] = proof.known[value]
-    for inner, known in zip(body.inputs, elements, strict=True):
-        if known is not None:
-            seeded.known[inner] = known
-    return seeded
+                found.known[value] = proof.known[value]
+    found.known.update({value: known for value, known in inputs.items() if known is not None})
+    return found
