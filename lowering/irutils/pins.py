@@ -33,10 +33,11 @@ import onnx_ir as ir
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh
-from lowering.irutils.node_inference import Dim, Operand, may_be_seen_wrong, seen_wrong
+from lowering.irutils.node_inference import Dim, Operand, may_be_seen_wrong, operand, seen_wrong
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.respellings import Respelling, apply_respelling, respelling
+from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import nodes_under
 
 
@@ -90,6 +91,16 @@ def node_pins(
         elif respelled is None:
             return None
     return pins
+
+
+def may_need_pin(node: ir.Node) -> bool:
+    """Whether ``node`` may be one ONNX sizes wrong, as its inputs' declared
+    shapes and constant values tell (a proof can only know more: this only
+    says where proving is worth its cost, as a Slice of constant bounds
+    never is)."""
+    if not is_onnx_domain(node.domain) or not may_be_seen_wrong(node.op_type):
+        return False
+    return seen_wrong(node, [operand(v, small_constant(v)) for v in node.inputs])
 
 
 def plan_pins(

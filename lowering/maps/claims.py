@@ -41,7 +41,7 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import Proof, prove
 from lowering.irutils.node_inference import Operand, may_be_seen_wrong
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
-from lowering.irutils.pins import unpinned_output
+from lowering.irutils.pins import may_need_pin, unpinned_output
 from lowering.irutils.walk import nodes_within
 from lowering.maps.plan import MapPlan, ragged_source, split_source
 
@@ -127,7 +127,7 @@ def _output(node: ir.Node, k: int) -> str:
 
 
 def _may_be_wrong(node: ir.Node | None) -> bool:
-    return node is not None and node.graph is not None and _may_be_wrong_op(node)
+    return node is not None and node.graph is not None and may_need_pin(node)
 
 
 def _may_be_wrong_op(node: ir.Node) -> bool:

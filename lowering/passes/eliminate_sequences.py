@@ -73,10 +73,9 @@ from lowering.irutils.constants import constant_array
 from lowering.irutils.dead_code import become_identity, remove_unread, unread
 from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh, name_fresh
-from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
-from lowering.irutils.pins import apply_pin, plan_pins, unpinned_output
+from lowering.irutils.pins import apply_pin, may_need_pin, plan_pins, unpinned_output
 from lowering.irutils.scopes import find_nodes, iter_scopes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.maps.plan import read_slice
@@ -138,7 +137,7 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
                 rewrites.append(Rewrite(scope, name, op_type, None, [node], *done))
         for split in bounds.values():  # a read at a constant position needs no count
             remove_unread(split.count, {"Size"})
-        if any(may_be_seen_wrong(node.op_type) for node, _, _ in exposed):
+        if any(may_need_pin(node) for node, _, _ in exposed):
             for pin in plan_pins(exposed, shapes.proven()):
                 apply_pin(pin)
         modified = bool(rewrites)
@@ -174,9 +173,7 @@ def _unpinned(elements: list[ir.Value], opset: int, shapes: _Shapes) -> bool:
     the readers' inference, which the sequence kept it from; the read stays,
     as the original's own computation."""
     for node in _producers(elements):
-        if node.graph is None or not is_onnx_domain(node.domain):
-            continue
-        if not may_be_seen_wrong(node.op_type):
+        if node.graph is None or not may_need_pin(node):
             continue
         proof = shapes.proven()
         if unpinned_output(node, [proof.operand(v) for v in node.inputs], opset) is not None:

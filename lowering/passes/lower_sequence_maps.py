@@ -46,9 +46,8 @@ from lowering.analysis.type_inference import TypeOracle
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_made_identities, identities_in
 from lowering.irutils.naming import name_fresh
-from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
-from lowering.irutils.pins import apply_pin, plan_pins, read_producers
+from lowering.irutils.pins import apply_pin, may_need_pin, plan_pins, read_producers
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import has_subgraphs, nodes_under, nodes_within, subgraphs
 from lowering.maps.claims import Claims
@@ -275,9 +274,7 @@ def _pin(model: ir.Model, plans: list[MapPlan], rewrites: list[Rewrite]) -> None
         for plan, rewrite in zip(plans, rewrites, strict=True)
         for node in (*rewrite.written, *read_producers(rewrite.written))
     ]
-    if not any(
-        may_be_seen_wrong(n.op_type) for node, _, _ in nodes for n in (node, *nodes_under(node))
-    ):
+    if not any(may_need_pin(n) for node, _, _ in nodes for n in (node, *nodes_under(node))):
         return
     for pin in plan_pins(nodes, prove_model(model, fill=True)):
         apply_pin(pin)

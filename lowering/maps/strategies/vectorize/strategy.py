@@ -30,9 +30,10 @@ import onnx_ir as ir
 
 from lowering.analysis.proven_shapes import proven_outputs
 from lowering.irutils.naming import fresh
-from lowering.irutils.node_inference import Operand, may_be_seen_wrong
+from lowering.irutils.node_inference import Operand
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.pins import may_need_pin
 from lowering.irutils.static_values import small_constant
 from lowering.maps.claims import first_unpinned, seeded
 from lowering.maps.plan import (
@@ -150,7 +151,7 @@ def _batched_claim(rewrite: Batcher, context: Context) -> str | None:
     no pin fixes, as the model's proof proves its operands
     (:mod:`lowering.maps.claims`): a PRelu broadcasting a stack of unknown
     length, which onnxruntime's rule sizes only from static shapes."""
-    if not any(is_onnx_domain(n.domain) and may_be_seen_wrong(n.op_type) for n in rewrite.nodes):
+    if not any(may_need_pin(n) for n in rewrite.nodes):
         return None
     proof = seeded(rewrite.nodes, context.claims.proof(), {})
     for node in rewrite.nodes:  # (in order: each step as proven_outputs proves it)
