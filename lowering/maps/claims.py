@@ -67,11 +67,6 @@ class Claims:
             self._proof = self.prover()
         return self._proof
 
-    @property
-    def proven(self) -> Proof | None:
-        """The proof, where a map needed one (its rewrite may declare what it proves)."""
-        return self._proof
-
 
 def unpinned_claim(plan: MapPlan, proof: Callable[[], Proof]) -> str | None:
     """Why a form other than the Loop read through the sequences would show

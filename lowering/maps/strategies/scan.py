@@ -61,7 +61,8 @@ from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.irutils.walk import graphs_within
+from lowering.irutils.pins import may_need_pin
+from lowering.irutils.walk import graphs_within, nodes_within
 from lowering.maps.plan import (
     SCALAR_BOOL,
     SCALAR_INT64,
@@ -562,7 +563,11 @@ class Scan:
         if guard and not _may_guard(plan, context):
             guard = False
             context.notes[plan.node] = _UNGUARDED
-        return lower_to_scan(plan, replacer, axes, guard, context.claims.proven)
+        # The slices' dims, where the body holds an op its pins are computed for.
+        pinned = any(may_need_pin(node) for node in nodes_within(plan.body))
+        return lower_to_scan(
+            plan, replacer, axes, guard, context.claims.proof() if pinned else None
+        )
 
 
 def _may_guard(plan: MapPlan, context: Context) -> bool:
