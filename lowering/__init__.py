@@ -6,7 +6,7 @@ Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models;
 valid on its own (:class:`FixInputShapesPass`, :class:`DoubtedShapesPass`,
 :class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
 :class:`LowerAccumulatorLoopsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
-:class:`HideUnprovenOutputsPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
+:class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
 :class:`CopyPassedThroughPass`, :class:`FillEmptyStartsPass`, :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
 :func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from lowering.passes.fix_input_shapes import FixInputShapesPass
     from lowering.passes.fold_insert_chains import FoldInsertChainsPass
     from lowering.passes.fresh_names import FreshNamesPass
-    from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
     from lowering.passes.ir_version import IrVersionPass
     from lowering.passes.lower_accumulator_loops import LowerAccumulatorLoopsPass
     from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
@@ -63,7 +62,6 @@ _HOMES = {
     "FixInputShapesPass": "lowering.passes.fix_input_shapes",
     "FoldInsertChainsPass": "lowering.passes.fold_insert_chains",
     "FreshNamesPass": "lowering.passes.fresh_names",
-    "HideUnprovenOutputsPass": "lowering.passes.hide_unproven_outputs",
     "IrVersionPass": "lowering.passes.ir_version",
     "LowerAccumulatorLoopsPass": "lowering.passes.lower_accumulator_loops",
     "LowerSequenceMapPass": "lowering.passes.lower_sequence_maps",
@@ -87,7 +85,6 @@ __all__ = [
     "FixInputShapesPass",
     "FoldInsertChainsPass",
     "FreshNamesPass",
-    "HideUnprovenOutputsPass",
     "IrVersionPass",
     "LowerAccumulatorLoopsPass",
     "LowerSequenceMapPass",

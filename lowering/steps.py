@@ -14,10 +14,6 @@ name so that importing it never hides that function.)
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
                                   (with no map lowered: the user's chains, if any sequence op)
-    HideUnprovenOutputsPass   **  If/Scan outputs onnxruntime would size from a wrong inference
-                                  (with sequence ops), and the shapes ONNX would infer wrong
-                                  of nodes copied or exposed by the steps above (pinned, or
-                                  through a sequence; also where only elements were exposed)
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     CopyPassedThroughPass         a copy of each input a loop body returns as it is
@@ -58,14 +54,13 @@ from lowering.options import Options
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.copy_passed_through import CopyPassedThroughPass
 from lowering.passes.doubted_shapes import DoubtedShapesPass
-from lowering.passes.eliminate_sequences import EliminateSequencesPass, EliminationResult
+from lowering.passes.eliminate_sequences import EliminateSequencesPass
 from lowering.passes.fill_empty_starts import FillEmptyStartsPass
 from lowering.passes.fix_input_shapes import FixInputShapesPass, planned_shapes
 from lowering.passes.fold_insert_chains import FoldInsertChainsPass
-from lowering.passes.hide_unproven_outputs import HideUnprovenOutputsPass
 from lowering.passes.ir_version import IrVersionPass
 from lowering.passes.lower_accumulator_loops import LowerAccumulatorLoopsPass
-from lowering.passes.lower_sequence_maps import LowerSequenceMapPass, MapsResult
+from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
 from lowering.passes.provenance import ProvenancePass
@@ -98,8 +93,6 @@ class Progress:
     has_sequences: bool = False  # a sequence op other than SequenceMap
     maps_lowered: bool = False
     rewritten: bool = False
-    lowered_in: set = dataclasses.field(default_factory=set)
-    copied: list = dataclasses.field(default_factory=list)
     changed: bool = False
     tell: Callback = silent
 
@@ -138,11 +131,6 @@ STEPS: tuple[Step, ...] = (
         "eliminate sequences",
         lambda o, p: EliminateSequencesPass(after_maps=p.maps_lowered),
         lambda o, p: p.maps_lowered or p.has_sequences,
-    ),
-    Step(
-        "hide unproven outputs",
-        lambda o, p: HideUnprovenOutputsPass(p.lowered_in, p.copied, runtime=o.runtime),
-        lambda o, p: p.maps_lowered or bool(p.copied),
     ),
     Step(
         "normalize inserts",
@@ -266,12 +254,8 @@ class Pipeline(ir.passes.InPlacePass):
                 fixed = result.modified
             if isinstance(result, SpecializeResult):
                 specialized = result if result.modified else None
-            if isinstance(result, MapsResult):
+            if isinstance(pass_, LowerSequenceMapPass):
                 progress.maps_lowered = result.modified
-                progress.lowered_in = result.lowered_in
-                progress.copied = result.copied
-            if isinstance(result, EliminationResult):
-                progress.copied = [*progress.copied, *result.exposed]
             if isinstance(result, LoweringResult):
                 total.rewrites += result.rewrites
                 total.kept += result.kept

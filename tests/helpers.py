@@ -143,11 +143,30 @@ def lowered(model: onnx.ModelProto, **options) -> onnx.ModelProto:
         if node.op_type == "SequenceEmpty":
             dtype = [a.i for a in node.attribute if a.name == "dtype"]
             assert dtype and dtype[0] != 0, "SequenceEmpty without a real dtype"
+    assert not passed_through_a_sequence(result), "a sequence op written to hide a shape"
     if result.SerializeToString() != before:  # what is not lowered comes out as it came
         # Runtimes inline functions into the main graph (onnxruntime failed
         # on a float16 model where a function and the main graph shared one).
         assert names_functions_share_with_the_main_graph(result) == set()
     return result
+
+
+def passed_through_a_sequence(model: onnx.ModelProto) -> list[str]:
+    """The values read back out of a sequence of one that an empty one was
+    given, ``SequenceAt(SequenceInsert(SequenceEmpty(), v), 0)``: a sequence
+    no computation needs, written only to keep ONNX's inference from a shape
+    (issue 36)."""
+    found = []
+    for graph in all_graphs(model, in_functions=True):
+        made = {out: node for node in graph.node for out in node.output}
+        for node in graph.node:
+            insert = made.get(node.input[0]) if node.op_type == "SequenceAt" else None
+            if insert is None or insert.op_type != "SequenceInsert" or len(insert.input) > 2:
+                continue
+            empty = made.get(insert.input[0])
+            if empty is not None and empty.op_type == "SequenceEmpty":
+                found.append(node.output[0])
+    return found
 
 
 def names_functions_share_with_the_main_graph(model: onnx.ModelProto) -> set[str]:

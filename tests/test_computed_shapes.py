@@ -172,7 +172,7 @@ def test_computed_shapes_are_onnxruntimes(family):
 
 def _pinned(case: Case, opset: int, shape: tuple) -> onnx.ModelProto:
     """``case``'s model, its first output also pinned to ``shape`` (0: a dim not
-    computed, kept as it is), as lowering.passes.hide_unproven_outputs pins it."""
+    computed, kept as it is), as lowering.irutils.pins pins it."""
     model = model_of(case, opset)
     graph = model.graph
     target = np.array([d if isinstance(d, int) else 0 for d in shape], np.int64)

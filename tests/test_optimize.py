@@ -169,6 +169,10 @@ def _empty_model(first: str, second: str, reader: str) -> onnx.ModelProto:
 def test_equal_empty_sequences_of_different_declared_shapes(first, second, reader):
     model = _empty_model(first, second, reader)
     result = lowered(model, optimize=True)
+    # Optimized, not put back for failing the checker (as it is where the
+    # merged empty sequence's readers read its declaration).
+    rewrites = lowering.lower_in_place(ir.serde.deserialize_model(model), optimize=True)
+    assert not [r for r in rewrites if r.op_type == "Optimize"], rewrites
     # The interface is the one declared, output by output.
     assert [o.type for o in result.graph.output] == [o.type for o in model.graph.output]
     feeds = {"t": np.ones(3, np.float32), "k": np.array(False)}

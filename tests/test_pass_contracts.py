@@ -192,7 +192,6 @@ def test_the_pipelines_passes_are_listed_in_order(runtime):
         "LowerAccumulatorLoopsPass",
         "LowerSequenceMapPass",
         "EliminateSequencesPass",
-        "HideUnprovenOutputsPass",
         "NormalizeSequenceInsertPass",
         "OptimizePass",
         *faults,

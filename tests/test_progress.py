@@ -104,7 +104,7 @@ def test_the_pipeline_says_each_step_and_counts_the_maps():
     phases = list(dict.fromkeys(phase for phase, _, _ in said))
     assert phases == [
         "doubted shapes", "specialize", "fold insert chains", "accumulator loops",
-        "lower maps", "planning maps", "lowering maps", "eliminate sequences", "hide unproven outputs",
+        "lower maps", "planning maps", "lowering maps", "eliminate sequences",
         "normalize inserts", "provenance",
     ]  # fmt: skip
     for phase in ("planning maps", "lowering maps"):

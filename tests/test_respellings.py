@@ -34,8 +34,8 @@ from tests.cases.node_cases import DOUBTED, Case, c, ort_run, x
 from tests.cases.node_cases import feeds_of as case_feeds
 from tests.cases.node_cases import model_of as case_model
 from tests.helpers import assert_same, lowered
+from tests.test_claims import RESHAPED, _stacked_map, _with_element
 from tests.test_doubted_shapes import UNTRUSTED, exposed_model
-from tests.test_hide_unproven_outputs import RESHAPED, _stacked_map, _with_element
 
 #: Edge cases beside the ones tests/cases/node_cases.py names.
 EDGES = {

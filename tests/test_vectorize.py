@@ -411,6 +411,17 @@ def test_split_on_axis_1_with_keepdims(name, n):
     assert_same(y, np.moveaxis(stacked, 0, -1))
 
 
+#: The families whose batched op ONNX may size wrong on a stack of a count
+#: nothing proves (a graph input's elements), with no pin: the batch letter
+#: both operands of the Einsum share is of no known size (lowering.maps.claims).
+UNPINNED_ON_A_STACK = {
+    "einsum_both_batched": (
+        "not vectorized: ONNX may size output 0 of Einsum wrong, "
+        "and its true shape is not computed here"
+    ),
+}
+
+
 @pytest.mark.parametrize("n", [0, 1, 5])
 @pytest.mark.parametrize("name", list(FAMILIES))
 @pytest.mark.sweep
@@ -418,9 +429,13 @@ def test_graph_input_sequence(name, n):
     family = FAMILIES[name]
     model = _parse(input_model(family), family)
     strategy, reason = _strategy(model)
-    assert strategy == "vectorize", reason
     result = lowered(model)
-    assert "ConcatFromSequence" in op_types(result)
+    if name in UNPINNED_ON_A_STACK:  # a Loop whose scan outputs stack its results
+        assert strategy == "uniform" and UNPINNED_ON_A_STACK[name] in reason, reason
+        assert "Loop" in op_types(result)
+    else:
+        assert strategy == "vectorize", reason
+        assert "ConcatFromSequence" in op_types(result)
     elements = _elements(family, n)
     listed, _ = _expected(family, elements)
     [ys] = run(result, {"elements": elements, **family.extras})

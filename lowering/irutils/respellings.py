@@ -5,7 +5,7 @@ and its memory planner may hand a node a freed buffer of that size. Where
 the inference is wrong (:func:`~lowering.irutils.node_inference.seen_wrong`)
 and the kernel computes another shape, the run fails ("Shape mismatch
 attempting to re-use buffer. {0,3} != {4,3}"); a Reshape pin after the
-node (:mod:`lowering.passes.hide_unproven_outputs`) cannot reach the
+node (:mod:`lowering.irutils.pins`) cannot reach the
 node's own allocation. So a node the pin planner pins (copied, exposed or
 read by a rewrite), whose inputs' shapes are proven static and whose true
 shape is computed (:mod:`lowering.irutils.computed_shapes`), is spelled

@@ -238,6 +238,7 @@ def open_body(
     iteration: ir.Value,
     cond: ir.Value,
     bounds: dict[ir.Value, Bounds] | None = None,
+    through_sequences: bool = False,
 ) -> tuple[list[ir.Node], list[ir.Value]]:
     """Turn the map's body into a Loop body reading element ``iteration``.
 
@@ -245,9 +246,10 @@ def open_body(
     takes over the input's name, so the body's nodes keep reading the same
     name) or the outer value itself (a tensor input, read from the enclosing
     scope). A sequence input split by lengths whose ``bounds``
-    (:func:`ragged_bounds`) are given is read by ``Slice`` at them. The
-    body's inputs become ``(iteration, cond)``; the caller adds any
-    loop-carried ones.
+    (:func:`ragged_bounds`) are given is read by ``Slice`` at them; a split
+    tensor is sliced, unless ``through_sequences`` (then every element is a
+    ``SequenceAt``, as the original reads it). The body's inputs become
+    ``(iteration, cond)``; the caller adds any loop-carried ones.
 
     Returns the nodes that read the elements, already at the top of the
     body, and the values the body computed for each output, already typed.
@@ -259,7 +261,9 @@ def open_body(
         plan.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
     ):
         if sequence:
-            reads = _read_element(outer, iteration, element, plan.opset, bounds or {})
+            reads = _read_element(
+                outer, iteration, element, plan.opset, bounds or {}, through_sequences
+            )
             current = typed(reads[-1].outputs[0], element)
             adopt_name(current, inner.name)
             prologue += reads
@@ -412,9 +416,12 @@ def ragged_bounds(plan: MapPlan) -> tuple[list[ir.Node], dict[ir.Value, Bounds]]
     return nodes, found
 
 
-def reads_sequences(plan: MapPlan) -> set[str]:
+def reads_sequences(plan: MapPlan, through_sequences: bool = False) -> set[str]:
     """The sequence ops a Loop reads the map's inputs with (and counts them):
-    none where every sequence input is split (:func:`split_source`, :func:`ragged_split`)."""
+    none where every sequence input is split (:func:`split_source`,
+    :func:`ragged_split`), unless it reads them ``through_sequences``."""
+    if through_sequences:
+        return {"SequenceAt", "SequenceLength"}
     if all(
         split_source(outer) is not None or ragged_split(outer) is not None
         for outer, sequence in zip(plan.inputs, plan.is_sequence, strict=True)
@@ -434,13 +441,14 @@ def _read_element(
     element: TypeAndShape | None,
     opset: int,
     bounds: dict[ir.Value, Bounds],
+    through_sequences: bool = False,
 ) -> list[ir.Node]:
     """Nodes reading element ``iteration``; the last one's output is the element."""
     if sequence in bounds:
         ragged = ragged_split(sequence)
         assert ragged is not None, "ragged_bounds found the split"
         return read_bounds(ragged.tensor, bounds[sequence], iteration, ragged.axis)
-    source = split_source(sequence)
+    source = None if through_sequences else split_source(sequence)
     if source is None:
         return [fresh(new_node("SequenceAt", [sequence, iteration]))]
     tensor, axis, keepdims = source
@@ -523,17 +531,20 @@ def read_slice(
 
 
 def loop_header(
-    plan: MapPlan, bounds: tuple[list[ir.Node], dict[ir.Value, Bounds]] | None = None
+    plan: MapPlan,
+    bounds: tuple[list[ir.Node], dict[ir.Value, Bounds]] | None = None,
+    through_sequences: bool = False,
 ) -> tuple[list[ir.Node], ir.Value, ir.Value]:
     """The trip count (the first input's length), and a constant true condition.
 
     The condition is explicit: Loop allows "" for "always", but some
     runtimes (onnx.reference among them) then run no trip at all. The nodes
     of ``bounds`` (:func:`ragged_bounds`) come first; a first input split by
-    lengths counts its elements from them.
+    lengths counts its elements from them; a split tensor's are its size
+    along the split axis, unless ``through_sequences`` (SequenceLength).
     """
     first = plan.inputs[0]
-    source = split_source(first)
+    source = None if through_sequences else split_source(first)
     prefix, found = bounds if bounds is not None else ([], {})
     if first in found:
         nodes = list(prefix)

@@ -11,9 +11,8 @@ pass, first in the pipeline, makes every shape inference will see a fact:
 
 - a node ONNX sizes wrong whose input shapes are proven static, whose true
   shape is computed, and whose declared shape says another size, is pinned
-  to it, where it is made, by the Reshape of
-  :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`
-  (a node nothing declares wrong is left to the steps that copy or read it);
+  to it, where it is made, by a Reshape (:mod:`lowering.irutils.pins`; a
+  node nothing declares wrong is left to the steps that copy or read it);
 - the outputs of a call of a model-local function holding such an op are
   pinned after the call where they are computed for it (onnxruntime's
   optimizer inlines the function and folds a Shape of them from its own
@@ -40,30 +39,28 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from lowering.analysis.proven_shapes import call_shapes, default_opset, prove_model
+from lowering.analysis.proven_shapes import Proof, call_shapes, default_opset, prove_model
 from lowering.irutils.naming import name_fresh
-from lowering.irutils.node_inference import Dim
+from lowering.irutils.node_inference import Dim, may_be_seen_wrong
+from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.pins import Pin, apply_pin, plan_pins
+from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.walk import model_nodes, nodes_within, subgraphs
-from lowering.passes.hide_unproven_outputs import (
-    _Hiding,
-    apply_hiding,
-    plan_copied_shapes,
-    statically_wrong,
-)
 
 
 class DoubtedShapesPass(ir.passes.InPlacePass):
     """Pin what ONNX sizes wrong where the true shape is computed; forget what is not proven."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        proof = prove_model(model)
         pins = [
             pin
-            for pin in plan_copied_shapes(statically_wrong(model, fill=False), hide=False)
+            for pin in plan_pins(_statically_wrong(model, proof), proof)
             if pin.value is not None and _contradicts(pin.value.shape, pin.computed)
         ]
         pins += _call_pins(model)
         for pin in pins:
-            apply_hiding(pin)
+            apply_pin(pin)
         changed = bool(pins)
         proof = prove_model(model)
         ranked = _ranked_outputs(model)
@@ -79,7 +76,24 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=changed)
 
 
-def _call_pins(model: ir.Model) -> list[_Hiding]:
+def _statically_wrong(model: ir.Model, proof: Proof) -> list[tuple[ir.Node, int, None]]:
+    """The nodes whose input shapes are all proven static and whose shapes
+    ONNX's inference may get wrong: where it claims a wrong size."""
+    return [
+        (node, scope.opset(model) or 1, None)
+        for scope in iter_scopes(model)
+        for node in scope.owner
+        if is_onnx_domain(node.domain)
+        and may_be_seen_wrong(node.op_type)
+        and all(v is None or _static(proof.shape(v)) for v in node.inputs)
+    ]
+
+
+def _static(shape: tuple[Dim, ...] | None) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+def _call_pins(model: ir.Model) -> list[Pin]:
     """The outputs of calls, in the main graph and its subgraphs, of model-local
     functions the proof doubts, whose shapes are computed for the call
     (:func:`~lowering.analysis.proven_shapes.call_shapes`): each pinned after
@@ -88,9 +102,8 @@ def _call_pins(model: ir.Model) -> list[_Hiding]:
     onnxruntime inlines the function and, with its optimizer, folds a Shape
     of the output from its own inference of the op inside; a pin after the
     call is what that Shape then reads (a Shape the lowering writes, a trip
-    count, included; for an op in the graph itself, the copies' and readers'
-    pins of :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`
-    do this, but they see no call)::
+    count, included; for an op in the graph itself, the pins of the rewrites
+    that copy or read it do this, but they see no call)::
 
         r = local.f0(x: float[1,5])      r = local.f0(x)
         n = Shape(r)            ->       p = Reshape(r, [1, 7])     f0: Resize by 1.4
@@ -117,7 +130,7 @@ def _call_pins(model: ir.Model) -> list[_Hiding]:
                 continue  # (Reshape reads a 0 as a copy before allowzero)
             known = proof.operand(value)
             dtype = None if known is None else known.dtype
-            pins.append(_Hiding(node, value, shape, allowzero, dtype, None))
+            pins.append(Pin(node, value, shape, allowzero, dtype))
     return pins
 
 

@@ -76,6 +76,7 @@ from lowering.irutils.identities import bypass_identity
 from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain, is_onnx_op
+from lowering.irutils.pins import apply_pin, may_need_pin, plan_pins, unpinned_output
 from lowering.irutils.scopes import find_nodes, iter_scopes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
 from lowering.maps.plan import read_slice
@@ -87,7 +88,6 @@ from lowering.maps.split_bounds import (
     split_bounds,
     split_rank,
 )
-from lowering.passes.hide_unproven_outputs import Copied
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.ort_kernels import unsupported
 
@@ -109,9 +109,9 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
         super().__init__()
         self.after_maps = after_maps
 
-    def call(self, model: ir.Model) -> EliminationResult:
+    def call(self, model: ir.Model) -> LoweringResult:
         rewrites: list[Rewrite] = []
-        exposed: list[Copied] = []
+        exposed: list[tuple[ir.Node, int, None]] = []
         lengths = SequenceLengths()
         bounds: dict[ir.Value, Bounds] = {}  # of each split read at computed bounds
         shapes = _Shapes(model)
@@ -123,6 +123,8 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
             opset = located.scope.opset(model) or 1
             owner = located.scope.owner
             elements = _construct_inputs(node.inputs[0]) if node.inputs else None
+            if op_type in _EXPOSING and elements and _unpinned(elements, opset, shapes):
+                continue  # the sequence holds a shape ONNX may get wrong, with no pin
             done = None
             if _RULES[op_type](node, owner, lengths, opset):
                 done = _DONE[op_type]
@@ -131,20 +133,23 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
             elif op_type == "SequenceLength":
                 done = _split_count(node, owner, bounds)
             if done is not None and op_type in _EXPOSING and elements:
-                # a sequence hid their shapes from ONNX's inference
-                exposed += _producers(elements, opset, located.scope.description, node)
+                # a sequence held their shapes: ONNX's inference now reads them
+                exposed += [(n, opset, None) for n in _producers(elements)]
             if done is not None:
                 scope = located.scope.description
                 rewrites.append(Rewrite(scope, name, op_type, None, [node], *done))
         for split in bounds.values():  # a read at a constant position needs no count
             remove_unread(split.count, {"Size"})
+        if any(may_need_pin(node) for node, _, _ in exposed):
+            for pin in plan_pins(exposed, shapes.proven()):
+                apply_pin(pin)
         modified = bool(rewrites)
         if modified or self.after_maps:
             modified = _remove_dead(model) or modified
         if modified:
             name_fresh(model)
-        return EliminationResult(
-            model, modified=modified, rewrites=[] if self.after_maps else rewrites, exposed=exposed
+        return LoweringResult(
+            model, modified=modified, rewrites=[] if self.after_maps else rewrites
         )
 
 
@@ -161,23 +166,22 @@ def _read_element(
     return None
 
 
-@dataclasses.dataclass
-class EliminationResult(LoweringResult):
-    """What :class:`EliminateSequencesPass` did.
-
-    Attributes:
-        exposed: The nodes whose outputs were elements of a SequenceConstruct,
-            now read as tensors: their shapes, which the sequence hid, reach
-            ONNX's inference (for
-            :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`).
-    """
-
-    exposed: list[Copied] = dataclasses.field(default_factory=list)
+def _producers(elements: list[ir.Value]) -> list[ir.Node]:
+    return list(dict.fromkeys(p for v in elements if (p := v.producer()) is not None))
 
 
-def _producers(elements: list[ir.Value], opset: int, scope: str, reader: ir.Node) -> list[Copied]:
-    nodes = dict.fromkeys(p for v in elements if (p := v.producer()) is not None)
-    return [Copied(node, opset, None, scope, reader) for node in nodes]
+def _unpinned(elements: list[ir.Value], opset: int, shapes: _Shapes) -> bool:
+    """Whether an element is made by a node ONNX may size wrong that has no pin
+    (:mod:`lowering.irutils.pins`): read as a tensor, its claim would reach
+    the readers' inference, which the sequence kept it from; the read stays,
+    as the original's own computation."""
+    for node in _producers(elements):
+        if node.graph is None or not may_need_pin(node):
+            continue
+        proof = shapes.proven()
+        if unpinned_output(node, [proof.operand(v) for v in node.inputs], opset) is not None:
+            return True
+    return False
 
 
 def _construct_inputs(sequence: ir.Value | None) -> list[ir.Value] | None:

@@ -35,7 +35,6 @@ rewritten, so a model that fails is left unchanged.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 
@@ -48,8 +47,10 @@ from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_made_identities, identities_in
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
+from lowering.irutils.pins import apply_pin, may_need_pin, plan_pins, read_producers
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
-from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_within, subgraphs
+from lowering.irutils.walk import has_subgraphs, nodes_under, nodes_within, subgraphs
+from lowering.maps.claims import Claims
 from lowering.maps.plan import MapPlan, Replacer, declares_enough, empty_is_read, plan_map
 from lowering.maps.strategies.loop import SequenceLoop
 from lowering.maps.strategies.protocol import Context, Fit, choose
@@ -67,7 +68,6 @@ from lowering.options import (
     check_strategy,
     check_target_opset,
 )
-from lowering.passes.hide_unproven_outputs import Copied, read_producers
 from lowering.progress import Callback, silent
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.profiles import EMPTY_STACK, REFUSED_OPS, op_forms, profile, rejections
@@ -87,24 +87,6 @@ AUTO: tuple[Form, ...] = (
 )
 #: ``--strategy loop``: the general Loop, unrolled only where the runtime runs no Loop.
 LOOP: tuple[Form, ...] = (SequenceLoop(forced=True), Unroll(anyway=True))
-
-
-@dataclasses.dataclass
-class MapsResult(LoweringResult):
-    """What :class:`LowerSequenceMapPass` did.
-
-    Attributes:
-        lowered_in: The graphs and functions that held a lowered map, and
-        copied: the nodes the rewrites wrote there (and into the bodies of
-            the Scans and Loops they wrote, whose elements are read from
-            split tensors), whose shapes ONNX now infers from static inputs,
-            and the nodes whose outputs the rewrites read, each with the
-            default domain's opset of its scope and its rewrite's nodes (both for
-            :class:`~lowering.passes.hide_unproven_outputs.HideUnprovenOutputsPass`).
-    """
-
-    lowered_in: set[GraphLike] = dataclasses.field(default_factory=set)
-    copied: list[Copied] = dataclasses.field(default_factory=list)
 
 
 class LowerSequenceMapPass(ir.passes.InPlacePass):
@@ -157,29 +139,14 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         self.keep_originals = keep_originals
         self.progress = progress
 
-    def call(self, model: ir.Model) -> MapsResult:
+    def call(self, model: ir.Model) -> LoweringResult:
         planned = self._plan(model)
         if planned is None:
-            return MapsResult(model, modified=False)
+            return LoweringResult(model, modified=False)
         rewrites = self._rewrite(model, *planned)
+        _pin(model, planned[0], rewrites)
         name_fresh(model)
-        plans = planned[0]
-        lowered_in = {plan.located.scope.owner for plan in plans}
-        copied = [
-            Copied(node, plan.opset, rewrite.written, plan.located.scope.description, plan.node)
-            for plan, rewrite in zip(plans, rewrites, strict=True)
-            for node in rewrite.written
-        ]
-        copied += [
-            Copied(
-                node, plan.opset, rewrite.written, plan.located.scope.description, plan.node, True
-            )
-            for plan, rewrite in zip(plans, rewrites, strict=True)
-            for node in read_producers(rewrite.written)
-        ]
-        return MapsResult(
-            model, modified=True, rewrites=rewrites, lowered_in=lowered_in, copied=copied
-        )
+        return LoweringResult(model, modified=True, rewrites=rewrites)
 
     def _rewrite(
         self,
@@ -278,6 +245,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             model.graph,
             target_opset=self.target_opset,
             scan_reads_stacks="Loop" in self.runtime.lacks,
+            claims=Claims(lambda: prove_model(model, fill=True)),
         )
         strategies = LOOP if self.strategy == "loop" else AUTO
         # In the order of each graph, as they are rewritten (_rewrite_order): a
@@ -295,6 +263,22 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
             raise ir.passes.PostconditionError(
                 f"{len(left)} SequenceMap node(s) left, first in {left[0].scope.description}"
             )
+
+
+def _pin(model: ir.Model, plans: list[MapPlan], rewrites: list[Rewrite]) -> None:
+    """Pin what the rewrites wrote or read that ONNX may size wrong, where its
+    shape is computed (:mod:`lowering.irutils.pins`): the copies of the body's
+    nodes on static shapes, and the tensors read in place of sequences. Every
+    form chosen was judged to need no other (:mod:`lowering.maps.claims`)."""
+    nodes = [
+        (node, plan.opset, rewrite.written)
+        for plan, rewrite in zip(plans, rewrites, strict=True)
+        for node in (*rewrite.written, *read_producers(rewrite.written))
+    ]
+    if not any(may_need_pin(n) for node, _, _ in nodes for n in (node, *nodes_under(node))):
+        return
+    for pin in plan_pins(nodes, prove_model(model, fill=True)):
+        apply_pin(pin)
 
 
 def _rewrite_order(plans: list[MapPlan]) -> list[int]:

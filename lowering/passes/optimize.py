@@ -137,7 +137,7 @@ def _fence_disputed_nodes(model: ir.Model) -> bool:
 
 def _may_pin(node: ir.Node) -> bool:
     """A Reshape of an output ONNX may size wrong: maybe a pin to its computed
-    shape (:mod:`lowering.passes.hide_unproven_outputs`), which the optimizer
+    shape (:mod:`lowering.irutils.pins`), which the optimizer
     would merge into the next Reshape, where onnxruntime reads ONNX's wrong
     size again (a Scan output allocated [26] for [28])."""
     data = node.inputs[0] if is_onnx_op(node, "Reshape") and node.inputs else None

@@ -9,6 +9,7 @@ import logging
 
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof, prove
 from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
@@ -16,6 +17,7 @@ from lowering.irutils.dead_code import remove_unread
 from lowering.irutils.identities import bypass_identities
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.pins import apply_pin, plan_pins, read_producers
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import adopt
 from lowering.irutils.static_values import FOLDABLE_OPS
@@ -25,12 +27,6 @@ from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opse
 from lowering.opset.lowest import planned_on_representatives
 from lowering.opset.plan import Blocker, Plan, plan_node
 from lowering.options import MIN_OPSET, check_target_opset
-from lowering.passes.hide_unproven_outputs import (
-    Copied,
-    apply_hiding,
-    plan_copied_shapes,
-    read_producers,
-)
 from lowering.rewrites import Conversion, LoweringResult
 
 __all__ = ["MIN_OPSET", "TargetOpsetPass", "TargetOpsetResult", "lowest_opset"]
@@ -123,9 +119,12 @@ def _commit(model: ir.Model, plans: list[Plan], target: int, result: TargetOpset
     # What the conversion wrote meets ONNX's inference: a node it reads
     # that ONNX sizes wrong is pinned where its shape is computed.
     written = [node for node in model_nodes(model) if node not in before]
-    read = [Copied(node, target, None, None, None, True) for node in read_producers(written)]
-    for pin in plan_copied_shapes(read, hide=False):
-        apply_hiding(pin)
+    read = read_producers(written)
+    proof = Proof()
+    for graph in dict.fromkeys(node.graph for node in read if node.graph is not None):
+        prove(graph, target, proof)
+    for pin in plan_pins([(node, target, None) for node in read], proof):
+        apply_pin(pin)
     bypass_identities(
         [n for n in model_nodes(model) if is_onnx_op(n, "Identity") and n not in theirs]
     )

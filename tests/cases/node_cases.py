@@ -214,3 +214,8 @@ DOUBTED = {
         13, (2,),
     ),
 }  # fmt: skip
+#: The cases whose true shape is not computed (lowering.irutils.computed_shapes),
+#: so no pin fixes ONNX's claim: a map whose body holds one keeps it in a Loop
+#: read through its sequences (lowering.maps.claims; tests/test_claims.py checks
+#: that these are all the cases node_pins finds no pin for).
+NO_PIN = {"Range: int32 span overflows"}

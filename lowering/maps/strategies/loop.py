@@ -63,6 +63,8 @@ graph returns or anything else reads.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx_ir as ir
 
@@ -151,19 +153,29 @@ def concat_built(plan: MapPlan, k: int) -> tuple[int, bool, list[int]] | None:
     return axis, new_axis, static
 
 
-def loop_form_ops(plan: MapPlan) -> set[str]:
+def loop_form_ops(plan: MapPlan, through_sequences: bool = False) -> set[str]:
     """The loop and sequence ops :func:`lower_to_sequence_loop` writes for ``plan``."""
-    ops = {"Loop"} | reads_sequences(plan)
-    if any(concat_built(plan, k) is None for k in range(len(plan.node.outputs))):
+    ops = {"Loop"} | reads_sequences(plan, through_sequences)
+    if through_sequences or any(
+        concat_built(plan, k) is None for k in range(len(plan.node.outputs))
+    ):
         ops |= {"SequenceEmpty", "SequenceInsert"}
     return ops
 
 
-def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
-    """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it."""
+def lower_to_sequence_loop(
+    plan: MapPlan, replacer: Replacer, through_sequences: bool = False
+) -> list[ir.Node]:
+    """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it.
+
+    ``through_sequences``: the elements are read with SequenceAt and counted
+    with SequenceLength, and every result appended with SequenceInsert, as
+    the original's own expansion does (no split tensor read, no Concat built:
+    :mod:`lowering.maps.claims`)."""
     body = plan.body
     iteration, cond = body_signature(plan)
-    builds = [concat_built(plan, k) for k in range(len(plan.node.outputs))]
+    count = len(plan.node.outputs)
+    builds = [None if through_sequences else concat_built(plan, k) for k in range(count)]
     carried_types: list[TypeAndShape] = []
     for build, t, (type_, _) in zip(builds, plan.output_types, plan.result_types, strict=True):
         if build is None:
@@ -174,8 +186,8 @@ def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
                 (type_, ir.Shape([None if i == axis else d for i, d in enumerate(dims)]))
             )
     accumulators = [typed(fresh(ir.Value(), "acc"), t) for t in carried_types]
-    bounds = ragged_bounds(plan)
-    _, results = open_body(plan, iteration, cond, bounds[1])
+    bounds: tuple[list[ir.Node], dict] = ([], {}) if through_sequences else ragged_bounds(plan)
+    _, results = open_body(plan, iteration, cond, bounds[1], through_sequences)
     body.inputs.extend(accumulators)
     appends: list[ir.Node] = []
     for acc, result, t, build in zip(accumulators, results, carried_types, builds, strict=True):
@@ -193,7 +205,7 @@ def lower_to_sequence_loop(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     body.extend([*appends, stop])
     body.outputs.extend([stop.outputs[0], *_carried_outputs(appends, len(accumulators))])
 
-    header, trip_count, always = loop_header(plan, bounds)
+    header, trip_count, always = loop_header(plan, bounds, through_sequences)
     initial: list[ir.Node] = []
     for build, t in zip(builds, plan.result_types, strict=True):
         dtype = t[0].dtype
@@ -247,6 +259,14 @@ def _carried_outputs(appends: list[ir.Node], count: int) -> list[ir.Value]:
     return nexts
 
 
+@dataclasses.dataclass(frozen=True)
+class LoopFit(Fit):
+    """The general Loop: read through its sequences where a split tensor read,
+    or a Concat built, would show ONNX's inference a shape no pin fixes."""
+
+    through_sequences: bool = False
+
+
 class SequenceLoop:
     """The general Loop over sequences (this module): every map fits it, and it
     writes only the ops the original's own expansion uses, so it runs wherever
@@ -260,17 +280,25 @@ class SequenceLoop:
 
     def fit(self, plan: MapPlan, context: Context, declined: list[Decline]) -> Fit | Decline:
         runtime = context.runtime
+        claim = context.claims(plan)
+        through = claim is not None
         if not runtime.loops:
             problem = (
                 f"{runtime.name} runs neither Loop nor Scan, and the map can be neither "
                 "unrolled nor vectorized"
             )
-        elif lacks := runtime.missing(loop_form_ops(plan)):
+        elif lacks := runtime.missing(loop_form_ops(plan, through)):
             problem = f"the map needs a Loop over sequences, and {runtime.name} has no {lacks[0]}"
         else:
             why = "forced by --strategy loop" if self.forced else ""
-            return Fit(self, why, forms=(RAGGED_CONCAT,) if _grows_ragged(plan) else ())
+            if claim is not None:
+                read = f"its elements read and its results built through sequences: {claim}"
+                why = f"{why}; {read}" if why else read
+            ragged = not through and _grows_ragged(plan)
+            forms = (RAGGED_CONCAT,) if ragged else ()
+            return LoopFit(self, why, forms=forms, through_sequences=through)
         return Decline(self.form, problem, said=False, refusal=True)
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
-        return lower_to_sequence_loop(plan, replacer)
+        through = isinstance(fit, LoopFit) and fit.through_sequences
+        return lower_to_sequence_loop(plan, replacer, through)

@@ -28,8 +28,10 @@ from typing import Protocol
 
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.errors import LoweringError
+from lowering.maps.claims import Claims
 from lowering.maps.plan import MapPlan, Replacer
 from lowering.runtimes.ort_kernels import first_unsupported
 from lowering.runtimes.profiles import EMPTY_STACK, Runtime
@@ -102,6 +104,9 @@ class Context:
     #: its vectorized rewrite (or why not), and whether its results have one shape.
     vectorized: dict[ir.Node, Fit | Decline] = dataclasses.field(default_factory=dict)
     uniform: dict[ir.Node, tuple[bool, str]] = dataclasses.field(default_factory=dict)
+    #: Why a form other than the Loop read through its sequences would show ONNX's
+    #: inference a shape it may get wrong that no pin fixes (:mod:`lowering.maps.claims`).
+    claims: Claims = dataclasses.field(default_factory=lambda: Claims(Proof))
 
 
 class Strategy(Protocol):

@@ -54,13 +54,15 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof
 from lowering.errors import LoweringError
 from lowering.irutils.axes import with_axes
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import adopt_name, fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.irutils.walk import graphs_within, outer_values
+from lowering.irutils.pins import may_need_pin
+from lowering.irutils.walk import graphs_within, nodes_within, outer_values
 from lowering.maps.plan import (
     SCALAR_BOOL,
     SCALAR_INT64,
@@ -141,12 +143,18 @@ def may_run_empty(plan: MapPlan, main_graph: ir.Graph) -> bool:
 
 
 def lower_to_scan(
-    plan: MapPlan, replacer: Replacer, axes: list[int], guard: bool = True
+    plan: MapPlan,
+    replacer: Replacer,
+    axes: list[int],
+    guard: bool = True,
+    proof: Proof | None = None,
 ) -> list[ir.Node]:
     """Rewrite ``plan``'s map and its concats as one Scan; returns the new nodes.
 
     With ``guard`` (where :func:`may_run_empty`), the Scan runs inside an If on
-    its count.
+    its count. ``proof``: what is proven of the split tensors, whose slices'
+    dims the body's scan inputs then declare (ONNX's inference gives them
+    those, and the pins in the body are computed from them).
     """
     node, body = plan.node, plan.body
     new_nodes: list[ir.Node] = []
@@ -171,7 +179,7 @@ def lower_to_scan(
             shape = element[1]
             if keepdims and shape is not None and len(shape) > 0:
                 shape = ir.Shape([d for i, d in enumerate(shape) if i != axis % len(shape)])
-            typed(sliced, (element[0], shape))
+            typed(sliced, (element[0], _sliced(shape, tensor, axis, proof)))
         element_inputs.append(sliced)
         if keepdims:
             prologue += with_axes("Unsqueeze", sliced, [axis], plan.opset)
@@ -276,6 +284,27 @@ def lower_to_scan(
         new_nodes += [*(count_nodes if count.uses() else []), *constants]
     replacer.replace(plan, new_nodes, [None] * len(node.outputs))
     return new_nodes
+
+
+def _sliced(
+    shape: ir.Shape | None, tensor: ir.Value, axis: int, proof: Proof | None
+) -> ir.Shape | None:
+    """``shape``, a scan input's slice of ``tensor`` along ``axis``, with each
+    dim it leaves unknown that ``proof`` proves of ``tensor``."""
+    whole = None if proof is None else proof.shape(tensor)
+    if whole is None or not -len(whole) <= axis < len(whole):
+        return shape
+    proven = [d for i, d in enumerate(whole) if i != axis % len(whole)]
+    if shape is None:
+        return ir.Shape([d if isinstance(d, int) else None for d in proven])
+    if len(shape) != len(proven):
+        return shape
+    return ir.Shape(
+        [
+            p if isinstance(p, int) and not isinstance(d, int) else d
+            for d, p in zip(shape, proven, strict=True)
+        ]
+    )
 
 
 def _proven_nonempty(tensor: ir.Value, axis: int, main_graph: ir.Graph) -> bool:
@@ -488,6 +517,8 @@ class Scan:
             # Said where the runtime has no Loop to take it instead.
             said = bool(runtime.missing({"Loop"})) and runtime.loops
             return Decline(self.form, "that takes split inputs of one length, read as stacks", said)
+        if (claim := context.claims(plan)) is not None:
+            return Decline(self.form, claim)
         dtypes = [t[0].dtype if t is not None else None for t in plan.element_types] + [
             tensor_dtype(t) for t, _ in plan.result_types
         ]
@@ -517,7 +548,11 @@ class Scan:
         if guard and not _may_guard(plan, context):
             guard = False
             context.notes[plan.node] = _UNGUARDED
-        return lower_to_scan(plan, replacer, axes, guard)
+        # The slices' dims, where the body holds an op its pins are computed for.
+        pinned = any(may_need_pin(node) for node in nodes_within(plan.body))
+        return lower_to_scan(
+            plan, replacer, axes, guard, context.claims.proof() if pinned else None
+        )
 
 
 def _may_guard(plan: MapPlan, context: Context) -> bool:

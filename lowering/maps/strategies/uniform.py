@@ -439,6 +439,8 @@ class ScanOutputs:
         uniform, why = uniform_of(plan, context)
         if not uniform:
             return Decline(None, why)  # explains every form after it
+        if (claim := context.claims(plan)) is not None:
+            return Decline(self.form, claim)
         return Fit(
             self,
             why,

@@ -99,6 +99,8 @@ class Unroll:
             )
         else:
             return Decline(self.form, f"its {length} elements are over --max-unroll", said=False)
+        if (claim := context.claims(plan)) is not None:
+            return Decline(self.form, claim)
         return Unrolled(self, why, writes=unroll_writes(plan), length=length)
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:

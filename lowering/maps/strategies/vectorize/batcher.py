@@ -321,6 +321,9 @@ class Batcher:
         appended = self.op("SequenceInsert", [sequence, filler])
         stacked = self.op("ConcatFromSequence", [appended], {"axis": 0, "new_axis": 1})
         stack = self.op("Slice", [stacked, self.const([0]), self.const([-1])])
+        # Its elements' shape, which the plan proves, declared (the pins of the
+        # ops on it are computed from it: lowering.irutils.pins).
+        stack.type, stack.shape = ir.TensorType(dtype), ir.Shape([None, *static_shape])
         return stack, tuple(static_shape)
 
     def _visit(self, node: ir.Node) -> None:

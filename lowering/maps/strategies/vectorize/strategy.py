@@ -28,9 +28,14 @@ import logging
 
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import proven_outputs
 from lowering.irutils.naming import fresh
+from lowering.irutils.node_inference import Operand
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.pins import may_need_pin
+from lowering.irutils.static_values import small_constant
+from lowering.maps.claims import first_unpinned, seeded
 from lowering.maps.plan import (
     MapPlan,
     Replacer,
@@ -86,6 +91,8 @@ class Vectorize:
             return dataclasses.replace(found, said=not self.stack_free_only)
         if self.stack_free_only and not found.stack_free:
             return Decline(self.form, "its elements are stacked", said=False)
+        if (claim := context.claims(plan)) is not None:
+            return Decline(self.form, claim)
         return dataclasses.replace(found, strategy=self)
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
@@ -105,6 +112,7 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
     rewrite = Batcher(plan, plan.opset, context.upstream, context.target_opset)
     try:
         rewrite.results = rewrite.run()
+        claim = _batched_claim(rewrite, context)  # (attached: its nodes read the model's values)
     except NotBatched as why:
         return Decline(form, str(why))
     except Exception as error:  # a bug in a rule must not stop the lowering
@@ -112,6 +120,8 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         return Decline(form, f"a batching rule failed ({error!r})")
     finally:
         rewrite.detach()
+    if claim is not None:
+        return Decline(form, claim)
     if any(rewrite.raggeds):
         how = (
             "its elements, split by lengths, are read from the split tensor (row by row, "
@@ -135,6 +145,25 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         batcher=rewrite,
         stack_free=rewrite.stack_free,
     )
+
+
+def _batched_claim(rewrite: Batcher, context: Context) -> str | None:
+    """Why a node the dry run wrote on the stacks (a body op batched, or moved
+    out as it is) would show ONNX's inference a shape it may get wrong and
+    no pin fixes, as the model's proof proves its operands
+    (:mod:`lowering.maps.claims`): a PRelu broadcasting a stack of unknown
+    length, which onnxruntime's rule sizes only from static shapes."""
+    if not any(may_need_pin(n) for n in rewrite.nodes):
+        return None
+    proof = seeded(rewrite.nodes, context.claims.proof(), {})
+    for node in rewrite.nodes:  # (in order: each step as proven_outputs proves it)
+        operands = [proof.operand(v) for v in node.inputs]
+        for value, got in zip(node.outputs, proven_outputs(node, operands, rewrite.opset)):
+            declared = proof.operand(value)  # (what the batcher declares of a stack)
+            if declared is None or got.shape is not None:
+                declared = Operand(got.dtype, got.shape, small_constant(value))
+            proof.known[value] = declared._replace(dtype=got.dtype or declared.dtype)
+    return first_unpinned(rewrite.nodes, proof, rewrite.opset, all_used=True)
 
 
 def vectorized_stacks(plan: MapPlan, fit: Fit) -> dict[ir.Value, tuple[ir.Value, Ragged | None]]:
