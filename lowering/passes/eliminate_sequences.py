@@ -131,7 +131,7 @@ class EliminateSequencesPass(ir.passes.InPlacePass):
             elif op_type == "SequenceAt":
                 done = _read_element(node, owner, opset, bounds, shapes)
             elif op_type == "SequenceLength":
-                done = _split_count(node, owner, bounds)
+                done = _split_count(node, owner, bounds, opset, shapes)
             if done is not None and op_type in _EXPOSING and elements:
                 # a sequence held their shapes: ONNX's inference now reads them
                 exposed += [(n, opset, None) for n in _producers(elements)]
@@ -516,7 +516,9 @@ def _stack_element(node: ir.Node, owner, opset: int, shapes: _Shapes) -> bool:
     return True
 
 
-def _split_count(node: ir.Node, owner, bounds: dict[ir.Value, Bounds]) -> tuple[str, str] | None:
+def _split_count(
+    node: ir.Node, owner, bounds: dict[ir.Value, Bounds], opset: int, shapes: _Shapes
+) -> tuple[str, str] | None:
     """``SequenceLength(SplitToSequence(X[, split]))`` where it is not static: the count of
     the split's bounds (:mod:`lowering.maps.split_bounds`), computed once per split;
     without a split, one element per index along the axis, the axis's dim::
@@ -530,7 +532,9 @@ def _split_count(node: ir.Node, owner, bounds: dict[ir.Value, Bounds]) -> tuple[
     their count, and an empty axis has none (as onnxruntime counts); Gather,
     not a Shape with start and end (opset 15), reads the dim: it refuses
     an axis out of range, as the split does, where Shape's bounds clamp.
-    The split then goes once its reads became Slices.
+    The split then goes once its reads became Slices. A Shape of an X that
+    ONNX may size wrong, with no pin, is not read (:func:`_unpinned`): the
+    length stays the split's.
     """
     sequence = node.inputs[0] if node.inputs else None
     producer = sequence.producer() if sequence is not None else None
@@ -540,6 +544,8 @@ def _split_count(node: ir.Node, owner, bounds: dict[ir.Value, Bounds]) -> tuple[
         and producer.inputs[0] is not None
         and (len(producer.inputs) < 2 or producer.inputs[1] is None)
     ):
+        if _unpinned([producer.inputs[0]], opset, shapes):
+            return None
         axis = producer.attributes.get_int("axis", 0)
         shape = fresh(new_node("Shape", [producer.inputs[0]]))
         at = constant_node(np.array(axis, np.int64), "axis")
