@@ -700,8 +700,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "proof-doubted-operand",
         "shapes",
         "lowering/analysis/proven_shapes.py",
-        "            return _unshaped(declared)\n",
-        "            return declared\n",
+        "                got = _unshaped(got)\n",
+        "                pass\n",
         "a doubted value's declared shape is read as proven",
     ),
     Mutant(

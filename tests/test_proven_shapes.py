@@ -83,9 +83,8 @@ CASES = {
     ),
     "If, a branch unproven": (
         """g (bool c, float[1,1,4] a) => (float[] y) {
-          w = Constant <value = float[1,1,1] {2}> ()
           y = If (c) <then_branch = t () => (float[] p) { p = Relu(a) },
-                      else_branch = e () => (float[] q) { q = Conv(a, w) }>
+                      else_branch = e () => (float[] q) { q = MeanVarianceNormalization <axes = [2]> (a) }>
         }""",
         {"y": None},
         [{"c": np.array(True), "a": A34[:1, :4].reshape(1, 1, 4)}],

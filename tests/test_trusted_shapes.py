@@ -534,6 +534,29 @@ def _layernorm(op: str, opset: int) -> Iterator[Case]:
             yield Case(op, [x(*data), x(*scale), x(*scale)], {"axis": axis}, outputs)
 
 
+def _conv(op: str, opset: int) -> Iterator[Case]:
+    """Windows that fit and that do not, every auto_pad, strides, dilations, groups."""
+    for (data, weight), group in [
+        (((1, 2, 5), (3, 2, 2)), 1), (((2, 2, 5, 6), (4, 2, 3, 3)), 1),
+        (((1, 4, 5, 5), (4, 2, 3, 2)), 2), (((1, 2, 2, 2), (1, 2, 3, 3)), 1),
+        (((1, 2, 7, 4), (2, 1, 1, 2)), 2),
+    ]:  # fmt: skip
+        spatial = len(data) - 2
+        for auto_pad, strides, dilations in itertools.product(
+            ["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"], [1, 2, 3], [1, 2]
+        ):
+            attributes = {
+                "group": group,
+                "auto_pad": auto_pad,
+                "strides": [strides] * spatial,
+                "dilations": [dilations] * spatial,
+            }
+            if auto_pad == "NOTSET":
+                attributes["pads"] = [1] * spatial + [2] * spatial
+            yield Case(op, [x(*data), x(*weight)], attributes)
+        yield Case(op, [x(*data), x(*weight), x(weight[0])], {"group": group})
+
+
 def _global_pool(op: str, opset: int) -> Iterator[Case]:
     for data in [(2, 3, 4, 5), (2, 3, 4), (1, 2, 0), (1, 2)]:
         yield Case(op, [x(*data)])
@@ -591,6 +614,7 @@ GENERATORS: dict[str, Callable[[str, int], Iterator[Case]]] = {
     "SpaceToDepth": _space_to_depth,
     "MatMul": _matmul,
     "Gemm": _gemm,
+    "Conv": _conv,
     "BatchNormalization": _batchnorm,
     "InstanceNormalization": _instancenorm,
     "LayerNormalization": _layernorm,

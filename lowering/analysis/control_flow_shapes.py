@@ -79,6 +79,8 @@ def prove_control_flow(
         flow = _loop(node, graphs[0], proof, prove_body)
     elif node.op_type == "Scan" and len(graphs) == 1 and opset >= 9:
         flow = _scan(node, graphs[0], proof, prove_body)
+    elif node.op_type == "SequenceMap" and len(graphs) == 1:
+        flow = _sequence_map(node, graphs[0], proof, prove_body)
     elif node.op_type == "If" and len(graphs) == 2:
         for graph in graphs:
             prove_body(graph)
@@ -97,7 +99,7 @@ def _if(node: ir.Node, branches: list[ir.Graph], proof: Proof) -> Flow | None:
     tensors, elements = [], []
     for a, b in zip(then.outputs, other.outputs, strict=True):
         tensors.append(_inferred(_scoped(join(_tensor_of(proof, a), _tensor_of(proof, b)), outer)))
-        elements.append(_scoped(join(proof.elements.get(a), proof.elements.get(b)), outer))
+        elements.append(_scoped(join(element_of(proof, a), element_of(proof, b)), outer))
     return tensors, elements
 
 
@@ -166,6 +168,63 @@ def _scan(node: ir.Node, body: ir.Graph, proof: Proof, prove_body: ProveBody) ->
     return tensors, elements
 
 
+def _sequence_map(
+    node: ir.Node, body: ir.Graph, proof: Proof, prove_body: ProveBody
+) -> Flow | None:
+    """Each body input is what every element of its sequence is (a tensor
+    input: that tensor), where the body leaves it undeclared; each output's
+    elements are what the body's output is proven to be."""
+    if len(body.inputs) != len(node.inputs) or len(body.outputs) != len(node.outputs):
+        prove_body(body)
+        return None
+    outer = _outer_symbols(node, proof)
+    for index, (value, inner) in enumerate(zip(node.inputs, body.inputs, strict=True)):
+        sequence = (
+            index == 0 or value in proof.elements or isinstance(_type(value), ir.SequenceType)
+        )
+        if value is None:
+            continue
+        known = element_of(proof, value) if sequence else _tensor_of(proof, value)
+        if known is not None and known is not NOTHING and _tensor(inner):
+            proof.known[inner] = _filled(proof.operand(inner), known)
+    prove_body(body)
+    elements = [_scoped(_tensor_of(proof, v), outer) for v in body.outputs]
+    return [Inferred(None, None)] * len(node.outputs), elements
+
+
+def element_of(proof: Proof, value: ir.Value | None) -> Elements:
+    """What is proven of every element of the sequence ``value``: its elements'
+    proof, else what its declaration says of them (as far as it is a fact)."""
+    if value is None:
+        return None
+    if value in proof.elements:
+        return proof.elements[value]
+    if not isinstance(value.type, ir.SequenceType) or not isinstance(
+        value.type.elem_type, ir.TensorType
+    ):
+        return None
+    shape = proof.declarable(value)
+    dims = None if shape is None else tuple(d if isinstance(d, int) else d.value for d in shape)
+    return Operand(_dtype(Operand(value.type.elem_type.dtype, None)), dims)
+
+
+def _filled(declared: Operand | None, known: Elements) -> Operand:
+    """``declared``, its unknown dtype and dims taken from ``known``."""
+    got = _inferred(known)
+    if declared is None or declared.type is not None:
+        return Operand(got.dtype, got.shape)
+    shape = declared.shape
+    if shape is None:
+        shape = got.shape
+    elif got.shape is not None and len(got.shape) == len(shape):
+        shape = tuple(d if d is not None else g for d, g in zip(shape, got.shape, strict=True))
+    return Operand(_dtype(declared) or got.dtype, shape, declared.value)
+
+
+def _type(value: ir.Value | None) -> ir.TypeProtocol | None:
+    return None if value is None else value.type
+
+
 def _stacked(known: Elements, axis: int, length: Dim) -> Inferred:
     """A scan output of elements ``known``: ``length`` inserted at ``axis``."""
     got = _inferred(known)
@@ -231,7 +290,7 @@ def _value_of(proof: Proof, value: ir.Value | None, kind: str | None) -> Element
     if value is None:
         return None
     if kind == _SEQUENCE:
-        return proof.elements.get(value)
+        return element_of(proof, value)
     return _tensor_of(proof, value) if kind == _TENSOR else None
 
 

@@ -38,11 +38,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import onnx_ir as ir
 
 from lowering.analysis import sequence_elements
-from lowering.analysis.control_flow_shapes import Flow, prove_control_flow
+from lowering.analysis.control_flow_shapes import Flow, element_of, prove_control_flow
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.node_inference import (
     Dim,
@@ -55,7 +56,7 @@ from lowering.irutils.node_inference import (
 )
 from lowering.irutils.op_facts import RANK_SEEN_WRONG, is_onnx_domain
 from lowering.irutils.static_values import small_constant
-from lowering.irutils.walk import GraphLike, subgraphs
+from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
 
 @dataclasses.dataclass
@@ -74,18 +75,24 @@ class Proof:
     #: Per sequence, what is proven of its elements (absent: nothing)
     #: (:mod:`lowering.analysis.sequence_elements`).
     elements: dict[ir.Value, sequence_elements.Elements] = dataclasses.field(default_factory=dict)
+    #: The model-local functions whose calls' untyped outputs ``fill`` proves,
+    #: each function proven for the call (:func:`call_shapes`).
+    callees: Mapping[ir.OperatorIdentifier, ir.Function] = dataclasses.field(default_factory=dict)
 
     def operand(self, value: ir.Value | None) -> Operand | None:
         """What is proven of ``value`` (None: an absent input)."""
         if value is None:
             return None
         got = self.known.get(value)
-        if got is not None:
-            return got
-        declared = operand(value, small_constant(value))
-        if value in self.doubted and declared is not None:
-            return _unshaped(declared)
-        return declared
+        if got is None:
+            got = operand(value, small_constant(value))
+            if value in self.doubted and got is not None:
+                got = _unshaped(got)
+        if got is not None and got.type is None and got.dtype is None:  # an untyped sequence
+            elements = self.elements.get(value)
+            if isinstance(elements, Operand) and elements.dtype is not None:
+                return Operand(None, None, None, ir.SequenceType(ir.TensorType(elements.dtype)))
+        return got
 
     def shape(self, value: ir.Value) -> tuple[Dim, ...] | None:
         """``value``'s proven shape (None: not even its rank)."""
@@ -108,6 +115,54 @@ class Proof:
         if keep_rank or value not in self.rank_doubted:
             return ir.Shape([None] * len(dims))
         return None
+
+    def typed(self, value: ir.Value | None) -> tuple[ir.TypeProtocol, ir.Shape | None] | None:
+        """``value``'s type and the part of its shape that is proven: declared
+        where the model declares it, else what the proof infers (a sequence's
+        shape is its elements'). None where its dtype is not known."""
+        if value is None:
+            return None
+        declared = value.type
+        if declared is not None and dtype_known(declared):
+            shape = self.declarable(value)
+            if shape is not None or value in self.doubted:
+                return declared, shape
+            if isinstance(declared, ir.TensorType):
+                shape = _as_shape(self.shape(value))
+            elif isinstance(declared, ir.SequenceType):
+                shape = _as_shape(_element_shape(self.elements.get(value)))
+            return declared, shape
+        # (An undeclared value computed from a doubted one gets no shape: one
+        # declared would be contradicted where ONNX's inference sizes it wrong.)
+        doubted = value in self.doubted
+        elements = self.elements.get(value)
+        if isinstance(elements, Operand) and elements.dtype is not None:
+            shape = None if doubted else _as_shape(_element_shape(elements))
+            return ir.SequenceType(ir.TensorType(elements.dtype)), shape
+        known = self.known.get(value)
+        if known is not None and known.type is not None and dtype_known(known.type):
+            return known.type, None
+        if known is not None and _dtype(known) is not None:
+            shape = None if doubted else _as_shape(_shape(known))
+            return ir.TensorType(known.dtype), shape  # type: ignore[arg-type]
+        return None
+
+
+def dtype_known(type_: ir.TypeProtocol) -> bool:
+    """Whether the innermost element type of ``type_`` has a dtype."""
+    while isinstance(type_, (ir.SequenceType, ir.OptionalType)):
+        type_ = type_.elem_type
+    return type_.dtype not in (None, ir.DataType.UNDEFINED)
+
+
+def _element_shape(elements: sequence_elements.Elements) -> tuple[Dim, ...] | None:
+    if not isinstance(elements, Operand) or elements.shape is None:
+        return None
+    return tuple(elements.shape)
+
+
+def _as_shape(dims: Sequence[Dim] | None) -> ir.Shape | None:
+    return None if dims is None else ir.Shape(list(dims))
 
 
 def prove(
@@ -163,14 +218,18 @@ def prove(
         if not doubted_input and not wrong:
             if onnx_op and fill:  # the declaration holds; inference fills what it leaves out
                 inferred = _with_reads(node, proof, flow, infer_outputs(node, operands, opset))
-                for value, got in zip(node.outputs, inferred):
-                    proof.known[value] = _merged(value, got)
+            elif fill and (called := proof.callees.get(node.op_identifier())) is not None:
+                inferred = _follow(node, called, operands, proof, proof.callees)
+            else:
+                continue
+            for value, got in zip(node.outputs, inferred):
+                proof.known[value] = _merged(value, got)
             continue
         proof.doubted.update(node.outputs)
         if rank_input or not onnx_op or (wrong and node.op_type in RANK_SEEN_WRONG):
             proof.rank_doubted.update(node.outputs)
         if callee is not None:  # followed into: proven for this call
-            proven = _called(callee, operands, functions)
+            proven = _follow(node, callee, operands, proof, functions)
         else:
             proven = _with_reads(node, proof, flow, proven_outputs(node, operands, opset))
         for value, got in zip(node.outputs, proven, strict=True):
@@ -187,7 +246,7 @@ def _track_elements(node: ir.Node, proof: Proof, flow: Flow | None) -> None:
     if flow is not None:
         made = flow[1]
     elif node.op_type in sequence_elements.MAKERS:
-        inputs = [None if v is None else proof.elements.get(v) for v in node.inputs]
+        inputs = [element_of(proof, v) for v in node.inputs]
         if node.op_type == "Identity" and inputs[0] is None:  # (most are of tensors)
             made = [None]
         else:
@@ -240,8 +299,9 @@ def proven_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int
 
 def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
     """:func:`prove` over the main graph and every model-local function, each
-    at the default-domain opset it imports."""
-    proof = Proof()
+    at the default-domain opset it imports. ``fill``: also prove what the
+    model leaves untyped (:func:`prove`), calls of its functions included."""
+    proof = Proof(callees=model.functions if fill else {})
     # Functions first, until no call newly doubts its outputs (a function
     # calling one that does), then the main graph.
     while True:
@@ -255,7 +315,117 @@ def prove_model(model: ir.Model, *, fill: bool = False) -> Proof:
         if doubting <= proof.doubting:
             break
         proof.doubting |= doubting
-    return prove(model.graph, default_opset(model.opset_imports), proof, fill=fill)
+    prove(model.graph, default_opset(model.opset_imports), proof, fill=fill)
+    if fill:
+        _prove_for_call_sites(model, proof)
+    return proof
+
+
+def _prove_for_call_sites(model: ir.Model, proof: Proof) -> None:
+    """Prove each function again with the inputs its call sites agree on.
+
+    A function's inputs are untyped; its calls give them types. Where every
+    call site whose inputs are typed agrees on their types, the function is
+    proven for them (each dim only where all sites agree). A call site in a
+    function is typed once that function is, so functions go callers first::
+
+        main graph:  y = local.outer(x)          x: seq(float[2]), from the model
+        outer (a):   b = local.inner(a)          a: seq(float[2]), from main's call
+        inner (s):   t = SequenceMap(s)          s: seq(float[2]), from outer's call
+    """
+    scopes: list[GraphLike] = list(graphs_within(model.graph))
+    for function in callers_first(model):
+        agreed = _agreed_inputs(function, scopes, proof)
+        if agreed is not None:
+            for value, (known, elements) in zip(function.inputs, agreed, strict=True):
+                proof.known[value] = known
+                if elements is not None:
+                    proof.elements[value] = elements
+            prove(function, default_opset(function.opset_imports), proof, fill=True)
+        scopes += graphs_within(function)
+
+
+_Site = tuple[Operand, sequence_elements.Elements]
+
+
+def _agreed_inputs(
+    function: ir.Function, scopes: list[GraphLike], proof: Proof
+) -> list[_Site] | None:
+    """What every typed call site of ``function`` in ``scopes`` gives each of its
+    inputs, as a tensor and as a sequence's elements; None where sites
+    disagree on a type or none is typed."""
+    agreed: list[_Site] | None = None
+    for scope in scopes:
+        for node in scope:
+            if node.op_identifier() != function.identifier():
+                continue
+            site = [_site(proof, v) for v in node.inputs]
+            if len(site) != len(function.inputs) or any(s is None for s in site):
+                continue  # an input missing or untyped
+            typed = cast(list[_Site], site)
+            if agreed is None:
+                agreed = typed
+            elif [_kind(s) for s in agreed] != [_kind(s) for s in typed]:
+                return None
+            else:
+                agreed = [_joined(a, b) for a, b in zip(agreed, typed, strict=True)]
+    return agreed
+
+
+def _site(proof: Proof, value: ir.Value | None) -> _Site | None:
+    typed = proof.typed(value)
+    if value is None or typed is None:
+        return None
+    type_, _ = typed
+    if isinstance(type_, ir.SequenceType):
+        elements = element_of(proof, value)
+        if not isinstance(elements, Operand):
+            elements = Operand(type_.elem_type.dtype, None)
+        return Operand(None, None, None, type_), elements
+    if isinstance(type_, ir.TensorType):
+        known = proof.operand(value)
+        assert known is not None
+        return Operand(known.dtype or type_.dtype, known.shape), None
+    return Operand(None, None, None, type_), None
+
+
+def _kind(site: _Site) -> object:
+    known, elements = site
+    return known.type, known.dtype, None if not isinstance(elements, Operand) else elements.dtype
+
+
+def _joined(a: _Site, b: _Site) -> _Site:
+    (known_a, elements_a), (known_b, elements_b) = a, b
+    shape = sequence_elements.join_shapes(_shape(known_a), _shape(known_b))
+    elements = None if elements_a is None else sequence_elements.join(elements_a, elements_b)
+    return known_a._replace(shape=shape, value=None), elements
+
+
+def callers_first(model: ir.Model) -> list[ir.Function]:
+    """The model's functions, each after every function that calls it.
+
+    ONNX forbids recursion; a cycle would only leave its members' order open.
+    """
+    callers: dict[ir.Function, list[ir.Function]] = {f: [] for f in model.functions.values()}
+    for function in model.functions.values():
+        for node in nodes_within(function):
+            callee = model.functions.get(node.op_identifier())
+            if callee is not None and function not in callers[callee]:
+                callers[callee].append(function)
+    order: list[ir.Function] = []
+    seen: set[ir.Function] = set()
+
+    def visit(function: ir.Function) -> None:  # after all its callers
+        if function in seen:
+            return
+        seen.add(function)
+        for caller in callers[function]:
+            visit(caller)
+        order.append(function)
+
+    for function in model.functions.values():
+        visit(function)
+    return order
 
 
 def call_shapes(
@@ -269,19 +439,46 @@ def call_shapes(
     untyped; :func:`prove_model` proves the function for every call at once,
     and knows no size there.) A call in it of one of ``functions`` is followed
     the same way (ONNX forbids recursion); any other call's outputs are unknown."""
-    return [got.shape for got in _called(function, operands, functions)]
+    return [got.shape for got in _results(_called(function, operands, functions), function)]
 
 
 def _called(
     function: ir.Function,
     operands: Sequence[Operand | None],
     functions: Mapping[ir.OperatorIdentifier, ir.Function] | None,
-) -> list[Inferred]:
+    elements: Sequence[sequence_elements.Elements] = (),
+) -> Proof:
+    """``function`` proven for one call: its inputs are what the call gives
+    them, as tensors (``operands``) and as sequences (``elements``)."""
     proof = Proof()
     for value, known in zip(function.inputs, operands, strict=False):
         if known is not None:
             proof.known[value] = known
+    for value, given in zip(function.inputs, elements, strict=False):
+        if given is not None:
+            proof.elements[value] = given
     prove(function, default_opset(function.opset_imports), proof, fill=True, functions=functions)
+    return proof
+
+
+def _follow(
+    node: ir.Node,
+    callee: ir.Function,
+    operands: Sequence[Operand | None],
+    proof: Proof,
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None,
+) -> list[Inferred]:
+    """What the call ``node`` of ``callee`` gives, ``callee`` proven for it; the
+    elements of the sequences it returns go into ``proof``."""
+    inputs = [element_of(proof, v) for v in node.inputs]
+    inner = _called(callee, operands, functions, inputs)
+    for value, result in zip(node.outputs, callee.outputs):
+        if isinstance(elements := inner.elements.get(result), Operand):
+            proof.elements[value] = elements
+    return _results(inner, callee)
+
+
+def _results(proof: Proof, function: ir.Function) -> list[Inferred]:
     outputs = [proof.operand(value) for value in function.outputs]
     return [
         Inferred(None, None) if got is None else Inferred(_dtype(got), _shape(got))
@@ -312,6 +509,8 @@ def _merged(value: ir.Value, inferred: Inferred) -> Operand:
     assert declared is not None
     if declared.type is not None:
         return declared
+    if inferred.type is not None and declared.dtype is None:
+        return Operand(None, None, None, inferred.type)
     shape = declared.shape if declared.shape is not None else inferred.shape
     if shape is not None and inferred.shape is not None and len(shape) == len(inferred.shape):
         shape = [d if d is not None else p for d, p in zip(shape, inferred.shape)]  # each dim

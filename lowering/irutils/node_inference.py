@@ -66,6 +66,8 @@ class Inferred(NamedTuple):
 
     dtype: ir.DataType | None
     shape: tuple[Dim, ...] | None
+    #: The type of an output that is not a tensor (a sequence, an optional).
+    type: ir.TypeProtocol | None = None
 
     @property
     def dims(self) -> tuple[int | None, ...] | None:
@@ -101,6 +103,10 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
     """
     if not is_onnx_domain(node.domain):
         return [Inferred(None, None)] * len(node.outputs)
+    if node.op_type == "Constant" and (referred := _referred_constant(node)) is not None:
+        return [referred]
+    if node.op_type == "SequenceLength":  # a scalar whatever the sequence (its spec)
+        return [Inferred(ir.DataType.INT64, ())]
     trusted = _trusted(node, operands)
     results = claimed_outputs(
         node.op_type, node.attributes, operands, opset, len(node.outputs), trusted=trusted
@@ -114,6 +120,28 @@ def infer_outputs(node: ir.Node, operands: Sequence[Operand | None], opset: int)
             shape=tuple(k if k is not None else d for k, d in zip(kept, got, strict=True))
         )
     return results
+
+
+#: A Constant whose value a function's attribute gives: its type, by the
+#: attribute it is given as (a list of unknown length).
+_REFERRED = {
+    "value_float": Inferred(ir.DataType.FLOAT, ()),
+    "value_floats": Inferred(ir.DataType.FLOAT, (None,)),
+    "value_int": Inferred(ir.DataType.INT64, ()),
+    "value_ints": Inferred(ir.DataType.INT64, (None,)),
+    "value_string": Inferred(ir.DataType.STRING, ()),
+    "value_strings": Inferred(ir.DataType.STRING, (None,)),
+}
+
+
+def _referred_constant(node: ir.Node) -> Inferred | None:
+    """What a Constant of a function body whose value is a reference (``value_float
+    = @alpha``) has, where the attribute's kind tells it; ONNX infers nothing
+    of a node with a reference."""
+    if len(node.attributes) != 1:
+        return None
+    ((name, attribute),) = node.attributes.items()
+    return _REFERRED.get(name) if attribute.is_ref() else None
 
 
 def _trusted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
@@ -197,7 +225,15 @@ def claimed_outputs(
 
 
 def _output(type_proto: onnx.TypeProto | None, trusted: bool, symbols: set[str]) -> Inferred:
-    if type_proto is None or type_proto.WhichOneof("value") != "tensor_type":
+    if type_proto is None:
+        return Inferred(None, None)
+    if type_proto.WhichOneof("value") in ("sequence_type", "optional_type"):
+        try:  # (its element's dtype: sound; its shape is not read)
+            type_ = ir.serde.deserialize_type_proto_for_type(type_proto)
+        except Exception:  # noqa: BLE001 -- a half-built type (seq(?)): nothing
+            return Inferred(None, None)
+        return Inferred(None, None, type_)
+    if type_proto.WhichOneof("value") != "tensor_type":
         return Inferred(None, None)
     tensor = type_proto.tensor_type
     try:

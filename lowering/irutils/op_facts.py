@@ -153,7 +153,7 @@ TRUSTED_SHAPE_OPS = (
             "Constant", "Flatten", "Tile", "Split", "TopK", "OneHot", "Pad", "DepthToSpace",
             "SpaceToDepth",
             # others
-            "MatMul", "Gemm", "BatchNormalization", "InstanceNormalization",
+            "MatMul", "Gemm", "Conv", "BatchNormalization", "InstanceNormalization",
             "LayerNormalization", "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool",
             "Dropout",
         ]

@@ -2,8 +2,8 @@
 
 :func:`plan_map` validates a SequenceMap and works out, before anything is
 changed, which inputs are sequences and the type of every element and
-output: from the body's declared types, the node's, or ONNX shape inference
-(:mod:`lowering.analysis.type_inference`). Every strategy then turns the same body
+output: from the body's declared types, the node's, or what the one shape
+analysis proves of them (:mod:`lowering.analysis.proven_shapes`). Every strategy then turns the same body
 graph into a Loop body with :func:`open_body`, and puts its nodes in the
 map's place with a :class:`Replacer`.
 """
@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from lowering.analysis.proven_shapes import Proof
+from lowering.analysis.proven_shapes import Proof, dtype_known
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.errors import LoweringError
 from lowering.irutils.axes import axes_as_input, with_axes
@@ -72,27 +72,24 @@ class MapPlan:
         return inputs
 
 
-def plan_map(
-    located: Located, twin: ir.Node | None, opset: int = 17, proof: Proof | None = None
-) -> MapPlan:
+def plan_map(located: Located, opset: int = 17, proof: Proof | None = None) -> MapPlan:
     """Check a SequenceMap and work out every type its lowering needs.
 
-    ``proof``: what is proven of the model's shapes
-    (:func:`~lowering.analysis.proven_shapes.prove_model`); a declared shape
-    is read only as far as it is a fact (:meth:`Proof.declarable`). Without
-    it, every declaration is taken as one.
+    ``proof``: what is proven of the model's types and shapes
+    (:func:`~lowering.analysis.proven_shapes.prove_model`; with ``fill``,
+    also of the values the model leaves untyped, such as a body torch.onnx
+    wrote); a declared shape is read only as far as it is a fact
+    (:meth:`Proof.typed`). Without it, every declaration is taken as one.
     """
     node = located.node
     proof = Proof() if proof is None else proof
 
-    def _of(value: ir.Value | None) -> TypeAndShape | None:
-        return _type_of(value, proof)
+    _of = proof.typed
 
     def fail(reason: str) -> LoweringError:
         return LoweringError(reason, node=node, scope=located.scope.description)
 
     body = _body_of(node, fail)
-    twin_body = twin.attributes["body"].as_graph() if twin is not None else None
     if not node.inputs:
         raise fail("it has no input sequence")
     if len(body.inputs) != len(node.inputs):
@@ -112,8 +109,7 @@ def plan_map(
     for j, (outer, inner) in enumerate(zip(node.inputs, body.inputs, strict=True)):
         if outer is None:
             raise fail(f"input {j} is empty; SequenceMap inputs cannot be omitted")
-        twin_outer = twin.inputs[j] if twin is not None else None
-        outer_type = _first_typed(_of(outer), _of(twin_outer))
+        outer_type = _of(outer)
         if outer_type is None:
             if j > 0:
                 raise fail(
@@ -135,14 +131,13 @@ def plan_map(
         if sequence and outer_type is not None:
             outer_type = _element_of(outer_type)
         is_sequence.append(sequence)
-        element = _first_typed(_of(inner), _of(_at(twin_body, "inputs", j)), outer_type)
+        element = _first_typed(_of(inner), outer_type)
         element_types.append(None if element is None else _unnamed(element, names))
 
     result_types: list[TypeAndShape] = []
     output_types: list[TypeAndShape] = []
     for k, (result, output) in enumerate(zip(body.outputs, node.outputs, strict=True)):
-        twin_output = twin.outputs[k] if twin is not None else None
-        declared_output = _first_typed(_of(output), _of(twin_output))
+        declared_output = _of(output)
         if declared_output is not None and not isinstance(declared_output[0], ir.SequenceType):
             raise fail(
                 f"output {k} ({output.name!r}) is declared as {declared_output[0]}, "
@@ -150,7 +145,6 @@ def plan_map(
             )
         result_type = _first_typed(
             _of(result),
-            _of(_at(twin_body, "outputs", k)),
             _element_of(declared_output) if declared_output is not None else None,
         )
         if result_type is None:
@@ -685,20 +679,6 @@ class Replacer:
         return self._output_positions[owner]
 
 
-def _type_of(value: ir.Value | None, proof: Proof) -> TypeAndShape | None:
-    """``value``'s declared type, with the part of its shape that is a fact."""
-    if value is None or value.type is None:
-        return None
-    return value.type, proof.declarable(value)
-
-
-def _at(graph: ir.Graph | None, field: str, index: int) -> ir.Value | None:
-    if graph is None:
-        return None
-    values = getattr(graph, field)
-    return values[index] if index < len(values) else None
-
-
 def _element_of(type_and_shape: TypeAndShape) -> TypeAndShape:
     """The element type of a sequence type; the shape is already the element's."""
     type_, shape = type_and_shape
@@ -765,12 +745,6 @@ def _dtype_name(type_: ir.TypeProtocol) -> str:
 def tensor_dtype(type_: ir.TypeProtocol | None) -> ir.DataType | None:
     """The element type of a tensor type; None for sequences, optionals and no type."""
     return type_.dtype if isinstance(type_, ir.TensorType) else None
-
-
-def dtype_known(type_: ir.TypeProtocol) -> bool:
-    while isinstance(type_, (ir.SequenceType, ir.OptionalType)):
-        type_ = type_.elem_type
-    return type_.dtype != ir.DataType.UNDEFINED
 
 
 def result_dtypes(plan: MapPlan) -> list[ir.DataType | None]:

@@ -24,7 +24,8 @@ import onnx
 import onnx.shape_inference
 import onnx_ir as ir
 
-from lowering.analysis.type_inference import dim_params, forget_invented_dims
+from lowering.analysis.proven_shapes import Proof, prove
+from lowering.irutils.node_inference import operand
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.opset import schemas
 
@@ -157,7 +158,7 @@ def _build_template(node: ir.Node, as_onnxruntime: bool, widen: bool = False) ->
     if not as_onnxruntime and not _literal_reshapes(steps, version):
         return None
     deviations = _two_pass_variance(steps)
-    types = _body_types(body, node, deviations)
+    types = _body_types(steps, list(body.input), node, version, deviations)
     return _Template(
         version, schema.since_version, list(body.input), list(body.output), steps, types
     )
@@ -173,15 +174,30 @@ def _with_defaults(node: ir.Node, schema: onnx.defs.OpSchema) -> dict[str, ir.At
 
 
 def _body_types(
-    body: onnx.FunctionProto, node: ir.Node, deviations: dict[str, str]
+    steps: list, inputs: list[str], node: ir.Node, version: int, deviations: dict[str, str]
 ) -> dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]]:
-    """The type and shape of each body value ONNX's inference gives."""
+    """The type and proven shape of each value the body's ``steps`` make, its
+    ``inputs`` typed as the node's (the one shape analysis, on the body alone)."""
+    given = [name for name, actual in zip(inputs, node.inputs, strict=False) if actual is not None]
+    values: dict[str, ir.Value] = {name: ir.Value(name=name) for name in given}
+    proof = Proof()
+    for name, actual in zip(inputs, node.inputs, strict=False):
+        if actual is not None and (known := operand(actual)) is not None:
+            proof.known[values[name]] = known
+    nodes = []
+    for op_type, step_inputs, step_outputs, attrs in steps:
+        operands = [values.get(name) if name else None for name in step_inputs]
+        nodes.append(ir.Node("", op_type, operands, attrs, num_outputs=len(step_outputs)))
+        for name, value in zip(step_outputs, nodes[-1].outputs, strict=True):
+            value.name = name
+            values[name] = value
+    graph = ir.Graph([values[name] for name in given], [], nodes=nodes)
+    prove(graph, version, proof, fill=True)
     types: dict[str, tuple[ir.TypeProtocol | None, ir.Shape | None]] = {}
-    for name, type_proto in _infer_types(body, node).items():
-        types[name] = (
-            ir.serde.deserialize_type_proto_for_type(type_proto),
-            ir.serde.deserialize_type_proto_for_shape(type_proto),
-        )
+    for step in graph:
+        for value in step.outputs:
+            if value.name and (typed := proof.typed(value)) is not None:
+                types[value.name] = typed
     for deviation, x in deviations.items():  # X - Mean broadcasts to X's type
         if x in types:
             types[deviation] = types[x]
@@ -481,39 +497,3 @@ def _cast_to_double(cast_node: onnx.NodeProto, stash: int) -> None:
     for attribute in cast_node.attribute:
         if attribute.name == "to" and not attribute.ref_attr_name and attribute.i == stash:
             attribute.i = _DOUBLE
-
-
-def _infer_types(body: onnx.FunctionProto, node: ir.Node) -> dict[str, onnx.TypeProto]:
-    """Types of the body's values, by ONNX shape inference on the body alone."""
-    inputs = []
-    for formal, actual in zip(body.input, node.inputs):
-        if actual is None or actual.type is None:
-            continue
-        info = ir.serde.serialize_value(actual)
-        info.name = formal
-        inputs.append(info)
-    version = next(o.version for o in body.opset_import if is_onnx_domain(o.domain))
-    graph = onnx.helper.make_graph(
-        list(body.node),
-        "body",
-        inputs,
-        [onnx.ValueInfoProto(name=name) for name in body.output],
-    )
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", version)])
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except Exception:  # noqa: BLE001 - inference is a help, not a requirement
-        return {}
-    # The dims inference names itself (unk__0) are named afresh in each body:
-    # two expansions would claim one size for their own, and onnxruntime
-    # reuses one's buffer for the other ("Shape mismatch attempting to re-use
-    # buffer"). Only the names the node's inputs carry are the model's.
-    forget_invented_dims(inferred.graph, set(dim_params(graph)))
-    types = {}
-    for info in (*inferred.graph.value_info, *inferred.graph.output):
-        if not info.type.WhichOneof("value"):
-            continue
-        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type == 0:
-            continue
-        types[info.name] = info.type
-    return types

@@ -2,7 +2,7 @@
 
 The summary's line "the output could declare default-domain opset N" plans
 every node at each opset from 11 up (:func:`plan_node`), with the types of
-a shape-inferred copy of the whole model (:class:`TypeOracle`) for the nodes
+the one shape analysis (:meth:`Proof.typed`) for the nodes
 the lowering left untyped. On 2,000 lowered maps that cost more than the
 lowering. But 2,000 maps lowered alike are 2,000 copies of a few nodes, and
 a node's plan reads only the node itself (op, attributes, subgraphs) and

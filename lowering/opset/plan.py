@@ -473,10 +473,10 @@ def _as_attribute(name: str, value) -> ir.Attr:
     return ir.convenience.convert_attribute(name, value)
 
 
-TypedTwin = Callable[[], "ir.Node | None"]
+TypedCopy = Callable[[], "ir.Node | None"]
 
 
-def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedTwin) -> Plan:
+def plan_node(node: ir.Node, current: int, target: int, where: str, typed_copy: TypedCopy) -> Plan:
     """How ``node``, at opset ``current``, reaches opset ``target``."""
     op = node.op_type
     now = schemas.schema(op, current)
@@ -494,7 +494,7 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
         )
     since = now.since_version
     then = schemas.schema(op, target)
-    typed, runs, inlined = _how_original_runs(node, current, target, twin)
+    typed, runs, inlined = _how_original_runs(node, current, target, typed_copy)
     version, stuck = _relabelled(node, typed, since, then, target, runs)
     if not stuck and then is not None and then.since_version == version:
         return Plan(node)
@@ -506,7 +506,7 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
             return plan
         # Nodes with subgraphs (If, Loop, Scan) only ever gained types.
         return blocked(version, stuck or f"{op}-{version} has no relabel to opset {target}")
-    sandbox = Sandbox(node, since, twin())
+    sandbox = Sandbox(node, since, typed_copy())
     plan = Plan(node, sandbox=sandbox, original_runs=runs, since=since, original_inlined=inlined)
     blocker = _convert(sandbox, target, plan)
     if blocker is not None:
@@ -517,13 +517,13 @@ def plan_node(node: ir.Node, current: int, target: int, where: str, twin: TypedT
 
 
 def _how_original_runs(
-    node: ir.Node, current: int, target: int, twin: TypedTwin
+    node: ir.Node, current: int, target: int, typed_copy: TypedCopy
 ) -> tuple[ir.Node | None, bool, bool]:
     """The typed node (None where the opset stays), whether onnxruntime runs it at
     ``current``, and whether only by inlining ONNX's body of it."""
     if target == current:
         return None, True, False
-    typed = twin() or node
+    typed = typed_copy() or node
     runs = ort_runs(typed, current)
     return typed, runs, node_unsupported(typed, current) is not None and runs
 

@@ -42,7 +42,6 @@ import onnx_ir as ir
 
 from lowering.analysis.proven_shapes import prove_model
 from lowering.analysis.sequence_length import SequenceLengths
-from lowering.analysis.type_inference import TypeOracle
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.identities import bypass_made_identities, identities_in
 from lowering.irutils.naming import name_fresh
@@ -225,16 +224,10 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         functions = list(
             dict.fromkeys(loc.scope.function for loc in found if loc.scope.function is not None)
         )
-        if all(declares_enough(loc.node) for loc in found):
-            proof = prove_model(model)
-            plans = [plan_map(loc, None, _opset(model, loc), proof) for loc in found]
-        else:  # ask ONNX shape inference, which costs a pass over the whole model
-            oracle = TypeOracle(model, functions)
-            proof = oracle.proof
-            plans = [
-                plan_map(loc, oracle.twin(loc.node, loc.scope.owner), _opset(model, loc), proof)
-                for loc in found
-            ]
+        # (Untyped values typed too, where a map leaves types to inference:
+        # a pass of per-node inference over the whole model.)
+        proof = prove_model(model, fill=not all(declares_enough(loc.node) for loc in found))
+        plans = [plan_map(loc, _opset(model, loc), proof) for loc in found]
         shared = SharedConstants()  # one per value per graph, for every map of this run
         for plan in plans:
             plan.constants = shared

@@ -64,8 +64,8 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
+from lowering.analysis.proven_shapes import Proof, prove_model
 from lowering.analysis.sequence_length import SequenceLengths
-from lowering.analysis.type_inference import TypeOracle
 from lowering.errors import LoweringError
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.dead_code import remove_unread
@@ -125,17 +125,12 @@ class NormalizeSequenceInsertPass(ir.passes.InPlacePass):
         if not found:
             return InsertsResult(model, modified=False)
         lengths = SequenceLengths()
-        oracle = None
+        proof = None
         if any(_needs_types(loc.node.inputs[2]) for loc in found):
-            # Shape inference reads the model by names: name what the
-            # model left unnamed first.
-            name_fresh(model)
-            # (A node in a subgraph of a function is typed with that function.)
-            functions = [loc.scope.function for loc in found if loc.scope.function is not None]
-            oracle = TypeOracle(model, list(dict.fromkeys(functions)))
+            proof = prove_model(model, fill=True)  # (functions: as their calls give them)
         scopes = _Scopes(model, self.target_opset)
         # Check every constant first, so that a model with an error is not changed.
-        plans = [_Position(loc, lengths, oracle, scopes, self.runtime) for loc in found]
+        plans = [_Position(loc, lengths, proof, scopes, self.runtime) for loc in found]
         rewrites, kept = [], []
         for plan in plans:
             scope, name = plan.located.scope.description, plan.located.node.name or ""
@@ -212,7 +207,7 @@ class _Position:
         self,
         located: Located,
         lengths: SequenceLengths,
-        oracle: TypeOracle | None,
+        proof: Proof | None,
         scopes: _Scopes,
         runtime: Runtime,
     ):
@@ -229,14 +224,14 @@ class _Position:
         self.dtype, self.shape = self.position.dtype, self.position.shape
         # The type of the sequence after the insert, for the values a guard adds:
         # the input sequence's elements may have another shape than x.
-        twin = oracle.twin(node, located.scope.owner) if oracle is not None else None
-        if twin is not None and self.value is None:
-            twin_position = twin.inputs[2]
-            assert twin_position is not None, "the twin copies this node, whose position is given"
-            self.dtype = self.dtype or twin_position.dtype
-            self.shape = self.shape or twin_position.shape
-        after = [node.outputs[0], *([twin.outputs[0]] if twin is not None else [])]
-        self.sequence_type = next(((v.type, v.shape) for v in after if v.type), None)
+        typed = proof.typed(self.position) if proof is not None else None
+        if typed is not None and self.value is None:
+            self.dtype = self.dtype or typed[0].dtype
+            self.shape = self.shape or typed[1]
+        after = proof.typed(node.outputs[0]) if proof is not None else None
+        if node.outputs[0].type is not None:
+            after = (node.outputs[0].type, node.outputs[0].shape)
+        self.sequence_type = after
         if self.sequence_type is None and self.sequence.type is not None:
             self.sequence_type = (self.sequence.type, None)
         if self.value is not None:

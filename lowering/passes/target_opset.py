@@ -9,8 +9,7 @@ import logging
 
 import onnx_ir as ir
 
-from lowering.analysis.proven_shapes import Proof, prove
-from lowering.analysis.type_inference import TypeOracle
+from lowering.analysis.proven_shapes import Proof, prove, prove_model
 from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.dead_code import remove_unread
@@ -291,7 +290,7 @@ def plan_model(model: ir.Model, target: int, types: _Types | None = None) -> lis
                 current,
                 target,
                 scope.description,
-                functools.partial(types.twin, node, owner),
+                functools.partial(types.typed_copy, node),
             )
             if plan.blocker is not None or plan.sandbox is not None or plan.guard is not None:
                 plans.append(plan)
@@ -299,19 +298,42 @@ def plan_model(model: ir.Model, target: int, types: _Types | None = None) -> lis
 
 
 class _Types:
-    """ONNX shape inference for the checks, run only if a node lacks types."""
+    """The types of the values a node leaves untyped, for the checks: the one
+    shape analysis, run over the model only if a node lacks types."""
 
     def __init__(self, model: ir.Model) -> None:
         self._model = model
-        self._oracle: TypeOracle | None = None
+        self._proof: Proof | None = None
 
-    def twin(self, node: ir.Node, owner) -> ir.Node | None:
+    def typed_copy(self, node: ir.Node) -> ir.Node | None:
+        """A detached copy of ``node`` whose values have the types proven of
+        ``node``'s (None where ``node`` declares them all)."""
         values = [v for v in (*node.inputs, *node.outputs) if v is not None]
         if all(v.type is not None and v.shape is not None for v in values):
             return None
-        if self._oracle is None:
-            self._oracle = TypeOracle(self._model, list(self._model.functions.values()))
-        return self._oracle.twin(node, owner)
+        if self._proof is None:
+            self._proof = prove_model(self._model, fill=True)
+        proof = self._proof
+
+        def typed(value: ir.Value | None) -> ir.Value | None:
+            if value is None:
+                return None
+            got = proof.typed(value)
+            return ir.Value(name=value.name, type=got and got[0], shape=got and got[1])
+
+        copy = ir.Node(
+            node.domain,
+            node.op_type,
+            [typed(v) for v in node.inputs],
+            [a for a in node.attributes.values() if a.type not in _GRAPHS],
+            outputs=[typed(v) for v in node.outputs],  # type: ignore[misc]
+            version=node.version,
+            name=node.name,
+        )
+        return copy
+
+
+_GRAPHS = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
 def _opset_tables(model: ir.Model) -> list[dict[str, int]]:
