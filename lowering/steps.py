@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
@@ -50,7 +51,7 @@ from lowering.errors import LoweringError, refusal
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes
 from lowering.irutils.snapshot import restorer, snapshot
-from lowering.options import Options
+from lowering.options import Options, OptionValues, resolved
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.copy_passed_through import CopyPassedThroughPass
 from lowering.passes.doubted_shapes import DoubtedShapesPass
@@ -69,6 +70,9 @@ from lowering.passes.target_opset import TargetOpsetPass
 from lowering.progress import Callback, silent
 from lowering.rewrites import Kept, LoweringResult, stays
 from lowering.runtimes.profiles import profile
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,15 +284,21 @@ def _with_stays(error: LoweringError, kept: list[Kept]) -> LoweringError:
     )
 
 
-def pipeline(*, progress: Callback = silent, **options) -> Pipeline:
-    """The passes of :func:`lowering.lower`, as one onnx_ir pass, for ``options``.
+def pipeline(
+    options: Options | None = None,
+    *,
+    progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
+) -> Pipeline:
+    """The passes of :func:`lowering.lower`, as one onnx_ir pass, for ``options``
+    (with any field given as a keyword in its place, as ``lower`` takes them).
 
     ``lowering.pipeline(strategy="loop")(model).rewrites`` is what
     ``lowering.lower_in_place(model, strategy="loop")`` returns, and its
-    ``kept`` the SequenceInsert positions left as written (and why); the options
-    are :class:`lowering.options.Options`'s. ``progress``: see :class:`Pipeline`.
+    ``kept`` the SequenceInsert positions left as written (and why).
+    ``progress``: see :class:`Pipeline`.
     """
-    return Pipeline(Options(**options), progress=progress)
+    return Pipeline(resolved(options, overrides, "pipeline"), progress=progress)
 
 
 def _declared(model: ir.Model) -> tuple:
