@@ -13,7 +13,7 @@ name so that importing it never hides that function.)
     LowerAccumulatorLoopsPass  +  sequences Loops accumulate, as scan outputs or a Concat
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
-                                  (with no map lowered: the user's chains, if any sequence op)
+    ReadSequencesPass         ++  the user's chains read as tensors, each rewrite reported
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     CopyPassedThroughPass         a copy of each input a loop body returns as it is
@@ -28,6 +28,7 @@ name so that importing it never hides that function.)
     *    only when the model holds a SequenceMap
     +    only when the model holds a sequence op other than SequenceMap
     **   only when a map was lowered
+    ++   only when the model holds a sequence op other than SequenceMap, and no map was lowered
     ***  only when a map, a position or a sequence op was rewritten
     **** only when a node was rewritten, or an opset or the IR version declared anew
 
@@ -65,6 +66,7 @@ from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
 from lowering.passes.provenance import ProvenancePass
+from lowering.passes.read_sequences import ReadSequencesPass
 from lowering.passes.specialize_functions import SpecializeFunctionsPass, SpecializeResult
 from lowering.passes.target_opset import TargetOpsetPass
 from lowering.progress import Callback, silent
@@ -131,10 +133,11 @@ STEPS: tuple[Step, ...] = (
         ),
         lambda o, p: p.has_maps,
     ),
+    Step("eliminate sequences", lambda o, p: EliminateSequencesPass(), lambda o, p: p.maps_lowered),
     Step(
-        "eliminate sequences",
-        lambda o, p: EliminateSequencesPass(after_maps=p.maps_lowered),
-        lambda o, p: p.maps_lowered or p.has_sequences,
+        "read sequences",
+        lambda o, p: ReadSequencesPass(),
+        lambda o, p: p.has_sequences and not p.maps_lowered,
     ),
     Step(
         "normalize inserts",
@@ -207,12 +210,22 @@ class Pipeline(ir.passes.InPlacePass):
     @property
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run with its options, in order (each runs
-        only when its step says: these are the ones whose step could say so)."""
-        anything = Progress(
-            has_maps=True, has_sequences=True, maps_lowered=True, rewritten=True, changed=True
-        )
+        only when its step says: these are the ones whose step could say so,
+        whether or not a map is lowered)."""
+        states = [
+            Progress(
+                has_maps=True,
+                has_sequences=True,
+                maps_lowered=lowered,
+                rewritten=True,
+                changed=True,
+            )
+            for lowered in (True, False)
+        ]
         return [
-            step.make(self.options, anything) for step in STEPS if step.when(self.options, anything)
+            step.make(self.options, states[0])
+            for step in STEPS
+            if any(step.when(self.options, state) for state in states)
         ]
 
     def call(self, model: ir.Model) -> LoweringResult:

@@ -35,7 +35,7 @@ split is invalid, since onnxruntime's Gather refuses an index out of range::
 the sum of their magnitudes, none is negative; the leading 0 keeps the sums
 off an empty axis, which old onnxruntime releases refuse to reduce). A runtime whose Gather
 does not check its indices runs the model as if the split were valid.
-:class:`lowering.passes.eliminate_sequences.EliminateSequencesPass` reads
+The rules of :mod:`lowering.sequences.reads` read
 ``SequenceAt(s, k)`` at a constant k the same way: Gather, like SequenceAt,
 counts a negative k from the back and refuses one out of range.
 """
