@@ -151,3 +151,29 @@ def test_the_pipeline_reads_the_users_chains_or_eliminates_after_the_maps(text, 
         assert [r.op_type for r in rewrites] == ["SequenceMap"]
     else:
         assert [(r.op_type, r.strategy) for r in rewrites] == reported
+
+
+@pytest.mark.parametrize("position", [None, -4, -3, -2, -1, 0, 1, 2, 3, 4])
+@pytest.mark.parametrize("op", ["SequenceInsert", "SequenceErase"])
+def test_an_insert_or_erase_folds_exactly_at_the_positions_in_range(op, position):
+    """Into 3 elements: an insert at -3..3, an erase at -3..2 (absent: append, the
+    last) folds, and computes what onnxruntime computes for the original; out of
+    range it stays, with onnxruntime's error."""
+    inputs = ", c" if op == "SequenceInsert" else ""
+    at = "" if position is None else ", p"
+    text = f"""g (float[2] a, float[2] b, float[2] c) => (float[K,2] y) {{
+      s = SequenceConstruct(a, b, a)
+      p = Constant <value = int64 {{{position or 0}}}> ()
+      u = {op}(s{inputs}{at})
+      y = ConcatFromSequence <axis = 0, new_axis = 1> (u)
+    }}"""
+    model = _model(text)
+    result = lowering.ReadSequencesPass()(model)
+    in_range = position is None or -3 <= position <= (3 if op == "SequenceInsert" else 2)
+    lowered = ir.serde.serialize_model(model)
+    assert (op not in op_types(lowered)) == in_range == result.modified
+    if in_range:
+        assert not set(op_types(lowered)) & set(SEQUENCE_OPS)
+        original = parse(f"{H}\n{text}")
+        feeds = _feeds(original)
+        assert_same(run(lowered, feeds), run(original, feeds))

@@ -249,29 +249,47 @@ def _sequence_insert(node: ir.Node, owner, lengths, opset: int) -> bool:
     tensor = node.inputs[1] if len(node.inputs) > 1 else None
     if before is None or tensor is None or node.outputs[0].is_graph_output():
         return False  # (a sequence the graph returns is left as it is built)
-    position = len(before)
-    if len(node.inputs) > 2 and node.inputs[2] is not None:
-        array = static_array(node.inputs[2])
-        if array is None or array.size != 1 or array.dtype.kind not in "iu":
-            return False
-        position = int(array.reshape(()))
-        if not -len(before) <= position <= len(before):
-            return False  # out of range: leave the runtime's error in place
-        if position < 0:
-            position += len(before)
+    position = _static_position(node, 2, len(before), len(before), inserting=True)
+    if position is None:
+        return False
     elements = [*before[:position], tensor, *before[position:]]
-    dtypes = {v.dtype for v in elements if v.type is not None} - {ir.DataType.UNDEFINED}
-    empty = sequence.producer() if sequence is not None else None
-    assert empty is not None, "_only_reader_elements found the producer"
-    if empty.op_type == "SequenceEmpty":
-        dtypes.add(ir.DataType(empty.attributes.get_int("dtype", ir.DataType.FLOAT.value)))
-    if len(dtypes) > 1:
+    if not _one_dtype(elements, sequence):
         return False  # the types disagree: leave the runtime's error in place
     inputs = list(node.inputs)
     _become_construct(node, elements)
     for old in inputs[2:]:
         remove_unread(old, FOLDABLE_OPS)
     return True
+
+
+def _static_position(
+    node: ir.Node, index: int, count: int, default: int, *, inserting: bool
+) -> int | None:
+    """Input ``index`` of an insert or erase into ``count`` elements, counted from
+    the front: ``default`` where absent; None where it is no static integer in
+    range (-count..count for an insert, ..count - 1 for an erase): out of
+    range, the runtime's error stays in place."""
+    value = node.inputs[index] if len(node.inputs) > index else None
+    if value is None:
+        return default
+    array = static_array(value)
+    if array is None or array.size != 1 or array.dtype.kind not in "iu":
+        return None
+    position = int(array.reshape(()))
+    if not -count <= position <= (count if inserting else count - 1):
+        return None
+    return position + count if position < 0 else position
+
+
+def _one_dtype(elements: list[ir.Value], sequence: ir.Value | None) -> bool:
+    """Whether ``elements`` agree on one element type, and with the dtype of the
+    SequenceEmpty that made ``sequence``, if one did."""
+    dtypes = {v.dtype for v in elements if v.type is not None} - {ir.DataType.UNDEFINED}
+    empty = sequence.producer() if sequence is not None else None
+    assert empty is not None, "_only_reader_elements found the producer"
+    if empty.op_type == "SequenceEmpty":
+        dtypes.add(ir.DataType(empty.attributes.get_int("dtype", ir.DataType.FLOAT.value)))
+    return len(dtypes) <= 1
 
 
 def _sequence_at(node: ir.Node, owner, lengths, opset: int) -> bool:
@@ -339,23 +357,12 @@ class _StaticSplit:
 def _static_split(producer: ir.Node | None, opset: int) -> _StaticSplit | None:
     """``producer`` as a :class:`_StaticSplit`, if it is a SplitToSequence of static bounds
     (an invalid split stays, and its error with it)."""
-    if (
-        producer is None
-        or producer.op_type != "SplitToSequence"
-        or not is_onnx_domain(producer.domain)
-    ):
+    if producer is None or not is_onnx_op(producer, "SplitToSequence"):
         return None
-    tensor = producer.inputs[0]
-    if tensor is None or tensor.shape is None or tensor.type is None:
+    static = _static_axis(producer)
+    if static is None:
         return None
-    rank = tensor.shape.rank()
-    axis = producer.attributes.get_int("axis", 0)
-    if not -rank <= axis < rank:
-        return None
-    axis %= rank
-    size = tensor.shape[axis]
-    if not isinstance(size, int):
-        return None
+    tensor, axis, size = static
     split = producer.inputs[1] if len(producer.inputs) > 1 else None
     sizes = _split_sizes(split, size)
     if sizes is None:
@@ -369,6 +376,19 @@ def _static_split(producer: ir.Node | None, opset: int) -> _StaticSplit | None:
         return None  # read_slice reads one entry with Gather where it can, else with Slice
     keepdims = split is not None or producer.attributes.get_int("keepdims", 1) != 0
     return _StaticSplit(tensor, axis, sizes, keepdims, opset)
+
+
+def _static_axis(split: ir.Node) -> tuple[ir.Value, int, int] | None:
+    """The tensor a split splits, its axis (from 0) and that axis's size, where static."""
+    tensor = split.inputs[0]
+    if tensor is None or tensor.shape is None or tensor.type is None:
+        return None
+    rank = tensor.shape.rank()
+    axis = split.attributes.get_int("axis", 0)
+    if not -rank <= axis < rank:
+        return None
+    size = tensor.shape[axis % rank]
+    return (tensor, axis % rank, size) if isinstance(size, int) else None
 
 
 def _split_to_construct(node: ir.Node, owner, lengths, opset: int) -> bool:
@@ -403,14 +423,10 @@ def _folds(reader: ir.Node, n: int) -> bool:
     (planned before the split it reads is rewritten)."""
     if reader.outputs[0].is_graph_output():
         return False
-    index = 1 if reader.op_type == "SequenceErase" else 2
-    if len(reader.inputs) <= index or reader.inputs[index] is None:
-        return reader.op_type == "SequenceInsert" or n > 1
-    array = static_array(reader.inputs[index])
-    if array is None or array.size != 1 or array.dtype.kind not in "iu":
-        return False
-    high = n - 1 if reader.op_type == "SequenceErase" else n
-    return -n <= int(array.reshape(())) <= high and (reader.op_type == "SequenceInsert" or n > 1)
+    inserting = reader.op_type == "SequenceInsert"
+    index = 2 if inserting else 1
+    position = _static_position(reader, index, n, 0, inserting=inserting)
+    return position is not None and (inserting or n > 1)
 
 
 def _sequence_erase(node: ir.Node, owner, lengths, opset: int) -> bool:
@@ -418,16 +434,11 @@ def _sequence_erase(node: ir.Node, owner, lengths, opset: int) -> bool:
     before = _only_reader_elements(node.inputs[0])
     if not before or node.outputs[0].is_graph_output():
         return False
-    position = len(before) - 1
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        array = static_array(node.inputs[1])
-        if array is None or array.size != 1 or array.dtype.kind not in "iu":
-            return False
-        position = int(array.reshape(()))
-        if not -len(before) <= position < len(before):
-            return False  # out of range: leave the runtime's error in place
-    erased = before[position % len(before)]
-    elements = [v for i, v in enumerate(before) if i != position % len(before)]
+    position = _static_position(node, 1, len(before), len(before) - 1, inserting=False)
+    if position is None:
+        return False
+    erased = before[position]
+    elements = [v for i, v in enumerate(before) if i != position]
     if not elements:
         return False  # (an empty construct is no SequenceConstruct)
     inputs = list(node.inputs)
@@ -498,19 +509,10 @@ def _stack_element(node: ir.Node, owner, opset: int, shapes: _Shapes) -> bool:
         return False  # (a constant position: _sequence_at, in range or not)
     if position.dtype not in (ir.DataType.INT32, ir.DataType.INT64) or shapes(position) != ():
         return False
-    dtypes = {shapes.dtype(t) for t in tensors}
-    known = {shapes(t) for t in tensors}
-    dtype, shape = dtypes.pop(), known.pop()
-    if dtypes or known or shape is None or not all(isinstance(d, int) for d in shape):
+    stacked = _stack_type(tensors, shapes, opset)
+    if stacked is None:
         return False
-    if (
-        dtype is None
-        or dtype == ir.DataType.UNDEFINED
-        or any(
-            unsupported(op, dtype, opset) is not None for op in ("Unsqueeze", "Concat", "Gather")
-        )
-    ):
-        return False
+    dtype, shape = stacked
     form = axes_form("Unsqueeze", [0], opset)
     unsqueezes = [fresh(new_node("Unsqueeze", [t, *form.inputs], form.attributes)) for t in tensors]
     stack = fresh(new_node("Concat", [u.outputs[0] for u in unsqueezes], {"axis": 0}))
@@ -522,6 +524,23 @@ def _stack_element(node: ir.Node, owner, opset: int, shapes: _Shapes) -> bool:
     owner.insert_before(node, [*form.nodes, *unsqueezes, stack, gather])
     become_identity(node, gather.outputs[0], owner)
     return True
+
+
+def _stack_type(
+    tensors: list[ir.Value], shapes: _Shapes, opset: int
+) -> tuple[ir.DataType, tuple[int, ...]] | None:
+    """The one dtype and static shape every tensor is proven to have, where
+    onnxruntime stacks and gathers that dtype; else None."""
+    dtypes = {shapes.dtype(t) for t in tensors}
+    known = {shapes(t) for t in tensors}
+    dtype, shape = dtypes.pop(), known.pop()
+    if dtypes or known or shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    if dtype is None or dtype == ir.DataType.UNDEFINED:
+        return None
+    if any(unsupported(op, dtype, opset) is not None for op in ("Unsqueeze", "Concat", "Gather")):
+        return None
+    return dtype, shape
 
 
 def _split_count(
