@@ -421,28 +421,18 @@ def _floor_tails(window: _PoolWindow, computed: Shape) -> list[int] | None:
 def _resize(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling | None:
     """Scales whose every resized size gives them back (``float32(size) /
     float32(dim)``, as onnxruntime computes the scales of ``sizes``), as sizes."""
-    x = _static(operands[0] if operands else None)
-    scales = operands[2].value if len(operands) > 2 and operands[2] is not None else None
-    if opset < 11 or x is None or scales is None or not scales.size:
+    given = _scaled_by(operands, opset)
+    if given is None:
         return None
-    if len(operands) > 3 and operands[3] is not None:
-        return None
+    x, scales = given
     mode = node.attributes.get_string("coordinate_transformation_mode", "half_pixel")
     if mode == "tf_crop_and_resize":
         return None  # (the spec sizes it by its roi too: not checked here)
     rank = len(x)
     axes = [a % rank for a in node.attributes.get_ints("axes", [])] or list(range(rank))
-    flat = scales.reshape(-1).astype(np.float32)
-    if len(axes) != flat.size:
+    sizes = _sizes_of_scales(x, axes, scales.reshape(-1).astype(np.float32), computed)
+    if sizes is None:
         return None
-    sizes = []
-    for axis, scale in zip(axes, flat, strict=True):
-        size = computed[axis]
-        if not isinstance(size, int) or size < 1 or x[axis] < 1:
-            return None
-        if np.float32(size) / np.float32(x[axis]) != scale:
-            return None
-        sizes.append(size)
     # (no scales from Resize-13 on; an empty tensor before, which onnxscript's
     # optimizer may fold into one the checker then reads as given)
     replaced: dict[int, np.ndarray | None] = {
@@ -450,6 +440,36 @@ def _resize(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling 
         3: np.array(sizes, np.int64),
     }
     return Respelling(node, {}, replaced, {"keep_aspect_ratio_policy": None})
+
+
+def _scaled_by(operands, opset: int) -> tuple[list[int], np.ndarray] | None:
+    """A Resize's static input shape and its constant scales, where it is
+    given those and no sizes (from opset 11, where sizes can replace them)."""
+    x = _static(operands[0] if operands else None)
+    scales = operands[2].value if len(operands) > 2 and operands[2] is not None else None
+    if opset < 11 or x is None or scales is None or not scales.size:
+        return None
+    if len(operands) > 3 and operands[3] is not None:
+        return None
+    return x, scales
+
+
+def _sizes_of_scales(
+    x: list[int], axes: list[int], scales: np.ndarray, computed: Shape
+) -> list[int] | None:
+    """The ``computed`` size along each of ``axes``, where each gives back its
+    scale as onnxruntime computes it from sizes; else None."""
+    if len(axes) != scales.size:
+        return None
+    sizes = []
+    for axis, scale in zip(axes, scales, strict=True):
+        size = computed[axis]
+        if not isinstance(size, int) or size < 1 or x[axis] < 1:
+            return None
+        if np.float32(size) / np.float32(x[axis]) != scale:
+            return None
+        sizes.append(size)
+    return sizes
 
 
 _RULES: dict[str, _Rule] = {
