@@ -6,7 +6,7 @@ Public API: :func:`lower` (and :func:`lower_in_place` for onnx_ir models;
 valid on its own (:class:`FixInputShapesPass`, :class:`DoubtedShapesPass`,
 :class:`SpecializeFunctionsPass`, :class:`FoldInsertChainsPass`,
 :class:`LowerAccumulatorLoopsPass`, :class:`LowerSequenceMapPass`, :class:`EliminateSequencesPass`,
-:class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
+:class:`ReadSequencesPass`, :class:`NormalizeSequenceInsertPass`, :class:`OptimizePass`,
 :class:`CopyPassedThroughPass`, :class:`FillEmptyStartsPass`, :class:`ConstantValueFormPass`, :class:`TargetOpsetPass`, :class:`IrVersionPass`) and
 :class:`FreshNamesPass`; :class:`Options`; :class:`LoweringError` and
 :func:`refusal` (the refusal inside an onnx_ir ``PassError``); and
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
     from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
     from lowering.passes.optimize import OptimizePass
+    from lowering.passes.read_sequences import ReadSequencesPass
     from lowering.passes.specialize_functions import SpecializeFunctionsPass
     from lowering.passes.target_opset import TargetOpsetPass
     from lowering.report import Report
@@ -67,6 +68,7 @@ _HOMES = {
     "LowerSequenceMapPass": "lowering.passes.lower_sequence_maps",
     "NormalizeSequenceInsertPass": "lowering.passes.normalize_inserts",
     "OptimizePass": "lowering.passes.optimize",
+    "ReadSequencesPass": "lowering.passes.read_sequences",
     "SpecializeFunctionsPass": "lowering.passes.specialize_functions",
     "TargetOpsetPass": "lowering.passes.target_opset",
     "Pipeline": "lowering.steps",
@@ -95,6 +97,7 @@ __all__ = [
     "OptionError",
     "Options",
     "Pipeline",
+    "ReadSequencesPass",
     "Report",
     "Rewrite",
     "SpecializeFunctionsPass",

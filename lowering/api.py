@@ -1,42 +1,40 @@
 """The Python entry points: ``lowering.lower(model)``, ``lower_in_place`` and
-``lower_with_report``."""
+``lower_with_report``.
+
+Each takes one :class:`~lowering.options.Options` (``options=``) and any of
+its fields as keywords, which override it: ``lower(model, runtime="tract")``
+is ``lower(model, Options(runtime="tract"))``. The options are named, typed
+and documented once, on :class:`~lowering.options.Options`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, overload
 
 import onnx
 import onnx_ir as ir
 
-from lowering.options import DEFAULT_MAX_UNROLL, Options, RuntimeName, Strategy
+from lowering.options import Options, OptionValues, resolved
 from lowering.progress import Callback, silent
 from lowering.report import Measure, Report
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.steps import Pipeline
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 
 def lower_in_place(
     model: ir.Model,
+    options: Options | None = None,
     *,
-    normalize_inserts: bool = True,
-    strategy: Strategy = "auto",
-    max_unroll: int = DEFAULT_MAX_UNROLL,
-    runtime: RuntimeName = "onnxruntime",
-    optimize: bool = False,
-    target_opset: int | None = None,
-    ir_version: int | None = None,
-    keep_originals: bool = False,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
     restore_from: Callable[[], ir.Model] | None = None,
     progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
 ) -> list[Rewrite]:
-    """Lower ``model`` in place and say what was rewritten.
-
-    Runs :func:`lowering.pipeline` with these options (see :func:`lower`
-    for each): the maps, then the insert positions, then what is asked for.
-    ``keep_originals`` keeps a copy of each rewritten node for
-    :meth:`Rewrite.before`.
+    """Lower ``model`` in place and say what was rewritten: ``lowering.pipeline``'s
+    rewrites (:class:`~lowering.options.Options` says what each option does).
 
     All or nothing: if any step raises (:class:`LoweringError` for a model
     that cannot be lowered), ``model`` is left exactly as it was. Each pass
@@ -48,91 +46,42 @@ def lower_in_place(
     ``progress`` is told how far it is (:mod:`lowering.progress`; by default
     no one is).
     """
-    options = Options(
-        normalize_inserts=normalize_inserts,
-        strategy=strategy,
-        max_unroll=max_unroll,
-        runtime=runtime,
-        optimize=optimize,
-        target_opset=target_opset,
-        ir_version=ir_version,
-        keep_originals=keep_originals,
-        input_shapes=input_shapes,  # type: ignore[arg-type]
-    )
-    return Pipeline(options, restore_from=restore_from, progress=progress)(model).rewrites
+    chosen = resolved(options, overrides, "lower_in_place")
+    return Pipeline(chosen, restore_from=restore_from, progress=progress)(model).rewrites
 
 
 @overload
 def lower(
     model: onnx.ModelProto,
+    options: Options | None = None,
     *,
-    normalize_inserts: bool = ...,
-    strategy: Strategy = ...,
-    max_unroll: int = ...,
-    runtime: RuntimeName = ...,
-    optimize: bool = ...,
-    target_opset: int | None = ...,
-    ir_version: int | None = ...,
-    keep_originals: bool = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    progress: Callback = ...,
+    progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
 ) -> onnx.ModelProto: ...
 @overload
 def lower(
     model: ir.Model,
+    options: Options | None = None,
     *,
-    normalize_inserts: bool = ...,
-    strategy: Strategy = ...,
-    max_unroll: int = ...,
-    runtime: RuntimeName = ...,
-    optimize: bool = ...,
-    target_opset: int | None = ...,
-    ir_version: int | None = ...,
-    keep_originals: bool = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    progress: Callback = ...,
+    progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
 ) -> ir.Model: ...
 def lower(
     model: onnx.ModelProto | ir.Model,
+    options: Options | None = None,
     *,
-    normalize_inserts: bool = True,
-    strategy: Strategy = "auto",
-    max_unroll: int = DEFAULT_MAX_UNROLL,
-    runtime: RuntimeName = "onnxruntime",
-    optimize: bool = False,
-    target_opset: int | None = None,
-    ir_version: int | None = None,
-    keep_originals: bool = False,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
 ) -> onnx.ModelProto | ir.Model:
     """Rewrite every SequenceMap in ``model`` into an equivalent form without it.
 
-    Options (the same as :func:`lower_in_place`'s): ``strategy`` "auto"
-    picks, for each map, the first form that fits: vectorize (the body once
-    on the stacked elements, no loop), unroll (a static length of at most
-    ``max_unroll``, default 16), scan (split -> map -> concat), uniform (a
-    Loop with scan outputs where every output element has one shape: O(n)),
-    and the general Loop + SequenceInsert form elsewhere
-    (docs/strategies.md); "loop" forces the general form.
-    ``runtime`` names the runtime the output is for: where a loop is
-    unavoidable it picks a form that runtime runs (a Scan for "tract", a
-    Loop with scan outputs for "mnn"), unrolls static maps of any length
-    for runtimes with no loop ("tvm", "tinygrad", "iree", "generic"), and raises
-    LoweringError for a map it can run in no form. Then,
-    unless ``normalize_inserts`` is False, every SequenceInsert position is
-    put into canonical form (see :mod:`lowering.passes.normalize_inserts`).
-    ``optimize`` folds constants afterwards; ``target_opset`` declares an
-    older (or newer) default-domain opset, and then the lowest IR version
-    the content allows; ``ir_version`` declares that IR version instead
-    (LoweringError if the content needs a higher one). Without either, the
-    output keeps the input's IR version. ``input_shapes`` (``{"x": (5, 4)}``)
-    fixes the dims of those graph inputs first (the elements' of a sequence
-    input), so the proof and the form choice use them and the output's
-    inputs declare them (:mod:`lowering.passes.fix_input_shapes`); a name
-    that is no input, or dims that contradict a declared rank or static dim,
-    raise :class:`~lowering.options.InputShapeError` (a ValueError). ``progress`` is told how far it is
-    (:mod:`lowering.progress`; by default no one is).
+    ``options`` (default: :class:`~lowering.options.Options`' defaults), with
+    any of its fields given as keywords in its place, says how: the form of
+    each map (``strategy``, ``max_unroll``), the ``runtime`` the output is
+    for, the SequenceInsert positions (``normalize_inserts``), ``optimize``,
+    the opset and IR version declared (``target_opset``, ``ir_version``),
+    fixed ``input_shapes``; each field's doc says more. ``progress`` is told
+    how far it is (:mod:`lowering.progress`; by default no one is).
 
     What changed the model is recorded in its ``metadata_props``
     (``lowering.version``, ``lowering.options``), only when something was
@@ -150,65 +99,34 @@ def lower(
         ValueError: an option has a value it cannot take.
         TypeError: ``model`` is neither kind of model, or an option is misspelt.
     """
-    options = Options(
-        normalize_inserts=normalize_inserts,
-        strategy=strategy,
-        max_unroll=max_unroll,
-        runtime=runtime,
-        optimize=optimize,
-        target_opset=target_opset,
-        ir_version=ir_version,
-        keep_originals=keep_originals,
-        input_shapes=input_shapes,  # type: ignore[arg-type]
-    )
-    return _lowered(model, options, progress, "lower")[0]
+    chosen = resolved(options, overrides, "lower")
+    return _lowered(model, chosen, progress, "lower")[0]
 
 
 @overload
 def lower_with_report(
     model: onnx.ModelProto,
+    options: Options | None = None,
     *,
-    normalize_inserts: bool = ...,
-    strategy: Strategy = ...,
-    max_unroll: int = ...,
-    runtime: RuntimeName = ...,
-    optimize: bool = ...,
-    target_opset: int | None = ...,
-    ir_version: int | None = ...,
-    keep_originals: bool = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    progress: Callback = ...,
+    progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
 ) -> tuple[onnx.ModelProto, Report]: ...
 @overload
 def lower_with_report(
     model: ir.Model,
+    options: Options | None = None,
     *,
-    normalize_inserts: bool = ...,
-    strategy: Strategy = ...,
-    max_unroll: int = ...,
-    runtime: RuntimeName = ...,
-    optimize: bool = ...,
-    target_opset: int | None = ...,
-    ir_version: int | None = ...,
-    keep_originals: bool = ...,
-    input_shapes: Mapping[str, Sequence[int]] | None = ...,
-    progress: Callback = ...,
+    progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
 ) -> tuple[ir.Model, Report]: ...
 def lower_with_report(
     model: onnx.ModelProto | ir.Model,
+    options: Options | None = None,
     *,
-    normalize_inserts: bool = True,
-    strategy: Strategy = "auto",
-    max_unroll: int = DEFAULT_MAX_UNROLL,
-    runtime: RuntimeName = "onnxruntime",
-    optimize: bool = False,
-    target_opset: int | None = None,
-    ir_version: int | None = None,
-    keep_originals: bool = False,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
 ) -> tuple[onnx.ModelProto, Report] | tuple[ir.Model, Report]:
-    """:func:`lower`, and what it did: ``(lowered, report)``.
+    """:func:`lower`, and what it did: ``(lowered, report)``; the same options.
 
     The :class:`lowering.Report` is what ``--report FILE.json`` writes
     (``report.to_json()``) and the summary says: every rewritten node with
@@ -220,18 +138,8 @@ def lower_with_report(
     could declare; :func:`lower` does neither. Raises as :func:`lower` does
     (no report: the model is as it was).
     """
-    options = Options(
-        normalize_inserts=normalize_inserts,
-        strategy=strategy,
-        max_unroll=max_unroll,
-        runtime=runtime,
-        optimize=optimize,
-        target_opset=target_opset,
-        ir_version=ir_version,
-        keep_originals=keep_originals,
-        input_shapes=input_shapes,  # type: ignore[arg-type]
-    )
-    lowered, report = _lowered(model, options, progress, "lower_with_report", report=True)
+    chosen = resolved(options, overrides, "lower_with_report")
+    lowered, report = _lowered(model, chosen, progress, "lower_with_report", report=True)
     assert report is not None, "_lowered reports when asked"
     return lowered, report  # type: ignore[return-value]
 

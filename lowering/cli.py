@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import onnx_ir as ir
 
     from lowering import verify
+    from lowering.options import Options
     from lowering.progress import Callback, ProgressLine
     from lowering.report import Files, Measure, Report
     from lowering.rewrites import Kept, LoweringResult
@@ -43,18 +44,17 @@ STREAM = "-"  # model_io.STREAM, which the parser's checks need before model_io 
 def run_pipeline(
     model: ir.Model,
     *,
+    options: Options,
     restore_from: Callable[[], ir.Model] | None = None,
     progress: Callback | None = None,
-    **options: Any,
 ) -> LoweringResult:
     """:func:`lowering.api.lower_in_place`, with all the pipeline says: what it
     rewrote and what it left as written. Imported when a model is lowered (and
     the seam tests replace to sabotage a lowering)."""
-    from lowering.options import Options
     from lowering.progress import silent
     from lowering.steps import Pipeline
 
-    lower = Pipeline(Options(**options), restore_from=restore_from, progress=progress or silent)
+    lower = Pipeline(options, restore_from=restore_from, progress=progress or silent)
     return lower(model)
 
 
@@ -343,7 +343,7 @@ def _read_lower_write(args: argparse.Namespace, run: _Run, paused: contextlib.Ex
     run.stage = "lower"
     result = run_pipeline(
         model,
-        **dataclasses.asdict(args.options),
+        options=args.options,
         restore_from=lambda: model_io.reread(source),  # no snapshot: IN is at hand
         progress=run.line,
     )

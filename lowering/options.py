@@ -1,7 +1,8 @@
 """The options of a lowering, typed and checked in one place.
 
-``lowering.lower(model, **options)``, ``lowering.pipeline(**options)``, the
-CLI's flags and each pass's constructor take the same options, and every
+:class:`Options` names, types and documents every option once.
+``lowering.lower(model, options, **overrides)``, ``lowering.pipeline(...)``,
+the CLI's flags and each pass's constructor take the same options, and every
 value is checked here, by :class:`Options` or the check of that one option.
 A bad value is an :class:`OptionError` (a ``ValueError``), which each surface
 spells its own way: ``max_unroll must be ...`` from Python,
@@ -11,8 +12,8 @@ spells its own way: ``max_unroll must be ...`` from Python,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
-from typing import Literal, get_args
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, TypedDict, get_args
 
 import onnx
 
@@ -30,7 +31,7 @@ RuntimeName = Literal[
 
 __all__ = [
     "DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "InputShapeError", "MissingExtraError",
-    "OptionError", "Options",
+    "OptionError", "OptionValues", "Options", "resolved",
 ]  # fmt: skip
 
 assert get_args(Strategy) == STRATEGIES, "Strategy lists lowering.defaults.STRATEGIES"
@@ -199,10 +200,46 @@ def check_flag(name: str, value: object) -> bool:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Options:
-    """Every option of a lowering; see :func:`lowering.lower` for what each does.
+    """Every option of a lowering, named, typed and documented here only.
 
-    Checked when made: a bad value raises :class:`OptionError`, a misspelt
-    option ``TypeError``, before any work.
+    :func:`lowering.lower`, ``lower_in_place``, ``lower_with_report`` and
+    :func:`lowering.pipeline` take one (``options=``) and each field as a
+    keyword that overrides it (:func:`resolved`); the command line's flags
+    are the same options. Checked when made: a bad value raises
+    :class:`OptionError`, a misspelt option ``TypeError``, before any work.
+
+    Attributes:
+        normalize_inserts: Put every SequenceInsert position into canonical
+            form after the maps (:mod:`lowering.passes.normalize_inserts`).
+        strategy: "auto" picks, for each map, the first form that fits:
+            vectorize (the body once on the stacked elements, no loop),
+            unroll (a static length of at most ``max_unroll``), scan
+            (split -> map -> concat), uniform (a Loop with scan outputs where
+            every output element has one shape: O(n)), and the general
+            Loop + SequenceInsert form elsewhere (docs/strategies.md); "loop"
+            forces the general form.
+        max_unroll: The longest static map "auto" unrolls.
+        runtime: The runtime the output is for: where a loop is unavoidable
+            it picks a form that runtime runs (a Scan for "tract", a Loop
+            with scan outputs for "mnn"), unrolls static maps of any length
+            for runtimes with no loop ("tvm", "tinygrad", "iree", "generic"),
+            and refuses (LoweringError) a map it can run in no form. A
+            release may follow a colon (``openvino:2024.6``).
+        optimize: Fold constants afterwards with onnxscript's optimizer (the
+            ``optimize`` extra).
+        target_opset: Declare this default-domain opset (older or newer),
+            then the lowest IR version the content allows.
+        ir_version: Declare this IR version instead (LoweringError if the
+            content needs a higher one). Without it or ``target_opset``, the
+            output keeps the input's IR version.
+        keep_originals: Keep a copy of each rewritten node, for
+            :meth:`lowering.Rewrite.before` (the command line's ``-v``).
+        input_shapes: ``{"x": (5, 4)}``: fix the dims of those graph inputs
+            first (the elements' of a sequence input), so the proof and the
+            form choice use them and the output's inputs declare them
+            (:mod:`lowering.passes.fix_input_shapes`); a name that is no
+            input, or dims that contradict a declared rank or static dim,
+            raise :class:`InputShapeError`.
     """
 
     normalize_inserts: bool = True
@@ -226,3 +263,46 @@ class Options:
             check_flag(name, getattr(self, name))
         if self.optimize:
             check_extra("optimize")
+
+
+class OptionValues(TypedDict, total=False):
+    """:class:`Options`' fields as keywords (``lower(model, runtime="tract")``),
+    for the type of ``**overrides``: the same names and types, so mypy and IDEs
+    check them (tests/test_api.py holds the two equal; ``input_shapes`` takes
+    any sequence of dims, which Options keeps as tuples); the docs are Options'."""
+
+    normalize_inserts: bool
+    strategy: Strategy
+    max_unroll: int
+    runtime: RuntimeName
+    optimize: bool
+    target_opset: int | None
+    ir_version: int | None
+    keep_originals: bool
+    input_shapes: Mapping[str, Sequence[int]] | None
+
+
+def resolved(options: Options | None, overrides: Mapping[str, Any], caller: str) -> Options:
+    """``options`` (by default :class:`Options`'s defaults) with ``overrides``
+    in place of its fields: what each entry point lowers with.
+
+    Raises ``TypeError`` naming ``caller`` for an override that is no option
+    or an ``options`` that is no :class:`Options`, and :class:`OptionError`
+    for a bad value.
+    """
+    if options is not None and not isinstance(options, Options):
+        raise TypeError(
+            f"{caller}() expected options=lowering.Options(...), got {type(options).__name__}"
+        )
+    unknown = [name for name in overrides if name not in _FIELDS]
+    if unknown:
+        raise TypeError(
+            f"{caller}() got an unexpected keyword argument {unknown[0]!r} "
+            f"(the options are lowering.Options' fields: {', '.join(_FIELDS)})"
+        )
+    if options is None:
+        return Options(**overrides)
+    return dataclasses.replace(options, **overrides) if overrides else options
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(Options))

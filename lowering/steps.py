@@ -13,7 +13,7 @@ name so that importing it never hides that function.)
     LowerAccumulatorLoopsPass  +  sequences Loops accumulate, as scan outputs or a Concat
     LowerSequenceMapPass      *   every SequenceMap, in the form chosen for it
     EliminateSequencesPass    **  the sequence ops the lowering left, read as tensors
-                                  (with no map lowered: the user's chains, if any sequence op)
+    ReadSequencesPass         ++  the user's chains read as tensors, each rewrite reported
     NormalizeSequenceInsertPass   canonical positions      (unless normalize_inserts=False)
     OptimizePass              *** onnxscript's optimizer   (optimize=True)
     CopyPassedThroughPass         a copy of each input a loop body returns as it is
@@ -28,6 +28,7 @@ name so that importing it never hides that function.)
     *    only when the model holds a SequenceMap
     +    only when the model holds a sequence op other than SequenceMap
     **   only when a map was lowered
+    ++   only when the model holds a sequence op other than SequenceMap, and no map was lowered
     ***  only when a map, a position or a sequence op was rewritten
     **** only when a node was rewritten, or an opset or the IR version declared anew
 
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
@@ -50,7 +52,7 @@ from lowering.errors import LoweringError, refusal
 from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes
 from lowering.irutils.snapshot import restorer, snapshot
-from lowering.options import Options
+from lowering.options import Options, OptionValues, resolved
 from lowering.passes.constant_form import ConstantValueFormPass
 from lowering.passes.copy_passed_through import CopyPassedThroughPass
 from lowering.passes.doubted_shapes import DoubtedShapesPass
@@ -64,11 +66,15 @@ from lowering.passes.lower_sequence_maps import LowerSequenceMapPass
 from lowering.passes.normalize_inserts import NormalizeSequenceInsertPass
 from lowering.passes.optimize import OptimizePass
 from lowering.passes.provenance import ProvenancePass
+from lowering.passes.read_sequences import ReadSequencesPass
 from lowering.passes.specialize_functions import SpecializeFunctionsPass, SpecializeResult
 from lowering.passes.target_opset import TargetOpsetPass
 from lowering.progress import Callback, silent
 from lowering.rewrites import Kept, LoweringResult, stays
 from lowering.runtimes.profiles import profile
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,10 +133,11 @@ STEPS: tuple[Step, ...] = (
         ),
         lambda o, p: p.has_maps,
     ),
+    Step("eliminate sequences", lambda o, p: EliminateSequencesPass(), lambda o, p: p.maps_lowered),
     Step(
-        "eliminate sequences",
-        lambda o, p: EliminateSequencesPass(after_maps=p.maps_lowered),
-        lambda o, p: p.maps_lowered or p.has_sequences,
+        "read sequences",
+        lambda o, p: ReadSequencesPass(),
+        lambda o, p: p.has_sequences and not p.maps_lowered,
     ),
     Step(
         "normalize inserts",
@@ -203,12 +210,22 @@ class Pipeline(ir.passes.InPlacePass):
     @property
     def passes(self) -> list[ir.passes.PassBase]:
         """Every pass the pipeline may run with its options, in order (each runs
-        only when its step says: these are the ones whose step could say so)."""
-        anything = Progress(
-            has_maps=True, has_sequences=True, maps_lowered=True, rewritten=True, changed=True
-        )
+        only when its step says: these are the ones whose step could say so,
+        whether or not a map is lowered)."""
+        states = [
+            Progress(
+                has_maps=True,
+                has_sequences=True,
+                maps_lowered=lowered,
+                rewritten=True,
+                changed=True,
+            )
+            for lowered in (True, False)
+        ]
         return [
-            step.make(self.options, anything) for step in STEPS if step.when(self.options, anything)
+            step.make(self.options, states[0])
+            for step in STEPS
+            if any(step.when(self.options, state) for state in states)
         ]
 
     def call(self, model: ir.Model) -> LoweringResult:
@@ -280,15 +297,21 @@ def _with_stays(error: LoweringError, kept: list[Kept]) -> LoweringError:
     )
 
 
-def pipeline(*, progress: Callback = silent, **options) -> Pipeline:
-    """The passes of :func:`lowering.lower`, as one onnx_ir pass, for ``options``.
+def pipeline(
+    options: Options | None = None,
+    *,
+    progress: Callback = silent,
+    **overrides: Unpack[OptionValues],
+) -> Pipeline:
+    """The passes of :func:`lowering.lower`, as one onnx_ir pass, for ``options``
+    (with any field given as a keyword in its place, as ``lower`` takes them).
 
     ``lowering.pipeline(strategy="loop")(model).rewrites`` is what
     ``lowering.lower_in_place(model, strategy="loop")`` returns, and its
-    ``kept`` the SequenceInsert positions left as written (and why); the options
-    are :class:`lowering.options.Options`'s. ``progress``: see :class:`Pipeline`.
+    ``kept`` the SequenceInsert positions left as written (and why).
+    ``progress``: see :class:`Pipeline`.
     """
-    return Pipeline(Options(**options), progress=progress)
+    return Pipeline(resolved(options, overrides, "pipeline"), progress=progress)
 
 
 def _declared(model: ir.Model) -> tuple:

@@ -651,8 +651,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "acc-stack-under-if",
         "accumulators",
         "lowering/loops/accumulators.py",
-        "if static and accumulator.branch is None:",
-        "if static:",
+        "if static and accumulator.branch is None and _stack_serves(accumulator, opset):",
+        "if static and _stack_serves(accumulator, opset):",
         "an append under an If is stacked as a scan output (every iteration)",
     ),
     Mutant(

@@ -13,6 +13,7 @@ import gc
 import importlib.resources
 import inspect
 import re
+import typing
 from collections.abc import Iterator
 
 import numpy as np
@@ -21,6 +22,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
+import lowering.options
 from lowering import LowerSequenceMapPass, NormalizeSequenceInsertPass, TargetOpsetPass
 from tests.helpers import cli, parse
 
@@ -214,12 +216,49 @@ def test_each_pass_checks_before_it_changes(name):
     assert ir.serde.serialize_model(model).SerializeToString() == before
 
 
+ENTRY_POINTS = {
+    "lower": lambda model, *a, **k: lowering.lower(model, *a, **k),
+    "lower_in_place": lambda model, *a, **k: lowering.lower_in_place(model, *a, **k),
+    "lower_with_report": lambda model, *a, **k: lowering.lower_with_report(model, *a, **k),
+    "pipeline": lambda model, *a, **k: lowering.pipeline(*a, **k)(model),
+}
+
+
+def _strategies(model, name, *options, **overrides):
+    """The strategy each map got, through entry point ``name`` (through ``lower``,
+    which does not say: the ops of the lowered graph)."""
+    result = ENTRY_POINTS[name](model, *options, **overrides)
+    if name == "lower":
+        return [node.op_type for node in result.graph]
+    if name == "lower_with_report":
+        return [node.strategy for node in result[1].nodes]
+    rewrites = result if name == "lower_in_place" else result.rewrites
+    return [r.strategy for r in rewrites if r.op_type == "SequenceMap"]
+
+
+@pytest.mark.parametrize("name", [n for n in ENTRY_POINTS if n != "lower"])
+def test_a_misspelt_option_is_a_type_error_naming_the_entry_point(name):
+    model = ir.serde.deserialize_model(parse(f"{H}\n{SIGNATURE} {{\n{GOOD}\nz = Identity(a)\n}}"))
+    before = ir.serde.serialize_model(model).SerializeToString()
+    with pytest.raises(
+        TypeError, match=rf"{name}\(\) got an unexpected keyword argument 'max_unrol'"
+    ):
+        ENTRY_POINTS[name](model, max_unrol=0)
+    assert ir.serde.serialize_model(model).SerializeToString() == before
+
+
 def test_a_misspelt_option_is_a_type_error_naming_lower():
     model = parse(f"{H}\n{SIGNATURE} {{\n{GOOD}\nz = Identity(a)\n}}")
     with pytest.raises(TypeError, match=r"lower\(\) got an unexpected keyword argument 'stratgy'"):
         lowering.lower(model, stratgy="loop")  # type: ignore[call-overload]
     with pytest.raises(TypeError, match=r"lower_in_place\(\) got an unexpected keyword"):
         lowering.lower_in_place(ir.serde.deserialize_model(model), max_unrol=0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"the options are lowering.Options' fields: normalize_"):
+        lowering.lower(model, stratgy="loop")  # type: ignore[call-overload]
+    with pytest.raises(
+        TypeError, match=r"lower\(\) expected options=lowering.Options\(...\), got dict"
+    ):
+        lowering.lower(model, {"strategy": "loop"})  # type: ignore[call-overload]
 
 
 @pytest.mark.parametrize(
@@ -236,36 +275,55 @@ def test_bad_option_values_are_value_errors_before_any_work(options, message):
     before = ir.serde.serialize_model(model).SerializeToString()
     with pytest.raises(ValueError, match=message):
         lowering.lower(model, **options)
+    with pytest.raises(ValueError, match=message):  # as an override of an Options too
+        lowering.lower(model, lowering.Options(), **options)
     assert ir.serde.serialize_model(model).SerializeToString() == before
 
 
+@pytest.mark.parametrize("name", list(ENTRY_POINTS))
+def test_an_options_and_its_fields_as_keywords_lower_alike(name):
+    """``Options(...)``, its fields as keywords, and keywords over an Options are one
+    thing; a keyword wins over the Options' own value."""
+    text = f"""{H}
+    g (float[4, 3] x) => (float[12] z) {{
+      s = SplitToSequence <axis = 0, keepdims = 0> (x)
+      y = SequenceMap <body = body (float[3] e) => (float[3] r) {{ r = Neg(e) }}> (s)
+      z = ConcatFromSequence <axis = 0> (y)
+    }}"""
+    fresh = lambda: ir.serde.deserialize_model(parse(text))
+    auto = _strategies(fresh(), name)
+    loop = _strategies(fresh(), name, strategy="loop")
+    assert auto != loop  # the map's own form, so forcing "loop" shows
+    assert "Loop" in loop if name == "lower" else loop == ["loop"]
+    assert _strategies(fresh(), name, lowering.Options(strategy="loop")) == loop
+    assert _strategies(fresh(), name, options=lowering.Options(strategy="loop")) == loop
+    assert _strategies(fresh(), name, lowering.Options(strategy="loop"), strategy="auto") == auto
+    assert _strategies(fresh(), name, lowering.Options(max_unroll=0), strategy="loop") == loop
+
+
 @pytest.mark.parametrize(
-    "function", [lowering.lower, lowering.lower_in_place, lowering.lower_with_report]
+    "function",
+    [lowering.lower, lowering.lower_in_place, lowering.lower_with_report, lowering.pipeline],
 )
-def test_options_are_listed_explicitly(function):
-    """IDEs and mypy see every option: keyword-only parameters, no ``**kwargs``."""
-    parameters = list(inspect.signature(function).parameters.values())
-    assert parameters[-1].name == "progress"  # not an option: who is told how far it is
-    parameters = parameters[:-1]
-    if function is lowering.lower_in_place:  # not an option: where to restore from on failure
-        assert parameters[-1].name == "restore_from"
-        parameters = parameters[:-1]
-    assert [p.kind for p in parameters[1:]] == [inspect.Parameter.KEYWORD_ONLY] * 9
-    assert [p.name for p in parameters[1:]] == [
-        "normalize_inserts",
-        "strategy",
-        "max_unroll",
-        "runtime",
-        "optimize",
-        "target_opset",
-        "ir_version",
-        "keep_originals",
-        "input_shapes",
-    ]
-    assert [f.name for f in dataclasses.fields(lowering.Options)] == [
-        p.name for p in parameters[1:]
-    ]
-    assert all(p.annotation is not inspect.Parameter.empty for p in parameters)
+def test_the_options_are_spelled_once(function):
+    """Each entry point takes one ``options`` and its fields as typed ``**overrides``
+    (lowering.options.OptionValues, which mypy and IDEs read: the same names and
+    types as Options'); each field is documented on Options, and only there."""
+    parameters = inspect.signature(function).parameters
+    fields = [f.name for f in dataclasses.fields(lowering.Options)]
+    assert parameters["options"].default is None
+    assert parameters["overrides"].kind is inspect.Parameter.VAR_KEYWORD
+    assert not set(parameters) & set(fields)
+    assert "Unpack[OptionValues]" in str(parameters["overrides"].annotation)
+    typed = typing.get_type_hints(lowering.options.OptionValues)
+    assert list(typed) == fields
+    hints = typing.get_type_hints(lowering.Options)
+    differ = [name for name in fields if typed[name] != hints[name]]
+    assert differ == ["input_shapes"]  # any sequence of dims in, tuples kept
+    doc = inspect.getdoc(lowering.Options)
+    assert [name for name in fields if f"\n    {name}: " in doc] == fields
+    assert function.__doc__ is not None
+    assert not [name for name in fields if f"{name}:" in function.__doc__]
 
 
 def test_the_package_ships_py_typed():

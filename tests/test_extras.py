@@ -224,5 +224,8 @@ def test_mypy_sees_the_installed_packages_types(tmp_path):
     )
     # the one error is the deliberate one: mypy knows the options' types
     assert "user.py:5: error: Incompatible types in assignment" in done.stdout, done.stdout
-    assert "def (model: onnx_ir._core.Model, *, normalize_inserts: bool" in done.stdout
+    assert (
+        "def (model: onnx_ir._core.Model, options: lowering.options.Options | None" in done.stdout
+    )
+    assert "'max_unroll'?: int" in done.stdout  # each option's type, from OptionValues
     assert "Found 1 error" in done.stdout and "import-not-found" not in done.stdout

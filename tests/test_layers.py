@@ -5,7 +5,8 @@
                                  packages and the progress callback,
                                  importing nothing)
     analysis, runtimes, options (read-only facts; the options and their checks)
-    maps, loops, opset          (what the passes write)
+    maps, loops, opset,         (what the passes write)
+    sequences
     passes                      (one pass per module)
     pipeline, api, cli, ...     (entry points)
 
@@ -34,6 +35,7 @@ LAYERS = {
     "maps": 2,
     "loops": 2,
     "opset": 2,
+    "sequences": 2,
     "passes": 3,
 }
 TOP = 4  # everything else: the entry points

@@ -38,6 +38,7 @@ PASSES = {
     "LowerSequenceMapPass(loop)": lambda: lowering.LowerSequenceMapPass("loop"),
     "LowerSequenceMapPass(tract)": lambda: lowering.LowerSequenceMapPass(runtime="tract"),
     "EliminateSequencesPass": lambda: lowering.EliminateSequencesPass(),
+    "ReadSequencesPass": lambda: lowering.ReadSequencesPass(),
     "NormalizeSequenceInsertPass": lambda: lowering.NormalizeSequenceInsertPass(),
     "ConstantValueFormPass": lambda: ConstantValueFormPass(),
     "CopyPassedThroughPass(openvino)": lambda: lowering.CopyPassedThroughPass("openvino"),
@@ -70,6 +71,7 @@ def check_alone(proto: onnx.ModelProto, name: str) -> None:
         lowering.LowerAccumulatorLoopsPass,
         lowering.CopyPassedThroughPass,
         lowering.FillEmptyStartsPass,
+        lowering.ReadSequencesPass,
     )
     if isinstance(pass_, rewriting):
         assert isinstance(result, lowering.LoweringResult)
@@ -192,6 +194,7 @@ def test_the_pipelines_passes_are_listed_in_order(runtime):
         "LowerAccumulatorLoopsPass",
         "LowerSequenceMapPass",
         "EliminateSequencesPass",
+        "ReadSequencesPass",
         "NormalizeSequenceInsertPass",
         "OptimizePass",
         *faults,

@@ -77,44 +77,56 @@ def wrapped(q: ir.Value | None) -> Wrap | None:
     Its ``negative`` form (no inner Where) is taken only where p is a
     negative constant: for p >= 0 it would compute p + n.
     """
-    outer = q.producer() if q is not None else None
-    if outer is None or not is_onnx_op(outer, "Where") or len(outer.inputs) != 3:
+    outer = _made_by(q, "Where", 3)
+    if outer is None:
         return None
     is_below, p, inner = outer.inputs
     below = _less_than_zero(is_below)
     if below is None or p is None:
         return None
     shifted = below.inputs[0]
-    add = shifted.producer() if shifted is not None else None
-    if add is None or not is_onnx_op(add, "Add") or len(add.inputs) != 2 or add.inputs[0] is not p:
+    add = _made_by(shifted, "Add", 2)
+    if add is None or add.inputs[0] is not p or add.inputs[1] is None:
         return None
     n = add.inputs[1]
-    if n is None:
-        return None
     if inner is shifted:
-        constant = constant_array(p)
-        if constant is None or constant.size != 1 or not (constant < 0).all():
-            return None
-        return Wrap(p, n, True, [add, below, outer])
-    where = inner.producer() if inner is not None else None
-    if (
-        where is None
-        or not is_onnx_op(where, "Where")
-        or len(where.inputs) != 3
-        or where.inputs[1] is not shifted
-        or where.inputs[2] is not p
-    ):
+        return Wrap(p, n, True, [add, below, outer]) if _negative_constant(p) else None
+    found = _inner_where(inner, shifted, p)
+    if found is None:
+        return None
+    return Wrap(p, n, False, [add, *found, below, outer])
+
+
+def _inner_where(
+    inner: ir.Value | None, shifted: ir.Value | None, p: ir.Value
+) -> tuple[ir.Node, ir.Node] | None:
+    """The ``Less(p, 0)`` and ``Where(that, shifted, p)`` computing ``inner``, or None."""
+    where = _made_by(inner, "Where", 3)
+    if where is None or where.inputs[1] is not shifted or where.inputs[2] is not p:
         return None
     less = _less_than_zero(where.inputs[0])
     if less is None or less.inputs[0] is not p:
         return None
-    return Wrap(p, n, False, [add, less, where, below, outer])
+    return less, where
+
+
+def _negative_constant(p: ir.Value) -> bool:
+    constant = constant_array(p)
+    return constant is not None and constant.size == 1 and bool((constant < 0).all())
+
+
+def _made_by(value: ir.Value | None, op_type: str, arity: int) -> ir.Node | None:
+    """The ``op_type`` node of ``arity`` inputs computing ``value``, or None."""
+    node = value.producer() if value is not None else None
+    if node is None or not is_onnx_op(node, op_type) or len(node.inputs) != arity:
+        return None
+    return node
 
 
 def _less_than_zero(value: ir.Value | None) -> ir.Node | None:
     """The ``Less(x, 0)`` computing ``value``, or None."""
-    node = value.producer() if value is not None else None
-    if node is None or not is_onnx_op(node, "Less") or len(node.inputs) != 2:
+    node = _made_by(value, "Less", 2)
+    if node is None:
         return None
     zero = constant_array(node.inputs[1])
     if zero is None or zero.size != 1 or zero.any():

@@ -96,11 +96,7 @@ def respelling(
     Squeeze with no axes), which :func:`seen_wrong` then no longer names."""
     if computed is not None and _claims(node.op_type, node.attributes, operands, opset, computed):
         return None
-    found = None
-    if node.op_type in _SHAPE_FREE_RULES:
-        found = _SHAPE_FREE_RULES[node.op_type](node, operands, opset)
-    elif node.op_type in _RULES and computed is not None:
-        found = _RULES[node.op_type](node, operands, computed[0], opset)
+    found = _rule_respelling(node, operands, computed, opset)
     if found is None:
         return None
     dtypes = {k: o.dtype for k in found.wrapped if (o := operands[k]) is not None and o.dtype}
@@ -109,6 +105,32 @@ def respelling(
     attributes.update(
         {name: attribute(name, a) for name, a in found.attributes.items() if a is not None}
     )
+    respelled = _respelled_operands(found, operands)
+    if computed is None:
+        probe = ir.Node(node.domain, node.op_type, [], list(attributes.values()))
+        return None if seen_wrong(probe, respelled) else found
+    return found if _claims(node.op_type, attributes, respelled, opset, computed) else None
+
+
+def _rule_respelling(
+    node: ir.Node,
+    operands: Sequence[Operand | None],
+    computed: Sequence[Shape] | None,
+    opset: int,
+) -> Respelling | None:
+    """What the rule of ``node``'s op writes; a rule that needs a shape, only
+    with the ``computed`` ones."""
+    if node.op_type in _SHAPE_FREE_RULES:
+        return _SHAPE_FREE_RULES[node.op_type](node, operands, opset)
+    if node.op_type in _RULES and computed is not None:
+        return _RULES[node.op_type](node, operands, computed[0], opset)
+    return None
+
+
+def _respelled_operands(
+    found: Respelling, operands: Sequence[Operand | None]
+) -> list[Operand | None]:
+    """What is known of the inputs as ``found`` spells them."""
     respelled = list(operands) + [None] * max(
         0, max(found.replaced, default=-1) + 1 - len(operands)
     )
@@ -119,10 +141,7 @@ def respelling(
         respelled[k] = _constant_operand(replacement)
     while respelled and respelled[-1] is None:
         respelled.pop()
-    if computed is None:
-        probe = ir.Node(node.domain, node.op_type, [], list(attributes.values()))
-        return None if seen_wrong(probe, respelled) else found
-    return found if _claims(node.op_type, attributes, respelled, opset, computed) else None
+    return respelled
 
 
 def sized_right(
@@ -312,71 +331,108 @@ def _pool(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling | 
     does not see its pads: MaxPool, LpPool (a pad adds |0|^p), and AveragePool
     with count_include_pad 0; SAME's head pads as onnxruntime computes them
     (from the undilated kernel, :func:`~lowering.irutils.shapes.pool_output_size`)."""
+    if not _sees_no_pads(node):
+        return None
+    window = _pool_window(node, operands)
+    if window is None:
+        return None
+    tails = _floor_tails(window, computed)
+    if tails is None:
+        return None
+    new_pads = window.pads[: len(window.kernel)] + tails
+    return Respelling(node, {}, {}, {"auto_pad": None, "ceil_mode": None, "pads": new_pads})
+
+
+def _sees_no_pads(node: ir.Node) -> bool:
+    """Whether ``node`` is a pool whose windows count no pad (:func:`_pool`)."""
     attributes = node.attributes
     if node.op_type == "AveragePool" and attributes.get_int("count_include_pad", 0) != 0:
-        return None
-    if node.op_type not in ("MaxPool", "AveragePool", "LpPool"):
-        return None
+        return False
+    return node.op_type in ("MaxPool", "AveragePool", "LpPool")
+
+
+class _PoolWindow(NamedTuple):
+    """A pool's static input shape, and its windows' kernel, pads, strides and dilations."""
+
+    x: list[int]
+    kernel: list[int]
+    pads: list[int]
+    strides: list[int]
+    dilations: list[int]
+
+
+def _pool_window(node: ir.Node, operands) -> _PoolWindow | None:
+    """The pool's windows, SAME's head pads computed; None where the input's
+    shape is not static or the attributes do not fit it."""
+    attributes = node.attributes
     x = _static(operands[0] if operands else None)
     kernel = list(attributes.get_ints("kernel_shape", []))
     if x is None or not kernel or len(x) != len(kernel) + 2:
         return None
     spatial = len(kernel)
     auto_pad = attributes.get_string("auto_pad", "NOTSET")
-    pads = list(attributes.get_ints("pads", [0] * 2 * spatial)) if auto_pad == "NOTSET" else []
-    pads = pads or [0] * 2 * spatial
+    pads = _explicit_pads(attributes, auto_pad, spatial)
     strides = list(attributes.get_ints("strides", [1] * spatial))
     dilations = list(attributes.get_ints("dilations", [1] * spatial))
     if len(pads) != 2 * spatial or len(strides) != spatial or len(dilations) != spatial:
         return None
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        for i, d in enumerate(x[2:]):
-            needed = (-(-d // strides[i]) - 1) * strides[i] + kernel[i] - d
-            pads[i] = needed // 2 if auto_pad == "SAME_UPPER" else (needed + 1) // 2
+        _same_heads(x, kernel, strides, auto_pad, pads)
     elif auto_pad != "NOTSET" and auto_pad != "VALID":
         return None
     if any(not 0 <= p < k for p, k in zip(pads, kernel)):
         return None  # (onnxruntime takes no pad as wide as the kernel)
+    return _PoolWindow(x, kernel, pads, strides, dilations)
+
+
+def _explicit_pads(attributes, auto_pad: str, spatial: int) -> list[int]:
+    """The pads attribute where auto_pad is NOTSET; else, or empty, zeros."""
+    pads = list(attributes.get_ints("pads", [0] * 2 * spatial)) if auto_pad == "NOTSET" else []
+    return pads or [0] * 2 * spatial
+
+
+def _same_heads(
+    x: list[int], kernel: list[int], strides: list[int], auto_pad: str, pads: list[int]
+) -> None:
+    """Set ``pads``' heads to those onnxruntime computes for SAME (undilated)."""
+    for i, d in enumerate(x[2:]):
+        needed = (-(-d // strides[i]) - 1) * strides[i] + kernel[i] - d
+        pads[i] = needed // 2 if auto_pad == "SAME_UPPER" else (needed + 1) // 2
+
+
+def _floor_tails(window: _PoolWindow, computed: Shape) -> list[int] | None:
+    """The least end pads with which floor mode gives the ``computed`` counts of
+    windows; None where none narrower than the kernel does."""
+    x, kernel, pads, strides, dilations = window
     tails = []
     for i, d in enumerate(x[2:]):
         count = computed[2 + i]
         if not isinstance(count, int) or count < 1:
             return None
-        window = (kernel[i] - 1) * dilations[i] + 1
-        # floor((d + head + tail - window) / stride) + 1 == count, the least tail >= 0
-        tail = max(0, (count - 1) * strides[i] + window - d - pads[i])
-        if (d + pads[i] + tail - window) // strides[i] + 1 != count or tail >= kernel[i]:
+        span = (kernel[i] - 1) * dilations[i] + 1
+        # floor((d + head + tail - span) / stride) + 1 == count, the least tail >= 0
+        tail = max(0, (count - 1) * strides[i] + span - d - pads[i])
+        if (d + pads[i] + tail - span) // strides[i] + 1 != count or tail >= kernel[i]:
             return None
         tails.append(tail)
-    new_pads = pads[:spatial] + tails
-    return Respelling(node, {}, {}, {"auto_pad": None, "ceil_mode": None, "pads": new_pads})
+    return tails
 
 
 def _resize(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling | None:
     """Scales whose every resized size gives them back (``float32(size) /
     float32(dim)``, as onnxruntime computes the scales of ``sizes``), as sizes."""
-    x = _static(operands[0] if operands else None)
-    scales = operands[2].value if len(operands) > 2 and operands[2] is not None else None
-    if opset < 11 or x is None or scales is None or not scales.size:
+    given = _scaled_by(operands, opset)
+    if given is None:
         return None
-    if len(operands) > 3 and operands[3] is not None:
-        return None
+    x, scales = given
     mode = node.attributes.get_string("coordinate_transformation_mode", "half_pixel")
     if mode == "tf_crop_and_resize":
         return None  # (the spec sizes it by its roi too: not checked here)
     rank = len(x)
     axes = [a % rank for a in node.attributes.get_ints("axes", [])] or list(range(rank))
-    flat = scales.reshape(-1).astype(np.float32)
-    if len(axes) != flat.size:
+    sizes = _sizes_of_scales(x, axes, scales.reshape(-1).astype(np.float32), computed)
+    if sizes is None:
         return None
-    sizes = []
-    for axis, scale in zip(axes, flat, strict=True):
-        size = computed[axis]
-        if not isinstance(size, int) or size < 1 or x[axis] < 1:
-            return None
-        if np.float32(size) / np.float32(x[axis]) != scale:
-            return None
-        sizes.append(size)
     # (no scales from Resize-13 on; an empty tensor before, which onnxscript's
     # optimizer may fold into one the checker then reads as given)
     replaced: dict[int, np.ndarray | None] = {
@@ -384,6 +440,36 @@ def _resize(node: ir.Node, operands, computed: Shape, opset: int) -> Respelling 
         3: np.array(sizes, np.int64),
     }
     return Respelling(node, {}, replaced, {"keep_aspect_ratio_policy": None})
+
+
+def _scaled_by(operands, opset: int) -> tuple[list[int], np.ndarray] | None:
+    """A Resize's static input shape and its constant scales, where it is
+    given those and no sizes (from opset 11, where sizes can replace them)."""
+    x = _static(operands[0] if operands else None)
+    scales = operands[2].value if len(operands) > 2 and operands[2] is not None else None
+    if opset < 11 or x is None or scales is None or not scales.size:
+        return None
+    if len(operands) > 3 and operands[3] is not None:
+        return None
+    return x, scales
+
+
+def _sizes_of_scales(
+    x: list[int], axes: list[int], scales: np.ndarray, computed: Shape
+) -> list[int] | None:
+    """The ``computed`` size along each of ``axes``, where each gives back its
+    scale as onnxruntime computes it from sizes; else None."""
+    if len(axes) != scales.size:
+        return None
+    sizes = []
+    for axis, scale in zip(axes, scales, strict=True):
+        size = computed[axis]
+        if not isinstance(size, int) or size < 1 or x[axis] < 1:
+            return None
+        if np.float32(size) / np.float32(x[axis]) != scale:
+            return None
+        sizes.append(size)
+    return sizes
 
 
 _RULES: dict[str, _Rule] = {

@@ -74,7 +74,7 @@ from lowering.irutils.op_facts import (
 )
 from lowering.irutils.scopes import GraphLike
 from lowering.irutils.static_values import evaluate_node, small_constant
-from lowering.irutils.walk import nodes_within, subgraphs
+from lowering.irutils.walk import named_subgraphs, nodes_within, subgraphs
 
 Discard = Callable[[GraphLike, list[ir.Node]], None]
 
@@ -201,45 +201,13 @@ def _inline_if(
     output is not made inside the branch, or when an If output is a graph
     output (which the If's caller tracks).
     """
-    cond = small_constant(node.inputs[0]) if node.inputs else None
-    if cond is None or cond.dtype != np.bool_ or cond.size != 1:
-        return None
-    name = "then_branch" if bool(cond.reshape(())) else "else_branch"
-    attr = node.attributes.get(name)
-    if not isinstance(attr, ir.Attr) or attr.is_ref() or attr.type != ir.AttributeType.GRAPH:
-        return None
-    branch = attr.as_graph()
-    if len(branch.outputs) != len(node.outputs) or branch.inputs:
-        return None
-    if any(o.is_graph_output() for o in node.outputs):
-        return None
-    if any(
-        v.graph is not branch or (v.producer() is None and not v.is_initializer())
-        for v in branch.outputs
-    ):
+    taken = _taken_branch(node)
+    if taken is None:
         return None
     # Planned: from here on the graph changes.
-    constants = []
-    for initializer in list(branch.initializers.values()):
-        constant = fresh(new_node("Constant", [], {"value": initializer.const_value}))
-        constant.outputs[0].type, constant.outputs[0].shape = initializer.type, initializer.shape
-        constants.append(constant)
-    results = list(branch.outputs)
-    for initializer, constant in zip(list(branch.initializers.values()), constants, strict=True):
-        results = [constant.outputs[0] if v is initializer else v for v in results]
-        initializer.replace_all_uses_with(constant.outputs[0])
-    moved = list(branch)
-    branch.remove(moved)
-    branch.outputs.clear()
-    # What the branch declared was said of one run of one copy's branch: its
-    # symbolic dims were the branch's own names, which each copy's inlined
-    # branch would now declare side by side in one graph (a 1-row element's
-    # and a 3-row element's ``M``). Like the copy's own values, the moved
-    # ones keep their types and get again only the shapes proven below.
-    for moved_node in moved:
-        for value in moved_node.outputs:
-            value.shape = None
-    new_nodes = [*constants, *moved]
+    name, branch = taken
+    constants, results = _initializers_as_constants(branch)
+    new_nodes = [*constants, *_moved_out(branch)]
     if new_nodes:
         owner.insert_before(node, new_nodes)
     for output, result in zip(node.outputs, results, strict=True):
@@ -260,6 +228,65 @@ def _inline_if(
     node.attributes.clear()
     discard(owner, [node])
     return new_nodes
+
+
+def _taken_branch(node: ir.Node) -> tuple[str, ir.Graph] | None:
+    """The attribute name and graph of the branch If ``node`` takes, where it
+    can be put in the If's place (:func:`_inline_if`); else None."""
+    cond = small_constant(node.inputs[0]) if node.inputs else None
+    if cond is None or cond.dtype != np.bool_ or cond.size != 1:
+        return None
+    name = "then_branch" if bool(cond.reshape(())) else "else_branch"
+    branch = dict(named_subgraphs(node)).get(name)
+    if branch is None or len(branch.outputs) != len(node.outputs) or branch.inputs:
+        return None
+    if any(o.is_graph_output() for o in node.outputs):
+        return None
+    if not _made_inside(branch):
+        return None
+    return name, branch
+
+
+def _made_inside(branch: ir.Graph) -> bool:
+    """Whether each of ``branch``'s results is made in it, by a node or as an
+    initializer (so that it can be moved out with the branch's nodes)."""
+    return all(
+        v.graph is branch and (v.producer() is not None or v.is_initializer())
+        for v in branch.outputs
+    )
+
+
+def _initializers_as_constants(branch: ir.Graph) -> tuple[list[ir.Node], list[ir.Value]]:
+    """A Constant for each of ``branch``'s initializers, read in its place; and
+    the branch's results, with those Constants for the initializers."""
+    constants = []
+    for initializer in list(branch.initializers.values()):
+        constant = fresh(new_node("Constant", [], {"value": initializer.const_value}))
+        constant.outputs[0].type, constant.outputs[0].shape = initializer.type, initializer.shape
+        constants.append(constant)
+    results = list(branch.outputs)
+    for initializer, constant in zip(list(branch.initializers.values()), constants, strict=True):
+        results = [constant.outputs[0] if v is initializer else v for v in results]
+        initializer.replace_all_uses_with(constant.outputs[0])
+    return constants, results
+
+
+def _moved_out(branch: ir.Graph) -> list[ir.Node]:
+    """Take ``branch``'s nodes out of it, their outputs' shapes forgotten.
+
+    What the branch declared was said of one run of one copy's branch: its
+    symbolic dims were the branch's own names, which each copy's inlined
+    branch would now declare side by side in one graph (a 1-row element's
+    and a 3-row element's ``M``). Like the copy's own values, the moved
+    ones keep their types and get again only the shapes proven later.
+    """
+    moved = list(branch)
+    branch.remove(moved)
+    branch.outputs.clear()
+    for moved_node in moved:
+        for value in moved_node.outputs:
+            value.shape = None
+    return moved
 
 
 def _reads_facts(node: ir.Node, doubted: Container[ir.Value]) -> bool:

@@ -275,35 +275,62 @@ def _only_returned(graph: ir.Graph, j: int, op_type: str, inner: ir.Value) -> ir
 
 def _choose_form(accumulator: Accumulator, opset: int, bound: Bound) -> str | None:
     """Set ``accumulator``'s form (the module docstring); None, or why it has none."""
-    readers = accumulator.readers
+    problem = _unserved_reader(accumulator.readers)
+    if problem is not None:
+        return problem
+    static = all(fixed(d, bound) for d in accumulator.shape)
+    if static and accumulator.branch is None and _stack_serves(accumulator, opset):
+        accumulator.form = "stack"
+        return None
+    found = _concat_axis(accumulator, static, bound)
+    if isinstance(found, str):
+        return found
+    return _choose_concat(accumulator, *found, opset, bound)
+
+
+def _unserved_reader(readers: list[tuple[ir.Node, int]]) -> str | None:
+    """Why a reader of the sequence is one that no form serves; None if none is."""
     for user, index in readers:
         if index != 0 or user.graph is None or user.op_type not in _READERS or user.domain:
             return f"{user.op_type} {user.name!r} reads it, which no form serves"
         if user.op_type == "SequenceAt" and (len(user.inputs) < 2 or user.inputs[1] is None):
             return f"SequenceAt {user.name!r} has no position"
-    shape, dtype = accumulator.shape, accumulator.dtype
-    static = all(fixed(d, bound) for d in shape)
+    return None
+
+
+def _stack_serves(accumulator: Accumulator, opset: int) -> bool:
+    """Whether every reader reads a stack of the (static) elements."""
+    ir_shape = ir.Shape(list(accumulator.shape))
+    return all(
+        stack_read_kind(u, i, ir_shape, accumulator.dtype, opset) for u, i in accumulator.readers
+    )
+
+
+def _concat_axis(accumulator: Accumulator, static: bool, bound: Bound) -> tuple[int, bool] | str:
+    """The (axis, new_axis) the concat is built along: its readers', else a new
+    axis 0 for static elements, else the one dim in which elements may differ."""
     concats = {
         (user.attributes.get_int("axis", 0), user.attributes.get_int("new_axis", 0) != 0)
-        for user, _ in readers
+        for user, _ in accumulator.readers
         if user.op_type == "ConcatFromSequence"
     }
-    if static and accumulator.branch is None:
-        ir_shape = ir.Shape(list(shape))
-        if all(stack_read_kind(u, i, ir_shape, dtype, opset) for u, i in readers):
-            accumulator.form = "stack"
-            return None
     if len(concats) > 1:
         return "its concats differ in axis or new_axis"
     if concats:
-        ((axis, new_axis),) = concats
-    elif static:
-        axis, new_axis = 0, True
-    else:
-        unknown = [a for a, d in enumerate(shape) if not fixed(d, bound)]
-        if len(unknown) != 1:
-            return "its elements may differ in more than one dim"
-        axis, new_axis = unknown[0], False
+        return concats.pop()
+    if static:
+        return 0, True
+    unknown = [a for a, d in enumerate(accumulator.shape) if not fixed(d, bound)]
+    if len(unknown) != 1:
+        return "its elements may differ in more than one dim"
+    return unknown[0], False
+
+
+def _choose_concat(
+    accumulator: Accumulator, axis: int, new_axis: bool, opset: int, bound: Bound
+) -> str | None:
+    """Set the concat form along ``axis``; None, or why the concat cannot be built."""
+    shape, dtype = accumulator.shape, accumulator.dtype
     rank = len(shape) + (1 if new_axis else 0)
     if rank == 0 or not -rank <= axis < rank:
         return "its concat's axis is out of range"

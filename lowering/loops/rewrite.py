@@ -37,6 +37,8 @@ Concats and the other branch passes ``whole`` and ``lengths`` on.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx_ir as ir
 
@@ -61,98 +63,146 @@ def rewrite_loop(loop: ir.Node, accumulators: list[Accumulator], opset: int) -> 
     by_k = {a.k: a for a in accumulators}
     carried = len(loop.inputs) - 2
     once = runs_once(loop)
-    before: list[ir.Node] = []  # the initial values
-    inputs: list[ir.Value | None] = [loop.inputs[0], loop.inputs[1]]
-    body_inputs = [body.inputs[0], body.inputs[1]]
-    body_outputs = [body.outputs[0]]
-    kept: list[tuple[ir.Value, int]] = []  # an old loop output, its index in the new loop
-    wholes: dict[int, int] = {}  # accumulator k: the new index of its concat
-    lengths: dict[int, tuple[ir.Value, ir.Value, ir.Value]] = {}  # k: initial, inner, next
-    scans: list[tuple[Accumulator, ir.Value]] = []
-    for k in range(carried):
-        accumulator = by_k.get(k)
-        if accumulator is None:
-            kept.append((loop.outputs[k], len(inputs) - 2))
-            inputs.append(loop.inputs[2 + k])
-            body_inputs.append(body.inputs[2 + k])
-            body_outputs.append(body.outputs[1 + k])
-        elif accumulator.form == "stack":
-            scans.append((accumulator, _scanned(accumulator, body)))
-        else:
-            initial, grown, counted = _concat_in_body(accumulator, body, opset, once)
-            before += initial
-            wholes[k] = len(inputs) - 2
-            inputs.append(initial[-1].outputs[0])
-            body_inputs.append(body.inputs[2 + k])
-            body_outputs.append(grown)
-            if counted is not None:
-                lengths[k] = counted
-    counts: dict[int, int] = {}
-    for k, (no_lengths, inner, grown) in lengths.items():
-        counts[k] = len(inputs) - 2
-        inputs.append(no_lengths)
-        body_inputs.append(inner)
-        body_outputs.append(grown)
-        producer = no_lengths.producer()
-        assert producer is not None, "_concat_in_body makes the empty lengths"
-        empty_shape = producer.inputs[0]
-        maker = empty_shape.producer() if empty_shape is not None else None
-        assert maker is not None, "a Constant gives the empty lengths' shape"
-        before += [maker, producer]
-    new_carried = len(inputs) - 2
+    face = _interface(loop, body, by_k, opset, once)
+    new_carried = len(face.inputs) - 2
     old_scans = list(body.outputs[1 + carried :])
-    kept += [(loop.outputs[carried + i], new_carried + i) for i in range(len(old_scans))]
-    body_outputs += [*old_scans, *(value for _, value in scans)]
+    face.kept += [(loop.outputs[carried + i], new_carried + i) for i in range(len(old_scans))]
+    face.body_outputs += [*old_scans, *(value for _, value in face.scans)]
     body.inputs.clear()
-    body.inputs.extend(body_inputs)
+    body.inputs.extend(face.body_inputs)
     body.outputs.clear()
-    body.outputs.extend(body_outputs)
+    body.outputs.extend(face.body_outputs)
 
     new_loop = new_node(
         "Loop",
-        inputs,
+        face.inputs,
         {"body": body},
-        num_outputs=new_carried + len(old_scans) + len(scans),
+        num_outputs=new_carried + len(old_scans) + len(face.scans),
         name=loop.name,
         doc_string=loop.doc_string,
         metadata_props=dict(loop.metadata_props),
     )
     loop.attributes.clear()  # the body belongs to the new Loop
-    graph.insert_before(loop, before)
+    graph.insert_before(loop, face.before)
     graph.insert_after(loop, new_loop)
-    for old, index in kept:
+    for old, index in face.kept:
         _take_over(old, new_loop.outputs[index], graph)
     after: list[ir.Node] = []
-    for at, (accumulator, value) in enumerate(scans):
-        stack = new_loop.outputs[new_carried + len(old_scans) + at]
+    first_scan = new_carried + len(old_scans)
+    for at, (accumulator, _) in enumerate(face.scans):
+        stack = new_loop.outputs[first_scan + at]
         type_ = _element_type(accumulator)[0]
         typed(fresh(stack, "stack"), (type_, ir.Shape([None, *accumulator.shape])))
         after += _stack_readers(accumulator, stack, once, opset)
-    for k, index in wholes.items():
-        accumulator = by_k[k]
-        whole = new_loop.outputs[index]
-        carried_shape = body_outputs[1 + index].shape
-        typed(fresh(whole, "whole"), (_element_type(accumulator)[0], carried_shape))
-        lengths_out: ir.Value | None = None
-        if k in counts:
-            lengths_out = typed(fresh(new_loop.outputs[counts[k]], "lengths"), _INT64_VECTOR)
-        source = whole
-        if accumulator.reads("ConcatFromSequence") and not _nonempty(accumulator, once):
-            assert lengths_out is not None, "_concat_in_body carries the lengths to check"
-            guard = lengths_count(lengths_out)
-            guard += nonempty(whole, guard[-1].outputs[0])
-            after += guard
-            source = guard[-1].outputs[0]
-        after += read_concat_in_readers(
-            accumulator.output,
-            source,
-            lengths_out,
-            accumulator.axis,
-            accumulator.new_axis,
-            _element_type(accumulator),
-            opset,
+    for k, index in face.wholes.items():
+        lengths = new_loop.outputs[face.counts[k]] if k in face.counts else None
+        carried_shape = face.body_outputs[1 + index].shape
+        after += _concat_readers(
+            by_k[k], new_loop.outputs[index], lengths, carried_shape, once, opset
         )
     graph.insert_after(new_loop, after)
+    _remove_replaced(loop, after)
+    return [n for n in [*face.before, new_loop, *after] if n.graph is not None]
+
+
+@dataclasses.dataclass
+class _Interface:
+    """The new Loop's inputs and its body's, gathered in order: the carried
+    values that stay and each concat, then the concats' lengths."""
+
+    inputs: list[ir.Value | None]
+    body_inputs: list[ir.Value]
+    body_outputs: list[ir.Value]
+    before: list[ir.Node] = dataclasses.field(default_factory=list)  # the initial values
+    # An old loop output, its index in the new loop.
+    kept: list[tuple[ir.Value, int]] = dataclasses.field(default_factory=list)
+    wholes: dict[int, int] = dataclasses.field(default_factory=dict)  # k: its concat's index
+    counts: dict[int, int] = dataclasses.field(default_factory=dict)  # k: its lengths' index
+    scans: list[tuple[Accumulator, ir.Value]] = dataclasses.field(default_factory=list)
+
+    def carry(self, initial: ir.Value | None, inner: ir.Value, result: ir.Value) -> int:
+        """Add a carried value; returns its index among the new Loop's outputs."""
+        index = len(self.inputs) - 2
+        self.inputs.append(initial)
+        self.body_inputs.append(inner)
+        self.body_outputs.append(result)
+        return index
+
+
+def _interface(
+    loop: ir.Node, body: ir.Graph, by_k: dict[int, Accumulator], opset: int, once: bool
+) -> _Interface:
+    """Rewrite each accumulator in ``body``; what the new Loop carries."""
+    face = _Interface(
+        [loop.inputs[0], loop.inputs[1]], [body.inputs[0], body.inputs[1]], [body.outputs[0]]
+    )
+    lengths: dict[int, tuple[ir.Value, ir.Value, ir.Value]] = {}  # k: initial, inner, next
+    for k in range(len(loop.inputs) - 2):
+        accumulator = by_k.get(k)
+        if accumulator is None:
+            index = face.carry(loop.inputs[2 + k], body.inputs[2 + k], body.outputs[1 + k])
+            face.kept.append((loop.outputs[k], index))
+        elif accumulator.form == "stack":
+            face.scans.append((accumulator, _scanned(accumulator, body)))
+        else:
+            initial, grown, counted = _concat_in_body(accumulator, body, opset, once)
+            face.before += initial
+            face.wholes[k] = face.carry(initial[-1].outputs[0], body.inputs[2 + k], grown)
+            if counted is not None:
+                lengths[k] = counted
+    for k, counted in lengths.items():
+        face.counts[k] = face.carry(*counted)
+        face.before += _lengths_start(counted[0])
+    return face
+
+
+def _lengths_start(no_lengths: ir.Value) -> list[ir.Node]:
+    """The nodes making the empty lengths :func:`_lengths_in_body` starts from."""
+    producer = no_lengths.producer()
+    assert producer is not None, "_concat_in_body makes the empty lengths"
+    empty_shape = producer.inputs[0]
+    maker = empty_shape.producer() if empty_shape is not None else None
+    assert maker is not None, "a Constant gives the empty lengths' shape"
+    return [maker, producer]
+
+
+def _concat_readers(
+    accumulator: Accumulator,
+    whole: ir.Value,
+    lengths: ir.Value | None,
+    carried_shape: ir.Shape | None,
+    once: bool,
+    opset: int,
+) -> list[ir.Node]:
+    """The readers of a ``concat`` accumulator read ``whole`` and its ``lengths``
+    (checked to be nonempty where a ConcatFromSequence would fail on none)."""
+    typed(fresh(whole, "whole"), (_element_type(accumulator)[0], carried_shape))
+    lengths_out: ir.Value | None = None
+    if lengths is not None:
+        lengths_out = typed(fresh(lengths, "lengths"), _INT64_VECTOR)
+    nodes: list[ir.Node] = []
+    source = whole
+    if accumulator.reads("ConcatFromSequence") and not _nonempty(accumulator, once):
+        assert lengths_out is not None, "_concat_in_body carries the lengths to check"
+        guard = lengths_count(lengths_out)
+        guard += nonempty(whole, guard[-1].outputs[0])
+        nodes += guard
+        source = guard[-1].outputs[0]
+    return nodes + read_concat_in_readers(
+        accumulator.output,
+        source,
+        lengths_out,
+        accumulator.axis,
+        accumulator.new_axis,
+        _element_type(accumulator),
+        opset,
+    )
+
+
+def _remove_replaced(loop: ir.Node, after: list[ir.Node]) -> None:
+    """Remove the old ``loop``, the starts only it read, and the counts no reader needs."""
+    graph = loop.graph
+    assert graph is not None, "the pass rewrites loops in a graph"
     old_inputs = list(loop.inputs)
     for index in range(len(loop.inputs)):
         loop.replace_input_with(index, None)
@@ -162,7 +212,6 @@ def rewrite_loop(loop: ir.Node, accumulators: list[Accumulator], opset: int) -> 
     for node in after:
         if node.graph is not None and node.op_type in _COUNTING:
             remove_unread(node.outputs[0], _COUNTING)
-    return [n for n in [*before, new_loop, *after] if n.graph is not None]
 
 
 #: What counting a stack's elements writes: removed again where no reader needs the count.
@@ -271,33 +320,10 @@ def _concat_in_body(
     concat = fresh(new_node("Concat", pair, {"axis": a.axis}))
     grown = typed(fresh(concat.outputs[0], "whole"), carried_type)
     nodes.append(concat)
-    needs_lengths = (
-        a.reads("SequenceAt")
-        or a.reads("SequenceLength")
-        or (a.reads("ConcatFromSequence") and not _nonempty(a, once))
-    )
     counted = None
-    if needs_lengths:
-        lengths_in = typed(fresh(ir.Value(), "lengths"), _INT64_VECTOR)
-        shape = fresh(new_node("Shape", [part]))
-        typed(fresh(shape.outputs[0], "part_shape"), (ir.TensorType(ir.DataType.INT64), None))
-        start = constant_node(np.array([a.axis], np.int64), "start")
-        end = constant_node(np.array([a.axis + 1], np.int64), "end")
-        size = fresh(new_node("Slice", [shape.outputs[0], start.outputs[0], end.outputs[0]]))
-        typed(fresh(size.outputs[0], "length"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
-        pair = [size.outputs[0], lengths_in] if a.prepend else [lengths_in, size.outputs[0]]
-        more = fresh(new_node("Concat", pair, {"axis": 0}))
-        lengths_next = typed(fresh(more.outputs[0], "lengths"), _INT64_VECTOR)
-        nodes += [shape, start, end, size, more]
-        # ConstantOfShape, not a Constant of no element: OpenVINO reads an empty
-        # constant a Loop carries as a scalar (passes/fill_empty_starts.py).
-        none = constant_node(np.array([0], np.int64), "no_lengths_shape")
-        zeros = ir.tensor(np.zeros(1, np.int64))
-        empty = fresh(new_node("ConstantOfShape", [none.outputs[0]], {"value": zeros}))
-        typed(
-            fresh(empty.outputs[0], "no_lengths"), (ir.TensorType(ir.DataType.INT64), ir.Shape([0]))
-        )
-        counted = (empty.outputs[0], lengths_in, lengths_next)
+    if _needs_lengths(a, once):
+        counting, counted = _lengths_in_body(a, part)
+        nodes += counting
     where.insert_before(insert, nodes)
     for index, value in enumerate(where.outputs):
         if value is insert.outputs[0]:
@@ -306,21 +332,74 @@ def _concat_in_body(
     for index in range(len(insert.inputs)):
         insert.replace_input_with(index, None)
     if a.branch is not None:
-        branch_node, j, passing = a.branch
-        passed = passing.outputs[j]
-        if passed is not inner:
-            typed(passed, carried_type)
-        typed(branch_node.outputs[j], carried_type)
-        grown = branch_node.outputs[j]
-        if counted is not None:
-            copy = fresh(new_node("Identity", [counted[1]]))
-            typed(fresh(copy.outputs[0], "lengths"), _INT64_VECTOR)
-            passing.append(copy)
-            where.outputs.append(counted[2])
-            passing.outputs.append(copy.outputs[0])
-            branch_node.resize_outputs(len(branch_node.outputs) + 1)
-            out = typed(fresh(branch_node.outputs[-1], "lengths"), _INT64_VECTOR)
-            counted = (counted[0], counted[1], out)
+        grown, counted = _through_branch(a, where, inner, carried_type, counted)
+    return _empty_start(a, dims), grown, counted
+
+
+def _needs_lengths(a: Accumulator, once: bool) -> bool:
+    """Whether a reader needs each element's length: to find an element, to
+    count them, or to check a concat has one."""
+    return (
+        a.reads("SequenceAt")
+        or a.reads("SequenceLength")
+        or (a.reads("ConcatFromSequence") and not _nonempty(a, once))
+    )
+
+
+def _lengths_in_body(
+    a: Accumulator, part: ir.Value
+) -> tuple[list[ir.Node], tuple[ir.Value, ir.Value, ir.Value]]:
+    """The nodes adding ``part``'s length along the concat's axis to the carried
+    lengths; and the lengths' ``(initial, inner, next)``."""
+    lengths_in = typed(fresh(ir.Value(), "lengths"), _INT64_VECTOR)
+    shape = fresh(new_node("Shape", [part]))
+    typed(fresh(shape.outputs[0], "part_shape"), (ir.TensorType(ir.DataType.INT64), None))
+    start = constant_node(np.array([a.axis], np.int64), "start")
+    end = constant_node(np.array([a.axis + 1], np.int64), "end")
+    size = fresh(new_node("Slice", [shape.outputs[0], start.outputs[0], end.outputs[0]]))
+    typed(fresh(size.outputs[0], "length"), (ir.TensorType(ir.DataType.INT64), ir.Shape([1])))
+    pair = [size.outputs[0], lengths_in] if a.prepend else [lengths_in, size.outputs[0]]
+    more = fresh(new_node("Concat", pair, {"axis": 0}))
+    lengths_next = typed(fresh(more.outputs[0], "lengths"), _INT64_VECTOR)
+    # ConstantOfShape, not a Constant of no element: OpenVINO reads an empty
+    # constant a Loop carries as a scalar (passes/fill_empty_starts.py).
+    none = constant_node(np.array([0], np.int64), "no_lengths_shape")
+    zeros = ir.tensor(np.zeros(1, np.int64))
+    empty = fresh(new_node("ConstantOfShape", [none.outputs[0]], {"value": zeros}))
+    typed(fresh(empty.outputs[0], "no_lengths"), (ir.TensorType(ir.DataType.INT64), ir.Shape([0])))
+    return [shape, start, end, size, more], (empty.outputs[0], lengths_in, lengths_next)
+
+
+def _through_branch(
+    a: Accumulator,
+    where: ir.Graph,
+    inner: ir.Value,
+    carried_type: tuple[ir.TypeProtocol, ir.Shape],
+    counted: tuple[ir.Value, ir.Value, ir.Value] | None,
+) -> tuple[ir.Value, tuple[ir.Value, ir.Value, ir.Value] | None]:
+    """Carry the concat (and its lengths) out of the If whose branch ``where``
+    grows it; the other branch passes both on. Returns the If's outputs of the two."""
+    assert a.branch is not None, "only an insert under an If has a branch"
+    branch_node, j, passing = a.branch
+    passed = passing.outputs[j]
+    if passed is not inner:
+        typed(passed, carried_type)
+    typed(branch_node.outputs[j], carried_type)
+    grown = branch_node.outputs[j]
+    if counted is None:
+        return grown, None
+    copy = fresh(new_node("Identity", [counted[1]]))
+    typed(fresh(copy.outputs[0], "lengths"), _INT64_VECTOR)
+    passing.append(copy)
+    where.outputs.append(counted[2])
+    passing.outputs.append(copy.outputs[0])
+    branch_node.resize_outputs(len(branch_node.outputs) + 1)
+    out = typed(fresh(branch_node.outputs[-1], "lengths"), _INT64_VECTOR)
+    return grown, (counted[0], counted[1], out)
+
+
+def _empty_start(a: Accumulator, dims: list[int | str | None]) -> list[ir.Node]:
+    """The nodes making the concat's start: no element, the other dims fixed."""
     start_dims: list[int | str] = []
     for i, d in enumerate(dims):
         assert i == a.axis or d is not None, "the planner checked every other dim is fixed"
@@ -329,7 +408,7 @@ def _concat_in_body(
     zero = ir.tensor(np.zeros(1, a.dtype.numpy()))
     empty_node = fresh(new_node("ConstantOfShape", [start_shape[-1].outputs[0]], {"value": zero}))
     typed(fresh(empty_node.outputs[0], "empty"), (ir.TensorType(a.dtype), ir.Shape(start_dims)))
-    return [*start_shape, empty_node], grown, counted
+    return [*start_shape, empty_node]
 
 
 def _start_shape(dims: list[int | str], bound: Bound) -> list[ir.Node]:

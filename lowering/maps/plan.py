@@ -75,44 +75,84 @@ class MapPlan:
 def plan_map(located: Located, opset: int = 17, proof: Proof | None = None) -> MapPlan:
     """Check a SequenceMap and work out every type its lowering needs.
 
-    ``proof``: what is proven of the model's types and shapes
-    (:func:`~lowering.analysis.proven_shapes.prove_model`; with ``fill``,
-    also of the values the model leaves untyped, such as a body torch.onnx
-    wrote); a declared shape is read only as far as it is a fact
-    (:meth:`Proof.typed`). Without it, every declaration is taken as one.
+    ``proof``: what is proven of the model's shapes
+    (:func:`~lowering.analysis.proven_shapes.prove_model`); a declared shape
+    is read only as far as it is a fact (:meth:`Proof.declarable`). Without
+    it, every declaration is taken as one.
     """
     node = located.node
     proof = Proof() if proof is None else proof
+    reading = _Reading(located, proof, _interface_dims(located.scope.owner))
+    body = _body_of(node, reading.fail)
+    reading.check_arity(body)
+    inputs = [
+        reading.input(j, outer, inner)
+        for j, (outer, inner) in enumerate(zip(node.inputs, body.inputs, strict=True))
+    ]
+    outputs = [
+        reading.output(k, result, output)
+        for k, (result, output) in enumerate(zip(body.outputs, node.outputs, strict=True))
+    ]
+    return MapPlan(
+        located=located,
+        body=body,
+        is_sequence=[sequence for sequence, _ in inputs],
+        element_types=[element for _, element in inputs],
+        result_types=[result for result, _ in outputs],
+        output_types=[output for _, output in outputs],
+        opset=opset,
+        proof=proof,
+    )
 
-    _of = proof.typed
 
-    def fail(reason: str) -> LoweringError:
-        return LoweringError(reason, node=node, scope=located.scope.description)
+@dataclasses.dataclass
+class _Reading:
+    """How :func:`plan_map` reads a map's types: each as ``proof`` gives it
+    (:meth:`Proof.typed`: declared, else proven), the body's own symbolic dims
+    (not in ``names``) dropped."""
 
-    body = _body_of(node, fail)
-    if not node.inputs:
-        raise fail("it has no input sequence")
-    if len(body.inputs) != len(node.inputs):
-        raise fail(
-            f"its body has {len(body.inputs)} input(s) but the node has {len(node.inputs)}; "
-            "the body must take one input per node input"
-        )
-    if len(body.outputs) != len(node.outputs):
-        raise fail(
-            f"its body has {len(body.outputs)} output(s) but the node has {len(node.outputs)}; "
-            "the body must return one output per node output"
-        )
+    located: Located
+    proof: Proof
+    names: set[str]
 
-    names = _interface_dims(located.scope.owner)
-    is_sequence: list[bool] = []
-    element_types: list[TypeAndShape | None] = []
-    for j, (outer, inner) in enumerate(zip(node.inputs, body.inputs, strict=True)):
+    def fail(self, reason: str) -> LoweringError:
+        return LoweringError(reason, node=self.located.node, scope=self.located.scope.description)
+
+    def of(self, value: ir.Value | None) -> TypeAndShape | None:
+        return self.proof.typed(value)
+
+    def check_arity(self, body: ir.Graph) -> None:
+        node = self.located.node
+        if not node.inputs:
+            raise self.fail("it has no input sequence")
+        if len(body.inputs) != len(node.inputs):
+            raise self.fail(
+                f"its body has {len(body.inputs)} input(s) but the node has "
+                f"{len(node.inputs)}; the body must take one input per node input"
+            )
+        if len(body.outputs) != len(node.outputs):
+            raise self.fail(
+                f"its body has {len(body.outputs)} output(s) but the node has "
+                f"{len(node.outputs)}; the body must return one output per node output"
+            )
+
+    def input(
+        self, j: int, outer: ir.Value | None, inner: ir.Value
+    ) -> tuple[bool, TypeAndShape | None]:
+        """Whether input ``j`` is a sequence, and its element's type (if known)."""
         if outer is None:
-            raise fail(f"input {j} is empty; SequenceMap inputs cannot be omitted")
-        outer_type = _of(outer)
+            raise self.fail(f"input {j} is empty; SequenceMap inputs cannot be omitted")
+        outer_type = self.of(outer)
+        sequence = self._is_sequence(j, outer, outer_type)
+        if sequence and outer_type is not None:
+            outer_type = _element_of(outer_type)
+        element = _first_typed(self.of(inner), outer_type)
+        return sequence, None if element is None else _unnamed(element, self.names)
+
+    def _is_sequence(self, j: int, outer: ir.Value, outer_type: TypeAndShape | None) -> bool:
         if outer_type is None:
             if j > 0:
-                raise fail(
+                raise self.fail(
                     f"the type of input {j} ({outer.name!r}) is unknown, so it cannot tell "
                     "a sequence from a tensor; declare the input's type"
                 )
@@ -122,68 +162,62 @@ def plan_map(located: Located, opset: int = 17, proof: Proof | None = None) -> M
         elif isinstance(outer_type[0], ir.TensorType):
             sequence = False
         else:
-            raise fail(
+            raise self.fail(
                 f"input {j} ({outer.name!r}) has type {outer_type[0]}, "
                 "but SequenceMap takes sequences of tensors and tensors"
             )
         if j == 0 and not sequence:
-            raise fail(f"its first input ({outer.name!r}) is a tensor, not a sequence")
-        if sequence and outer_type is not None:
-            outer_type = _element_of(outer_type)
-        is_sequence.append(sequence)
-        element = _first_typed(_of(inner), outer_type)
-        element_types.append(None if element is None else _unnamed(element, names))
+            raise self.fail(f"its first input ({outer.name!r}) is a tensor, not a sequence")
+        return sequence
 
-    result_types: list[TypeAndShape] = []
-    output_types: list[TypeAndShape] = []
-    for k, (result, output) in enumerate(zip(body.outputs, node.outputs, strict=True)):
-        declared_output = _of(output)
+    def output(
+        self, k: int, result: ir.Value, output: ir.Value
+    ) -> tuple[TypeAndShape, TypeAndShape]:
+        """The element type of output ``k``, and its own (sequence) type."""
+        declared_output = self.of(output)
         if declared_output is not None and not isinstance(declared_output[0], ir.SequenceType):
-            raise fail(
+            raise self.fail(
                 f"output {k} ({output.name!r}) is declared as {declared_output[0]}, "
                 "but SequenceMap outputs are sequences"
             )
+        result_type = self._result_type(k, result, output, declared_output)
+        result_type = _unnamed(result_type, self.names)
+        output_type = (
+            ir.SequenceType(result_type[0]),
+            declared_output[1] if declared_output else result_type[1],
+        )
+        return result_type, output_type
+
+    def _result_type(
+        self,
+        k: int,
+        result: ir.Value,
+        output: ir.Value,
+        declared_output: TypeAndShape | None,
+    ) -> TypeAndShape:
         result_type = _first_typed(
-            _of(result),
+            self.of(result),
             _element_of(declared_output) if declared_output is not None else None,
         )
         if result_type is None:
-            raise fail(
+            raise self.fail(
                 f"the element type of output {k} ({output.name!r}) cannot be determined: "
                 "the body does not declare it and shape inference cannot infer it; "
                 "declare the type of the body output or of the node output"
             )
         if not isinstance(result_type[0], ir.TensorType):
-            raise fail(
+            raise self.fail(
                 f"body output {k} ({result.name!r}) has type {result_type[0]}; "
                 "a SequenceMap body must return tensors"
             )
         if declared_output is not None and _element_of(declared_output)[0] != result_type[0]:
             declared = _element_of(declared_output)[0]
-            raise fail(
+            raise self.fail(
                 f"inconsistent types: output {k} ({output.name!r}) is declared as a sequence "
                 f"of {_dtype_name(declared)} but its body output ({result.name!r}) is "
                 f"{_dtype_name(result_type[0])}; fix one of the two declarations"
             )
-        result_type = _unnamed(result_type, names)
-        result_types.append(result_type)
-        output_types.append(
-            (
-                ir.SequenceType(result_type[0]),
-                declared_output[1] if declared_output else result_type[1],
-            )
-        )
-
-    return MapPlan(
-        located=located,
-        body=body,
-        is_sequence=is_sequence,
-        element_types=element_types,
-        result_types=result_types,
-        output_types=output_types,
-        opset=opset,
-        proof=proof,
-    )
+        return result_type
 
 
 def declares_enough(node: ir.Node) -> bool:

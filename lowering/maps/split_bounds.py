@@ -35,7 +35,7 @@ split is invalid, since onnxruntime's Gather refuses an index out of range::
 the sum of their magnitudes, none is negative; the leading 0 keeps the sums
 off an empty axis, which old onnxruntime releases refuse to reduce). A runtime whose Gather
 does not check its indices runs the model as if the split were valid.
-:class:`lowering.passes.eliminate_sequences.EliminateSequencesPass` reads
+The rules of :mod:`lowering.sequences.reads` read
 ``SequenceAt(s, k)`` at a constant k the same way: Gather, like SequenceAt,
 counts a negative k from the back and refuses one out of range.
 """
@@ -117,6 +117,10 @@ def ragged_split(sequence: ir.Value | None) -> RaggedSplit | None:
 _RANK_KEEPING = UNARY_POINTWISE_OPS | BROADCAST_POINTWISE_OPS | {"CastLike"}
 
 
+#: Ops whose output has one rank whatever their inputs.
+_FIXED_RANKS = {"Shape": 1, "Size": 0}
+
+
 def split_rank(value: ir.Value, depth: int = 8) -> int | None:
     """``value``'s rank: declared, a constant's, or followed through the ops
     exporters compute a split with (``Div(Gather(Shape(x), 2), 3)``); None if unknown."""
@@ -129,18 +133,30 @@ def split_rank(value: ir.Value, depth: int = 8) -> int | None:
     if producer is None or depth == 0 or not is_onnx_domain(producer.domain):
         return None
     op = producer.op_type
-    if op in ("Shape",):
-        return 1
-    if op == "Size":
-        return 0
     inputs = [v for v in producer.inputs if v is not None]
-    if op == "Gather" and len(inputs) == 2:
-        data, index = (split_rank(v, depth - 1) for v in inputs)
-        return None if data is None or index is None else data + index - 1
-    if op in _RANK_KEEPING and inputs:
-        ranks = [split_rank(v, depth - 1) for v in (inputs[:1] if op == "CastLike" else inputs)]
-        return None if None in ranks else max(r for r in ranks if r is not None)
+    if op in _FIXED_RANKS:
+        return _FIXED_RANKS[op]
+    if op == "Gather":
+        return _gather_rank(inputs, depth - 1)
+    if op in _RANK_KEEPING:
+        return _broadcast_rank(op, inputs, depth - 1)
     return None
+
+
+def _gather_rank(inputs: list[ir.Value], depth: int) -> int | None:
+    """A Gather's rank: its data's, less the axis, plus its indices'."""
+    if len(inputs) != 2:
+        return None
+    data, index = (split_rank(v, depth) for v in inputs)
+    return None if data is None or index is None else data + index - 1
+
+
+def _broadcast_rank(op: str, inputs: list[ir.Value], depth: int) -> int | None:
+    """The largest rank of the inputs a rank-keeping op broadcasts (CastLike: its first)."""
+    if not inputs:
+        return None
+    ranks = [split_rank(v, depth) for v in (inputs[:1] if op == "CastLike" else inputs)]
+    return None if None in ranks else max(r for r in ranks if r is not None)
 
 
 @dataclasses.dataclass

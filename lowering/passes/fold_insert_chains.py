@@ -9,7 +9,7 @@ reads the inserted tensors, whose shapes are declared, directly::
     y   = SequenceMap(s_2)
 
 The rule, and when it applies, is the first of
-:mod:`lowering.passes.eliminate_sequences`.
+:mod:`lowering.sequences.reads`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from lowering.irutils.naming import name_fresh
-from lowering.passes.eliminate_sequences import fold_insert_chains
+from lowering.sequences.reads import fold_insert_chains
 
 
 class FoldInsertChainsPass(ir.passes.InPlacePass):

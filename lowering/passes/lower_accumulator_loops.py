@@ -74,6 +74,22 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
         loops = find_nodes(model, lambda n: is_onnx_op(n, "Loop"))
         if not loops:
             return LoweringResult(model, modified=False)
+        plans, kept = self._plan(model, loops)
+        users = identities_in(model)  # the user's Identities stay, whatever they copy
+        rewrites = [_rewrite(located, opset, chosen) for located, opset, chosen in plans]
+        if rewrites:
+            # A concat read as the carried tensor itself, and the like, copy for nothing.
+            removed = bypass_made_identities(model, users)
+            for rewrite in rewrites:
+                rewrite.written[:] = [node for node in rewrite.written if node not in removed]
+            name_fresh(model)
+        return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites, kept=kept)
+
+    def _plan(
+        self, model: ir.Model, loops: list[Located]
+    ) -> tuple[list[tuple[Located, int, list[Accumulator]]], list[Kept]]:
+        """The accumulators to rewrite in each loop, and what the summary says of
+        those that stay; before anything changes."""
         proof = prove_model(model, fill=True)
         bound = bound_dims(model.graph)
         plans: list[tuple[Located, int, list[Accumulator]]] = []
@@ -84,41 +100,23 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
             accumulators, stays = plan_accumulators(located.node, proof, opset, known)
             for returned in (a for a in accumulators if a.returned):
                 self._check_returned(located, returned)
-            chosen = [
-                a for a in accumulators if not a.returned and not (a.ragged and self.has_sequences)
-            ]
-            if (wrong := self.runtime.miscomputed([RAGGED_CONCAT])) is not None:
-                stays += [Stays(a.output, wrong) for a in chosen if a.ragged]
-                chosen = [a for a in chosen if not a.ragged]
+            chosen = self._chosen(accumulators, stays)
             if not self.has_sequences:  # (else the sequence runs as written: nothing to say)
                 kept += [_kept(located, stay) for stay in stays]
             if chosen:
                 plans.append((located, opset, chosen))
-        rewrites = []
-        users = identities_in(model)  # the user's Identities stay, whatever they copy
-        for located, opset, chosen in plans:
-            written = rewrite_loop(located.node, chosen, opset)
-            loop = next(n for n in written if n.op_type == "Loop")
-            forms = sorted({a.form for a in chosen})
-            rewrites.append(
-                Rewrite(
-                    scope=located.scope.description,
-                    node_name=located.node.name or "",
-                    op_type="Loop",
-                    original=None,
-                    written=written,
-                    strategy="+".join(forms),
-                    reason="accumulated " + "; ".join(a.describe() for a in chosen),
-                    rejecting=functools.partial(_rejected, loop, any(a.ragged for a in chosen)),
-                )
-            )
-        if rewrites:
-            # A concat read as the carried tensor itself, and the like, copy for nothing.
-            removed = bypass_made_identities(model, users)
-            for rewrite in rewrites:
-                rewrite.written[:] = [node for node in rewrite.written if node not in removed]
-            name_fresh(model)
-        return LoweringResult(model, modified=bool(rewrites), rewrites=rewrites, kept=kept)
+        return plans, kept
+
+    def _chosen(self, accumulators: list[Accumulator], stays: list[Stays]) -> list[Accumulator]:
+        """The accumulators rewritten for this target; ``stays`` gains those the
+        target would miscompute."""
+        chosen = [
+            a for a in accumulators if not a.returned and not (a.ragged and self.has_sequences)
+        ]
+        if (wrong := self.runtime.miscomputed([RAGGED_CONCAT])) is not None:
+            stays += [Stays(a.output, wrong) for a in chosen if a.ragged]
+            chosen = [a for a in chosen if not a.ragged]
+        return chosen
 
     def _check_returned(self, located: Located, accumulator: Accumulator) -> None:
         """Refuse a sequence the graph returns where the target cannot hold one."""
@@ -139,6 +137,23 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
                 node=located.node,
                 scope=located.scope.description,
             )
+
+
+def _rewrite(located: Located, opset: int, chosen: list[Accumulator]) -> Rewrite:
+    """Rewrite ``chosen``, accumulators of one loop; what the summary says of it."""
+    written = rewrite_loop(located.node, chosen, opset)
+    loop = next(n for n in written if n.op_type == "Loop")
+    forms = sorted({a.form for a in chosen})
+    return Rewrite(
+        scope=located.scope.description,
+        node_name=located.node.name or "",
+        op_type="Loop",
+        original=None,
+        written=written,
+        strategy="+".join(forms),
+        reason="accumulated " + "; ".join(a.describe() for a in chosen),
+        rejecting=functools.partial(_rejected, loop, any(a.ragged for a in chosen)),
+    )
 
 
 def _kept(located: Located, stays: Stays) -> Kept:

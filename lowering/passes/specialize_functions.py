@@ -51,6 +51,8 @@ from lowering.rewrites import LoweringResult, Rewrite
 logger = logging.getLogger(__name__)
 
 _Key = tuple[ir.OperatorIdentifier, tuple[tuple[str, bytes], ...]]
+#: The caller's attributes a copy reads: its own name for each, and the type.
+_Forwarded = dict[str, tuple[str, ir.AttributeType]]
 
 
 @dataclasses.dataclass
@@ -238,7 +240,7 @@ class _Specializer:
         self.copied: set[ir.Function] = set()  # the originals that have a copy
         # For each copy, the caller's attributes its graphs read: the copy's
         # own name for each, and its type.
-        self.forwarded: dict[ir.Function, dict[str, tuple[str, ir.AttributeType]]] = {}
+        self.forwarded: dict[ir.Function, _Forwarded] = {}
 
     def run(self) -> None:
         live: list[GraphLike] = [self.model.graph]
@@ -309,58 +311,11 @@ class _Specializer:
         for name in graphs:
             copy.attributes.pop(name, None)
         taken = {v.name for v in _defined(copy) if v.name}
-        inputs: dict[ir.Value, ir.Value] = {}
-        for graph in graphs.values():
-            for outer in _captured(graph):  # in the order the call site passes them
-                if outer not in inputs:
-                    value = ir.Value(name=outer.name, type=outer.type, shape=outer.shape)
-                    if value.name in taken:
-                        fresh(value, value.name)
-                    inputs[outer] = value
-                    copy.inputs.append(value)
+        inputs = _captured_inputs(copy, graphs, taken)
         taken |= {value.name for value in inputs.values() if value.name}
-        # The graphs may read the caller's own attributes (``@alpha``): the
-        # copy declares them too, renamed where it has one of that name, and
-        # the call hands them on.
-        forwarded = self.forwarded[copy] = {}
-        for graph in graphs.values():
-            for inner in nodes_within(graph):
-                for attr in inner.attributes.values():
-                    read = attr.ref_attr_name
-                    if read is not None and read not in forwarded:
-                        name, k = read, 0
-                        while name in copy.attributes:
-                            k += 1
-                            name = f"{read}_{k}"
-                        copy.attributes[name] = ir.Attr(name, ir.AttributeType.UNDEFINED, None)
-                        forwarded[read] = (name, attr.type)
-        sites = [
-            (inner, attr.name, graphs[attr.ref_attr_name])
-            for inner in nodes_within(copy)
-            for attr in inner.attributes.values()
-            if attr.ref_attr_name is not None and attr.ref_attr_name in graphs
-        ]
-        for inner, attr_name, graph in sites:
-            body = graph.clone(allow_outer_scope_values=True)
-            for value in _defined(body):
-                if value.name in taken:
-                    fresh(value, value.name)
-            for reader in nodes_within(body):
-                for index, used in enumerate(reader.inputs):
-                    if used is not None and used in inputs:
-                        reader.replace_input_with(index, inputs[used])
-                for ref in list(reader.attributes.values()):
-                    if ref.ref_attr_name is not None:
-                        name = forwarded[ref.ref_attr_name][0]
-                        if name != ref.ref_attr_name:
-                            reader.attributes[ref.name] = ir.RefAttr(ref.name, name, ref.type)
-            inner.attributes[attr_name] = ir.Attr(attr_name, ir.AttributeType.GRAPH, body)
-        for graph in graphs.values():
-            for inner in nodes_within(graph):
-                if inner.domain not in copy.opset_imports:
-                    version = root.opset_imports.get(inner.domain)
-                    if version is not None:
-                        copy.opset_imports[inner.domain] = version
+        forwarded = self.forwarded[copy] = _forwarded_attributes(copy, graphs)
+        _substitute_graphs(copy, graphs, inputs, forwarded, taken)
+        _import_opsets(copy, graphs, root)
         self.model.functions[copy.identifier()] = copy
         logger.debug("Specialized function %r as %r", callee.name, copy.name)
         return copy
@@ -372,6 +327,94 @@ class _Specializer:
             name = f"{callee.name}_{k}"
             if (callee.domain, name, callee.overload) not in self.model.functions:
                 return name
+
+
+def _captured_inputs(
+    copy: ir.Function, graphs: dict[str, ir.Graph], taken: set[str]
+) -> dict[ir.Value, ir.Value]:
+    """A new input of ``copy`` for each outer value the graphs read, in the
+    order the call site passes them (renamed where ``copy`` has the name)."""
+    inputs: dict[ir.Value, ir.Value] = {}
+    for graph in graphs.values():
+        for outer in _captured(graph):
+            if outer not in inputs:
+                value = ir.Value(name=outer.name, type=outer.type, shape=outer.shape)
+                if value.name in taken:
+                    fresh(value, value.name)
+                inputs[outer] = value
+                copy.inputs.append(value)
+    return inputs
+
+
+def _forwarded_attributes(copy: ir.Function, graphs: dict[str, ir.Graph]) -> _Forwarded:
+    """The caller's attributes the graphs read (``@alpha``), declared by ``copy``
+    too (renamed where it has one of that name) for the call to hand them on."""
+    forwarded: _Forwarded = {}
+    for graph in graphs.values():
+        for inner in nodes_within(graph):
+            for attr in inner.attributes.values():
+                read = attr.ref_attr_name
+                if read is not None and read not in forwarded:
+                    name = _free_attribute_name(copy, read)
+                    copy.attributes[name] = ir.Attr(name, ir.AttributeType.UNDEFINED, None)
+                    forwarded[read] = (name, attr.type)
+    return forwarded
+
+
+def _free_attribute_name(copy: ir.Function, read: str) -> str:
+    name, k = read, 0
+    while name in copy.attributes:
+        k += 1
+        name = f"{read}_{k}"
+    return name
+
+
+def _substitute_graphs(
+    copy: ir.Function,
+    graphs: dict[str, ir.Graph],
+    inputs: dict[ir.Value, ir.Value],
+    forwarded: _Forwarded,
+    taken: set[str],
+) -> None:
+    """Put a copy of each graph argument where ``copy``'s nodes refer to it."""
+    sites = [
+        (inner, attr.name, graphs[attr.ref_attr_name])
+        for inner in nodes_within(copy)
+        for attr in inner.attributes.values()
+        if attr.ref_attr_name is not None and attr.ref_attr_name in graphs
+    ]
+    for inner, attr_name, graph in sites:
+        body = graph.clone(allow_outer_scope_values=True)
+        for value in _defined(body):
+            if value.name in taken:
+                fresh(value, value.name)
+        for reader in nodes_within(body):
+            _rebind_reader(reader, inputs, forwarded)
+        inner.attributes[attr_name] = ir.Attr(attr_name, ir.AttributeType.GRAPH, body)
+
+
+def _rebind_reader(
+    reader: ir.Node, inputs: dict[ir.Value, ir.Value], forwarded: _Forwarded
+) -> None:
+    """Make ``reader`` read the copy's inputs and attributes, not the caller's."""
+    for index, used in enumerate(reader.inputs):
+        if used is not None and used in inputs:
+            reader.replace_input_with(index, inputs[used])
+    for ref in list(reader.attributes.values()):
+        if ref.ref_attr_name is not None:
+            name = forwarded[ref.ref_attr_name][0]
+            if name != ref.ref_attr_name:
+                reader.attributes[ref.name] = ir.RefAttr(ref.name, name, ref.type)
+
+
+def _import_opsets(copy: ir.Function, graphs: dict[str, ir.Graph], root: GraphLike) -> None:
+    """``copy`` imports each domain the graphs use, at the caller's version."""
+    for graph in graphs.values():
+        for inner in nodes_within(graph):
+            if inner.domain not in copy.opset_imports:
+                version = root.opset_imports.get(inner.domain)
+                if version is not None:
+                    copy.opset_imports[inner.domain] = version
 
 
 def _bytes_of(graph: ir.Graph) -> bytes:

@@ -117,9 +117,22 @@ def concat_built(plan: MapPlan, k: int) -> tuple[int, bool, list[int]] | None:
     output = plan.node.outputs[k]
     type_, shape = plan.result_types[k]
     dtype = tensor_dtype(type_)
-    uses = output.uses()
-    if output.is_graph_output() or not uses or shape is None or dtype is None:
+    if output.is_graph_output() or not output.uses() or shape is None or dtype is None:
         return None
+    read = _concat_read(output)
+    if read is None:
+        return None
+    axis, new_axis = read
+    start = _empty_start(shape, axis, new_axis)
+    if start is None or not _concat_runs(dtype, new_axis, plan.opset):
+        return None
+    return start[0], new_axis, start[1]
+
+
+def _concat_read(output: ir.Value) -> tuple[int, bool] | None:
+    """The ``(axis, new_axis)`` of the ConcatFromSequence that every reader of
+    ``output`` is; None where a reader is another op or they differ."""
+    uses = output.uses()
     if not all(
         index == 0 and is_onnx_op(user, "ConcatFromSequence") and user.graph is not None
         for user, index in uses
@@ -131,7 +144,12 @@ def concat_built(plan: MapPlan, k: int) -> tuple[int, bool, list[int]] | None:
     }
     if len(readers) != 1:
         return None
-    ((axis, new_axis),) = readers
+    return readers.pop()
+
+
+def _empty_start(shape: ir.Shape, axis: int, new_axis: bool) -> tuple[int, list[int]] | None:
+    """The concat's axis (wrapped) and the dims of its start, no element along
+    that axis; None where the axis is out of range or another dim is not static."""
     rank = len(shape) + (1 if new_axis else 0)
     if rank == 0 or not -rank <= axis < rank:
         return None
@@ -143,14 +161,17 @@ def concat_built(plan: MapPlan, k: int) -> tuple[int, bool, list[int]] | None:
     static = [d for d in dims if isinstance(d, int)]
     if len(static) != len(dims):
         return None
+    return axis, static
+
+
+def _concat_runs(dtype: ir.DataType, new_axis: bool, opset: int) -> bool:
+    """Whether onnxruntime makes the empty start and runs the ops that grow it."""
     if dtype not in EMPTY_TYPES:
-        return None
+        return False
     ops: list[tuple[str, ir.DataType | None]] = [("Concat", dtype)]
     if new_axis:
         ops.append(("Unsqueeze", dtype))
-    if first_unsupported(ops, plan.opset):
-        return None
-    return axis, new_axis, static
+    return not first_unsupported(ops, opset)
 
 
 def loop_form_ops(plan: MapPlan, through_sequences: bool = False) -> set[str]:

@@ -51,6 +51,8 @@ reads a Loop's stack (a Transpose for a stack along another axis)::
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx_ir as ir
 
@@ -156,75 +158,12 @@ def lower_to_scan(
     dims the body's scan inputs then declare (ONNX's inference gives them
     those, and the pins in the body are computed from them).
     """
-    node, body = plan.node, plan.body
-    new_nodes: list[ir.Node] = []
-    scan_inputs: list[ir.Value] = []
-    scan_input_axes: list[int] = []
-    element_inputs: list[ir.Value] = []
-    prologue: list[ir.Node] = []
-    replacements: dict[ir.Value, ir.Value] = {}
-    for outer, inner, sequence, element in zip(
-        plan.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
-    ):
-        if not sequence:
-            replacements[inner] = outer  # read from outside, then made a state below
-            continue
-        source = split_source(outer)
-        assert source is not None, "scan_axes takes only maps whose sequences are splits"
-        tensor, axis, keepdims = source
-        scan_inputs.append(tensor)
-        scan_input_axes.append(axis)
-        sliced = fresh(ir.Value(), "slice")
-        if element is not None:
-            shape = element[1]
-            if keepdims and shape is not None and len(shape) > 0:
-                shape = ir.Shape([d for i, d in enumerate(shape) if i != axis % len(shape)])
-            typed(sliced, (element[0], _sliced(shape, tensor, axis, proof)))
-        element_inputs.append(sliced)
-        if keepdims:
-            prologue += with_axes("Unsqueeze", sliced, [axis], plan.opset)
-            current = typed(prologue[-1].outputs[0], element)
-            adopt_name(current, inner.name)
-        else:
-            current = sliced
-            adopt_name(current, inner.name)
-        replacements[inner] = current
+    node = plan.node
+    inputs = _scan_inputs(plan, proof)
     # The elements are inputs before looking for outer values.
-    results = rebind_inputs(body, replacements, element_inputs)
-    prepend(body, prologue)
-
-    # Scan states are tensors: an outer sequence (or a value of unknown
-    # type) stays an outer-scope reference, which every runtime that runs
-    # sequences resolves. So does a tensor of unknown rank: onnxruntime
-    # allocates a Scan's results from the shapes its body declares, and
-    # refuses a body output with none ("Subgraph must have the shape set").
-    states = [value for value in outer_values(body) if _is_shaped_tensor(value)]
-    state_inputs = []
-    state_types: list[TypeAndShape] = []
-    for outer in states:
-        assert outer.type is not None, "states are typed and shaped tensors"
-        state_types.append((outer.type, outer.shape))
-        state = typed(fresh(ir.Value(), "state"), state_types[-1])
-        _replace_uses_inside(outer, state, body)
-        state_inputs.append(state)
-    results = [state_inputs[states.index(r)] if r in states else r for r in results]
-    state_outputs = []
-    for state, state_type in zip(state_inputs, state_types, strict=True):
-        keep = fresh(new_node("Identity", [state]))
-        typed(keep.outputs[0], state_type)
-        body.append(keep)
-        state_outputs.append(keep.outputs[0])
-    scanned = []
-    for result, t in zip(results, plan.result_types, strict=True):
-        if result.graph is not body or result in scanned or result.is_graph_input():
-            copy = fresh(new_node("Identity", [result]))
-            body.append(copy)
-            result = typed(copy.outputs[0], t)
-        declare_result(result, body, t)
-        scanned.append(result)
-    body.inputs.clear()
-    body.inputs.extend([*state_inputs, *element_inputs])
-    body.outputs.extend([*state_outputs, *scanned])
+    results = rebind_inputs(plan.body, inputs.replacements, inputs.elements)
+    prepend(plan.body, inputs.prologue)
+    states, scanned = _scan_body(plan, results, inputs.elements)
 
     # onnxruntime's Scan kills the process (SIGFPE) stacking an empty result
     # along an axis other than 0 (a [2,0] along 1, a [0] along 1): a stack of
@@ -235,11 +174,11 @@ def lower_to_scan(
     ]
     scan = new_node(
         "Scan",
-        [*states, *scan_inputs],
+        [*states, *inputs.tensors],
         {
-            "body": body,
-            "num_scan_inputs": len(scan_inputs),
-            "scan_input_axes": scan_input_axes,
+            "body": plan.body,
+            "num_scan_inputs": len(inputs.tensors),
+            "scan_input_axes": inputs.axes,
             "scan_output_axes": built,
         },
         num_outputs=len(states) + len(scanned),
@@ -252,38 +191,146 @@ def lower_to_scan(
     stacks = list(scan.outputs[len(states) :])
     for stack, axis, (type_, shape) in zip(stacks, built, plan.result_types, strict=True):
         typed(fresh(stack, "stack"), (type_, _stacked(shape, axis)))
-    if not guard:
-        new_nodes.append(scan)
-    else:
-        guarded = _unless_empty(scan, stacks, scan_inputs[0], scan_input_axes[0], built, plan)
-        new_nodes += guarded
-        stacks = list(guarded[-1].outputs)
+    new_nodes: list[ir.Node] = [scan]
+    if guard:
+        new_nodes = _unless_empty(scan, stacks, inputs.tensors[0], inputs.axes[0], built, plan)
+        stacks = list(new_nodes[-1].outputs)
+    new_nodes += _move_stacks(stacks, axes, built, plan)
+    for output, stack, axis, result_type in zip(
+        node.outputs, stacks, axes, plan.result_types, strict=True
+    ):
+        new_nodes += _read_output(output, stack, axis, result_type, plan.opset)
+    replacer.replace(plan, new_nodes, [None] * len(node.outputs))
+    return new_nodes
+
+
+@dataclasses.dataclass
+class _ScanInputs:
+    """What the split tensors become: the Scan's scan inputs and the body's."""
+
+    tensors: list[ir.Value] = dataclasses.field(default_factory=list)
+    axes: list[int] = dataclasses.field(default_factory=list)
+    elements: list[ir.Value] = dataclasses.field(default_factory=list)
+    prologue: list[ir.Node] = dataclasses.field(default_factory=list)
+    replacements: dict[ir.Value, ir.Value] = dataclasses.field(default_factory=dict)
+
+
+def _scan_inputs(plan: MapPlan, proof: Proof | None) -> _ScanInputs:
+    """Each split the map reads becomes a scan input, and its body input a slice."""
+    inputs = _ScanInputs()
+    for outer, inner, sequence, element in zip(
+        plan.inputs, plan.body.inputs, plan.is_sequence, plan.element_types, strict=True
+    ):
+        if not sequence:
+            inputs.replacements[inner] = outer  # read from outside, then made a state
+            continue
+        source = split_source(outer)
+        assert source is not None, "scan_axes takes only maps whose sequences are splits"
+        tensor, axis, keepdims = source
+        inputs.tensors.append(tensor)
+        inputs.axes.append(axis)
+        sliced = fresh(ir.Value(), "slice")
+        if element is not None:
+            shape = _unkept(element[1], axis) if keepdims else element[1]
+            typed(sliced, (element[0], _sliced(shape, tensor, axis, proof)))
+        inputs.elements.append(sliced)
+        current = sliced
+        if keepdims:
+            inputs.prologue += with_axes("Unsqueeze", sliced, [axis], plan.opset)
+            current = typed(inputs.prologue[-1].outputs[0], element)
+        adopt_name(current, inner.name)
+        inputs.replacements[inner] = current
+    return inputs
+
+
+def _unkept(shape: ir.Shape | None, axis: int) -> ir.Shape | None:
+    """A keepdims element's ``shape`` without its unit dim at ``axis``: a Scan's slice."""
+    if shape is None or len(shape) == 0:
+        return shape
+    return ir.Shape([d for i, d in enumerate(shape) if i != axis % len(shape)])
+
+
+def _scan_body(
+    plan: MapPlan, results: list[ir.Value], elements: list[ir.Value]
+) -> tuple[list[ir.Value], list[ir.Value]]:
+    """Make ``plan.body`` a Scan body; returns the outer values passed in as
+    states, and the body outputs scanned out.
+
+    Scan states are tensors: an outer sequence (or a value of unknown type)
+    stays an outer-scope reference, which every runtime that runs sequences
+    resolves. So does a tensor of unknown rank: onnxruntime allocates a
+    Scan's results from the shapes its body declares, and refuses a body
+    output with none ("Subgraph must have the shape set").
+    """
+    body = plan.body
+    states = [value for value in outer_values(body) if _is_shaped_tensor(value)]
+    state_inputs = [_state_input(outer, body) for outer in states]
+    results = [state_inputs[states.index(r)] if r in states else r for r in results]
+    state_outputs = []
+    for state in state_inputs:
+        keep = fresh(new_node("Identity", [state]))
+        assert state.type is not None, "a state has its outer value's type"
+        typed(keep.outputs[0], (state.type, state.shape))
+        body.append(keep)
+        state_outputs.append(keep.outputs[0])
+    scanned: list[ir.Value] = []
+    for result, t in zip(results, plan.result_types, strict=True):
+        if result.graph is not body or result in scanned or result.is_graph_input():
+            copy = fresh(new_node("Identity", [result]))
+            body.append(copy)
+            result = typed(copy.outputs[0], t)
+        declare_result(result, body, t)
+        scanned.append(result)
+    body.inputs.clear()
+    body.inputs.extend([*state_inputs, *elements])
+    body.outputs.extend([*state_outputs, *scanned])
+    return states, scanned
+
+
+def _state_input(outer: ir.Value, body: ir.Graph) -> ir.Value:
+    """A body input of ``outer``'s type that the body reads in its place."""
+    assert outer.type is not None, "states are typed and shaped tensors"
+    state = typed(fresh(ir.Value(), "state"), (outer.type, outer.shape))
+    _replace_uses_inside(outer, state, body)
+    return state
+
+
+def _move_stacks(
+    stacks: list[ir.Value], axes: list[int], built: list[int], plan: MapPlan
+) -> list[ir.Node]:
+    """Transposes moving each stack built along 0 to its readers' axis; ``stacks``
+    is updated in place."""
+    nodes: list[ir.Node] = []
     for k, (axis, was, (type_, shape)) in enumerate(
         zip(axes, built, plan.result_types, strict=True)
     ):
-        if axis != was:
-            rank = len(shape or ())
-            perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
-            moved = fresh(new_node("Transpose", [stacks[k]], {"perm": perm}))
-            new_nodes.append(moved)
-            stacks[k] = typed(fresh(moved.outputs[0], "stack"), (type_, _stacked(shape, axis)))
-    for output, stack, axis, (type_, shape) in zip(
-        node.outputs, stacks, axes, plan.result_types, strict=True
-    ):
-        assert shape is not None, "scan_axes takes only outputs of known shape"
-        rank = len(shape)
-        kinds = [concat_kind(user, index, rank, shape) for user, index in output.uses()]
-        if all(kind is not None and kind[1] == axis for kind in kinds):
-            for user, _ in list(output.uses()):
-                new_nodes += read_stack(user, stack, shape)
+        if axis == was:
             continue
-        # Stacked along 0 for readers of other kinds or axes (scan_axes with stack_reads).
-        count_nodes = count_of(stack, None)
-        count = count_nodes[-1].outputs[0]
-        constants = read_stack_in_readers(output, stack, type_, shape, count, plan.opset)
-        new_nodes += [*(count_nodes if count.uses() else []), *constants]
-    replacer.replace(plan, new_nodes, [None] * len(node.outputs))
-    return new_nodes
+        rank = len(shape or ())
+        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+        moved = fresh(new_node("Transpose", [stacks[k]], {"perm": perm}))
+        nodes.append(moved)
+        stacks[k] = typed(fresh(moved.outputs[0], "stack"), (type_, _stacked(shape, axis)))
+    return nodes
+
+
+def _read_output(
+    output: ir.Value, stack: ir.Value, axis: int, result_type: TypeAndShape, opset: int
+) -> list[ir.Node]:
+    """The nodes that serve ``output``'s readers from ``stack``, built along ``axis``."""
+    type_, shape = result_type
+    assert shape is not None, "scan_axes takes only outputs of known shape"
+    kinds = [concat_kind(user, index, len(shape), shape) for user, index in output.uses()]
+    if all(kind is not None and kind[1] == axis for kind in kinds):
+        nodes: list[ir.Node] = []
+        for user, _ in list(output.uses()):
+            nodes += read_stack(user, stack, shape)
+        return nodes
+    # Stacked along 0 for readers of other kinds or axes (scan_axes with stack_reads).
+    count_nodes = count_of(stack, None)
+    count = count_nodes[-1].outputs[0]
+    constants = read_stack_in_readers(output, stack, type_, shape, count, opset)
+    return [*(count_nodes if count.uses() else []), *constants]
 
 
 def _sliced(

@@ -119,13 +119,7 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
     body, inputs = plan.body, plan.inputs
     replacer.flush_within(body)  # maps nested in the body, at any depth, are rewritten already
     new_nodes: list[ir.Node] = []
-    shared_constants: dict[ir.Value, ir.Value] = {}
-    for initializer in body.initializers.values():
-        constant = fresh(new_node("Constant", [], {"value": initializer.const_value}))
-        output = constant.outputs[0]
-        output.type, output.shape = initializer.type, initializer.shape  # whole, even if unknown
-        shared_constants[initializer] = output
-        new_nodes.append(constant)
+    shared_constants = _initializers_as_constants(body, new_nodes)
     elements = [
         _elements(outer, length, new_nodes, _dtype(element), plan.opset, plan.proof)
         if sequence
@@ -136,34 +130,7 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
     ]
     results: list[list[ir.Value]] = [[] for _ in body.outputs]
     for i in range(length):
-        copy = body.clone(allow_outer_scope_values=True)
-        mapping = {
-            copied: (values[i] if values is not None else outer)
-            for copied, outer, values in zip(copy.inputs, inputs, elements, strict=True)
-        }
-        for original, copied in zip(
-            body.initializers.values(), copy.initializers.values(), strict=True
-        ):
-            mapping[copied] = shared_constants[original]
-        outputs = [mapping.get(v, v) for v in copy.outputs]
-        copy.outputs.clear()
-        # Each copy gets its own names, built from the body's, down to the
-        # graphs nested in it.
-        for copied_node in nodes_within(copy):
-            fresh(copied_node, copied_node.name or None)
-            for output in copied_node.outputs:
-                fresh(output, output.name or None)
-        for nested in list(graphs_within(copy))[1:]:
-            for value in nested.inputs:
-                fresh(value, value.name or None)
-        copy_nodes = list(copy)
-        copy.remove(copy_nodes)
-        for value, replacement in mapping.items():
-            value.replace_all_uses_with(replacement)
-        for copied_node in copy_nodes:
-            for output in copied_node.outputs:
-                output.shape = None  # shapes may differ between elements
-        new_nodes += copy_nodes
+        outputs = _copy_body(body, i, inputs, elements, shared_constants, new_nodes)
         for k, output in enumerate(outputs):
             results[k].append(output)
     sequences = []
@@ -183,6 +150,63 @@ def lower_by_unrolling(plan: MapPlan, replacer: Replacer, length: int) -> list[i
         replacer._removed.setdefault(owner, []).extend(nodes)
 
     return fold_static(plan.located.scope.owner, new_nodes, plan.opset, discard, plan.proof.doubted)
+
+
+def _initializers_as_constants(
+    body: ir.Graph, new_nodes: list[ir.Node]
+) -> dict[ir.Value, ir.Value]:
+    """A Constant for each of ``body``'s initializers, which every copy shares."""
+    shared_constants: dict[ir.Value, ir.Value] = {}
+    for initializer in body.initializers.values():
+        constant = fresh(new_node("Constant", [], {"value": initializer.const_value}))
+        output = constant.outputs[0]
+        output.type, output.shape = initializer.type, initializer.shape  # whole, even if unknown
+        shared_constants[initializer] = output
+        new_nodes.append(constant)
+    return shared_constants
+
+
+def _copy_body(
+    body: ir.Graph,
+    i: int,
+    inputs: list[ir.Value],
+    elements: list[list[ir.Value] | None],
+    shared_constants: dict[ir.Value, ir.Value],
+    new_nodes: list[ir.Node],
+) -> list[ir.Value]:
+    """Add to ``new_nodes`` a copy of ``body`` reading element ``i``; returns its results."""
+    copy = body.clone(allow_outer_scope_values=True)
+    mapping = {
+        copied: (values[i] if values is not None else outer)
+        for copied, outer, values in zip(copy.inputs, inputs, elements, strict=True)
+    }
+    for original, copied in zip(
+        body.initializers.values(), copy.initializers.values(), strict=True
+    ):
+        mapping[copied] = shared_constants[original]
+    outputs = [mapping.get(v, v) for v in copy.outputs]
+    copy.outputs.clear()
+    _name_copy(copy)
+    copy_nodes = list(copy)
+    copy.remove(copy_nodes)
+    for value, replacement in mapping.items():
+        value.replace_all_uses_with(replacement)
+    for copied_node in copy_nodes:
+        for output in copied_node.outputs:
+            output.shape = None  # shapes may differ between elements
+    new_nodes += copy_nodes
+    return outputs
+
+
+def _name_copy(copy: ir.Graph) -> None:
+    """Each copy gets its own names, built from the body's, down to the graphs nested in it."""
+    for copied_node in nodes_within(copy):
+        fresh(copied_node, copied_node.name or None)
+        for output in copied_node.outputs:
+            fresh(output, output.name or None)
+    for nested in list(graphs_within(copy))[1:]:
+        for value in nested.inputs:
+            fresh(value, value.name or None)
 
 
 def _elements(

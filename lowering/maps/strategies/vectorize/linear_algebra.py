@@ -98,6 +98,23 @@ def _gemm(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[B
     dtype = a.dtype or b.dtype
     if (alpha != 1.0 or (c is not None and beta != 1.0)) and dtype is None:
         raise v.decline("alpha or beta is not 1 and the element type is unknown")
+    out, rows, cols = _gemm_product(v, a, b, node)
+    out = _scaled(v, out, alpha, dtype)
+    if c is not None:
+        bias = _scaled(v, c.value, beta, dtype)
+        if c.batched:
+            bias = v.lift_value(bias, v.rank(c), 2)
+        out = v.op("Add", [out, bias])
+    batched = a.batched or b.batched or (c is not None and c.batched)
+    return [BodyValue(out, (rows, cols), batched)]
+
+
+def _gemm_product(
+    v: Batcher, a: BodyValue, b: BodyValue, node: ir.Node
+) -> tuple[ir.Value, int | None, int | None]:
+    """A' B', each operand a matrix (or a stack of them) transposed where Gemm
+    says; and the product's rows and columns."""
+    attrs = node.attributes
     operands = []
     for info, flag in ((a, "transA"), (b, "transB")):
         if v.rank(info) != 2:
@@ -109,22 +126,16 @@ def _gemm(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> list[B
     rows = v.dims(a)[1 if attrs.get_int("transA", 0) else 0]
     cols = v.dims(b)[0 if attrs.get_int("transB", 0) else 1]
     if a.batched or b.batched:
-        out = _batched_matmul(v, operands[0], operands[1])
-    else:
-        out = v.op("MatMul", [operands[0].value, operands[1].value])
-    if alpha != 1.0:
-        assert dtype is not None, "declined above"
-        out = v.op("Mul", [out, v.const(alpha, dtype.numpy())])
-    if c is not None:
-        bias = c.value
-        if beta != 1.0:
-            assert dtype is not None, "declined above"
-            bias = v.op("Mul", [bias, v.const(beta, dtype.numpy())])
-        if c.batched:
-            bias = v.lift_value(bias, v.rank(c), 2)
-        out = v.op("Add", [out, bias])
-    batched = a.batched or b.batched or (c is not None and c.batched)
-    return [BodyValue(out, (rows, cols), batched)]
+        return _batched_matmul(v, operands[0], operands[1]), rows, cols
+    return v.op("MatMul", [operands[0].value, operands[1].value]), rows, cols
+
+
+def _scaled(v: Batcher, value: ir.Value, factor: float, dtype: ir.DataType | None) -> ir.Value:
+    """``value`` times ``factor`` (Gemm's alpha or beta), where it is not 1."""
+    if factor == 1.0:
+        return value
+    assert dtype is not None, "_gemm declines a factor of an unknown type"
+    return v.op("Mul", [value, v.const(factor, dtype.numpy())])
 
 
 @FAMILY.rule("Einsum")

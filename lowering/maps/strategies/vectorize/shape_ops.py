@@ -50,16 +50,7 @@ def _reshape(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> lis
     if allowzero and 0 in wanted:
         raise v.decline("its shape has a 0 and allowzero = 1")
     dims = x.shape
-    resolved: list[int | None] = [
-        (dims[j] if dims is not None and j < len(dims) else None) if d == 0 else d
-        for j, d in enumerate(wanted)
-    ]
-    if -1 in resolved:
-        j = resolved.index(-1)
-        known = prod([d for i, d in enumerate(resolved) if i != j])
-        total = prod(dims) if dims is not None else None
-        if known and total is not None:
-            resolved[j] = total // known
+    resolved = _resolved(wanted, dims)
     data = x.value
     positive = [d for d in resolved if d is not None and d > 0]
     if len(positive) == len(resolved):
@@ -70,6 +61,22 @@ def _reshape(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> lis
         data, shape = _computed_target(v, x, wanted, dims)
     out = v.op("Reshape", [data, shape])
     return [BodyValue(out, tuple(d if d != -1 else None for d in resolved), True)]
+
+
+def _resolved(wanted: list[int], dims: Dims | None) -> list[int | None]:
+    """The element's target: a 0 the input's dim it copies, a -1 the size it
+    computes where the dims are known (else None, or -1 left)."""
+    resolved: list[int | None] = [
+        (dims[j] if dims is not None and j < len(dims) else None) if d == 0 else d
+        for j, d in enumerate(wanted)
+    ]
+    if -1 in resolved:
+        j = resolved.index(-1)
+        known = prod([d for i, d in enumerate(resolved) if i != j])
+        total = prod(dims) if dims is not None else None
+        if known and total is not None:
+            resolved[j] = total // known
+    return resolved
 
 
 def _computed_target(
