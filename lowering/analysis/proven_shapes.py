@@ -184,61 +184,106 @@ def prove(
     call (:func:`call_shapes`); by default a call's outputs are unknown.
     """
     proof = Proof() if proof is None else proof
-
-    def prove_body(graph: ir.Graph) -> None:
-        prove(graph, opset, proof, fill=fill, functions=functions)
-
+    prover = _Prover(opset, proof, fill, functions)
     for node in owner:
+        prover.node(node)
+    return proof
+
+
+@dataclasses.dataclass
+class _Prover:
+    """One run of :func:`prove` over a graph and the graphs nested in it."""
+
+    opset: int
+    proof: Proof
+    fill: bool
+    functions: Mapping[ir.OperatorIdentifier, ir.Function] | None
+
+    def body(self, graph: ir.Graph) -> None:
+        prove(graph, self.opset, self.proof, fill=self.fill, functions=self.functions)
+
+    def node(self, node: ir.Node) -> None:
+        proof = self.proof
         doubted_input = any(v is not None and v in proof.doubted for v in node.inputs)
         rank_input = any(v is not None and v in proof.rank_doubted for v in node.inputs)
-        graphs = subgraphs(node)
-        for sub in graphs:
-            if doubted_input:
-                proof.doubted.update(sub.inputs)
-            if rank_input:
-                proof.rank_doubted.update(sub.inputs)
         onnx_op = is_onnx_domain(node.domain)
-        flow = None
-        if graphs and onnx_op:
-            flow = prove_control_flow(node, proof, opset, prove_body)
-        else:
-            for sub in graphs:
-                prove_body(sub)
-        for sub in graphs:
-            doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
-            rank_input = rank_input or any(v in proof.rank_doubted for v in sub.outputs)
+        flow, doubted_input, rank_input = self._subgraphs(node, onnx_op, doubted_input, rank_input)
         if onnx_op:
             _track_elements(node, proof, flow)
-        callee = None if functions is None else functions.get(node.op_identifier())
+        callee = None if self.functions is None else self.functions.get(node.op_identifier())
         call = node.op_identifier() in proof.doubting or callee is not None
-        if not (fill or doubted_input or call or (onnx_op and may_be_seen_wrong(node.op_type))):
-            continue
+        if not (
+            self.fill or doubted_input or call or (onnx_op and may_be_seen_wrong(node.op_type))
+        ):
+            return
         operands = [proof.operand(v) for v in node.inputs]
         wrong = call or (onnx_op and seen_wrong(node, operands))
         if not doubted_input and not wrong:
-            if onnx_op and fill:  # the declaration holds; inference fills what it leaves out
-                inferred = _with_reads(node, proof, flow, infer_outputs(node, operands, opset))
-            elif fill and (called := proof.callees.get(node.op_identifier())) is not None:
-                inferred = _follow(node, called, operands, proof, proof.callees)
-            else:
-                continue
-            for value, got in zip(node.outputs, inferred):
-                proof.known[value] = _merged(value, got)
-            continue
+            self._filled(node, onnx_op, operands, flow)
+            return
         proof.doubted.update(node.outputs)
         if rank_input or not onnx_op or (wrong and node.op_type in RANK_SEEN_WRONG):
             proof.rank_doubted.update(node.outputs)
+        self._proven(node, operands, flow, callee)
+
+    def _proven(
+        self,
+        node: ir.Node,
+        operands: list[Operand | None],
+        flow: Flow | None,
+        callee: ir.Function | None,
+    ) -> None:
+        """A doubted node: what is proven of its outputs, whatever they declare."""
+        proof = self.proof
         if callee is not None:  # followed into: proven for this call
-            proven = _follow(node, callee, operands, proof, functions)
+            proven = _follow(node, callee, operands, proof, self.functions)
         else:
-            proven = _with_reads(node, proof, flow, proven_outputs(node, operands, opset))
+            proven = _with_reads(node, proof, flow, proven_outputs(node, operands, self.opset))
         for value, got in zip(node.outputs, proven, strict=True):
             declared = operand(value, small_constant(value))
             if declared is None or declared.type is not None:
                 continue  # a sequence or an optional: its element's shape stays unknown
             dtype = _dtype(declared) or got.dtype
             proof.known[value] = Operand(dtype, got.shape, declared.value)
-    return proof
+
+    def _subgraphs(
+        self, node: ir.Node, onnx_op: bool, doubted_input: bool, rank_input: bool
+    ) -> tuple[Flow | None, bool, bool]:
+        """Prove ``node``'s subgraphs (their inputs doubted with ``node``'s);
+        returns what control flow proves of its outputs, and whether an input
+        or a value its subgraphs return is doubted, and its rank."""
+        proof = self.proof
+        graphs = subgraphs(node)
+        for sub in graphs:
+            if doubted_input:
+                proof.doubted.update(sub.inputs)
+            if rank_input:
+                proof.rank_doubted.update(sub.inputs)
+        flow = None
+        if graphs and onnx_op:
+            flow = prove_control_flow(node, proof, self.opset, self.body)
+        else:
+            for sub in graphs:
+                self.body(sub)
+        for sub in graphs:
+            doubted_input = doubted_input or any(v in proof.doubted for v in sub.outputs)
+            rank_input = rank_input or any(v in proof.rank_doubted for v in sub.outputs)
+        return flow, doubted_input, rank_input
+
+    def _filled(
+        self, node: ir.Node, onnx_op: bool, operands: list[Operand | None], flow: Flow | None
+    ) -> None:
+        """A node whose declarations hold: with ``fill``, what inference (or the
+        callee, proven for the call) gives fills what they leave out."""
+        proof = self.proof
+        if onnx_op and self.fill:
+            inferred = _with_reads(node, proof, flow, infer_outputs(node, operands, self.opset))
+        elif self.fill and (called := proof.callees.get(node.op_identifier())) is not None:
+            inferred = _follow(node, called, operands, proof, proof.callees)
+        else:
+            return
+        for value, got in zip(node.outputs, inferred):
+            proof.known[value] = _merged(value, got)
 
 
 def _track_elements(node: ir.Node, proof: Proof, flow: Flow | None) -> None:

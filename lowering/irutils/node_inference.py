@@ -335,49 +335,70 @@ def may_be_seen_wrong(op_type: str) -> bool:
 
 def doubted(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     """The cases of trusted ops where ONNX's shapes and onnxruntime's still differ."""
-    if node.op_type not in SHAPE_DOUBTED_OPS:
+    rule = _DOUBTED.get(node.op_type)
+    if rule is None:
         return False
-    values = [None if o is None else o.value for o in operands]
-    if node.op_type == "Range":
-        # ONNX counts ceil((limit - start) / delta) after subtracting in the
-        # element type; onnxruntime subtracts float bounds in double:
-        # Range(-0.17, -10.17, -1.0) is 10 elements to ONNX, 11 to onnxruntime.
-        if len(values) != 3 or any(v is None or v.size != 1 for v in values):
-            return False  # no constant bounds: ONNX claims the rank only
-        start, limit = values[0], values[1]
-        assert start is not None and limit is not None  # (for mypy)
-        if not np.issubdtype(start.dtype, np.integer):
-            return True
-        span = int(limit.reshape(())) - int(start.reshape(()))
-        info = np.iinfo(start.dtype)
-        return not (info.min <= span <= info.max and abs(span) < 2**31)
-    if node.op_type == "Slice":
-        # onnxruntime reads an end of INT64_MAX or INT32_MAX with a negative
-        # step as "to the first element"; the spec clamps it to the last (empty).
-        ends = values[2] if len(values) > 2 else None
-        steps = values[4] if len(values) > 4 else None
-        if ends is None or steps is None:
-            return False  # all steps 1, or steps unknown: ONNX claims no sliced dim
-        if not np.issubdtype(ends.dtype, np.integer) or ends.size != steps.size:
-            return True
-        through_first = np.isin(
-            ends.reshape(-1), [v for v in THROUGH_FIRST if v <= np.iinfo(ends.dtype).max]
-        )
-        return bool(np.any(through_first & (steps.reshape(-1) < 0)))
-    if node.op_type == "Squeeze":
-        # Empty axes: ONNX squeezes nothing, onnxruntime every dim of size 1.
-        axes = node.attributes.get("axes")
-        if axes is not None and len(axes.as_ints()) == 0:
-            return True
-        given = values[1] if len(values) > 1 else None
-        return given is not None and given.size == 0
-    if node.op_type == "PRelu":
-        # ONNX gives PRelu its input's shape (the spec broadcasts the slope
-        # into X); onnxruntime broadcasts both ways: X [1,3,1] with a slope
-        # [1,4] is [1,3,4] to it. Trusted only where the slope fits into X.
-        shapes = [None if o is None else o.shape for o in operands[:2]]
-        return len(shapes) < 2 or not _broadcasts_into(shapes[1], shapes[0])
-    return False
+    return rule(node, operands, [None if o is None else o.value for o in operands])
+
+
+_Values = list[np.ndarray | None]
+
+
+def _range_doubted(node: ir.Node, operands: Sequence[Operand | None], values: _Values) -> bool:
+    # ONNX counts ceil((limit - start) / delta) after subtracting in the
+    # element type; onnxruntime subtracts float bounds in double:
+    # Range(-0.17, -10.17, -1.0) is 10 elements to ONNX, 11 to onnxruntime.
+    if len(values) != 3 or any(v is None or v.size != 1 for v in values):
+        return False  # no constant bounds: ONNX claims the rank only
+    start, limit = values[0], values[1]
+    assert start is not None and limit is not None  # (for mypy)
+    if not np.issubdtype(start.dtype, np.integer):
+        return True
+    span = int(limit.reshape(())) - int(start.reshape(()))
+    info = np.iinfo(start.dtype)
+    return not (info.min <= span <= info.max and abs(span) < 2**31)
+
+
+def _slice_doubted(node: ir.Node, operands: Sequence[Operand | None], values: _Values) -> bool:
+    # onnxruntime reads an end of INT64_MAX or INT32_MAX with a negative
+    # step as "to the first element"; the spec clamps it to the last (empty).
+    ends = values[2] if len(values) > 2 else None
+    steps = values[4] if len(values) > 4 else None
+    if ends is None or steps is None:
+        return False  # all steps 1, or steps unknown: ONNX claims no sliced dim
+    if not np.issubdtype(ends.dtype, np.integer) or ends.size != steps.size:
+        return True
+    through_first = np.isin(
+        ends.reshape(-1), [v for v in THROUGH_FIRST if v <= np.iinfo(ends.dtype).max]
+    )
+    return bool(np.any(through_first & (steps.reshape(-1) < 0)))
+
+
+def _squeeze_doubted(node: ir.Node, operands: Sequence[Operand | None], values: _Values) -> bool:
+    # Empty axes: ONNX squeezes nothing, onnxruntime every dim of size 1.
+    axes = node.attributes.get("axes")
+    if axes is not None and len(axes.as_ints()) == 0:
+        return True
+    given = values[1] if len(values) > 1 else None
+    return given is not None and given.size == 0
+
+
+def _prelu_doubted(node: ir.Node, operands: Sequence[Operand | None], values: _Values) -> bool:
+    # ONNX gives PRelu its input's shape (the spec broadcasts the slope
+    # into X); onnxruntime broadcasts both ways: X [1,3,1] with a slope
+    # [1,4] is [1,3,4] to it. Trusted only where the slope fits into X.
+    shapes = [None if o is None else o.shape for o in operands[:2]]
+    return len(shapes) < 2 or not _broadcasts_into(shapes[1], shapes[0])
+
+
+#: One rule per op of op_facts.SHAPE_DOUBTED_OPS.
+_DOUBTED = {
+    "Range": _range_doubted,
+    "Slice": _slice_doubted,
+    "Squeeze": _squeeze_doubted,
+    "PRelu": _prelu_doubted,
+}
+assert set(_DOUBTED) == SHAPE_DOUBTED_OPS
 
 
 def _broadcasts_into(small: Sequence[Dim] | None, big: Sequence[Dim] | None) -> bool:
