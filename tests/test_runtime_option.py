@@ -18,7 +18,7 @@ import onnx_ir as ir
 import pytest
 
 import lowering
-from lowering.api import RuntimeName
+from lowering.options import RuntimeName
 from lowering.rewrites import spelled
 from lowering.runtimes.child import compile_openvino
 from lowering.runtimes.profiles import RUNTIMES, rejections
