@@ -206,3 +206,34 @@ def test_a_length_is_a_scalar_and_a_referred_constant_has_its_attributes_type():
     assert proof.typed(values["SequenceLength"]) == (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
     assert proof.typed(values["Mul"]) == (ir.TensorType(ir.DataType.FLOAT), ir.Shape([]))
     assert proof.typed(model.graph.outputs[0]) == (ir.TensorType(ir.DataType.FLOAT), ir.Shape([]))
+
+
+def test_each_call_is_proven_for_what_its_inputs_are_even_where_calls_repeat():
+    """Calls alike share one proof of the function (a run proves each kind of
+    call once); calls whose inputs differ in shape, dtype or value get theirs."""
+    model = ir.serde.deserialize_model(
+        parse("""<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+        g (float[2] a, float[3] b, int64[2] c) => (y1, y2, y3, y4, z1, z2) {
+          one = Constant <value = int64[1] {1}> ()
+          two = Constant <value = int64[1] {2}> ()
+          y1 = local.f (a, one)
+          y2 = local.f (b, one)
+          y3 = local.f (c, one)
+          y4 = local.f (a, one)
+          z1 = local.f (a, two)
+          z2 = local.f (b, two)
+        }
+        <domain: "local", opset_import: ["" : 17]>
+        f (x, k) => (t) { t = Tile (x, k) }""")
+    )
+    proof = prove_model(model, fill=True)
+    got = [proof.typed(v) for v in model.graph.outputs]
+    f32, i64 = ir.TensorType(ir.DataType.FLOAT), ir.TensorType(ir.DataType.INT64)
+    assert got == [
+        (f32, ir.Shape([2])),
+        (f32, ir.Shape([3])),
+        (i64, ir.Shape([2])),
+        (f32, ir.Shape([2])),
+        (f32, ir.Shape([4])),
+        (f32, ir.Shape([6])),
+    ]

@@ -58,6 +58,9 @@ from lowering.irutils.op_facts import RANK_SEEN_WRONG, is_onnx_domain
 from lowering.irutils.static_values import small_constant
 from lowering.irutils.walk import GraphLike, graphs_within, nodes_within, subgraphs
 
+#: What a call gives: its outputs as tensors, and as sequences' elements.
+_Followed = tuple[list[Inferred], list[sequence_elements.Elements]]
+
 
 @dataclasses.dataclass
 class Proof:
@@ -78,6 +81,9 @@ class Proof:
     #: The model-local functions whose calls' untyped outputs ``fill`` proves,
     #: each function proven for the call (:func:`call_shapes`).
     callees: Mapping[ir.OperatorIdentifier, ir.Function] = dataclasses.field(default_factory=dict)
+    #: Per call followed (the function and what its inputs are), what it gives:
+    #: its outputs as tensors and as sequences' elements.
+    followed: dict[tuple, _Followed] = dataclasses.field(default_factory=dict)
 
     def operand(self, value: ir.Value | None) -> Operand | None:
         """What is proven of ``value`` (None: an absent input)."""
@@ -492,10 +498,12 @@ def _called(
     operands: Sequence[Operand | None],
     functions: Mapping[ir.OperatorIdentifier, ir.Function] | None,
     elements: Sequence[sequence_elements.Elements] = (),
+    followed: dict[tuple, _Followed] | None = None,
 ) -> Proof:
     """``function`` proven for one call: its inputs are what the call gives
-    them, as tensors (``operands``) and as sequences (``elements``)."""
-    proof = Proof()
+    them, as tensors (``operands``) and as sequences (``elements``);
+    ``followed``: the calls proven so far this run."""
+    proof = Proof(followed={} if followed is None else followed)
     for value, known in zip(function.inputs, operands, strict=False):
         if known is not None:
             proof.known[value] = known
@@ -516,11 +524,35 @@ def _follow(
     """What the call ``node`` of ``callee`` gives, ``callee`` proven for it; the
     elements of the sequences it returns go into ``proof``."""
     inputs = [element_of(proof, v) for v in node.inputs]
-    inner = _called(callee, operands, functions, inputs)
-    for value, result in zip(node.outputs, callee.outputs):
-        if isinstance(elements := inner.elements.get(result), Operand):
-            proof.elements[value] = elements
-    return _results(inner, callee)
+    key = (callee.identifier(), _keys(operands), _keys(inputs))
+    if (got := proof.followed.get(key)) is None:  # (calls alike are proven once a run)
+        inner = _called(callee, operands, functions, inputs, proof.followed)
+        got = proof.followed[key] = (
+            _results(inner, callee),
+            [inner.elements.get(result) for result in callee.outputs],
+        )
+    results, elements = got
+    for value, made in zip(node.outputs, elements):
+        if isinstance(made, Operand):
+            proof.elements[value] = made
+    return results
+
+
+def _keys(items: Sequence[sequence_elements.Elements]) -> tuple[object, ...]:
+    """What is known of a call's inputs, as a key (values by their bytes)."""
+    return tuple(
+        item
+        if item is None or item is sequence_elements.NOTHING
+        else (
+            item.dtype,
+            None if item.shape is None else tuple(item.shape),
+            None
+            if item.value is None
+            else (item.value.dtype.str, item.value.shape, repr(item.value.tolist())),
+            None if item.type is None else str(item.type),
+        )
+        for item in items
+    )
 
 
 def _results(proof: Proof, function: ir.Function) -> list[Inferred]:
