@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from lowering.console import PROG
 
@@ -249,14 +249,29 @@ def _shared(report: Report) -> list[str]:
     return [line]
 
 
+T = TypeVar("T")
+
+
+def _in_scopes(items: list[T], names: list[str], scopes: list[str]) -> list[tuple[str, list[T]]]:
+    """``items`` grouped by graph, each group with its line: how many, where, and
+    their ``names``."""
+    by_scope: dict[str, list[tuple[T, str]]] = collections.defaultdict(list)
+    for item, name, scope in zip(items, names, scopes, strict=True):
+        by_scope[scope].append((item, name))
+    return [
+        (
+            f"  {len(in_scope)} in {scope}: {', '.join(repr(n or '<unnamed>') for _, n in in_scope)}",
+            [item for item, _ in in_scope],
+        )
+        for scope, in_scope in by_scope.items()
+    ]
+
+
 def _listed(rewrites: list[Node]) -> list[str]:
     lines = []
-    by_scope: dict[str, list[Node]] = collections.defaultdict(list)
-    for rewrite in rewrites:
-        by_scope[rewrite.scope].append(rewrite)
-    for scope, in_scope in by_scope.items():
-        names = ", ".join(repr(r.name or "<unnamed>") for r in in_scope)
-        lines.append(f"  {len(in_scope)} in {scope}: {names}")
+    names, scopes = [r.name for r in rewrites], [r.scope for r in rewrites]
+    for line, in_scope in _in_scopes(rewrites, names, scopes):
+        lines.append(line)
         for r in in_scope:
             # A map's strategy and why; an insert position's reason (a guard
             # passed over), if any; and the runtimes that reject either form.
@@ -287,12 +302,8 @@ def _kept(report: Report, verbose: bool) -> list[str]:
             lines += _by_scope([kept.scope for kept in of_reason])
             lines.append("  (-v names every one)")
             continue
-        by_scope: dict[str, list[Kept]] = collections.defaultdict(list)
-        for kept in of_reason:
-            by_scope[kept.scope].append(kept)
-        for scope, in_scope in by_scope.items():
-            names = ", ".join(repr(k.node_name or "<unnamed>") for k in in_scope)
-            lines.append(f"  {len(in_scope)} in {scope}: {names}")
+        names, scopes = [k.node_name for k in of_reason], [k.scope for k in of_reason]
+        lines += [line for line, _ in _in_scopes(of_reason, names, scopes)]
     return lines
 
 
