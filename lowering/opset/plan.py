@@ -544,20 +544,7 @@ def _relabelled(
         # (Softsign-1 on doubles, as ONNX's body of it from opset 18).
         no_kernel = None if typed is None else _kernel_problem(typed, target, runs)
         return since, "" if no_kernel is None else f"{op}-{since}: {no_kernel}"
-    return _relabel_chain(node, typed, since, then, target, runs)
-
-
-def _relabel_chain(
-    node: ir.Node,
-    typed: ir.Node | None,
-    since: int,
-    then: onnx.defs.OpSchema | None,
-    target: int,
-    runs: bool,
-) -> tuple[int, str]:
-    """Relabel after relabel while each step allows it and the types fit."""
-    op = node.op_type
-    version = since
+    version = since  # relabel after relabel while each step allows it and the types fit
     while then is None or then.since_version != version:
         step = schemas.next_step(op, version, target)
         if step is None or not step[0] or schemas.relabel_reason(op, *step) is None:
