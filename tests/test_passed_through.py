@@ -260,7 +260,8 @@ REFUSALS = {
     "in_function": "declared as a graph output but is not produced by any operation",
 }
 
-#: (case, trips) -> what OpenVINO 2026.4 gets wrong there of its own: it must still.
+#: (case, trips) -> what OpenVINO 2026.4 gets wrong there of its own: not checked
+#: (what it reads there is not its initial value, but not always wrong either).
 OPENVINO_FAULTS = {
     ("iteration", 0): "a value carried from the iteration number is 0, not its initial "
     "value, when the loop makes no trip (as for Add(i, 0): no copy's doing)",
@@ -282,10 +283,7 @@ def test_openvino_refuses_the_original_and_runs_the_copies(name, tmp_path):
         run_openvino(original, list(_feeds(3).values()))
     for n in TRIPS:
         actual = run_openvino(copied, list(_feeds(n).values()))
-        if (name, n) in OPENVINO_FAULTS:
-            with pytest.raises(AssertionError):
-                _assert_expected(actual, _expected(name, n))
-        else:
+        if (name, n) not in OPENVINO_FAULTS:
             _assert_expected(actual, _expected(name, n))
 
 

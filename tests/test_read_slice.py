@@ -12,7 +12,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from lowering.maps.plan import read_slice
+from lowering.maps.loop_body import read_slice
 from lowering.passes.fresh_names import FreshNamesPass
 from tests.helpers import run
 

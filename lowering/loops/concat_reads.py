@@ -30,7 +30,7 @@ from lowering.irutils.dead_code import become_identity
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.positions import int64_scalar
-from lowering.maps.plan import typed
+from lowering.maps.loop_body import typed
 from lowering.maps.strategies.uniform import count_of
 
 _INT64_VECTOR = (ir.TensorType(ir.DataType.INT64), ir.Shape([None]))

@@ -43,7 +43,8 @@ from lowering.irutils.node_inference import Operand, may_be_seen_wrong
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
 from lowering.irutils.pins import may_need_pin, unpinned_output
 from lowering.irutils.walk import nodes_within
-from lowering.maps.plan import MapPlan, ragged_source, split_source
+from lowering.maps.loop_body import ragged_source, split_source
+from lowering.maps.plan import MapPlan
 
 
 @dataclasses.dataclass

@@ -50,7 +50,8 @@ from lowering.irutils.pins import apply_pin, may_need_pin, plan_pins, read_produ
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
 from lowering.irutils.walk import has_subgraphs, nodes_under, nodes_within, subgraphs
 from lowering.maps.claims import Claims
-from lowering.maps.plan import MapPlan, Replacer, declares_enough, empty_is_read, plan_map
+from lowering.maps.loop_body import Replacer
+from lowering.maps.plan import MapPlan, declares_enough, empty_is_read, plan_map
 from lowering.maps.strategies.loop import SequenceLoop
 from lowering.maps.strategies.protocol import Context, Fit, choose
 from lowering.maps.strategies.protocol import Strategy as Form

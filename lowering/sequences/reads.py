@@ -81,7 +81,7 @@ from lowering.irutils.op_facts import SEQUENCE_OPS, is_onnx_domain, is_onnx_op
 from lowering.irutils.pins import apply_pin, may_need_pin, plan_pins, unpinned_output
 from lowering.irutils.scopes import Scope, find_nodes
 from lowering.irutils.static_values import FOLDABLE_OPS, static_array
-from lowering.maps.plan import read_slice
+from lowering.maps.loop_body import read_slice
 from lowering.maps.split_bounds import (
     Bounds,
     keepdims_disputed,
@@ -721,7 +721,7 @@ def _concat_from_sequence(node: ir.Node, owner, lengths, opset: int) -> bool:
     return True
 
 
-#: What reads an element of a split (:func:`lowering.maps.plan.read_slice`).
+#: What reads an element of a split (:func:`lowering.maps.loop_body.read_slice`).
 _READS = frozenset({"Constant", "Slice", "Gather", "Squeeze"})
 
 #: The rules that read a SequenceConstruct's elements as tensors.

@@ -73,10 +73,8 @@ from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.maps.plan import (
-    MapPlan,
+from lowering.maps.loop_body import (
     Replacer,
-    TypeAndShape,
     body_signature,
     keep_going,
     loop_header,
@@ -84,9 +82,9 @@ from lowering.maps.plan import (
     open_body,
     ragged_bounds,
     reads_sequences,
-    tensor_dtype,
     typed,
 )
+from lowering.maps.plan import MapPlan, TypeAndShape, tensor_dtype
 from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.runtimes.ort_kernels import first_unsupported
 from lowering.runtimes.profiles import RAGGED_CONCAT

@@ -32,7 +32,8 @@ from lowering.analysis.proven_shapes import Proof
 from lowering.analysis.sequence_length import SequenceLengths
 from lowering.errors import LoweringError
 from lowering.maps.claims import Claims
-from lowering.maps.plan import MapPlan, Replacer
+from lowering.maps.loop_body import Replacer
+from lowering.maps.plan import MapPlan
 from lowering.runtimes.ort_kernels import first_unsupported
 from lowering.runtimes.profiles import EMPTY_STACK, Runtime
 

@@ -65,20 +65,16 @@ from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.pins import may_need_pin
 from lowering.irutils.walk import graphs_within, nodes_within, outer_values
-from lowering.maps.plan import (
-    SCALAR_BOOL,
-    SCALAR_INT64,
-    MapPlan,
+from lowering.maps.loop_body import (
     Replacer,
-    TypeAndShape,
     declare_result,
     prepend,
     rebind_inputs,
     same_length_inputs,
     split_source,
-    tensor_dtype,
     typed,
 )
+from lowering.maps.plan import SCALAR_BOOL, SCALAR_INT64, MapPlan, TypeAndShape, tensor_dtype
 from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.strategies.uniform import (
     ScanOutputs,

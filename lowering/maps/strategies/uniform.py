@@ -56,9 +56,7 @@ from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.positions import int64_scalar, wrap_negative
-from lowering.maps.plan import (
-    SCALAR_INT64,
-    MapPlan,
+from lowering.maps.loop_body import (
     Replacer,
     body_signature,
     keep_going,
@@ -68,9 +66,9 @@ from lowering.maps.plan import (
     ragged_bounds,
     read_slice,
     reads_sequences,
-    tensor_dtype,
     typed,
 )
+from lowering.maps.plan import SCALAR_INT64, MapPlan, tensor_dtype
 from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.uniform_shapes import UniformShapes, static_shapes, uniform_elements
 from lowering.runtimes.ort_kernels import first_unsupported, unsupported

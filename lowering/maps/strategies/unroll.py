@@ -42,16 +42,8 @@ from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.static_fold import fold_static, release
 from lowering.irutils.walk import graphs_within, nodes_within
-from lowering.maps.plan import (
-    MapPlan,
-    Replacer,
-    TypeAndShape,
-    element_dtypes,
-    read_slice,
-    reads_sequences,
-    result_dtypes,
-    split_source,
-)
+from lowering.maps.loop_body import Replacer, read_slice, reads_sequences, split_source
+from lowering.maps.plan import MapPlan, TypeAndShape, element_dtypes, result_dtypes
 from lowering.maps.strategies.protocol import Context, Decline, Fit
 
 

@@ -37,7 +37,8 @@ from lowering.irutils.op_facts import (
     is_onnx_op,
 )
 from lowering.irutils.static_values import small_constant
-from lowering.maps.plan import MapPlan, ragged_source, split_source
+from lowering.maps.loop_body import ragged_source, split_source
+from lowering.maps.plan import MapPlan
 from lowering.maps.strategies.vectorize import (
     elementwise,
     indexing,

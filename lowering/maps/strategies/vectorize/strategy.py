@@ -36,14 +36,8 @@ from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.pins import may_need_pin
 from lowering.irutils.static_values import small_constant
 from lowering.maps.claims import first_unpinned, seeded
-from lowering.maps.plan import (
-    MapPlan,
-    Replacer,
-    empty_is_read,
-    same_length_inputs,
-    tensor_dtype,
-    typed,
-)
+from lowering.maps.loop_body import Replacer, same_length_inputs, typed
+from lowering.maps.plan import MapPlan, empty_is_read, tensor_dtype
 from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.strategies.uniform import (
     concat_kind,
