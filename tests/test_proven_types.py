@@ -12,6 +12,7 @@ to re-use buffer. {1,2} != {2,2}").
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
@@ -237,3 +238,41 @@ def test_each_call_is_proven_for_what_its_inputs_are_even_where_calls_repeat():
         (f32, ir.Shape([4])),
         (f32, ir.Shape([6])),
     ]
+
+
+#: Sequences whose elements nothing proves a shape of, only a dtype: empty,
+#: declared with unknown dims, split from a tensor of unknown dims; with
+#: feeds, and the elements (the oracle: the body doubles each).
+_U16 = np.arange(6, dtype=np.uint16).reshape(2, 3)
+NO_ELEMENT_PROOF = {
+    "empty": ("", "s = SequenceEmpty <dtype = 4> ()", {}, []),
+    "declared": ("seq(uint16[?,?]) q", "s = Identity (q)", {"q": [_U16, _U16]}, [_U16, _U16]),
+    "split of unknown dims": (
+        "uint16[?,?] u",
+        "s = SplitToSequence <axis = 0, keepdims = 0> (u)",
+        {"u": _U16},
+        list(_U16),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_ELEMENT_PROOF))
+def test_an_untyped_body_over_elements_of_no_proven_shape_gets_their_dtype(case):
+    """The body's input is typed with the elements' dtype, its shape unknown
+    (no element: any shape holds), and the untyped result with what follows;
+    the map lowers and computes what the list comprehension does."""
+    inputs, source, feeds, elements = NO_ELEMENT_PROOF[case]
+    text = f"""<ir_version: 8, opset_import: ["" : 17]>
+    g ({inputs}) => (int64 y, seq(uint16[{"?" if case.startswith("split") else "?,?"}]) z) {{
+      {source}
+      z = SequenceMap <body = body (e) => (d) {{ d = Add (e, e) }}> (s)
+      y = SequenceLength (z)
+    }}"""
+    model = ir.serde.deserialize_model(parse(text))
+    proof = prove_model(model, fill=True)
+    (mapped,) = [node for node in model.graph if node.op_type == "SequenceMap"]
+    body = mapped.attributes["body"].as_graph()
+    assert proof.typed(body.inputs[0])[0] == ir.TensorType(ir.DataType.UINT16)
+    assert proof.typed(body.outputs[0])[0] == ir.TensorType(ir.DataType.UINT16)
+    result = run(lowering.lower(parse(text)), feeds)
+    assert_same(result, [np.array(len(elements)), [e + e for e in elements]])

@@ -185,6 +185,10 @@ def _sequence_map(
         if value is None:
             continue
         known = element_of(proof, value) if sequence else _tensor_of(proof, value)
+        if sequence and (known is None or known is NOTHING):
+            known = _element_dtype(
+                proof, value
+            )  # (no element: any shape holds; the dtype is exact)
         if known is not None and known is not NOTHING and _tensor(inner):
             proof.known[inner] = _filled(proof.operand(inner), known)
     prove_body(body)
@@ -206,6 +210,15 @@ def element_of(proof: Proof, value: ir.Value | None) -> Elements:
     shape = proof.declarable(value)
     dims = None if shape is None else tuple(d if isinstance(d, int) else d.value for d in shape)
     return Operand(_dtype(Operand(value.type.elem_type.dtype, None)), dims)
+
+
+def _element_dtype(proof: Proof, value: ir.Value) -> Operand | None:
+    """The dtype of the elements of the sequence ``value``, from its type alone."""
+    typed = proof.typed(value)
+    if typed is None or not isinstance(typed[0], ir.SequenceType):
+        return None
+    element = typed[0].elem_type
+    return Operand(element.dtype, None) if isinstance(element, ir.TensorType) else None
 
 
 def _filled(declared: Operand | None, known: Elements) -> Operand:
