@@ -415,3 +415,49 @@ def test_a_zero_width_slice_is_not_made_a_split(opset, n):
     assert not_optimized is None
     feeds = {"s": [np.zeros((1, 0), np.float32)] * n}
     assert_same(run(result, feeds), run(model, feeds))
+
+
+# -- Slice bounds read two ways (fuzz seed 5303) ----------------------------------
+#
+# Unrolled, a body's Slice of its element's Size has constant inputs, and
+# onnxscript folds it by onnx.reference, which reads bounds stepping back
+# from and to before the start (or to INT64_MAX) as numpy does, taking
+# nothing where onnxruntime takes element 0: the folded [] disagreed with
+# the declared [1] and the optimized model was refused (or, where nothing
+# declared it, would have computed [] silently).
+SLICED_SIZES = """<ir_version: 10, opset_import: ["" : 21]>
+g (int64[5,0] a, int64[5,0] b) => (seq(int64[?]) ys, int64[?,?] shapes) {{
+  s = SequenceConstruct (a, b)
+  ys, ks = SequenceMap <body = body (int64[5,0] e) => (int64[?] y, int64[1] k) {{
+    size = Size (e)
+    last = Constant <value = int64[1] {{-1}}> ()
+    u = Unsqueeze (size, last)
+    start = Constant <value = int64[1] {{{start}}}> ()
+    end = Constant <value = int64[1] {{{end}}}> ()
+    axis = Constant <value = int64[1] {{0}}> ()
+    step = Constant <value = int64[1] {{{step}}}> ()
+    y = Slice (u, start, end, axis, step)
+    k = Shape (y)
+  }}> (s)
+  shapes = ConcatFromSequence <axis = -1, new_axis = 1> (ks)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step", "disputed"),
+    [
+        (-(2**40), -4, -(2**63), True),  # the fuzz run's
+        (-5, -5, -1, True),
+        (-2, -3, -2, True),
+        (-(2**31), -(2**31), -1, True),
+        (-1, -5, -1, False),
+        (0, 1, 1, False),
+    ],
+)
+def test_a_slice_read_two_ways_is_kept_and_the_rest_folded(start, end, step, disputed):
+    model = parse(SLICED_SIZES.format(start=start, end=end, step=step))
+    result, not_optimized = _lowered_and_checked(model, optimize=True)
+    assert not_optimized is None
+    assert ("Slice" in {n.op_type for n in result.graph.node}) == disputed
+    feeds = {"a": np.zeros((5, 0), np.int64), "b": np.zeros((5, 0), np.int64)}
+    assert_same(run(result, feeds), run(model, feeds))

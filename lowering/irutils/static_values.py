@@ -59,6 +59,7 @@ import onnx_ir as ir
 
 from lowering.irutils.constants import constant_array
 from lowering.irutils.op_facts import SHAPE_READING_OPS, is_onnx_domain, is_onnx_op
+from lowering.irutils.shapes import THROUGH_FIRST
 
 #: Larger values stay computed at run time: a fold must not make the model grow,
 #: and weights (maybe external data) are never read.
@@ -221,7 +222,11 @@ def disputed_reading(node: ir.Node) -> str | None:
     - ``Squeeze`` with axes that may be empty: ONNX (its shape inference and
       onnx.reference) squeezes no dim, onnxruntime's kernel every unit dim;
     - ``ReduceMean`` over a set that may be empty: onnxruntime gives 0,
-      onnx.reference NaN (for integers, NaN cast: the type's minimum).
+      onnx.reference NaN (for integers, NaN cast: the type's minimum);
+    - ``Slice`` with a negative step that may start and end before a dim
+      of at least 1, or end at INT64_MAX or INT32_MAX: onnxruntime takes
+      element 0 (for those ends, everything down to it), onnx.reference
+      (numpy's slicing) nothing (:func:`_slice_proven_undisputed`).
 
     Such a node is never evaluated, here or by ``--optimize``: it is left as
     written (docs/decisions.md).
@@ -230,13 +235,74 @@ def disputed_reading(node: ir.Node) -> str | None:
         return None if _axes_proven_given(node) else _DISPUTED["Squeeze"]
     if is_onnx_op(node, "ReduceMean"):
         return None if _reduces_a_proven_nonempty_set(node) else _DISPUTED["ReduceMean"]
+    if is_onnx_op(node, "Slice"):
+        return None if _slice_proven_undisputed(node) else _DISPUTED["Slice"]
     return None
 
 
 _DISPUTED = {
     "Squeeze": "Squeeze with axes that may be empty: ONNX squeezes no dim, onnxruntime every unit dim",
     "ReduceMean": "ReduceMean over a set that may be empty: onnxruntime gives 0, ONNX's reference NaN",
+    "Slice": (
+        "Slice with a negative step from and to before the start, or to INT64_MAX/INT32_MAX:"
+        " onnxruntime takes elements, ONNX's reference none"
+    ),
 }
+
+
+def _slice_proven_undisputed(node: ir.Node) -> bool:
+    """Whether no axis of a Slice (opset 10+: bounds as inputs) steps back
+    from and to before its dim, or to :data:`~lowering.irutils.shapes.THROUGH_FIRST`.
+
+    Slicing ``x[n]`` by a negative step, ONNX clamps the start to
+    ``[0, n-1]`` and the end to ``[-1, n-1]``, as onnxruntime does; numpy,
+    so onnx.reference, puts a start still below 0 at -1 (nothing), and
+    onnxruntime reads an end of INT64_MAX or INT32_MAX as "down to element
+    0", where ONNX and numpy clamp it to ``n-1``. Elsewhere they agree
+    (checked over dims 0..3 and int64 and int32 bounds and steps from the
+    type's minimum to its maximum, in ``tests/test_disputed_readings.py``)::
+
+        Slice(x[1], start -2**40, end -4, step -1)   onnxruntime [x0], numpy []
+        Slice(x[3], start 0, end INT64_MAX, step -1) onnxruntime [x0], numpy []
+
+    Without steps (all 1) there is nothing to dispute; with steps, each
+    negative one needs its start and end known, and, when both are below
+    -1, the dim it slices known (a dim of 0 is not disputed: nothing to take).
+    """
+    if len(node.inputs) < 5 or node.inputs[4] is None:
+        return True  # every step 1 (Slice-1 has none either)
+    starts, ends, axes, steps = (static_array(v) for v in node.inputs[1:5])
+    if steps is None:
+        return False
+    steps = steps.reshape(-1)
+    backward = [i for i, step in enumerate(steps) if step < 0]
+    if not backward:
+        return True
+    if starts is None or ends is None or not starts.size == ends.size == steps.size:
+        return False
+    if node.inputs[3] is None:
+        axes = np.arange(steps.size)
+    shape = _declared_or_constant_shape(node.inputs[0])
+    for i in backward:
+        start, end = int(starts.reshape(-1)[i]), int(ends.reshape(-1)[i])
+        before = max(start, end) < -1  # both before a dim of 1, maybe of more
+        if end not in THROUGH_FIRST and not before:
+            continue
+        dim = _sliced_dim(shape, axes, i)
+        if dim is None or (dim >= 1 and (end in THROUGH_FIRST or max(start, end) < -dim)):
+            return False
+    return True
+
+
+def _sliced_dim(shape: ir.Shape | None, axes: np.ndarray | None, i: int) -> int | None:
+    """The static dim a Slice's ``i``-th axis slices, None if not known."""
+    if shape is None or axes is None or axes.size <= i:
+        return None
+    axis = int(axes.reshape(-1)[i])
+    if not -shape.rank() <= axis < shape.rank():
+        return None
+    dim = shape[axis]
+    return dim if isinstance(dim, int) else None
 
 
 def _axes_proven_given(node: ir.Node) -> bool:
