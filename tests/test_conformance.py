@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cases.onnx_node_tests import node_test_cases
+from tests.cases.onnx_node_tests import node_test_case, node_test_cases
 from tests.helpers import assert_same, lowered, op_types, run
 
 SEQUENCE_MAP_CASES = [
@@ -28,7 +28,7 @@ def test_every_sequence_map_case_is_covered():
 
 @pytest.mark.parametrize("name", SEQUENCE_MAP_CASES)
 def test_conformance_case(name):
-    case = node_test_cases()[name]
+    case = node_test_case(name)
     result = lowered(case.model)
     assert "Loop" in op_types(result)
     input_names = [i.name for i in result.graph.input]

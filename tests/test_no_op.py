@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from lowering.cli import main
-from tests.cases.onnx_node_tests import node_test_cases
+from tests.cases.onnx_node_tests import node_test_case, node_test_cases
 from tests.helpers import all_nodes, assert_same, run, try_run
 
 
@@ -90,7 +90,7 @@ def test_every_case_with_an_insert_is_listed():
 
 @pytest.mark.parametrize("name", INSERT_CASES)
 def test_models_with_inserts_still_give_their_expected_outputs(name, tmp_path):
-    case = node_test_cases()[name]
+    case = node_test_case(name)
     source, target = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(case.model, source)
     assert main(["-q", str(source), str(target)]) == 0
