@@ -51,18 +51,18 @@ def pytest_collection_modifyitems(config, items):
 
 def sample(name: str, cases: list[pytest.Item]) -> set[int]:
     """The indices of the cases of sweep ``name`` the fast loop runs: a seeded
-    quarter, then, in the same seeded order, a case for each value of a parameter
-    of at most :data:`SWEEP_COVERED` values that the quarter missed."""
+    quarter, then, in a second seeded order, a case for each value the quarter
+    missed of a parameter of at most :data:`SWEEP_COVERED` values."""
     keep = max(SWEEP_LEAST, math.ceil(SWEEP_SHARE * len(cases)))
+    kept = set(random.Random(name).sample(range(len(cases)), min(keep, len(cases))))
     order = random.Random(name).sample(range(len(cases)), len(cases))
-    kept = set(order[:keep])
     values = [_values(item) for item in cases]
     counts = collections.Counter(key for case in values for key in case)
     names = collections.Counter(key[0] for key in counts)
     wanted = {key for key in counts if names[key[0]] <= SWEEP_COVERED} - {
         key for index in kept for key in values[index]
     }
-    for index in order[keep:]:
+    for index in order:
         if wanted & values[index]:
             kept.add(index)
             wanted -= values[index]
