@@ -17,6 +17,16 @@ from onnx.backend.test.case import node
 from onnx.backend.test.case.node import collect_testcases
 from onnx.backend.test.case.test_case import TestCase
 
+#: ONNX's SequenceMap conformance cases (tests/test_conformance.py checks the list is whole).
+SEQUENCE_MAP_CASES = [
+    "test_sequence_map_identity_1_sequence",
+    "test_sequence_map_identity_2_sequences",
+    "test_sequence_map_identity_1_sequence_1_tensor",
+    "test_sequence_map_add_2_sequences",
+    "test_sequence_map_add_1_sequence_1_tensor",
+    "test_sequence_map_extract_shapes",
+]
+
 #: The module of ``onnx.backend.test.case.node`` that makes a case, by the case's prefix.
 MODULES = {
     "test_sequence_map_": "sequence_map",
