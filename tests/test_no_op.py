@@ -85,7 +85,7 @@ INSERT_CASES = [
 
 
 def test_every_case_with_an_insert_is_listed():
-    assert [c.name for c in _cases() if "SequenceInsert" in _ops(c.model)] == INSERT_CASES
+    assert {c.name for c in _cases() if "SequenceInsert" in _ops(c.model)} == set(INSERT_CASES)
 
 
 @pytest.mark.parametrize("name", INSERT_CASES)

@@ -37,7 +37,8 @@ MODULES = {
 
 @functools.cache
 def node_test_cases() -> dict[str, TestCase]:
-    """Every case by name, in ONNX's order (it warns about deprecated ops while loading)."""
+    """Every case by name (it warns about deprecated ops while loading), in the
+    order loaded: the modules :func:`node_test_case` loaded first come first."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return {case.name: case for case in collect_testcases(None)}
