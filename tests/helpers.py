@@ -12,6 +12,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -60,12 +61,16 @@ def cli(
     cwd: pathlib.Path | None = None,
     text: bool = False,
     module: str = "lowering",
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGV`` (``lowering`` or ``lowering.verify``) in this
-    process, with bytes for stdin and stdout.
+    process, with bytes for stdin and stdout, and ``env`` set in ``os.environ``
+    for the call (``TMPDIR`` is read afresh).
 
-    A child process costs seconds of imports per call; tests/test_cli.py runs
-    the real entry points once. Returns what ``subprocess.run`` would."""
+    A child process costs seconds of imports per call; tests/test_cli.py and
+    tests/test_cli_streams.py run the real entry points as a user does (what
+    only a child shows: closed and terminal streams, Ctrl-C, a runtime's own
+    prints). Returns what ``subprocess.run`` would."""
     if module == "lowering":
         from lowering.cli import main
     else:
@@ -75,8 +80,12 @@ def cli(
     streams = [io.TextIOWrapper(io.BytesIO(data)) for data in (stdin, b"", b"")]
     saved = sys.stdin, sys.stdout, sys.stderr
     here = os.getcwd()
+    environ = dict(os.environ)
     sys.stdin, sys.stdout, sys.stderr = streams
     try:
+        if env:
+            os.environ.update(env)
+            tempfile.tempdir = None  # gettempdir() reads TMPDIR again
         if cwd is not None:
             os.chdir(cwd)
         try:
@@ -88,6 +97,10 @@ def cli(
     finally:
         os.chdir(here)
         sys.stdin, sys.stdout, sys.stderr = saved
+        if env:
+            os.environ.clear()
+            os.environ.update(environ)
+            tempfile.tempdir = None
     out, err = (stream.buffer.getvalue() for stream in streams[1:])  # type: ignore[attr-defined]
     if text:
         return subprocess.CompletedProcess(argv, code, out.decode(), err.decode())

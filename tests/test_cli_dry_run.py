@@ -6,21 +6,19 @@ from __future__ import annotations
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import onnx
 import pytest
 
 from tests.cases.input_shapes import SPLIT_MAP
-from tests.helpers import parse
+from tests.helpers import cli, parse
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "torch_atleast_2d.onnx"
 
 
 def _cli(folder: pathlib.Path, *args: object) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "lowering", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, check=False, cwd=folder)
+    return cli(list(args), cwd=folder, text=True)
 
 
 def _files(folder: pathlib.Path) -> dict[str, bytes]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -16,17 +15,15 @@ import lowering
 from lowering.options import InputShapeError
 from lowering.verify.cli import COMPARISON_FLAGS
 from tests.cases.input_shapes import SEQUENCE_IN, SPLIT_MAP, H
-from tests.helpers import op_types, parse, run
+from tests.helpers import cli, op_types, parse, run
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "lowering", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+    return cli(list(args), text=True)
 
 
 def _verify(*args: object) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "lowering.verify", *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, check=False)
+    return cli(list(args), module="lowering.verify", text=True)
 
 
 def _saved(folder: pathlib.Path, text: str, name: str = "in.onnx") -> pathlib.Path:

@@ -1,6 +1,7 @@
 """The command lines where the streams around them misbehave (issue 37), run as a user
 runs them, in a child process: a stderr closed by its reader (``2>&1 | head -1``),
-Ctrl-C, a terminal where a binary model would go, IN == OUT."""
+Ctrl-C, a terminal where a binary model would go; and IN == OUT, the data files OUT
+reads and the messages, whose streams are ordinary, in this process."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import textwrap
 import onnx
 import pytest
 
-from tests.helpers import parse, weighted_model
+from tests.helpers import cli, parse, weighted_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -213,14 +214,7 @@ def test_help_lists_the_exit_codes_and_its_examples_work(tmp_path, prog):
     for words in commands:
         if "--inputs" in words:  # replays a file the run before would have saved
             continue
-        ran = subprocess.run(
-            [sys.executable, "-m", COMMANDS[words[0]], *words[1:]],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=_env(),
-            check=False,
-        )
+        ran = cli(words[1:], cwd=tmp_path, text=True, module=COMMANDS[words[0]])
         assert ran.returncode == 0, (words, ran.stderr)
 
 
@@ -295,14 +289,7 @@ def test_out_dash_into_a_pipe_still_streams(tmp_path, model):
 
 
 def _lower(*args: object, cwd: pathlib.Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lowering", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=_env(),
-        check=False,
-    )
+    return cli(list(args), cwd=cwd, text=True)
 
 
 def test_in_equals_out_replaces_in_with_its_lowering(tmp_path, model):

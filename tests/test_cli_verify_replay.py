@@ -3,14 +3,12 @@ written only where a replay can help; inputs the two models differ on said first
 
 from __future__ import annotations
 
-import os
 import pathlib
 import subprocess
-import sys
 
 import onnx
 
-from tests.helpers import parse
+from tests.helpers import cli, parse
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 A = H + "\ng (float[3] x) => (float[3] y, float[3] z) {\n  y = Neg(x)\n  z = Abs(x)\n}"
@@ -26,10 +24,8 @@ RENAMED_OUTPUT = A.replace("float[3] z)", "float[3] q)").replace("z = Abs", "q =
 
 
 def _verify(tmp: pathlib.Path, *args: object, lower: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TMPDIR": str(tmp)}
     module = "lowering" if lower else "lowering.verify"
-    command = [sys.executable, "-m", module, *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    return cli(list(args), module=module, text=True, env={"TMPDIR": str(tmp)})
 
 
 def _saved(folder: pathlib.Path, name: str, text: str) -> pathlib.Path:

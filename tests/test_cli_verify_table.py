@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
-import sys
 
 import onnx
 
-from tests.helpers import parse
+from tests.helpers import cli, parse
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -31,10 +30,10 @@ def _table(stderr: str) -> list[str]:
     return lines[start:]
 
 
-def _run(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *map(str, args)], capture_output=True, text=True, check=False
-    )
+def _run(dash_m: str, module: str, *args: object) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGS``, in this process."""
+    assert dash_m == "-m"
+    return cli(list(args), module=module, text=True)
 
 
 def test_past_20_outputs_the_table_groups_them(tmp_path):

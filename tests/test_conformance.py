@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cases.onnx_node_tests import node_test_cases
+from tests.cases.onnx_node_tests import SEQUENCE_MAP_CASES, node_test_case, node_test_cases
 from tests.helpers import assert_same, lowered, op_types, run
-
-SEQUENCE_MAP_CASES = [
-    "test_sequence_map_identity_1_sequence",
-    "test_sequence_map_identity_2_sequences",
-    "test_sequence_map_identity_1_sequence_1_tensor",
-    "test_sequence_map_add_2_sequences",
-    "test_sequence_map_add_1_sequence_1_tensor",
-    "test_sequence_map_extract_shapes",
-]
 
 
 def test_every_sequence_map_case_is_covered():
@@ -28,7 +19,7 @@ def test_every_sequence_map_case_is_covered():
 
 @pytest.mark.parametrize("name", SEQUENCE_MAP_CASES)
 def test_conformance_case(name):
-    case = node_test_cases()[name]
+    case = node_test_case(name)
     result = lowered(case.model)
     assert "Loop" in op_types(result)
     input_names = [i.name for i in result.graph.input]

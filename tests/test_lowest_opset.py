@@ -22,6 +22,7 @@ def test_the_differential_corpus_lowered(name):
     assert lowest_opset(model) == _lowest_opset(model)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("key", sorted(STEMS))
 def test_the_torch_exports(key):
     model = ir.serde.deserialize_model(load(*key)[0])

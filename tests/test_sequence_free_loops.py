@@ -565,6 +565,7 @@ def _split_feeds(maker: str, shape, lengths=None) -> dict:
     return feeds
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("maker", list(SPLIT_MAKERS))
 @pytest.mark.parametrize("axis", [2, -1])
 @pytest.mark.parametrize("last", [-1, 3])

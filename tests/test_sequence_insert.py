@@ -16,7 +16,7 @@ import pytest
 import lowering
 from lowering import FreshNamesPass, NormalizeSequenceInsertPass, TargetOpsetPass
 from lowering.cli import main
-from tests.cases.onnx_node_tests import node_test_cases
+from tests.cases.onnx_node_tests import node_test_case
 from tests.cases.sequence_insert import F2, GOLDEN, H
 from tests.golden import canonical_text
 from tests.helpers import all_nodes, assert_same, lowered, op_types, parse, run
@@ -142,7 +142,7 @@ def test_onnx_reference_is_wrong_before_normalization():
 
 @pytest.mark.parametrize("name", ["test_sequence_insert_at_back", "test_sequence_insert_at_front"])
 def test_onnx_conformance_case(name):
-    case = node_test_cases()[name]
+    case = node_test_case(name)
     result = lowered(case.model)
     names = [i.name for i in result.graph.input]
     for inputs, expected in case.data_sets:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import tempfile
-import warnings
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx.backend.test.case.node import collect_testcases
 
 import lowering
 from lowering import cli, verify
 from lowering.cli import run_pipeline
 from tests.cases.differential import CASES
+from tests.cases.onnx_node_tests import SEQUENCE_MAP_CASES, node_test_case
 from tests.cases.verify_mutants import MAP, MAP_AND_CONCAT, MUTANTS
 from tests.helpers import all_nodes, parse
 
@@ -53,20 +51,9 @@ def test_every_differential_case_verifies(name, tmp_path, capsys):
         assert "MISMATCH" not in out
 
 
-@functools.cache
-def _conformance() -> list:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return [
-            c
-            for c in collect_testcases(None)
-            if c.name.startswith("test_sequence_map_") and not c.name.endswith("_expanded")
-        ]
-
-
-@pytest.mark.parametrize("index", range(6))
-def test_every_conformance_case_verifies(index, tmp_path, capsys):
-    case = _conformance()[index]
+@pytest.mark.parametrize("name", SEQUENCE_MAP_CASES)
+def test_every_conformance_case_verifies(name, tmp_path, capsys):
+    case = node_test_case(name)
     assert _verify(case.model, lowering.lower(case.model), tmp_path) == 0, capsys.readouterr()
 
 
