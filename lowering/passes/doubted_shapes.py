@@ -58,11 +58,12 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
             for pin in plan_pins(_statically_wrong(model, proof), proof)
             if pin.value is not None and _contradicts(pin.value.shape, pin.computed)
         ]
-        pins += _call_pins(model)
+        pins += _call_pins(model, proof)
         for pin in pins:
             apply_pin(pin)
         changed = bool(pins)
-        proof = prove_model(model)
+        if pins:  # (else the model is as it was proven)
+            proof = prove_model(model)
         ranked = _ranked_outputs(model)
         for value in proof.doubted:
             if value.shape is None:
@@ -93,9 +94,9 @@ def _static(shape: tuple[Dim, ...] | None) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 
 
-def _call_pins(model: ir.Model) -> list[Pin]:
+def _call_pins(model: ir.Model, proof: Proof) -> list[Pin]:
     """The outputs of calls, in the main graph and its subgraphs, of model-local
-    functions the proof doubts, whose shapes are computed for the call
+    functions ``proof`` (the model's) doubts, whose shapes are computed for the call
     (:func:`~lowering.analysis.proven_shapes.call_shapes`): each pinned after
     the call, whether declared or not.
 
@@ -109,7 +110,6 @@ def _call_pins(model: ir.Model) -> list[Pin]:
         n = Shape(r)            ->       p = Reshape(r, [1, 7])     f0: Resize by 1.4
                                          n = Shape(p)               (ONNX: [1,6])
     """
-    proof = prove_model(model)
     if not proof.doubting:
         return []
     opset = default_opset(model.opset_imports)
