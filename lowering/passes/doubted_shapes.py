@@ -52,6 +52,9 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
     """Pin what ONNX sizes wrong where the true shape is computed; forget what is not proven."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if not any(_may_be_seen_wrong(node) for node in model_nodes(model)):
+            # Nothing to doubt: every doubt starts at such a node (so no proof).
+            return ir.passes.PassResult(model, modified=False)
         proof = prove_model(model)
         pins = [
             pin
@@ -75,6 +78,10 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         if pins:
             name_fresh(model)
         return ir.passes.PassResult(model, modified=changed)
+
+
+def _may_be_seen_wrong(node: ir.Node) -> bool:
+    return is_onnx_domain(node.domain) and may_be_seen_wrong(node.op_type)
 
 
 def _statically_wrong(model: ir.Model, proof: Proof) -> list[tuple[ir.Node, int, None]]:
