@@ -130,10 +130,12 @@ def name_fresh(model: ir.Model) -> bool:
     scopes = [scope.owner for scope in iter_scopes(model)]
     values = list(dict.fromkeys(_values(scopes)))
     nodes = list(_nodes(scopes))
-    to_name_values = [v for v in values if _is_fresh(v) or not v.name]
-    to_name_nodes = [n for n in nodes if _is_fresh(n)]
-    taken_values = {v.name for v in values if v.name and not _is_fresh(v)}
-    taken_nodes = {n.name for n in nodes if n.name and not _is_fresh(n)}
+    fresh_values = [_is_fresh(v) for v in values]
+    fresh_nodes = [_is_fresh(n) for n in nodes]
+    to_name_values = [v for v, new in zip(values, fresh_values) if new or not v.name]
+    to_name_nodes = [n for n, new in zip(nodes, fresh_nodes) if new]
+    taken_values = {v.name for v, new in zip(values, fresh_values) if v.name and not new}
+    taken_nodes = {n.name for n, new in zip(nodes, fresh_nodes) if n.name and not new}
     counters: collections.Counter[str] = collections.Counter()
 
     def unique(stem: str, taken: set[str]) -> str:

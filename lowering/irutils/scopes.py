@@ -66,8 +66,8 @@ def describe_function(function: ir.Function) -> str:
 def _walk(owner: GraphLike, description: str, function: ir.Function | None) -> Iterator[Scope]:
     yield Scope(owner, description, function)
     for node in owner:
-        where = f"{node.op_type} {node.name or '<unnamed>'!r} in {description}"
-        for label, graph in named_subgraphs(node):
+        for label, graph in named_subgraphs(node):  # (described only where one is held)
+            where = f"{node.op_type} {node.name or '<unnamed>'!r} in {description}"
             yield from _walk(graph, f"{label} of {where}", function)
 
 

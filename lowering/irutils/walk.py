@@ -31,17 +31,24 @@ def _attributes(node: ir.Node):
     return node.attributes.data.values()
 
 
-def named_subgraphs(node: ir.Node) -> Iterator[tuple[str, ir.Graph]]:
+def named_subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
     """The graphs held in ``node``'s own attributes, each with its attribute's
     name (``"branches[1]"`` for an element of a GRAPHS attribute)."""
-    for attr in _attributes(node):
-        if attr.type not in _GRAPH_TYPES or not isinstance(attr, ir.Attr) or attr.is_ref():
+    found: list[tuple[str, ir.Graph]] = []
+    for attr in _attributes(node):  # (a list, not a generator: every walk asks every node)
+        if attr.type not in _GRAPH_TYPES or not _is_attr(attr) or attr.is_ref():
             continue
         if attr.type == ir.AttributeType.GRAPH:
-            yield attr.name, attr.as_graph()
+            found.append((attr.name, attr.as_graph()))
         else:
-            for i, graph in enumerate(attr.as_graphs()):
-                yield f"{attr.name}[{i}]", graph
+            found += ((f"{attr.name}[{i}]", graph) for i, graph in enumerate(attr.as_graphs()))
+    return found
+
+
+def _is_attr(attr: object) -> bool:
+    """``isinstance(attr, ir.Attr)``, first by its exact class: ``ir.Attr``'s
+    metaclass is ``Protocol``'s, whose check runs in Python."""
+    return type(attr) is ir.Attr or isinstance(attr, ir.Attr)
 
 
 def subgraphs(node: ir.Node) -> list[ir.Graph]:

@@ -52,17 +52,21 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
     """Pin what ONNX sizes wrong where the true shape is computed; forget what is not proven."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if not any(_may_be_seen_wrong(node) for node in model_nodes(model)):
+            # Nothing to doubt: every doubt starts at such a node (so no proof).
+            return ir.passes.PassResult(model, modified=False)
         proof = prove_model(model)
         pins = [
             pin
             for pin in plan_pins(_statically_wrong(model, proof), proof)
             if pin.value is not None and _contradicts(pin.value.shape, pin.computed)
         ]
-        pins += _call_pins(model)
+        pins += _call_pins(model, proof)
         for pin in pins:
             apply_pin(pin)
         changed = bool(pins)
-        proof = prove_model(model)
+        if pins:  # (else the model is as it was proven)
+            proof = prove_model(model)
         ranked = _ranked_outputs(model)
         for value in proof.doubted:
             if value.shape is None:
@@ -74,6 +78,10 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         if pins:
             name_fresh(model)
         return ir.passes.PassResult(model, modified=changed)
+
+
+def _may_be_seen_wrong(node: ir.Node) -> bool:
+    return is_onnx_domain(node.domain) and may_be_seen_wrong(node.op_type)
 
 
 def _statically_wrong(model: ir.Model, proof: Proof) -> list[tuple[ir.Node, int, None]]:
@@ -93,9 +101,9 @@ def _static(shape: tuple[Dim, ...] | None) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 
 
-def _call_pins(model: ir.Model) -> list[Pin]:
+def _call_pins(model: ir.Model, proof: Proof) -> list[Pin]:
     """The outputs of calls, in the main graph and its subgraphs, of model-local
-    functions the proof doubts, whose shapes are computed for the call
+    functions ``proof`` (the model's) doubts, whose shapes are computed for the call
     (:func:`~lowering.analysis.proven_shapes.call_shapes`): each pinned after
     the call, whether declared or not.
 
@@ -109,7 +117,6 @@ def _call_pins(model: ir.Model) -> list[Pin]:
         n = Shape(r)            ->       p = Reshape(r, [1, 7])     f0: Resize by 1.4
                                          n = Shape(p)               (ONNX: [1,6])
     """
-    proof = prove_model(model)
     if not proof.doubting:
         return []
     opset = default_opset(model.opset_imports)

@@ -55,6 +55,7 @@ def type_name(dtype: ir.DataType) -> str:
     return dtype.name.lower()
 
 
+@functools.cache  # (asked for every op of every form of every map)
 def unsupported(op_type: str, dtype: ir.DataType | None, opset: int) -> str | None:
     """Why onnxruntime cannot run ``op_type`` on ``dtype`` at ``opset``; None if it can.
 

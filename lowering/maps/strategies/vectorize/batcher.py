@@ -124,7 +124,7 @@ class Batcher:
         self._batch_size: ir.Value | None = None
         self._shared: list[ir.Value] = []  # from plan.constants, placed by commit
         self._node: ir.Node | None = None  # the body node being batched, for reasons
-        self._inputs: list[list[ir.Value | None]] = []
+        self._inputs: list[Sequence[ir.Value | None]] = []
         self.results: list[ir.Value] = []
         self.batch_dim: int | None = None
         self.emitted: list[tuple[str, ir.DataType | None]] = []  # ops beyond the body's
@@ -153,9 +153,17 @@ class Batcher:
 
     def detach(self) -> None:
         """Undo a dry run: the new nodes stop using the model's values."""
-        self._inputs = [list(node.inputs) for node in self.created]
+        self._inputs = [node.inputs for node in self.created]  # (onnx_ir's tuples, kept)
         for node in self.created:
             _detach(node)
+
+    def settle(self) -> None:
+        """Let go of what only judging read (the ops emitted, the dtypes and
+        values the rules tracked): a fit keeps its run until the rewrite, every
+        map's at once, and all it reads then is the nodes and results."""
+        self.emitted.clear()
+        self._dtypes.clear()
+        self.cache.clear()
 
     def reattach(self) -> None:
         """Redo a detached run. Nothing it reads changes in between: rewrites

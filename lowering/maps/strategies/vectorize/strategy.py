@@ -129,7 +129,7 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         )
     else:
         how = "its elements have one static shape and are stacked"
-    return Vectorized(
+    fit = Vectorized(
         strategy,
         f"every op in its body has a batching rule, and {how}",
         writes=emitted_ops(plan, rewrite),
@@ -139,6 +139,8 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         batcher=rewrite,
         stack_free=rewrite.stack_free,
     )
+    rewrite.settle()
+    return fit
 
 
 def _batched_claim(rewrite: Batcher, context: Context) -> str | None:
