@@ -19,7 +19,9 @@ after it reaches::
 
 An output with neither has no pin (:func:`node_pins` says None): a rewrite
 that would expose it chooses another form first (a map's strategy declines,
-:mod:`lowering.maps.claims`; the sequence elimination leaves the read).
+:mod:`lowering.maps.claims`; the sequence elimination leaves the read). A
+node pinned but not respelled keeps ONNX's wrong size on its own output
+(:func:`misallocated_output`), which a rewrite does not copy either.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ import onnx_ir as ir
 from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import adopt_name, fresh
-from lowering.irutils.node_inference import Dim, Operand, may_be_seen_wrong, operand, seen_wrong
+from lowering.irutils.node_inference import (
+    Dim,
+    Operand,
+    claimed_outputs,
+    may_be_seen_wrong,
+    operand,
+    seen_wrong,
+)
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_domain
 from lowering.irutils.respellings import Respelling, apply_respelling, respelling
@@ -161,6 +170,31 @@ def unpinned_output(
         if (all_used or v.uses() or v.is_graph_output())
         and (shapes is None or _allowzero(shapes[k], opset) is None)
     )
+
+
+def misallocated_output(
+    node: ir.Node, proven: Sequence[Operand | None], opset: int, *, all_used: bool = False
+) -> int | None:
+    """The first used output of ``node`` (given ``proven``) that onnxruntime
+    still allocates by ONNX's wrong size once pinned: a Reshape pin after
+    the node reaches its readers, not the node's own output, which only a
+    respelling sizes right. Where the node is copied (a map's body
+    unrolled, vectorized, in a Scan over a split), the planner hands that
+    output a freed buffer of the claimed size, or hands its true-sized
+    buffer on to a later value of the claimed size ("Shape mismatch
+    attempting to re-use buffer. {1,2,2} != {1,2,3}", fuzz seed 5310); None
+    where every such output is respelled, or needs no pin."""
+    pins = node_pins(node, proven, opset, all_used=all_used)
+    if not pins or any(pin.respelled is not None for pin in pins):
+        return None
+    claimed = claimed_outputs(node.op_type, node.attributes, proven, opset, len(node.outputs))
+    for pin in pins:
+        k = node.outputs.index(pin.value)
+        dims = claimed[k].shape
+        static = dims is not None and all(isinstance(d, int) for d in dims)
+        if static and tuple(dims or ()) != tuple(pin.computed or ()):
+            return k
+    return None
 
 
 def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:

@@ -40,11 +40,15 @@ onnxruntime sizes once it inlines the call) a Squeeze loses its empty axes
 What has no such spelling keeps its pin: a Resize by scales that no sizes
 give back, an AveragePool that counts its pads in ceil mode (its last
 window's divisor), a Range of float bounds (onnxruntime adds the delta
-step by step). ONNX claims their wrong size from constants the original
-holds too (a Range's bounds; a Resize's scales and, where the map's body
-declares it, its element's shape), so the output shows onnxruntime no wrong
-size the original did not; hiding the size from onnxruntime's inference
-(scales it cannot read) would write nodes only to fool it.
+step by step). Its own output keeps ONNX's wrong size, so no form copies
+it (:func:`~lowering.irutils.pins.misallocated_output`; a map's strategy
+declines, :mod:`lowering.maps.claims`): the copies' buffers, planned by
+that size, were handed on to later values (fuzz seed 5310). Where it stays,
+ONNX claims the size from what the original holds too (a Range's bounds, a
+Resize's scales, the shape its body declares), so the output shows
+onnxruntime no wrong size the original did not; hiding the size from
+onnxruntime's inference (scales it cannot read) would write nodes only to
+fool it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ expansion. Every other form shows ONNX's inference more:
 
 Where such a node is one ONNX may size wrong, the rewrite pins it to the
 shape onnxruntime computes (:mod:`lowering.irutils.pins`). Where no pin can
-be computed, :func:`unpinned_claim` says why (the body proven on each
+be computed, or a copy of the body's node would keep ONNX's wrong size on
+its own output (pinned, not respelled: onnxruntime plans its buffer by
+that size and hands it on, fuzz seed 5310), :func:`unpinned_claim` says why (the body proven on each
 element, :func:`seeded`; the vectorizer also proves the batched nodes of its
 dry run, on stacks, with :func:`first_unpinned`), and the form declines with it:
 the map gets a form that keeps the op where the original kept it, the Loop
@@ -41,7 +43,7 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import Proof, prove
 from lowering.irutils.node_inference import Operand, may_be_seen_wrong
 from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
-from lowering.irutils.pins import may_need_pin, unpinned_output
+from lowering.irutils.pins import may_need_pin, misallocated_output, unpinned_output
 from lowering.irutils.walk import nodes_within
 from lowering.maps.loop_body import ragged_source, split_source
 from lowering.maps.plan import MapPlan
@@ -107,11 +109,15 @@ def first_unpinned(
             k = unpinned_output(node, operands, opset, all_used=all_used)
             if k is not None:
                 return f"ONNX may size {_output(node, k)} wrong, {_NOT_COMPUTED}"
+            k = misallocated_output(node, operands, opset, all_used=all_used)
+            if k is not None:
+                return f"ONNX sizes {_output(node, k)} wrong, {_ALLOCATED}"
     return None
 
 
 _NOT_COMPUTED = "and its true shape is not computed here"
 _WRONG = f"which ONNX may size wrong, {_NOT_COMPUTED}"
+_ALLOCATED = "and onnxruntime allocates each copy by that size (no respelling sizes it right)"
 
 
 def _output(node: ir.Node, k: int) -> str:
