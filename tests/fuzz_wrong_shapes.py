@@ -832,7 +832,8 @@ class WrongSite(Picker):
 
                 def flatten(a, k=axis):
                     k = k % a.ndim if k < 0 else k
-                    return (a.reshape(int(np.prod(a.shape[:k])), -1),)
+                    # (both dims given: a -1 is ambiguous for an empty tensor)
+                    return (a.reshape(int(np.prod(a.shape[:k])), int(np.prod(a.shape[k:]))),)
 
                 gen.node(body, "Flatten", [v.name], [out], flatten, axis=axis)
                 gen.note(f"then Flatten(axis={axis})")
