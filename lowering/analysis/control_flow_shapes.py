@@ -179,16 +179,13 @@ def _sequence_map(
         return None
     outer = _outer_symbols(node, proof)
     for index, (value, inner) in enumerate(zip(node.inputs, body.inputs, strict=True)):
-        sequence = (
-            index == 0 or value in proof.elements or isinstance(_type(value), ir.SequenceType)
-        )
         if value is None:
             continue
+        sequence = index == 0 or value in proof.elements or isinstance(value.type, ir.SequenceType)
         known = element_of(proof, value) if sequence else _tensor_of(proof, value)
         if sequence and (known is None or known is NOTHING):
-            known = _element_dtype(
-                proof, value
-            )  # (no element: any shape holds; the dtype is exact)
+            # No element proven (or none at all: any shape holds): the dtype is exact.
+            known = _element_dtype(proof, value)
         if known is not None and known is not NOTHING and _tensor(inner):
             proof.known[inner] = _filled(proof.operand(inner), known)
     prove_body(body)
@@ -232,10 +229,6 @@ def _filled(declared: Operand | None, known: Elements) -> Operand:
     elif got.shape is not None and len(got.shape) == len(shape):
         shape = tuple(d if d is not None else g for d, g in zip(shape, got.shape, strict=True))
     return Operand(_dtype(declared) or got.dtype, shape, declared.value)
-
-
-def _type(value: ir.Value | None) -> ir.TypeProtocol | None:
-    return None if value is None else value.type
 
 
 def _stacked(known: Elements, axis: int, length: Dim) -> Inferred:
