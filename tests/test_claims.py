@@ -17,29 +17,25 @@ empty map in the original too).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from onnx import helper
 
 import lowering
 from lowering.analysis.proven_shapes import prove_model
 from lowering.irutils.pins import misallocated_output, node_pins
 from lowering.runtimes.sessions import open_session
+from tests.cases.copied_nodes import COPIED, NOT_COMPUTED, RESHAPED, stacked_map, with_element
 from tests.cases.node_cases import (
     DOUBTED,
     MISALLOCATED,
     NO_PIN,
     UNTRUSTED,
     Case,
-    attributes_of,
-    c,
     ort_run,
-    x,
 )
 from tests.cases.node_cases import feeds_of as _case_feeds
 from tests.cases.node_cases import model_of as _case_model
@@ -135,23 +131,6 @@ def test_only_subgraphs_that_hold_a_lowered_map_are_touched():
 
 # -- shapes ONNX infers wrong, copied out of a body -----------------------------
 
-# Each op whose ONNX shape is not onnxruntime's (tests/cases/node_cases.py
-# lists them), mapped over two elements of different shapes for which
-# onnxruntime computes one shape and ONNX infers two, and stacked. The
-# original's element type has the differing dim unknown, so its inference
-# sees none; unrolled, each copy reads its static element and ONNX's two
-# shapes meet in the stack's Concat ("Can't merge shape info"), unless they
-# are pinned. The loop forms keep the body's unknown dim.
-COPIED = {
-    **UNTRUSTED,
-    **DOUBTED,
-    # The fuzz example of seed 2401: auto_pad SAME_LOWER with ceil_mode.
-    "LpPool SAME_LOWER, ceil_mode": (
-        Case("LpPool", [x(1, 2, 3)], {"kernel_shape": [2], "strides": [3], "dilations": [1],
-             "auto_pad": "SAME_LOWER", "p": 1, "ceil_mode": 1}), 18, (1, 2, 1),
-    ),
-}  # fmt: skip
-COPIED = {k: v for k, v in COPIED.items() if not v[0].inputs[0].const}  # an element to map
 # The runtimes without sequence ops: a map whose shape is not computed is refused there.
 COPY_OPTIONS = {
     **OPTIONS,
@@ -159,20 +138,6 @@ COPY_OPTIONS = {
     "openvino": {"runtime": "openvino"},
     "tinygrad": {"runtime": "tinygrad"},
 }
-# The cases whose sizes are not computed (lowering.irutils.computed_shapes),
-# where ONNX claims a size: the map stays a Loop read through its sequences,
-# or a runtime without sequence ops refuses it, saying why.
-NOT_COMPUTED = {
-    "Resize by sizes, not_larger": (
-        Case("Resize", [x(1, 1, 4, 6), c([], np.float32), c([], np.float32), c([1, 1, 2, 2])],
-             {"keep_aspect_ratio_policy": "not_larger"}), 18, (1, 1, 2, 2),
-    ),
-    "Einsum with an ellipsis": (
-        Case("Einsum", [x(1, 2, 3), x(4, 3, 5)], {"equation": "...ij,...jk->...ik"}), 13,
-        (4, 2, 5),
-    ),
-}  # fmt: skip
-COPIED = {**COPIED, **NOT_COMPUTED}
 
 
 def _claim(op: str) -> str:
@@ -222,12 +187,6 @@ def _lower_copied(name: str, model: onnx.ModelProto, option: str) -> onnx.ModelP
     return result
 
 
-def _with_element(case: Case, shape: tuple[int, ...]) -> Case:
-    value = np.random.default_rng(len(shape)).uniform(0.1, 0.9, shape)
-    element = type(case.inputs[0])(value.astype(case.inputs[0].value.dtype))
-    return dataclasses.replace(case, inputs=[element, *case.inputs[1:]])
-
-
 def _onnx_shape(case: Case, opset: int) -> tuple | None:
     inferred = onnx.shape_inference.infer_shapes(_case_model(case, opset))
     tensor = inferred.graph.output[0].type.tensor_type
@@ -251,7 +210,7 @@ def _exposing_pair(case: Case, opset: int) -> tuple[Case, np.ndarray] | None:
         other_shape = tuple(d + delta if k == axis else d for k, d in enumerate(shape))
         if other_shape[axis] < 1:
             continue
-        other = _with_element(case, other_shape)
+        other = with_element(case, other_shape)
         try:
             computed = ort_run(_case_model(other, opset), _case_feeds(other))[0].shape
         except Exception:  # noqa: BLE001, S112 -- onnxruntime refuses this element
@@ -259,56 +218,6 @@ def _exposing_pair(case: Case, opset: int) -> tuple[Case, np.ndarray] | None:
         if computed == result.shape and _onnx_shape(other, opset) != onnx_shape:
             return other, result
     return None
-
-
-def _stacked_map(case: Case, other: Case | None, opset: int, result: np.ndarray) -> onnx.ModelProto:
-    """SequenceConstruct(a, b), mapped by ``case``'s op (its other inputs
-    constants of the body) to elements like ``result``, stacked by
-    ConcatFromSequence. With no ``other``: a map over SplitToSequence(x) of
-    4 elements like ``case``'s, whose body reshapes the result to
-    ``result``'s shape (vectorized, a Reshape to [-1, ..]: ONNX checks the count)."""
-    first = case.inputs[0].value
-    second = first if other is None else other.inputs[0].value
-    dtype = helper.np_dtype_to_tensor_dtype(first.dtype)
-    out = helper.np_dtype_to_tensor_dtype(result.dtype)
-    body_nodes, names = [], ["e"]
-    for k, given in enumerate(case.inputs[1:], 1):
-        names.append("" if given is None else f"c{k}")
-        if given is not None:
-            tensor = onnx.numpy_helper.from_array(given.value)
-            body_nodes.append(helper.make_node("Constant", [], [f"c{k}"], value=tensor))
-    op = helper.make_node(case.op, names, ["y" if other is None else "z"])
-    op.attribute.extend(attributes_of(case.attrs))
-    body_nodes.append(op)
-    if other is None:
-        target = onnx.numpy_helper.from_array(np.array(result.shape, np.int64))
-        body_nodes.append(helper.make_node("Constant", [], ["shape"], value=target))
-        body_nodes.append(helper.make_node("Reshape", ["y", "shape"], ["z"]))
-    element = [a if a == b else None for a, b in zip(first.shape, second.shape, strict=True)]
-    body = helper.make_graph(
-        body_nodes, "body", [helper.make_tensor_value_info("e", dtype, element)],
-        [helper.make_tensor_value_info("z", out, None)],
-    )  # fmt: skip
-    if other is None:
-        inputs = [helper.make_tensor_value_info("x", dtype, [4, *first.shape])]
-        source = helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0)
-    else:
-        inputs = [
-            helper.make_tensor_value_info("a", dtype, first.shape),
-            helper.make_tensor_value_info("b", dtype, second.shape),
-        ]
-        source = helper.make_node("SequenceConstruct", ["a", "b"], ["s"])
-    graph = helper.make_graph(
-        [
-            source,
-            helper.make_node("SequenceMap", ["s"], ["m"], body=body),
-            helper.make_node("ConcatFromSequence", ["m"], ["o"], axis=0, new_axis=1),
-        ],
-        "g",
-        inputs,
-        [helper.make_tensor_value_info("o", out, [None] * (result.ndim + 1))],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 @pytest.mark.parametrize("option", list(COPY_OPTIONS))
@@ -322,7 +231,7 @@ def test_copied_shapes_onnx_infers_wrong_are_pinned(name, option):
         assert case.op not in {"MaxPool", "AveragePool", "LpPool"}, name
         pytest.skip("no nearby element shape gives ONNX two shapes and onnxruntime one")
     other, result = found
-    model = _stacked_map(case, other, opset, result)
+    model = stacked_map(case, other, opset, result)
     onnx.checker.check_model(model, full_check=True)  # the element's differing dim is unknown
     feeds = {"a": case.inputs[0].value, "b": other.inputs[0].value}
     expected = _run(model, feeds)
@@ -331,19 +240,6 @@ def test_copied_shapes_onnx_infers_wrong_are_pinned(name, option):
     if result is None:
         return
     assert_same(_run(result, feeds), expected)
-
-
-# The fuzz example of seed 2402: vectorized, ConvTranspose's [4,2,10,9] (180
-# elements each, 160 computed) meets the Reshape to [-1,1,8,10,2].
-RESHAPED = {
-    **COPIED,
-    "ConvTranspose SAME_LOWER, output_padding 2-D": (
-        Case("ConvTranspose", [x(1, 3, 5, 4), c(np.ones((3, 2, 3, 2)), np.float32),
-             c([0, 1], np.float32)], {"kernel_shape": [3, 2], "strides": [2, 2],
-             "dilations": [1, 2], "auto_pad": "SAME_LOWER", "output_padding": [0, 1]}),
-        17, (1, 2, 10, 8),
-    ),
-}  # fmt: skip
 
 
 @pytest.mark.parametrize("option", list(COPY_OPTIONS))
@@ -357,9 +253,9 @@ def test_copied_shapes_meet_no_vectorized_reshape(name, option):
         result = ort_run(_case_model(case, opset), _case_feeds(case))[0]
     except Exception:  # noqa: BLE001 -- not a case at this opset
         pytest.skip("onnxruntime refuses the case at opset 17")
-    model = _stacked_map(case, None, opset, result)
+    model = stacked_map(case, None, opset, result)
     onnx.checker.check_model(model, full_check=True)
-    stacked = np.stack([_with_element(case, case.inputs[0].value.shape).inputs[0].value] * 4)
+    stacked = np.stack([with_element(case, case.inputs[0].value.shape).inputs[0].value] * 4)
     feeds = {
         "x": (stacked * np.arange(1, 5).reshape(-1, *[1] * (stacked.ndim - 1))).astype(
             stacked.dtype
@@ -381,7 +277,7 @@ def test_a_map_no_form_of_the_runtime_keeps_is_refused_before_anything_changes()
     the tensor whose slices ONNX would size), which passes the full checker."""
     case, opset, _ = COPIED["Resize by sizes, not_larger"]
     result = ort_run(_case_model(case, opset), _case_feeds(case))[0]
-    proto = _stacked_map(case, None, opset, result)
+    proto = stacked_map(case, None, opset, result)
     model = ir.serde.deserialize_model(proto)
     before = ir.serde.serialize_model(model).SerializeToString(deterministic=True)
     with pytest.raises(lowering.LoweringError) as refused:
@@ -400,7 +296,7 @@ def test_a_map_no_form_of_the_runtime_keeps_is_refused_before_anything_changes()
     ]  # fmt: skip
     (loop,) = [n for n in out.graph.node if n.op_type == "Loop"]
     assert [n.op_type for n in loop.attribute[0].g.node][:1] == ["SequenceAt"]
-    feeds = {"x": np.stack([_with_element(case, (1, 1, 4, 6)).inputs[0].value] * 4)}
+    feeds = {"x": np.stack([with_element(case, (1, 1, 4, 6)).inputs[0].value] * 4)}
     assert_same(_run(out, feeds), _run(proto, feeds))
 
 

@@ -37,7 +37,8 @@ from tests.cases.node_cases import (
     NO_PIN,
     UNTRUSTED,
     Case,
-    case_node,
+    case_nodes,
+    exposed_model,
     ort_run,
 )
 from tests.cases.node_cases import feeds_of as _case_feeds
@@ -61,20 +62,13 @@ MAY_REFUSE = {"openvino", "tract", "tinygrad"}
 READERS = ("insert_at_claimed", "insert_at_shape", "at_last", "map")
 
 
-def _case_nodes(case: Case, out: str) -> tuple[list, list, list, dict]:
-    """The case's node writing ``out``, its graph inputs, initializers and feeds."""
-    outputs = [out] + [f"extra{k}" for k in range(1, case.outputs)]
-    node, inputs, initializers = case_node(case, outputs)
-    return [node], inputs, initializers, _case_feeds(case)
-
-
 def _const(name: str, value) -> onnx.NodeProto:
     return helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(value))
 
 
 def _claimed(case: Case, opset: int, axis: int) -> int | None:
     """ONNX's claim of the case's output size along ``axis``."""
-    nodes, inputs, initializers, _ = _case_nodes(case, "R")
+    nodes, inputs, initializers, _ = case_nodes(case, "R")
     graph = helper.make_graph(nodes, "g", inputs, [helper.make_value_info("R", onnx.TypeProto())])
     graph.initializer.extend(initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -89,7 +83,7 @@ def reader_model(name: str, reader: str, declared: bool) -> tuple[onnx.ModelProt
     if reader == "map":
         opset = max(opset, 17)  # SequenceMap
     axis = len(shape) - 1
-    nodes, inputs, initializers, feeds = _case_nodes(case, "R")
+    nodes, inputs, initializers, feeds = case_nodes(case, "R")
     dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
     element = [d for k, d in enumerate(shape) if k != axis]
     onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
@@ -233,7 +227,7 @@ def body_model(name: str, then: str) -> tuple[onnx.ModelProto, dict]:
     """The case's op mapped over three elements of its first run-time input,
     split from one stack; its other run-time inputs are read from outside."""
     case, opset, shape = CASES[name]
-    nodes, inputs, initializers, feeds = _case_nodes(case, "r")
+    nodes, inputs, initializers, feeds = case_nodes(case, "r")
     mapped = inputs.pop(0)
     element = feeds.pop(mapped.name)
     body_input = helper.make_tensor_value_info(
@@ -350,7 +344,7 @@ def vectorized_model(
     of its element too (an op with no batching rule: unrolled, not vectorized).
     """
     case, opset, shape = CASES[name]
-    nodes, inputs, initializers, feeds = _case_nodes(case, "r")
+    nodes, inputs, initializers, feeds = case_nodes(case, "r")
     dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
     if inputs:
         mapped = inputs.pop(0)
@@ -363,7 +357,7 @@ def vectorized_model(
     lines, out_type, rank = SHAPE_READERS[reader]
     out_type = out_type or _type_text(dtype)
     rank = len(shape) if rank is None else rank
-    case_nodes = [*(_const(t.name, onnx.numpy_helper.to_array(t)) for t in initializers), *nodes]
+    made = [*(_const(t.name, onnx.numpy_helper.to_array(t)) for t in initializers), *nodes]
     reads = onnx.parser.parse_graph(
         f"reads ({_type_text(dtype)}[{','.join('?' * len(shape))}] r) => ({out_type} o) "
         "{ " + " ".join(f"{line}\n" for line in lines) + " }"
@@ -379,7 +373,7 @@ def vectorized_model(
         extra_outputs = [helper.make_tensor_value_info("o2", elem_type, [1])]
     out_elem = reads.output[0].type.tensor_type.elem_type
     body = helper.make_graph(
-        [*([] if outside else case_nodes), *reads.node, *extra_nodes],
+        [*([] if outside else made), *reads.node, *extra_nodes],
         "body",
         [helper.make_tensor_value_info("e", elem_type, element.shape)],
         [helper.make_tensor_value_info("o", out_elem, [None] * rank), *extra_outputs],
@@ -390,7 +384,7 @@ def vectorized_model(
         outer = [
             _const("at0", np.array(0)),
             helper.make_node("Gather", ["X", "at0"], ["e0"]),
-            *case_nodes,
+            *made,
         ]
     graph = helper.make_graph(
         [
@@ -579,46 +573,6 @@ def test_the_map_lowering_alone_reads_split_lengths_as_proven(name, options):
 # -- exposed by the sequence elimination ------------------------------------------
 
 
-def exposed_model(name: str) -> tuple[onnx.ModelProto, dict]:
-    """``ConcatFromSequence<new_axis = 1>(SequenceConstruct(R, R'))`` of two copies
-    of the case's node, beside a map that is lowered (so the construct is read
-    back as tensors)."""
-    case, opset, shape = CASES[name]
-    first, inputs, initializers, feeds = _case_nodes(case, "ra")
-    second = onnx.NodeProto()
-    second.CopyFrom(first[0])
-    second.output[0] = "rb"
-    del second.output[1:]
-    dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
-    onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
-    body = helper.make_graph(
-        [helper.make_node("Neg", ["e"], ["o"])],
-        "body",
-        [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, [3])],
-    )
-    nodes = [
-        *first,
-        second,
-        helper.make_node("SequenceConstruct", ["ra", "rb"], ["s"]),
-        helper.make_node("ConcatFromSequence", ["s"], ["Y"], axis=0, new_axis=1),
-        helper.make_node("SplitToSequence", ["x"], ["t"], axis=0, keepdims=0),
-        helper.make_node("SequenceMap", ["t"], ["m"], body=body),
-        helper.make_node("ConcatFromSequence", ["m"], ["Z"], axis=0, new_axis=1),
-    ]
-    outputs = [
-        helper.make_tensor_value_info("Y", onnx_dtype, [None] * (len(shape) + 1)),
-        helper.make_tensor_value_info("Z", onnx.TensorProto.FLOAT, [None, None]),
-    ]
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
-    graph = helper.make_graph(nodes, "g", [*inputs, x], outputs, initializers)
-    feeds["x"] = np.arange(6, dtype=np.float32).reshape(2, 3)
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", max(opset, 17))], ir_version=8
-    )
-    return model, feeds
-
-
 EXPOSED_SWEEP = [
     (name, form)
     for name, (_, _, shape) in CASES.items()
@@ -673,7 +627,7 @@ def expansion_model(name: str) -> tuple[onnx.ModelProto, dict]:
     (no value_info): below 12 it is expanded into ops whose inference meets
     ONNX's claim of that axis beside the constant's true size."""
     case, opset, shape = CASES[name]
-    nodes, inputs, initializers, feeds = _case_nodes(case, "R")
+    nodes, inputs, initializers, feeds = case_nodes(case, "R")
     dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
     letters = "abcd"[: len(shape)]
     k = np.arange(shape[-1] * 2, dtype=dtype).reshape(shape[-1], 2)
@@ -830,7 +784,7 @@ def function_model(name: str) -> tuple[onnx.ModelProto, dict]:
     """The case's op in a model-local function, called on the case's run-time
     inputs; its output split along its last axis, read at -1 and mapped."""
     case, opset, shape = CASES[name]
-    nodes, inputs, initializers, feeds = _case_nodes(case, "c")
+    nodes, inputs, initializers, feeds = case_nodes(case, "c")
     dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
     onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
     opset = max(opset, 17)

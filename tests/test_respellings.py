@@ -30,12 +30,11 @@ from lowering.irutils.computed_shapes import computed_shapes
 from lowering.irutils.node_inference import seen_wrong
 from lowering.irutils.respellings import apply_respelling, respelling, sized_right
 from lowering.irutils.walk import model_nodes
-from tests.cases.node_cases import DOUBTED, Case, c, ort_run, x
+from tests.cases.copied_nodes import RESHAPED, stacked_map, with_element
+from tests.cases.node_cases import DOUBTED, UNTRUSTED, Case, c, exposed_model, ort_run, x
 from tests.cases.node_cases import feeds_of as case_feeds
 from tests.cases.node_cases import model_of as case_model
 from tests.helpers import assert_same, lowered
-from tests.test_claims import RESHAPED, _stacked_map, _with_element
-from tests.test_doubted_shapes import UNTRUSTED, exposed_model
 
 #: Edge cases beside the ones tests/cases/node_cases.py names.
 EDGES = {
@@ -163,8 +162,8 @@ def _form_model(name: str, form: str) -> tuple[onnx.ModelProto, dict]:
     if form == "exposed":
         return exposed_model(name)
     result = ort_run(case_model(case, max(opset, 17)), case_feeds(case))[0]
-    model = _stacked_map(case, None, max(opset, 17), result)
-    stacked = np.stack([_with_element(case, case.inputs[0].value.shape).inputs[0].value] * 4)
+    model = stacked_map(case, None, max(opset, 17), result)
+    stacked = np.stack([with_element(case, case.inputs[0].value.shape).inputs[0].value] * 4)
     scale = np.arange(1, 5).reshape(-1, *[1] * (stacked.ndim - 1))
     return model, {"x": (stacked * scale).astype(stacked.dtype)}
 

@@ -225,3 +225,50 @@ NO_PIN = {"Range: int32 span overflows"}
 #: is kept in a Loop read through its sequences too (lowering.maps.claims;
 #: fuzz seed 5310; tests/test_claims.py checks that these are all).
 MISALLOCATED = {"Range: float bounds"}
+
+
+def case_nodes(case: Case, out: str) -> tuple[list, list, list, dict]:
+    """The case's node writing ``out``, its graph inputs, initializers and feeds."""
+    outputs = [out] + [f"extra{k}" for k in range(1, case.outputs)]
+    node, inputs, initializers = case_node(case, outputs)
+    return [node], inputs, initializers, feeds_of(case)
+
+
+def exposed_model(name: str) -> tuple[onnx.ModelProto, dict]:
+    """``ConcatFromSequence<new_axis = 1>(SequenceConstruct(R, R'))`` of two copies
+    of the case's node, beside a map that is lowered (so the construct is read
+    back as tensors)."""
+    case, opset, shape = {**UNTRUSTED, **DOUBTED}[name]
+    first, inputs, initializers, feeds = case_nodes(case, "ra")
+    second = onnx.NodeProto()
+    second.CopyFrom(first[0])
+    second.output[0] = "rb"
+    del second.output[1:]
+    dtype = ort_run(model_of(case, opset), feeds_of(case))[0].dtype
+    onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
+    body = helper.make_graph(
+        [helper.make_node("Neg", ["e"], ["o"])],
+        "body",
+        [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, [3])],
+    )
+    nodes = [
+        *first,
+        second,
+        helper.make_node("SequenceConstruct", ["ra", "rb"], ["s"]),
+        helper.make_node("ConcatFromSequence", ["s"], ["Y"], axis=0, new_axis=1),
+        helper.make_node("SplitToSequence", ["x"], ["t"], axis=0, keepdims=0),
+        helper.make_node("SequenceMap", ["t"], ["m"], body=body),
+        helper.make_node("ConcatFromSequence", ["m"], ["Z"], axis=0, new_axis=1),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("Y", onnx_dtype, [None] * (len(shape) + 1)),
+        helper.make_tensor_value_info("Z", onnx.TensorProto.FLOAT, [None, None]),
+    ]
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph(nodes, "g", [*inputs, x], outputs, initializers)
+    feeds["x"] = np.arange(6, dtype=np.float32).reshape(2, 3)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", max(opset, 17))], ir_version=8
+    )
+    return model, feeds
