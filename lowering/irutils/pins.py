@@ -182,7 +182,7 @@ def misallocated_output(
     unrolled, vectorized, in a Scan over a split), the planner hands that
     output a freed buffer of the claimed size, or hands its true-sized
     buffer on to a later value of the claimed size ("Shape mismatch
-    attempting to re-use buffer. {1,2,2} != {1,2,3}", fuzz seed 5310); None
+    attempting to re-use buffer. {1,2,2} != {1,2,3}"); None
     where every such output is respelled, or needs no pin."""
     pins = node_pins(node, proven, opset, all_used=all_used)
     if not pins or any(pin.respelled is not None for pin in pins):

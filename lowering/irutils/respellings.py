@@ -43,7 +43,7 @@ window's divisor), a Range of float bounds (onnxruntime adds the delta
 step by step). Its own output keeps ONNX's wrong size, so no form copies
 it (:func:`~lowering.irutils.pins.misallocated_output`; a map's strategy
 declines, :mod:`lowering.maps.claims`): the copies' buffers, planned by
-that size, were handed on to later values (fuzz seed 5310). Where it stays,
+that size, were handed on to later values. Where it stays,
 ONNX claims the size from what the original holds too (a Range's bounds, a
 Resize's scales, the shape its body declares), so the output shows
 onnxruntime no wrong size the original did not; hiding the size from

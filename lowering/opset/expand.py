@@ -467,7 +467,7 @@ def _stash_in_input_type(node: ir.Node) -> bool:
     bfloat16 allowed) for the mean and variance, where onnxruntime's kernels
     compute a double X in double and round only Mean and InvStdDev to the
     stash type: expanded, a double model lost 2.6e-4 relative where
-    onnxruntime is exact to 1e-12 (fuzz seed 2404). Either is within the
+    onnxruntime is exact to 1e-12. Either is within the
     spec's precision; the expansion computes as the kernel does
     (:func:`_stage_in_double`).
     """
