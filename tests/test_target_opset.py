@@ -10,20 +10,12 @@ import pytest
 import lowering
 from lowering.cli import main
 from lowering.passes.target_opset import lowest_opset
+from tests.cases.report_models import MODELS
 from tests.helpers import all_nodes, assert_same, lowered, parse, run
 
-SPLIT_MAP_CONCAT = """<ir_version: 8, opset_import: ["" : 17]>
-g (float[T,4] x, float[4] w) => (float[M] y) {
-  rows = SplitToSequence <axis = 0, keepdims = 0> (x)
-  m = SequenceMap <body = body (float[4] r) => (float[4] c) {
-        zero = Constant <value = int64[1] {0}> ()
-        u = Unsqueeze(r, zero)
-        s = ReduceSum <keepdims = 1> (u, zero)
-        q = Squeeze(s, zero)
-        c = Mul(q, w)
-      }> (rows)
-  y = ConcatFromSequence <axis = 0> (m)
-}"""
+#: A split mapped by Unsqueeze, ReduceSum and Squeeze (axes inputs from 13:
+#: adapted at 11), concatenated.
+SPLIT_MAP_CONCAT = MODELS["adapted"]
 
 
 def _opset(model: onnx.ModelProto) -> int:
