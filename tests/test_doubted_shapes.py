@@ -167,6 +167,26 @@ def check(model: onnx.ModelProto, feeds: dict, form: str, optimized: bool = True
         assert_same(run(result, feeds), expected, "optimized")
 
 
+@pytest.mark.parametrize("form", ["auto", "loop"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_model_output_onnx_sizes_wrong_stays_the_ops_own(name, form):
+    """The case's output R, declared as ONNX infers it, is a model output and
+    also read (split, its last element taken): onnxruntime sizes a model
+    output by its kernel, so R stays the node's own output, with only the
+    dims ONNX agrees on; its readers read the pin."""
+    model, feeds = reader_model(name, "at_last", declared=False)
+    case = CASES[name][0]
+    model.graph.output.append(helper.make_value_info("R", onnx.TypeProto()))
+    model = onnx.shape_inference.infer_shapes(model)
+    check(model, feeds, form)
+    try:
+        result = lowering.lower(model, **FORMS[form])
+    except lowering.LoweringError:
+        return  # (check took the refusal)
+    producer = {o: n for n in result.graph.node for o in n.output}[result.graph.output[-1].name]
+    assert producer.op_type == case.op
+
+
 def _try(function, *args, **kwargs):
     try:
         return function(*args, **kwargs)
@@ -712,6 +732,21 @@ FOUND = {
             r = Reshape (z, flat)
           }> (s)
       y = ConcatFromSequence <axis = 0, new_axis = 0> (m)
+    }""",
+    # A Slice to INT32_MAX with a negative step (ONNX [0], onnxruntime [3]),
+    # a model output also split and read: pinned, the Slice's own output
+    # became an inner value, and onnxruntime planned its buffer by ONNX's [0].
+    "a model output read on": """
+    g (float[4] x) => (float[?] r, float y, float[?] c) {
+      starts = Constant <value = int64[1] {2}> ()
+      ends = Constant <value = int64[1] {2147483647}> ()
+      axes = Constant <value = int64[1] {-1}> ()
+      steps = Constant <value = int64[1] {-1}> ()
+      r = Slice (x, starts, ends, axes, steps)
+      s = SplitToSequence <axis = 0, keepdims = 0> (r)
+      two = Constant <value = int64 {2}> ()
+      y = SequenceAt (s, two)
+      c = ConcatFromSequence <axis = 0, new_axis = 1> (s)
     }""",
 }
 

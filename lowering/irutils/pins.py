@@ -209,8 +209,18 @@ def _allowzero(shape: tuple[Dim, ...], opset: int) -> bool | None:
     return None
 
 
-def apply_pin(pin: Pin) -> None:
-    """Respell the node, or put the Reshape after it that its readers then read."""
+def apply_pin(pin: Pin, main: ir.Graph) -> None:
+    """Respell the node, or put the Reshape after it that its readers then read.
+
+    An output of ``main`` (the model's graph) stays the node's own: onnxruntime
+    sizes a model's output by what the kernel computes, while an inner value
+    gets a buffer planned by ONNX's wrong size ("Shape mismatch attempting to
+    re-use buffer"). It keeps only the dims ONNX's inference agrees on::
+
+        y = Slice(x)   (y: a model output)      y = Slice(x)       (y: float[?])
+        z = Abs(y)                        ->    p = Reshape(y, [3])
+                                                z = Abs(p)
+    """
     node, value = pin.node, pin.value
     graph = node.graph
     assert graph is not None
@@ -220,6 +230,11 @@ def apply_pin(pin: Pin) -> None:
             pin.written.extend(written)
     if value is None or pin.computed is None:
         return
+    kept = graph is main and value.is_graph_output()
+    if kept:
+        _declare_agreed(value, pin)
+        if not value.uses():
+            return
     target = [d if isinstance(d, int) else 0 for d in pin.computed]
     shape = constant_node(np.array(target, np.int64))
     attributes = {"allowzero": 1} if pin.allowzero else {}
@@ -228,13 +243,30 @@ def apply_pin(pin: Pin) -> None:
     if pin.dtype is not None:
         at.type = ir.TensorType(pin.dtype)
         at.shape = ir.Shape(list(pin.computed))
-    value.replace_all_uses_with(at, replace_graph_outputs=True)
-    if value.name:
-        adopt_name(at, value.name)
-        value.name = None
-        fresh(value)
-    reshape.replace_input_with(0, value)
-    value.shape = None
+    for user, k in [use for use in value.uses() if use.node is not reshape]:
+        user.replace_input_with(k, at)
+    if not kept:
+        for k, output in enumerate(graph.outputs):
+            if output is value:
+                graph.outputs[k] = at
+        if value.name:
+            adopt_name(at, value.name)
+            value.name = None
+            fresh(value)
+        value.shape = None
     graph.insert_after(node, [shape, reshape])
     if pin.written is not None:
         pin.written.extend([shape, reshape])
+
+
+def _declare_agreed(value: ir.Value, pin: Pin) -> None:
+    """Declare of a model output the computed dims its declaration agrees on
+    (ONNX's inference writes that declaration, or none), the rest unknown."""
+    assert pin.computed is not None
+    declared = value.shape
+    if declared is None or len(declared) != len(pin.computed):
+        declared = ir.Shape([None] * len(pin.computed))
+    agreed = [d if declared[k] == d else None for k, d in enumerate(pin.computed)]
+    value.shape = ir.Shape(agreed)
+    if value.type is None and pin.dtype is not None:
+        value.type = ir.TensorType(pin.dtype)

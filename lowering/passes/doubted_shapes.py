@@ -63,7 +63,7 @@ class DoubtedShapesPass(ir.passes.InPlacePass):
         ]
         pins += _call_pins(model, proof)
         for pin in pins:
-            apply_pin(pin)
+            apply_pin(pin, model.graph)
         changed = bool(pins)
         if pins:  # (else the model is as it was proven)
             proof = prove_model(model)

@@ -272,7 +272,7 @@ def _pin(model: ir.Model, plans: list[MapPlan], rewrites: list[Rewrite]) -> None
     if not any(may_need_pin(n) for node, _, _ in nodes for n in (node, *nodes_under(node))):
         return
     for pin in plan_pins(nodes, prove_model(model, fill=True)):
-        apply_pin(pin)
+        apply_pin(pin, model.graph)
 
 
 def _rewrite_order(plans: list[MapPlan]) -> list[int]:

@@ -123,7 +123,7 @@ def _commit(model: ir.Model, plans: list[Plan], target: int, result: TargetOpset
     for graph in dict.fromkeys(node.graph for node in read if node.graph is not None):
         prove(graph, target, proof)
     for pin in plan_pins([(node, target, None) for node in read], proof):
-        apply_pin(pin)
+        apply_pin(pin, model.graph)
     bypass_identities(
         [n for n in model_nodes(model) if is_onnx_op(n, "Identity") and n not in theirs]
     )

@@ -157,7 +157,7 @@ class _Reading:
             remove_unread(split.count, {"Size"})
         if any(may_need_pin(node) for node, _, _ in self.exposed):
             for pin in plan_pins(self.exposed, self.shapes.proven()):
-                apply_pin(pin)
+                apply_pin(pin, self.model.graph)
 
 
 def _read_element(
