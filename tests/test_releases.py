@@ -12,10 +12,10 @@ and IREE 3.13 (``--runtime iree``: no loop, no segment max or min). Each
 runs, against numpy, or is refused in one line where the profile has no
 form for it (a map that keeps a loop, for a runtime with none):
 
-- every ragged reduction (``tests/test_ragged.py``: segment sums, products,
+- every ragged reduction (``tests/ragged_maps.py``: segment sums, products,
   means, maxima and minima; L2 and log-sum-exp, which keep a loop) read by
   a concat, at n = 0, 1 and 7 with empty elements among them;
-- every family of vectorized bodies (``tests/test_vectorize.py``), split
+- every family of vectorized bodies (``tests/vectorize_families.py``), split
   on axis 1 with keepdims, at n = 1 and 5 (at n = 0 the original's concat
   fails); and where n = 0 is the original's, a sequence returned, the
   vectorized form of each family in onnxruntime's oldest release, whose
@@ -48,10 +48,10 @@ import lowering
 from lowering.runtimes import releases, runners
 from lowering.runtimes.profiles import profile
 from lowering.runtimes.runners import RuntimeFailure, run_many
-from tests import test_ragged, test_vectorize
+from tests.cases import ragged_maps, vectorize_families
+from tests.cases.vectorize_families import Family
 from tests.helpers import assert_same, cli, op_types, release_python
 from tests.matrix_models import matches, synthetic_cases
-from tests.test_vectorize import Family
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,17 +128,17 @@ def _job(target: Target, model: onnx.ModelProto, inputs: list, expected: list) -
 def _ragged(target: Target) -> dict[str, Job | Refused]:
     jobs: dict[str, Job | Refused] = {}
     bodies = {
-        **test_ragged.REDUCTIONS,
-        "unary": test_ragged.ELEMENTWISE["unary"],
-        **test_ragged.LOOP_REDUCTIONS,
+        **ragged_maps.REDUCTIONS,
+        "unary": ragged_maps.ELEMENTWISE["unary"],
+        **ragged_maps.LOOP_REDUCTIONS,
     }
     loops = profile(target.runtime).loops
-    for s, source in test_ragged.SOURCES.items():
+    for s, source in ragged_maps.SOURCES.items():
         for b, body in bodies.items():
-            model = test_ragged.ragged_model(source, body, "concat", target.opset)
+            model = ragged_maps.ragged_model(source, body, "concat", target.opset)
             model.ir_version = target.ir_version
             refuse = b.startswith(target.refuses) or (
-                b in test_ragged.LOOP_REDUCTIONS and not loops
+                b in ragged_maps.LOOP_REDUCTIONS and not loops
             )
             try:
                 result = lowering.lower(model, runtime=target.runtime)
@@ -153,8 +153,8 @@ def _ragged(target: Target) -> dict[str, Job | Refused]:
             for lengths in source.runs:
                 if looped and 0 in lengths:
                     continue  # the body's own op on an empty element
-                feeds = test_ragged._feeds(source, lengths, body.dtype)
-                expected = test_ragged._expected(source, body, lengths, feeds, "concat")
+                feeds = ragged_maps.ragged_feeds(source, lengths, body.dtype)
+                expected = ragged_maps.ragged_expected(source, body, lengths, feeds, "concat")
                 jobs[f"{s} {b} {list(lengths)}"] = _job(
                     target, result, [feeds[n] for n in names], [expected]
                 )
@@ -163,19 +163,19 @@ def _ragged(target: Target) -> dict[str, Job | Refused]:
 
 def _families(target: Target, shape: Callable[[Family], str]):
     """(name, family, its model of ``shape`` lowered for ``target``), at the target's opset."""
-    for name, family in test_vectorize.FAMILIES.items():
+    for name, family in vectorize_families.FAMILIES.items():
         if family.opset <= target.opset:
-            model = test_vectorize._parse(shape(family), family)
+            model = vectorize_families.parse_family(shape(family), family)
             model.ir_version = min(model.ir_version, target.ir_version)
             yield name, family, lowering.lower(model, runtime=target.runtime)
 
 
 def _vectorized(target: Target) -> dict[str, Job]:
     jobs = {}
-    for name, family, result in _families(target, test_vectorize.split_axis_1_model):
+    for name, family, result in _families(target, vectorize_families.split_axis_1_model):
         for n in (1, 5):
-            elements = test_vectorize._elements(family, n)
-            _, stacked = test_vectorize._expected(family, elements)
+            elements = vectorize_families.family_elements(family, n)
+            _, stacked = vectorize_families.family_expected(family, elements)
             inputs = [np.stack(elements)[None], *family.extras.values()]
             expected = [np.moveaxis(stacked, 0, -1)]
             jobs[f"vectorized {name} n={n}"] = _job(target, result, inputs, expected)
@@ -188,7 +188,7 @@ def _empty(target: Target) -> dict[str, Job]:
         return {}
     return {
         f"empty {name}": Job(result, [[], *family.extras.values()], [[]])
-        for name, family, result in _families(target, test_vectorize.input_model)
+        for name, family, result in _families(target, vectorize_families.input_model)
     }
 
 
@@ -296,15 +296,15 @@ def test_verify_runs_b_in_the_release_named(runtime, column, tmp_path, monkeypat
     """``--verify --runtime openvino:2024.6`` runs B in that release, which takes the
     segment sum the default output holds; ``--runtime iree`` in IREE's newest."""
     release_python(releases.RELEASES[column])
-    source = test_ragged.SOURCES["input_lengths_axis_0"]
-    body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
-    model = test_ragged.ragged_model(source, body, "concat")
+    source = ragged_maps.SOURCES["input_lengths_axis_0"]
+    body = ragged_maps.REDUCTIONS["ReduceSum_keepdims_0_float"]
+    model = ragged_maps.ragged_model(source, body, "concat")
     a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(model, a)
     result = lowering.lower(model, runtime=runtime)
     assert "ScatterElements" in op_types(result)
     onnx.save(result, b)
-    feeds = test_ragged._feeds(source, (0, 2, 0, 1, 6, 3, 0), "float")
+    feeds = ragged_maps.ragged_feeds(source, (0, 2, 0, 1, 6, 3, 0), "float")
     ran = []
     real = runners.run_many
     monkeypatch.setattr(
@@ -385,8 +385,8 @@ def test_a_release_gets_the_profile_that_covers_it(name):
              "openvino:latest", "tensorrt:10.0", "openvino:", "iree:3.12"]
 )  # fmt: skip
 def test_a_release_no_profile_covers_is_the_callers_mistake(name):
-    model = test_ragged.ragged_model(
-        test_ragged.SOURCES["input_lengths_axis_0"], test_ragged.ELEMENTWISE["unary"], "concat"
+    model = ragged_maps.ragged_model(
+        ragged_maps.SOURCES["input_lengths_axis_0"], ragged_maps.ELEMENTWISE["unary"], "concat"
     )
     with pytest.raises(ValueError, match="runtime must "):
         lowering.lower(model, runtime=name)
@@ -397,9 +397,9 @@ def test_the_segment_form_names_the_releases_that_reject_it(tmp_path):
     import subprocess
     import sys
 
-    source = test_ragged.SOURCES["input_lengths_axis_0"]
-    body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
-    model = test_ragged.ragged_model(source, body, "concat")
+    source = ragged_maps.SOURCES["input_lengths_axis_0"]
+    body = ragged_maps.REDUCTIONS["ReduceSum_keepdims_0_float"]
+    model = ragged_maps.ragged_model(source, body, "concat")
     path, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
     onnx.save(model, path)
     command = [sys.executable, "-m", "lowering", path, out, "--report", report]
@@ -422,9 +422,9 @@ def test_the_segment_form_names_the_releases_that_reject_it(tmp_path):
 def test_only_a_segment_max_or_min_is_rejected_by_iree(op, tmp_path):
     """IREE compiles a ScatterElements with reduction add or mul, not max or min: the
     summary names iree for those only, and ``--runtime iree`` refuses them in one line."""
-    source = test_ragged.SOURCES["input_lengths_axis_0"]
-    model = test_ragged.ragged_model(
-        source, test_ragged.REDUCTIONS[f"{op}_keepdims_0_float"], "concat"
+    source = ragged_maps.SOURCES["input_lengths_axis_0"]
+    model = ragged_maps.ragged_model(
+        source, ragged_maps.REDUCTIONS[f"{op}_keepdims_0_float"], "concat"
     )
     _, report = lowering.lower_with_report(model)
     (said,) = report.nodes
@@ -517,10 +517,10 @@ g (float[N,3] x, float[3,4] w) => ({out_type}) {{
 
 
 def _saved_ragged_sum(folder) -> pathlib.Path:
-    source = test_ragged.SOURCES["input_lengths_axis_0"]
-    body = test_ragged.REDUCTIONS["ReduceSum_keepdims_0_float"]
+    source = ragged_maps.SOURCES["input_lengths_axis_0"]
+    body = ragged_maps.REDUCTIONS["ReduceSum_keepdims_0_float"]
     path = folder / "in.onnx"
-    onnx.save(test_ragged.ragged_model(source, body, "concat"), path)
+    onnx.save(ragged_maps.ragged_model(source, body, "concat"), path)
     return path
 
 

@@ -190,9 +190,9 @@ def test_a_run_a_never_ends_on_is_tried_once_more_in_its_plain_form(monkeypatch)
     its limit, then drawn once more with plain values (each try may take the
     whole limit, so no other form is tried) and compared."""
     from lowering.verify import comparison
-    from tests.test_verify_limits import _endless
+    from tests.cases.verify_mutants import endless
 
-    _, endless = _endless()
+    _, endless = endless()
     stopped: list[str] = []
     run = comparison._try_run
 

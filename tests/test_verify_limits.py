@@ -10,39 +10,15 @@ import pytest
 
 import lowering
 from lowering import cli, verify
-from tests.cases.verify_mutants import HEAD, KINDS, kind_models
+from tests.cases.verify_mutants import HEAD, KINDS, endless, kind_models
 from tests.helpers import parse
 
-# 5. A time limit. B's Loop has no trip count and goes on while i < 2 (3
-# trips), or forever once the sum of x is NaN; A's Loop stops at 3 trips.
-# Both compute x + 6.
-_ENDLESS = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[N] x) => (float[N] y) {{
-  t = ReduceSum <keepdims = 0> (x)
-  nan = IsNaN (t)
-  three = Constant <value = int64 {{3}}> ()
-  two_trips = Constant <value = int64 {{2}}> ()
-  go = Constant <value = bool {{1}}> ()
-  y = Loop ({trips}, go, x) <body = body (int64 i, bool c, float[N] v) => (bool co, float[N] vo) {{
-    below = Less (i, two_trips)
-    co = {cond}
-    two = Constant <value = float {{2.0}}> ()
-    vo = Add (v, two)
-  }}>
-}}
-"""
-
-
-def _endless() -> tuple[onnx.ModelProto, onnx.ModelProto]:
-    a = parse(_ENDLESS.format(trips="three", cond="Identity (c)"))
-    b = parse(_ENDLESS.format(trips='""', cond="Or (below, nan)"))
-    return a, b
+# 5. A time limit (a B that never ends: tests/cases/verify_mutants.py, endless).
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_b_that_never_ends_is_stopped_and_is_a_mismatch(seed):
-    a, b = _endless()
+    a, b = endless()
     report = verify.compare(a, b, timeout=0.3, seed=seed)  # returns: B was stopped
     assert report.status == verify.MISMATCH
     assert "B ran past its time limit of 0.3 s; A took" in report.rows[0].problem
@@ -51,12 +27,12 @@ def test_a_b_that_never_ends_is_stopped_and_is_a_mismatch(seed):
 
 
 def test_the_same_model_within_its_limit_matches():
-    a, _ = _endless()
+    a, _ = endless()
     assert verify.compare(a, a, timeout=0.3).status == verify.MATCH
 
 
 def test_a_that_never_ends_is_a_run_a_fails():
-    a, b = _endless()
+    a, b = endless()
     report = verify.compare(b, a, timeout=0.3, inputs={"x": np.array([1, np.nan], np.float32)})
     assert report.status == verify.COULD_NOT_COMPARE  # A's failure, not B's
     assert "A ran past its time limit of 0.3 s" in report.records[0].note
@@ -64,7 +40,7 @@ def test_a_that_never_ends_is_a_run_a_fails():
 
 @pytest.mark.parametrize("command", ["onnx-verify", "onnx-lower --verify"])
 def test_timeout_option(command, tmp_path, capsys):
-    a, b = _endless()
+    a, b = endless()
     path_a, path_b = tmp_path / "a.onnx", tmp_path / "b.onnx"
     onnx.save(a, path_a)
     onnx.save(b, path_b)
@@ -80,7 +56,7 @@ def test_timeout_option(command, tmp_path, capsys):
 
 
 def test_timeout_keyword_is_checked():
-    a, _ = _endless()
+    a, _ = endless()
     with pytest.raises(ValueError, match="timeout"):
         verify.compare(a, a, timeout=0)
 

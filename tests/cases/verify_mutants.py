@@ -223,3 +223,30 @@ def kind_models(kind: str) -> tuple[onnx.ModelProto, onnx.ModelProto]:
                 if kind == "rank3":
                     info.type.tensor_type.ClearField("shape")
     return models
+
+
+# For the time limit (tests/test_verify_limits.py): B's Loop has no trip
+# count and goes on while i < 2 (3 trips), or forever once the sum of x is
+# NaN; A's Loop stops at 3 trips. Both compute x + 6.
+_ENDLESS = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N] x) => (float[N] y) {{
+  t = ReduceSum <keepdims = 0> (x)
+  nan = IsNaN (t)
+  three = Constant <value = int64 {{3}}> ()
+  two_trips = Constant <value = int64 {{2}}> ()
+  go = Constant <value = bool {{1}}> ()
+  y = Loop ({trips}, go, x) <body = body (int64 i, bool c, float[N] v) => (bool co, float[N] vo) {{
+    below = Less (i, two_trips)
+    co = {cond}
+    two = Constant <value = float {{2.0}}> ()
+    vo = Add (v, two)
+  }}>
+}}
+"""
+
+
+def endless() -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    a = parse(_ENDLESS.format(trips="three", cond="Identity (c)"))
+    b = parse(_ENDLESS.format(trips='""', cond="Or (below, nan)"))
+    return a, b
