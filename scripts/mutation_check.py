@@ -406,17 +406,17 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "loop-empty-start",
         "loop",
-        _STRAT + "loop.py",
-        "    dims[axis] = 0\n",
-        "    dims[axis] = 1\n",
+        "lowering/loops/concat_form.py",
+        "return [0 if a == self.axis else d",
+        "return [1 if a == self.axis else d",
         "the concat built in the loop starts from one zero element, not none",
     ),
     Mutant(
         "loop-concat-order",
         "loop",
         _STRAT + "loop.py",
-        'new_node("Concat", [acc, part], {"axis": axis})',
-        'new_node("Concat", [part, acc], {"axis": axis})',
+        'new_node("Concat", [acc, part], {"axis": build.axis})',
+        'new_node("Concat", [part, acc], {"axis": build.axis})',
         "each element is prepended, not appended",
     ),
     # -- the constant evaluator ------------------------------------------------

@@ -50,9 +50,8 @@ import onnx_ir as ir
 from lowering.analysis.proven_shapes import Proof
 from lowering.irutils.constants import constant_array
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.maps.strategies.loop import EMPTY_TYPES
+from lowering.loops.concat_form import concat_form
 from lowering.maps.strategies.uniform import stack_read_kind
-from lowering.runtimes.ort_kernels import first_unsupported
 
 Dims = tuple[int | str | None, ...]
 
@@ -330,26 +329,20 @@ def _choose_concat(
     accumulator: Accumulator, axis: int, new_axis: bool, opset: int, bound: Bound
 ) -> str | None:
     """Set the concat form along ``axis``; None, or why the concat cannot be built."""
-    shape, dtype = accumulator.shape, accumulator.dtype
-    rank = len(shape) + (1 if new_axis else 0)
-    if rank == 0 or not -rank <= axis < rank:
-        return "its concat's axis is out of range"
-    axis %= rank
-    dims = list(shape)
-    if new_axis:
-        dims.insert(axis, 1)
-    if not all(fixed(d, bound) for a, d in enumerate(dims) if a != axis):
-        return f"a dim of its elements other than the concat's axis ({axis}) is not proven fixed"
-    accumulator.bound = {d: bound[d] for d in dims if isinstance(d, str) and d in bound}
-    if dtype not in EMPTY_TYPES:
-        return f"onnxruntime makes no empty {dtype.name} tensor to start from"
-    ops: list[tuple[str, ir.DataType | None]] = [("Concat", dtype), ("Slice", dtype)]
-    if new_axis:
-        ops += [("Unsqueeze", dtype), ("Squeeze", dtype)]
-    if (missing := first_unsupported(ops, opset)) is not None:
-        return f"onnxruntime has no {missing} for {dtype.name}"
-    accumulator.form, accumulator.axis, accumulator.new_axis = "concat", axis, new_axis
-    accumulator.ragged = not fixed(dims[axis], bound) if not new_axis else False
+    form = concat_form(
+        accumulator.shape,
+        accumulator.dtype,
+        axis,
+        new_axis,
+        opset,
+        lambda d: fixed(d, bound),  # type: ignore[arg-type]
+        reads_back=True,
+    )
+    if isinstance(form, str):
+        return form
+    accumulator.bound = {d: bound[d] for d in form.dims if isinstance(d, str) and d in bound}
+    accumulator.form, accumulator.axis, accumulator.new_axis = "concat", form.axis, new_axis
+    accumulator.ragged = form.ragged
     return None
 
 

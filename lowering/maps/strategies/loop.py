@@ -51,7 +51,8 @@ becomes::
         +-------------------------------------------------------------+
         => (cond', acc')
 
-(still O(n^2) in the bytes copied, but 3x faster than the sequence form
+(the form :mod:`lowering.loops.concat_form` judges, as for an exporter's
+accumulator loop; still O(n^2) in the bytes copied, but 3x faster than the sequence form
 in onnxruntime at 4000 elements, and it runs in OpenVINO). Like the other
 stack readers (:func:`lowering.maps.strategies.uniform.read_stack_in_readers`),
 a concat of no elements gives the empty ``init`` where onnxruntime's
@@ -73,6 +74,7 @@ from lowering.irutils.constants import constant_node
 from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.op_facts import is_onnx_op
+from lowering.loops.concat_form import ConcatForm, concat_form
 from lowering.maps.loop_body import (
     Replacer,
     body_signature,
@@ -86,32 +88,12 @@ from lowering.maps.loop_body import (
 )
 from lowering.maps.plan import MapPlan, TypeAndShape, tensor_dtype
 from lowering.maps.strategies.protocol import Context, Decline, Fit
-from lowering.runtimes.ort_kernels import first_unsupported
 from lowering.runtimes.profiles import RAGGED_CONCAT
 
-#: The element types onnxruntime's ConstantOfShape makes (measured with 1.32, at
-#: opsets 11 and 18; the kernel table lists the type of its shape input only).
-EMPTY_TYPES = frozenset(
-    [
-        ir.DataType.FLOAT,
-        ir.DataType.DOUBLE,
-        ir.DataType.FLOAT16,
-        ir.DataType.INT8,
-        ir.DataType.INT16,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-        ir.DataType.UINT8,
-        ir.DataType.UINT16,
-        ir.DataType.UINT32,
-        ir.DataType.UINT64,
-        ir.DataType.BOOL,
-    ]
-)
 
-
-def concat_built(plan: MapPlan, k: int) -> tuple[int, bool, list[int]] | None:
-    """``(axis, new_axis, init dims)`` where output ``k`` can be built by Concat in
-    the loop (the module docstring); None where it needs a sequence."""
+def concat_built(plan: MapPlan, k: int) -> ConcatForm | None:
+    """How output ``k`` is built by Concat in the loop (the module docstring);
+    None where it needs a sequence."""
     output = plan.node.outputs[k]
     type_, shape = plan.result_types[k]
     dtype = tensor_dtype(type_)
@@ -120,11 +102,8 @@ def concat_built(plan: MapPlan, k: int) -> tuple[int, bool, list[int]] | None:
     read = _concat_read(output)
     if read is None:
         return None
-    axis, new_axis = read
-    start = _empty_start(shape, axis, new_axis)
-    if start is None or not _concat_runs(dtype, new_axis, plan.opset):
-        return None
-    return start[0], new_axis, start[1]
+    form = concat_form(tuple(shape), dtype, *read, plan.opset, lambda d: isinstance(d, int))
+    return None if isinstance(form, str) else form
 
 
 def _concat_read(output: ir.Value) -> tuple[int, bool] | None:
@@ -143,33 +122,6 @@ def _concat_read(output: ir.Value) -> tuple[int, bool] | None:
     if len(readers) != 1:
         return None
     return readers.pop()
-
-
-def _empty_start(shape: ir.Shape, axis: int, new_axis: bool) -> tuple[int, list[int]] | None:
-    """The concat's axis (wrapped) and the dims of its start, no element along
-    that axis; None where the axis is out of range or another dim is not static."""
-    rank = len(shape) + (1 if new_axis else 0)
-    if rank == 0 or not -rank <= axis < rank:
-        return None
-    axis %= rank
-    dims: list[int | ir.SymbolicDim] = list(shape)
-    if new_axis:
-        dims.insert(axis, 0)
-    dims[axis] = 0
-    static = [d for d in dims if isinstance(d, int)]
-    if len(static) != len(dims):
-        return None
-    return axis, static
-
-
-def _concat_runs(dtype: ir.DataType, new_axis: bool, opset: int) -> bool:
-    """Whether onnxruntime makes the empty start and runs the ops that grow it."""
-    if dtype not in EMPTY_TYPES:
-        return False
-    ops: list[tuple[str, ir.DataType | None]] = [("Concat", dtype)]
-    if new_axis:
-        ops.append(("Unsqueeze", dtype))
-    return not first_unsupported(ops, opset)
 
 
 def loop_form_ops(plan: MapPlan, through_sequences: bool = False) -> set[str]:
@@ -200,9 +152,11 @@ def lower_to_sequence_loop(
         if build is None:
             carried_types.append(t)
         else:
-            axis, _, dims = build
             carried_types.append(
-                (type_, ir.Shape([None if i == axis else d for i, d in enumerate(dims)]))
+                (
+                    type_,
+                    ir.Shape([None if i == build.axis else d for i, d in enumerate(build.dims)]),
+                )
             )
     accumulators = [typed(fresh(ir.Value(), "acc"), t) for t in carried_types]
     bounds: tuple[list[ir.Node], dict] = ([], {}) if through_sequences else ragged_bounds(plan)
@@ -213,12 +167,11 @@ def lower_to_sequence_loop(
         if build is None:
             appends.append(fresh(new_node("SequenceInsert", [acc, result])))
         else:
-            axis, new_axis, _ = build
             part = result
-            if new_axis:
-                appends += with_axes("Unsqueeze", result, [axis], plan.opset)
+            if build.new_axis:
+                appends += with_axes("Unsqueeze", result, [build.axis], plan.opset)
                 part = appends[-1].outputs[0]
-            appends.append(fresh(new_node("Concat", [acc, part], {"axis": axis})))
+            appends.append(fresh(new_node("Concat", [acc, part], {"axis": build.axis})))
         typed(fresh(appends[-1].outputs[0], "acc_next"), t)
     stop = keep_going(cond)
     body.extend([*appends, stop])
@@ -232,7 +185,8 @@ def lower_to_sequence_loop(
             initial.append(fresh(new_node("SequenceEmpty", [], {"dtype": dtype.value})))
             typed(fresh(initial[-1].outputs[0], "empty"), (ir.SequenceType(t[0]), None))
         else:
-            dims = build[2]
+            dims = [d for d in build.start if isinstance(d, int)]
+            assert len(dims) == len(build.start), "concat_built: every other dim static"
             shape = constant_node(np.array(dims, np.int64), "empty_shape")
             zero = ir.tensor(np.zeros(1, ir.DataType(dtype).numpy()))
             empty = fresh(new_node("ConstantOfShape", [shape.outputs[0]], {"value": zero}))
@@ -261,14 +215,10 @@ def lower_to_sequence_loop(
 def _grows_ragged(plan: MapPlan) -> bool:
     """Whether an output is built by a Concat of pieces whose size along its axis
     may differ between iterations (a form some runtimes get wrong: RAGGED_CONCAT)."""
-    for k in range(len(plan.node.outputs)):
-        build = concat_built(plan, k)
-        shape = plan.result_types[k][1]
-        if build is None or shape is None or build[1]:  # new_axis: pieces of size 1
-            continue
-        if not isinstance(shape[build[0]], int):
-            return True
-    return False
+    return any(
+        (build := concat_built(plan, k)) is not None and build.ragged
+        for k in range(len(plan.node.outputs))
+    )
 
 
 def _carried_outputs(appends: list[ir.Node], count: int) -> list[ir.Value]:
