@@ -32,7 +32,6 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
-from lowering import defaults
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes
 
@@ -344,8 +343,6 @@ RUNTIMES["generic"] = Runtime(
         None,
     ),
 )
-
-DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
 
 #: The ops that some profile refuses or gets wrong as a vectorized form writes
 #: them (beside the loop and sequence ops): a vectorized map that holds one names

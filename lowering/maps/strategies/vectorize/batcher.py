@@ -681,12 +681,3 @@ def _dims(shape: ir.Shape | None) -> Dims | None:
     if shape is None:
         return None
     return tuple(d if isinstance(d, int) else None for d in shape)
-
-
-def _value_dims(value: ir.Value) -> Dims | None:
-    dims = _dims(value.shape)
-    if dims is None:
-        array = constant_array(value)
-        if array is not None:
-            dims = tuple(array.shape)
-    return dims
