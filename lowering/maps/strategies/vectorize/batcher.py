@@ -623,6 +623,15 @@ class Batcher:
             raise self.decline(f"its {what} is not a constant")
         return array
 
+    def listed_axes(self, node: ir.Node, args: Sequence[BodyValue | None]) -> list[int] | None:
+        """The axes ``node`` lists, as its input or attribute (as the opset spells
+        them, :func:`axes_as_input`); None where it lists none."""
+        if axes_as_input(node.op_type, self.opset):
+            array = self.constant(args[1] if len(args) > 1 else None, "axes")
+            return None if array is None else [int(a) for a in array.reshape(-1)]
+        listed = node.attributes.get_ints("axes", None)
+        return None if listed is None else list(listed)
+
     def axis(self, axis: int, rank: int) -> int:
         """``axis`` of an element of ``rank``, made non-negative."""
         if not -rank <= axis < rank:
