@@ -6,6 +6,7 @@ and the version of each runtime a column ran.
 from __future__ import annotations
 
 import re
+import subprocess
 
 from lowering.runtimes import releases
 
@@ -31,11 +32,27 @@ def versions() -> dict[str, str]:
             found[name] = f"{package} not installed"
     for name, release in releases.RELEASES.items():
         found[name] = (
-            releases.installed_version(release)
+            installed_version(release)
             if releases.is_built(release)
             else f"{name} not built (`{releases.build_command(release)}` builds it)"
         )
     return found
+
+
+def installed_version(release: releases.Release) -> str:
+    """What the venv says it runs ("onnxruntime 1.16.3"), for the matrix's header."""
+    package = release.requirements[0].partition("==")[0].partition("[")[0]
+    answer = subprocess.run(
+        [
+            str(releases.python_for(release)),
+            "-c",
+            f"import importlib.metadata as m; print(m.version({package!r}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return f"{release.runtime} {answer.stdout.strip()} (Python {release.python})"
 
 
 def short_error(text: str, limit: int = 90) -> str:
