@@ -235,7 +235,7 @@ class Batcher:
             if source is not None:
                 stack, shape = self._split_stack(outer, *source, shape)
             elif ragged_from is not None:
-                stack, shape, split_by = self._ragged_stack(outer, *ragged_from, shape)
+                stack, shape, split_by = self._ragged_stack(*ragged_from, shape)
             else:
                 stack, shape = self._concat_stack(outer, dtype, shape)
                 self.stack_free = False
@@ -246,7 +246,7 @@ class Batcher:
             self.info[inner] = BodyValue(stack, shape, True, dtype, split_by)
 
     def _ragged_stack(
-        self, sequence: ir.Value, tensor: ir.Value, split: ir.Value, axis: int, shape: Dims | None
+        self, tensor: ir.Value, split: ir.Value, axis: int, shape: Dims | None
     ) -> tuple[ir.Value, Dims, Ragged]:
         """The elements of ``SplitToSequence<axis>(tensor, split)`` left as ``tensor``."""
         dims = self.proven_dims(tensor)
