@@ -114,9 +114,8 @@ __version__ = "0.1.0"
 
 
 def _lazy_names(module: str, homes: dict[str, str]) -> tuple[Callable, Callable]:
-    """PEP 562's ``__getattr__`` and ``__dir__`` for ``module``, whose public
-    names live in ``homes`` (name -> module): each name's module is imported
-    when the name is first read (this package's and :mod:`lowering.verify`'s)."""
+    """``module``'s PEP 562 ``__getattr__`` and ``__dir__``: each name of ``homes``
+    is imported from its home when first read (here and in :mod:`lowering.verify`)."""
     namespace = sys.modules[module].__dict__
 
     def __getattr__(name: str) -> Any:
