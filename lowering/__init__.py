@@ -20,6 +20,8 @@ module when first read.
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -111,14 +113,23 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'lowering' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # once: later reads find it
-    return value
+def _lazy_names(module: str, homes: dict[str, str]) -> tuple[Callable, Callable]:
+    """``module``'s PEP 562 ``__getattr__`` and ``__dir__``: each name of ``homes``
+    is imported from its home when first read (here and in :mod:`lowering.verify`)."""
+    namespace = sys.modules[module].__dict__
+
+    def __getattr__(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        namespace[name] = value  # once: later reads find it
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *homes})
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES)

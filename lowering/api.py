@@ -18,7 +18,7 @@ import onnx_ir as ir
 from lowering.options import Options, OptionValues, resolved
 from lowering.progress import Callback, silent
 from lowering.report import Measure, Report
-from lowering.rewrites import LoweringResult, Rewrite
+from lowering.rewrites import Rewrite
 from lowering.steps import Pipeline
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ def _lowered(
         before = Measure.of(ir_model) if report else None
         result = Pipeline(options, atomic=False, progress=progress)(ir_model)
         rewrites = result.rewrites
-        said = None if before is None else _report(before, ir_model, result, options)
+        said = None if before is None else Report.of(before, ir_model, result, options)
         if not rewrites and not _declares(options):
             # Nothing to lower: hand back the model exactly, not a re-serialization.
             unchanged = onnx.ModelProto()
@@ -174,7 +174,7 @@ def _lowered(
     if isinstance(model, ir.Model):
         before = Measure.of(model) if report else None
         result = Pipeline(options, progress=progress)(model)
-        return model, None if before is None else _report(before, model, result, options)
+        return model, None if before is None else Report.of(before, model, result, options)
     raise TypeError(
         f"{caller}() expected onnx.ModelProto or onnx_ir.Model, got {type(model).__name__}"
     )
@@ -187,7 +187,3 @@ def _declares(options: Options) -> bool:
         or options.ir_version is not None
         or options.input_shapes is not None
     )
-
-
-def _report(before: Measure, model: ir.Model, result: LoweringResult, options: Options) -> Report:
-    return Report.of(before, model, result, options)

@@ -29,11 +29,6 @@ RuntimeName = Literal[
     "onnxruntime", "openvino", "tract", "mnn", "tvm", "tinygrad", "iree", "generic"
 ]
 
-__all__ = [
-    "DEFAULT_MAX_UNROLL", "MIN_OPSET", "STRATEGIES", "InputShapeError", "MissingExtraError",
-    "OptionError", "OptionValues", "Options", "resolved",
-]  # fmt: skip
-
 assert get_args(Strategy) == STRATEGIES, "Strategy lists lowering.defaults.STRATEGIES"
 assert set(get_args(RuntimeName)) == set(RUNTIMES), "RuntimeName lists every runtime"
 assert tuple(RUNTIMES) == RUNTIME_NAMES, "lowering.defaults names every runtime, in order"

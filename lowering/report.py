@@ -232,9 +232,6 @@ class Report:
         """A copy with ``changes`` (``dataclasses.replace``)."""
         return dataclasses.replace(self, **changes)
 
-    def of_op(self, op: str) -> list[Node]:
-        return [node for node in self.nodes if node.op == op]
-
     def as_dict(self) -> dict[str, Any]:
         """The JSON's content, schema :data:`SCHEMA` (docs/cli.md)."""
         target = self.options.target_opset

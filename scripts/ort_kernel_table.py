@@ -14,13 +14,22 @@ from __future__ import annotations
 import json
 import pathlib
 
+import onnx.defs
 import onnxruntime
 import onnxruntime.capi.onnxruntime_pybind11_state as ort_c
 
-from lowering.runtimes.ort_kernels import data_constraint, data_ops
+from lowering.irutils.op_facts import is_onnx_domain
+from lowering.runtimes.ort_kernels import data_constraint
 
 # One copy of which input's types count: lowering.runtimes.ort_kernels reads nodes by it.
-OPS = data_ops()
+#: Every default-domain op that has a data input at some opset.
+OPS = sorted(
+    {
+        s.name
+        for s in onnx.defs.get_all_schemas_with_history()
+        if is_onnx_domain(s.domain) and data_constraint(s.name, s.since_version)
+    }
+)
 
 
 def element_type(type_string: str) -> str | None:

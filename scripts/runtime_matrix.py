@@ -49,7 +49,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 import lowering
 from lowering.runtimes.releases import RELEASES, is_built, not_built
-from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
+from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many
+from scripts.runtime_cells import short_error, versions
 from tests.matrix_models import Case, matches, synthetic_cases, torch_cases
 
 #: Column -> the name ``lowering.lower(model, runtime=...)`` takes for it.

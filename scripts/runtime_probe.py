@@ -26,7 +26,8 @@ import onnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many, short_error, versions
+from lowering.runtimes.runners import RUNNERS, RuntimeFailure, run_many
+from scripts.runtime_cells import short_error, versions
 
 
 @dataclass(frozen=True)

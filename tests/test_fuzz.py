@@ -123,7 +123,7 @@ def test_edge_ops_draw_every_batching_rule():
     full checker accepts, and together they cover every batching rule."""
     import numpy as np
 
-    from lowering.maps.strategies.vectorize import RULES as _RULES
+    from lowering.maps.strategies.vectorize.batcher import RULES as _RULES
     from tests.fuzz_models import Builder, EdgeBody, Gen
 
     gen = Gen(lambda strategy: 0, frozenset({"edge_ops", "all_outputs"}))

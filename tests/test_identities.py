@@ -19,8 +19,8 @@ import onnx_ir as ir
 import pytest
 
 import lowering
+from lowering.defaults import STRATEGIES
 from lowering.irutils.identities import bypass_identities, must_stay
-from lowering.options import STRATEGIES
 from tests.cases.differential import CASES
 from tests.golden import canonical_text
 from tests.helpers import assert_same, parse, run

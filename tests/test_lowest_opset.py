@@ -52,7 +52,7 @@ def _copies(chain: str, odd: int | None) -> ir.Model:
 def test_many_copies_and_one_that_differs(chain, odd):
     """The odd copy is planned (its own kind), and raises the answer as planning all does."""
     model = _copies(chain, odd)
-    assert len(_representatives(model.graph, list(model.graph))) == (2 if odd is None else 4)
+    assert len(_representatives(list(model.graph))) == (2 if odd is None else 4)
     expected = _lowest_opset(model)
     assert lowest_opset(model) == expected
     assert (expected > _lowest_opset(_copies(chain, None))) == (odd is not None)

@@ -36,11 +36,11 @@ import onnxruntime as ort
 import pytest
 
 import lowering
+from lowering.defaults import MIN_OPSET
 from lowering.irutils.op_facts import REDUCE_OPS
 from lowering.opset import plan, schemas
 from lowering.opset.allowlist import RELABEL
 from lowering.opset.registry import ADAPTERS
-from lowering.options import MIN_OPSET
 from tests.helpers import assert_same, parse
 
 MIN = MIN_OPSET

@@ -15,10 +15,10 @@ from __future__ import annotations
 import onnx.defs
 import pytest
 
+from lowering.defaults import MIN_OPSET
 from lowering.opset import schemas
 from lowering.opset.allowlist import RELABEL
 from lowering.opset.registry import ADAPTERS
-from lowering.options import MIN_OPSET
 from scripts.opset_allowlist import type_only
 from tests.cases.opset_adapters import EXAMPLES
 

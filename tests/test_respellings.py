@@ -186,7 +186,9 @@ def _sized_wrong(model: onnx.ModelProto, op: str) -> tuple[int, list[str]]:
         if not seen_wrong(node, operands):
             continue
         computed = computed_shapes(node, operands)
-        if computed is None or not sized_right(node, operands, computed, opset):
+        if computed is None or not sized_right(
+            node.op_type, node.attributes, operands, opset, computed
+        ):
             wrong.append(f"{node.op_type} {node.name!r}: {computed}")
     return checked, wrong
 

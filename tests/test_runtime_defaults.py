@@ -20,7 +20,8 @@ import onnx
 import pytest
 
 from lowering.runtimes.child import compile_openvino
-from lowering.runtimes.runners import RUNNERS, THREADS, onnxruntime_session, run_isolated
+from lowering.runtimes.runners import RUNNERS, THREADS, RuntimeFailure, run_many
+from lowering.runtimes.sessions import open_session
 
 #: Column of the runtime matrix -> the module its runner imports.
 MODULES = {
@@ -69,7 +70,9 @@ def test_the_expectation_is_exact_in_float32_and_off_in_bfloat16():
 @pytest.mark.parametrize("runtime", list(RUNNERS))
 def test_a_dot_product_matches_numpy_in_every_runtime(runtime, dot_path):
     pytest.importorskip(MODULES[runtime], reason=f"{runtime} is not installed")
-    (got,) = run_isolated(runtime, dot_path, [X, W])
+    (result,) = run_many(runtime, [(dot_path, [X, W])])
+    assert not isinstance(result, RuntimeFailure), result
+    (got,) = result
     np.testing.assert_allclose(np.asarray(got, np.float64), EXPECTED, rtol=0, atol=1e-5)
 
 
@@ -102,7 +105,7 @@ def test_openvinos_own_default_is_off_on_this_cpu_where_it_is_bfloat16(dot_path)
 
 def test_onnxruntime_sessions_are_pinned(dot_path):
     pytest.importorskip("onnxruntime")
-    options = onnxruntime_session(dot_path).get_session_options()
+    options = open_session(dot_path).get_session_options()
     assert options.intra_op_num_threads == THREADS
     assert options.inter_op_num_threads == THREADS
     for key in (

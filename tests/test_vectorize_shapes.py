@@ -24,7 +24,7 @@ from onnx import helper as oh
 
 import lowering
 from lowering.irutils.shapes import slice_length
-from lowering.maps.strategies.vectorize import RULES as _RULES
+from lowering.maps.strategies.vectorize.batcher import RULES as _RULES
 from tests.helpers import assert_same, parse, session
 
 I64_MAX, I64_MIN = 2**63 - 1, -(2**63)

@@ -91,6 +91,12 @@ SEQUENCE_OPS = (
 )
 PORTABILITY_OPS = frozenset(LOOP_OPS + SEQUENCE_OPS)
 
+
+def is_loop(node: ir.Node) -> bool:
+    """A default-domain Loop or Scan: an op whose ``body`` runs once per trip."""
+    return node.op_type in LOOP_OPS and is_onnx_domain(node.domain)
+
+
 #: Ops whose (first) output has the element type of their first input: an
 #: untyped value made by one of them has the type its input has.
 SAME_DTYPE_OPS = (

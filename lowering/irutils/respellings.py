@@ -98,7 +98,9 @@ def respelling(
     ``computed`` shapes (an input's shape not known), only a spelling that
     ONNX's inference is trusted on whatever the shapes (a Slice's end, a
     Squeeze with no axes), which :func:`seen_wrong` then no longer names."""
-    if computed is not None and _claims(node.op_type, node.attributes, operands, opset, computed):
+    if computed is not None and sized_right(
+        node.op_type, node.attributes, operands, opset, computed
+    ):
         return None
     found = _rule_respelling(node, operands, computed, opset)
     if found is None:
@@ -113,7 +115,7 @@ def respelling(
     if computed is None:
         probe = ir.Node(node.domain, node.op_type, [], list(attributes.values()))
         return None if seen_wrong(probe, respelled) else found
-    return found if _claims(node.op_type, attributes, respelled, opset, computed) else None
+    return found if sized_right(node.op_type, attributes, respelled, opset, computed) else None
 
 
 def _rule_respelling(
@@ -148,20 +150,13 @@ def _respelled_operands(
     return respelled
 
 
-def sized_right(
-    node: ir.Node, operands: Sequence[Operand | None], computed: Sequence[Shape], opset: int
-) -> bool:
-    """Whether ONNX's inference gives ``node``'s outputs their ``computed`` shapes."""
-    return _claims(node.op_type, node.attributes, operands, opset, computed)
-
-
 def _constant_operand(constant: np.ndarray | None) -> Operand | None:
     if constant is None:
         return None
     return Operand(ir.DataType.from_numpy(constant.dtype), list(constant.shape), constant)
 
 
-def _claims(
+def sized_right(
     op_type: str,
     attributes,
     operands: Sequence[Operand | None],

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import onnx_ir as ir
 
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import is_onnx_domain, is_onnx_op
+from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.walk import GraphLike, named_subgraphs
 
 
@@ -34,12 +34,10 @@ class Scope:
     description: str
     function: ir.Function | None = None
 
-    def opset(self, model: ir.Model, domain: str = "") -> int | None:
-        """The version of ``domain`` this scope imports ("" also as "ai.onnx")."""
+    def opset(self, model: ir.Model) -> int | None:
+        """The default-domain opset this scope imports ("" or "ai.onnx")."""
         imports = self.function.opset_imports if self.function else model.opset_imports
-        if is_onnx_domain(domain):
-            return imports.get("", imports.get("ai.onnx"))
-        return imports.get(domain)
+        return imports.get("", imports.get("ai.onnx"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -79,16 +79,12 @@ from lowering.irutils.walk import named_subgraphs, nodes_within, subgraphs
 Discard = Callable[[GraphLike, list[ir.Node]], None]
 
 
-def _remove_now(owner: GraphLike, nodes: list[ir.Node]) -> None:
-    owner.remove(nodes)
-
-
 def fold_static(
     owner: GraphLike,
     nodes: list[ir.Node],
     opset: int,
-    discard: Discard = _remove_now,
-    doubted: Container[ir.Value] = frozenset(),
+    discard: Discard,
+    doubted: Container[ir.Value],
 ) -> list[ir.Node]:
     """Fold what is static among ``nodes`` (in ``owner``, in order); remove what is left dead.
 

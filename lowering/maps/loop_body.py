@@ -381,7 +381,7 @@ def loop_header(
     return [*nodes, always], trip_count, always.outputs[0]
 
 
-def body_signature(plan: MapPlan) -> tuple[ir.Value, ir.Value]:
+def body_signature() -> tuple[ir.Value, ir.Value]:
     """Fresh ``(iteration, cond)`` inputs for a Loop body."""
     iteration = typed(fresh(ir.Value(), "iter"), SCALAR_INT64)
     cond = typed(fresh(ir.Value(), "cond_in"), SCALAR_BOOL)

@@ -57,6 +57,7 @@ import onnx
 import onnx.version_converter
 import onnx_ir as ir
 
+from lowering.defaults import MIN_OPSET
 from lowering.irutils.checker import full_check_problem, proto_graphs
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.snapshot import (
@@ -69,7 +70,6 @@ from lowering.irutils.walk import graphs_within
 from lowering.opset import schemas
 from lowering.opset.allowlist import RELABEL
 from lowering.opset.library_limits import InferredShapes, culprit, over_limit
-from lowering.options import MIN_OPSET
 
 #: The library's upward conversions known right: (op, schema version the
 #: node is at) -> the op types the library writes for it. Each is run to 11,

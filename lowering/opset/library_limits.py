@@ -30,8 +30,8 @@ import onnx
 import onnx.version_converter
 import onnx_ir as ir
 
+from lowering.defaults import MIN_OPSET
 from lowering.irutils.checker import proto_graphs
-from lowering.options import MIN_OPSET
 
 Dims = list[int | str | None]
 

@@ -38,13 +38,13 @@ def planned_on_representatives(
     when that is at most half the model."""
     graph = model.graph
     nodes = list(graph)
-    keep = _cone(graph, _representatives(graph, nodes))
+    keep = _cone(graph, _representatives(nodes))
     if 2 * len(keep) > len(nodes):
         return lowest(model)
     return lowest(_cone_model(model, [node for node in nodes if node in keep]))
 
 
-def _representatives(graph: ir.Graph, nodes: list[ir.Node]) -> list[ir.Node]:
+def _representatives(nodes: list[ir.Node]) -> list[ir.Node]:
     """The first main-graph node of each structural key."""
     table: dict[tuple, int] = {}
     key_of: dict[ir.Node, int] = {}

@@ -387,7 +387,6 @@ class Rewriter:
         inputs: Sequence[ir.Value | None],
         attributes: dict | None = None,
         *,
-        num_outputs: int = 1,
         version: int | None = None,
         after: bool = False,
     ) -> ir.Node:
@@ -397,7 +396,6 @@ class Rewriter:
             op_type,
             inputs,
             [_as_attribute(k, v) for k, v in (attributes or {}).items()],
-            num_outputs=num_outputs,
             version=version or max(self.version, self.target),
         )
         if after:

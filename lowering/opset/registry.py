@@ -10,8 +10,7 @@ no relabel entry and no adapter is not converted.
     @down("Softmax", 11, 13)        # Softmax-13 -> Softmax-11
     def _softmax(rw, node): ...
 
-Each adapter's docstring says what it does; its first line is
-:attr:`Adapter.summary`, the module docstring says why it is sound. An
+Each adapter's docstring says what it does, the module docstring why it is sound. An
 adapter is called as ``function(rw, node)`` with a
 :class:`lowering.opset.plan.Rewriter`.
 
@@ -43,11 +42,6 @@ class Adapter:
     function: Callable
     # How many leading outputs the adapter answers for; None: all of them.
     outputs: int | None = 1
-
-    @property
-    def summary(self) -> str:
-        doc = (self.function.__doc__ or self.function.__name__).strip()
-        return doc.splitlines()[0].rstrip(".")
 
     @property
     def label(self) -> str:

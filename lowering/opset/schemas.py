@@ -143,5 +143,4 @@ def _onnx_type_name(proto: onnx.TypeProto) -> str:
         return f"seq({_onnx_type_name(proto.sequence_type.elem_type)})"
     if kind == "optional_type":
         return f"optional({_onnx_type_name(proto.optional_type.elem_type)})"
-    name = onnx.helper.tensor_dtype_to_string(proto.tensor_type.elem_type).split(".")[-1].lower()
-    return f"tensor({name})"
+    return _tensor_name(proto.tensor_type.elem_type)

@@ -34,14 +34,11 @@ import onnx_ir as ir
 
 from lowering.irutils.naming import fresh, name_fresh
 from lowering.irutils.nodes import new_node
-from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import is_loop
 from lowering.irutils.scopes import Located, find_nodes
 from lowering.options import RuntimeName, check_runtime
 from lowering.rewrites import LoweringResult, Rewrite
 from lowering.runtimes.profiles import profile
-
-#: The ops whose ``body`` runs once per trip, its inputs bound by the op.
-_LOOPS = frozenset({"Loop", "Scan"})
 
 #: What a Rewrite of this pass says as its strategy (:mod:`lowering.summary` counts them).
 STRATEGY = "copied"
@@ -71,7 +68,7 @@ class CopyPassedThroughPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> LoweringResult:
         if self.wrong is None:
             return LoweringResult(model, modified=False)
-        planned = [p for p in map(_plan, find_nodes(model, _is_loop)) if p is not None]
+        planned = [p for p in map(_plan, find_nodes(model, is_loop)) if p is not None]
         rewrites = [self._copy(p) for p in planned]
         if rewrites:
             name_fresh(model)
@@ -98,10 +95,6 @@ class CopyPassedThroughPass(ir.passes.InPlacePass):
             strategy=STRATEGY,
             reason=f"its body returns {', '.join(said)}, which {self.wrong}: now a copy",
         )
-
-
-def _is_loop(node: ir.Node) -> bool:
-    return is_onnx_domain(node.domain) and node.op_type in _LOOPS
 
 
 def _plan(located: Located) -> _Planned | None:

@@ -34,7 +34,7 @@ import onnx_ir as ir
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.dead_code import remove_unread, remove_unread_initializer
 from lowering.irutils.naming import name_fresh
-from lowering.irutils.op_facts import is_onnx_domain
+from lowering.irutils.op_facts import is_loop
 from lowering.irutils.scopes import Located, find_nodes
 from lowering.irutils.static_values import small_constant
 from lowering.opset.schemas import formal_types, schema, type_string
@@ -79,7 +79,7 @@ class FillEmptyStartsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> LoweringResult:
         if self.wrong is None:
             return LoweringResult(model, modified=False)
-        located = find_nodes(model, _is_loop)
+        located = find_nodes(model, is_loop)
         planned = [p for p in (_plan(model, at) for at in located) if p is not None]
         shared = SharedConstants()
         rewrites = [self._fill(p, shared) for p in planned]
@@ -112,10 +112,6 @@ class FillEmptyStartsPass(ir.passes.InPlacePass):
                 f"which {self.wrong}: now {'each ' if several else ''}a ConstantOfShape of its shape"
             ),
         )
-
-
-def _is_loop(node: ir.Node) -> bool:
-    return is_onnx_domain(node.domain) and node.op_type in ("Loop", "Scan")
 
 
 def _typed(start: _Start) -> str:

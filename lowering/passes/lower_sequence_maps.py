@@ -293,10 +293,6 @@ def _rewrite_order(plans: list[MapPlan]) -> list[int]:
     return [index for group in reversed(groups) for index in group]
 
 
-def _joined(why: str, passed_over: list[str]) -> str:
-    return "; ".join([why, *passed_over])
-
-
 def _portability_ops(graph: ir.Graph) -> set[str]:
     """The loop and sequence ops in ``graph`` and the graphs nested in it."""
     return {

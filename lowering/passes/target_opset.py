@@ -10,6 +10,7 @@ import logging
 import onnx_ir as ir
 
 from lowering.analysis.proven_shapes import Proof, prove, prove_model
+from lowering.defaults import MIN_OPSET
 from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.dead_code import remove_unread
@@ -25,7 +26,7 @@ from lowering.opset import schemas
 from lowering.opset.library import LibraryRefusal, needs_library, up_to_min_opset
 from lowering.opset.lowest import planned_on_representatives
 from lowering.opset.plan import Blocker, Plan, plan_node
-from lowering.options import MIN_OPSET, check_target_opset
+from lowering.options import check_target_opset
 from lowering.rewrites import Conversion, LoweringResult
 
 __all__ = ["MIN_OPSET", "TargetOpsetPass", "TargetOpsetResult", "lowest_opset"]

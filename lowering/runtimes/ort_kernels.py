@@ -28,8 +28,6 @@ import onnx
 import onnx.defs
 import onnx_ir as ir
 
-from lowering.irutils.op_facts import is_onnx_domain
-
 _TABLE = json.loads(resources.files(__package__).joinpath("ort_kernels.json").read_text())
 ONNXRUNTIME_VERSION: str = _TABLE["onnxruntime"]
 #: op -> [(first opset, last opset, element types of its data input)]
@@ -166,17 +164,6 @@ def data_constraint(op: str, opset: int) -> str | None:
     formals = schema.inputs or schema.outputs
     name = formals[0].type_str if formals else ""
     return name if name.isidentifier() else None
-
-
-def data_ops() -> list[str]:
-    """Every default-domain op that has a data input at some opset."""
-    return sorted(
-        {
-            s.name
-            for s in onnx.defs.get_all_schemas_with_history()
-            if is_onnx_domain(s.domain) and data_constraint(s.name, s.since_version)
-        }
-    )
 
 
 def node_unsupported(node: ir.Node, opset: int) -> str | None:

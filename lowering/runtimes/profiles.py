@@ -32,7 +32,6 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
-from lowering import defaults
 from lowering.irutils.op_facts import LOOP_OPS, SEQUENCE_OPS, is_onnx_domain
 from lowering.irutils.scopes import find_nodes
 
@@ -88,12 +87,12 @@ class Runtime:
         return f"{span} (measured on {', '.join(self.measured)})"
 
     def covers(self, release: str) -> bool:
-        key = _release_key(release)
-        if self.oldest and key < _release_key(self.oldest):
+        key = release_key(release)
+        if self.oldest and key < release_key(self.oldest):
             return False
         if not self.newest:
             return True
-        newest = _release_key(self.newest)  # 1.31 covers 1.31.1
+        newest = release_key(self.newest)  # 1.31 covers 1.31.1
         return key[: len(newest)] <= newest
 
     def rejects(self, ops: set[str] | frozenset[str]) -> list[str]:
@@ -126,7 +125,7 @@ class Runtime:
             return None
         first, how = fault
         release = self.name.partition(":")[2].rpartition("-")[2] or self.newest
-        if _is_release(release) and _release_key(release) < _release_key(first):
+        if _is_release(release) and release_key(release) < release_key(first):
             return None
         return f"{self.name} {how}"
 
@@ -345,8 +344,6 @@ RUNTIMES["generic"] = Runtime(
     ),
 )
 
-DEFAULT_RUNTIME = defaults.DEFAULT_RUNTIME
-
 #: The ops that some profile refuses or gets wrong as a vectorized form writes
 #: them (beside the loop and sequence ops): a vectorized map that holds one names
 #: who rejects it.
@@ -385,7 +382,7 @@ def _is_release(text: str) -> bool:
     return bool(text) and all(part.isdigit() for part in text.split("."))
 
 
-def _release_key(text: str) -> tuple[int, ...]:
+def release_key(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-import subprocess
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,19 +117,3 @@ def child_command(release: Release) -> list[str]:
     """The command that serves jobs (:mod:`lowering.runtimes.child`) in ``release``."""
     script = pathlib.Path(__file__).with_name("child.py")
     return [str(python_for(release)), str(script), release.runtime]
-
-
-def installed_version(release: Release) -> str:
-    """What the venv says it runs ("onnxruntime 1.16.3"), for the matrix's header."""
-    package = release.requirements[0].partition("==")[0].partition("[")[0]
-    answer = subprocess.run(
-        [
-            str(python_for(release)),
-            "-c",
-            f"import importlib.metadata as m; print(m.version({package!r}))",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return f"{release.runtime} {answer.stdout.strip()} (Python {release.python})"

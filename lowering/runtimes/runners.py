@@ -8,10 +8,9 @@ error. The runtimes are optional (the ``runtimes`` test extra and
 only when called.
 
 Some runtimes crash the process on models they cannot handle (MNN's
-converter segfaults on some graphs), so :func:`run_isolated` runs a runner in
-a child process (:func:`run_many`: ``python -m lowering.runtimes.runners RUNTIME
-JOB...``), and turns a crash into an error. :func:`short_error` shortens a runtime's error
-to the part that says what went wrong, for a table cell.
+converter segfaults on some graphs), so :func:`run_many` runs runners in
+a child process (``python -m lowering.runtimes.runners RUNTIME JOB...``) and
+turns a crash into an error.
 
 No runner leaves its results to a runtime's defaults for precision or
 threads, which depend on the machine: OpenVINO's CPU plugin, left to
@@ -25,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -37,25 +35,13 @@ import onnx
 
 from lowering.runtimes import releases
 from lowering.runtimes.child import load_values, run_openvino, save_values, serve
-from lowering.runtimes.sessions import THREADS as SESSION_THREADS
-from lowering.runtimes.sessions import open_session
+from lowering.runtimes.sessions import THREADS, open_session
 
 Runner = Callable[[pathlib.Path, Sequence[np.ndarray]], list[np.ndarray]]
 
 
-#: The threads each runtime that has a setting for it computes on: one, so that
-#: no result depends on how many cores the machine has or how work is split among them.
-THREADS = SESSION_THREADS
-
-
-def onnxruntime_session(path: pathlib.Path):
-    """An onnxruntime CPU session for ``path``, pinned as every session of the
-    project is (:mod:`lowering.runtimes.sessions`)."""
-    return open_session(path)
-
-
 def run_onnxruntime(path: pathlib.Path, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    session = onnxruntime_session(path)
+    session = open_session(path)
     names = [i.name for i in session.get_inputs()]
     return [np.asarray(v) for v in session.run(None, dict(zip(names, inputs)))]
 
@@ -260,46 +246,8 @@ RUNNERS: dict[str, Runner] = {
 }
 
 
-def versions() -> dict[str, str]:
-    """The installed version of each runtime, or why it is missing."""
-    import importlib.metadata
-
-    found = {}
-    packages = {
-        "onnxruntime": "onnxruntime",
-        "onnx.reference": "onnx",
-        "OpenVINO": "openvino",
-        "tract": "tract",
-        "TVM": "apache-tvm",
-        "tinygrad": "tinygrad",
-        "MNN": "MNN",
-    }
-    for name, package in packages.items():
-        try:
-            found[name] = f"{package} {importlib.metadata.version(package)}"
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = f"{package} not installed"
-    for name, release in releases.RELEASES.items():
-        found[name] = (
-            releases.installed_version(release)
-            if releases.is_built(release)
-            else f"{name} not built (`{releases.build_command(release)}` builds it)"
-        )
-    return found
-
-
 class RuntimeFailure(Exception):
     """The runtime refused the model, failed while running it, or crashed."""
-
-
-def run_isolated(
-    runtime: str, path: pathlib.Path, inputs: Sequence[np.ndarray], timeout: float = 300
-) -> list[np.ndarray]:
-    """``RUNNERS[runtime](path, inputs)`` in a child process; a crash is a RuntimeFailure."""
-    (result,) = run_many(runtime, [(path, inputs)], timeout)
-    if isinstance(result, RuntimeFailure):
-        raise result
-    return result
 
 
 def run_many(
@@ -369,41 +317,6 @@ def _read_result(job: pathlib.Path) -> list[np.ndarray] | RuntimeFailure:
     outputs = load_values(job / "outputs.npz")
     assert len(outputs) == answer["outputs"], job
     return outputs
-
-
-def short_error(text: str, limit: int = 90) -> str:
-    """The part of a runtime's error that says what went wrong, on one line, for a cell."""
-    text = " ".join(text.split())
-    for pattern in _ERROR_NOISE:
-        text = re.sub(pattern, "", text)
-    for pattern in _ERROR_CORES:
-        found = re.search(pattern, text)
-        if found:
-            text = found.group(1)
-            break
-    text = " ".join(text.strip(" :-").replace("|", "/").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-#: Removed from errors first: where in the runtime's sources it failed.
-_ERROR_NOISE = [
-    r"Check '[^']*' failed at \S+:\d+:",
-    r"While validating ONNX node '<Node\([^)]*\): [^>]*>':",
-    r"Exception from \S+:\d+:",
-    r"Stack backtrace:.*",
-    r"Load model from .*? failed:\S+ \S+\(.*?\)(?= \w)",  # onnxruntime: the path, the C++ frame
-]
-
-#: The one part of each runtime's error that names the problem.
-_ERROR_CORES = [
-    r"(Unimplemented\(\w+\))",  # tract
-    r"Failed operations detailed log: -- (.*?)(?: Summary:|$)",  # OpenVINO
-    r"(No conversion rule found for operations: .*)",  # OpenVINO
-    r"(operators are not supported for frontend ONNX: .*)",  # TVM
-    r"(op='\w+' is not supported.*)",  # tinygrad
-    r"\[ONNXRuntimeError\] : \d+ : (.*)",  # onnxruntime
-    r"(These Op Not Support: .*)",  # MNN's converter
-]
 
 
 def _child(runtime: str, jobs: list[str]) -> None:

@@ -76,8 +76,9 @@ The package, one module per idea (each named after it):
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lowering import _lazy_names
 
 # Imported lazily (PEP 562), as ``lowering`` is: ``onnx-lower --help`` reads
 # this package's option parser (:mod:`.cli`), not the comparison.
@@ -224,14 +225,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'lowering.verify' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES)

@@ -33,17 +33,14 @@ def release_column(runtime: str) -> str | None:
     base, _, release = runtime.partition(":")
     if not release and base in VERIFY_RUNTIMES:
         return None  # (importing nothing: onnx-verify's start-up)
+    from lowering.runtimes.profiles import release_key
     from lowering.runtimes.releases import RELEASES
 
     if not release:
         own = [c for c, r in RELEASES.items() if r.runtime == base]
-        return max(own, key=lambda c: _version(RELEASES[c].version), default=None)
+        return max(own, key=lambda c: release_key(RELEASES[c].version), default=None)
     column = f"{base} {release}"
     return column if column in RELEASES else None
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
 
 
 def known_runtime(runtime: str) -> bool:

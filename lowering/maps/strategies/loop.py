@@ -144,7 +144,7 @@ def lower_to_sequence_loop(
     the original's own expansion does (no split tensor read, no Concat built:
     :mod:`lowering.maps.claims`)."""
     body = plan.body
-    iteration, cond = body_signature(plan)
+    iteration, cond = body_signature()
     count = len(plan.node.outputs)
     builds = [None if through_sequences else concat_built(plan, k) for k in range(count)]
     carried_types: list[TypeAndShape] = []

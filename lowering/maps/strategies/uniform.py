@@ -120,7 +120,7 @@ def _show(shape: ir.Shape) -> str:
 def lower_to_scan_outputs(plan: MapPlan, replacer: Replacer) -> list[ir.Node]:
     """Rewrite ``plan``'s map as sketched above; returns the nodes that replace it."""
     body = plan.body
-    iteration, cond = body_signature(plan)
+    iteration, cond = body_signature()
     bounds = ragged_bounds(plan)
     _, results = open_body(plan, iteration, cond, bounds[1])
     stop = keep_going(cond)

@@ -25,8 +25,6 @@ import onnx_ir as ir
 
 from lowering.opset.registry import Decline, down, up
 
-_INT64_MAX = np.iinfo(np.int64).max
-
 
 @down("Pad", 13, 18)
 def every_axis(rw, node: ir.Node) -> None:

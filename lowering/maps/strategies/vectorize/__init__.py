@@ -82,20 +82,6 @@ of, or in a new family module listed in ``batcher.FAMILIES``):
   normalizations, softmax, Pad).
 """
 
-from lowering.maps.strategies.vectorize.batcher import RULES
-from lowering.maps.strategies.vectorize.strategy import (
-    Vectorize,
-    Vectorized,
-    emitted_ops,
-    lower_by_vectorizing,
-    vectorized_stacks,
-)
+from lowering.maps.strategies.vectorize.strategy import Vectorize, vectorized_stacks
 
-__all__ = [
-    "RULES",
-    "Vectorize",
-    "Vectorized",
-    "emitted_ops",
-    "lower_by_vectorizing",
-    "vectorized_stacks",
-]
+__all__ = ["Vectorize", "vectorized_stacks"]

@@ -235,7 +235,7 @@ class Batcher:
             if source is not None:
                 stack, shape = self._split_stack(outer, *source, shape)
             elif ragged_from is not None:
-                stack, shape, split_by = self._ragged_stack(outer, *ragged_from, shape)
+                stack, shape, split_by = self._ragged_stack(*ragged_from, shape)
             else:
                 stack, shape = self._concat_stack(outer, dtype, shape)
                 self.stack_free = False
@@ -246,7 +246,7 @@ class Batcher:
             self.info[inner] = BodyValue(stack, shape, True, dtype, split_by)
 
     def _ragged_stack(
-        self, sequence: ir.Value, tensor: ir.Value, split: ir.Value, axis: int, shape: Dims | None
+        self, tensor: ir.Value, split: ir.Value, axis: int, shape: Dims | None
     ) -> tuple[ir.Value, Dims, Ragged]:
         """The elements of ``SplitToSequence<axis>(tensor, split)`` left as ``tensor``."""
         dims = self.proven_dims(tensor)
@@ -623,6 +623,15 @@ class Batcher:
             raise self.decline(f"its {what} is not a constant")
         return array
 
+    def listed_axes(self, node: ir.Node, args: Sequence[BodyValue | None]) -> list[int] | None:
+        """The axes ``node`` lists, as its input or attribute (as the opset spells
+        them, :func:`axes_as_input`); None where it lists none."""
+        if axes_as_input(node.op_type, self.opset):
+            array = self.constant(args[1] if len(args) > 1 else None, "axes")
+            return None if array is None else [int(a) for a in array.reshape(-1)]
+        listed = node.attributes.get_ints("axes", None)
+        return None if listed is None else list(listed)
+
     def axis(self, axis: int, rank: int) -> int:
         """``axis`` of an element of ``rank``, made non-negative."""
         if not -rank <= axis < rank:
@@ -681,12 +690,3 @@ def _dims(shape: ir.Shape | None) -> Dims | None:
     if shape is None:
         return None
     return tuple(d if isinstance(d, int) else None for d in shape)
-
-
-def _value_dims(value: ir.Value) -> Dims | None:
-    dims = _dims(value.shape)
-    if dims is None:
-        array = constant_array(value)
-        if array is not None:
-            dims = tuple(array.shape)
-    return dims

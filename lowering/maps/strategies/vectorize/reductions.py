@@ -31,13 +31,7 @@ def reduced_axes(
     non-negative; None where it reduces nothing (empty axes, noop_with_empty_axes)."""
     if rank == 0:
         raise v.decline("it reduces a scalar")
-    axes: list[int] | None
-    if axes_as_input(node.op_type, v.opset):
-        array = v.constant(args[1] if len(args) > 1 else None, "axes")
-        axes = None if array is None else [int(a) for a in array.reshape(-1)]
-    else:
-        listed = node.attributes.get_ints("axes", None)
-        axes = None if listed is None else list(listed)
+    axes = v.listed_axes(node, args)
     if not axes:
         if node.attributes.get_int("noop_with_empty_axes", 0):
             return None

@@ -160,13 +160,7 @@ def _squeeze(v: Batcher, node: ir.Node, args: Sequence[BodyValue | None]) -> lis
     x = v.only_first_batched(args)
     dims = v.dims(x)
     rank = len(dims)
-    axes: list[int] | None
-    if axes_as_input("Squeeze", v.opset):
-        array = v.constant(args[1] if len(args) > 1 else None, "axes")
-        axes = None if array is None else [int(a) for a in array.reshape(-1)]
-    else:
-        listed = node.attributes.get_ints("axes", None)
-        axes = None if listed is None else list(listed)
+    axes = v.listed_axes(node, args)
     if not axes:  # none, or an empty list: runtimes read both as "every unit dim"
         if None in dims:
             raise v.decline("it has no axes and the element shape is not static")

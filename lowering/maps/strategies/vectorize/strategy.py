@@ -91,7 +91,8 @@ class Vectorize:
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
         assert isinstance(fit, Vectorized), "Vectorize lowers what it fitted"
-        return lower_by_vectorizing(plan, replacer, plan.opset, fit.batcher)
+        assert fit.batcher is not None, "a fit keeps its dry run"
+        return lower_by_vectorizing(plan, replacer, fit.batcher)
 
 
 def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectorized | Decline:
@@ -189,9 +190,7 @@ def emitted_ops(plan: MapPlan, rewrite: Batcher) -> list[tuple[str, ir.DataType 
     return list(dict.fromkeys(ops))
 
 
-def lower_by_vectorizing(
-    plan: MapPlan, replacer: Replacer, opset: int, rewrite: Batcher | None = None
-) -> list[ir.Node]:
+def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, rewrite: Batcher) -> list[ir.Node]:
     """Rewrite ``plan``'s map as the package sketches; returns the nodes that replace it.
 
     ``rewrite``: the map's detached rewrite from :class:`Vectorize`'s fit,
@@ -199,16 +198,11 @@ def lower_by_vectorizing(
     """
     # Built on inputs since replaced (another map's output, now a split of its stack)?
     current = list(plan.node.inputs)
-    if (
-        rewrite is not None
-        and rewrite.opset == opset
-        and all(a is b for a, b in zip(rewrite.read_inputs, current, strict=True))
-    ):
+    if all(a is b for a, b in zip(rewrite.read_inputs, current, strict=True)):
         rewrite.reattach()
         results = rewrite.results
     else:
-        target = rewrite.lowest_opset if rewrite is not None else None
-        rewrite = Batcher(plan, opset, target_opset=target)
+        rewrite = Batcher(plan, plan.opset, target_opset=rewrite.lowest_opset)
         try:
             results = rewrite.run()
         except NotBatched:
@@ -233,7 +227,7 @@ def lower_by_vectorizing(
         if output.uses():
             count_nodes = count_of(stack, rewrite.batch_dim)
             count = count_nodes[-1].outputs[0]
-            constants = read_stack_in_readers(output, stack, type_, shape, count, opset)
+            constants = read_stack_in_readers(output, stack, type_, shape, count, plan.opset)
             if count.uses():
                 new_nodes += count_nodes
             new_nodes += constants
