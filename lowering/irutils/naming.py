@@ -1,65 +1,20 @@
 """Unique names for the values and nodes that rewrites create.
 
-Rewrites mark what they create with :func:`fresh` and leave the naming to
-:func:`name_fresh`, which gives every fresh value and node a name that
-no value or node anywhere in the model uses, in any scope or function. So no
-fresh name can collide, whatever names the model already uses (``cond``,
-``i``, ``trip_count``, or the names ONNX's own expansion generates).
-
-Why not onnx_ir's ``NameFixPass``: it checks a name only against the scopes
-it has walked so far, so a fresh name in a subgraph could repeat a name that
-an outer graph defines later, or that a sibling function uses; and it copies
-the enclosing scope's set of names on entering every subgraph, which is
-quadratic: minutes for a model with 10,000 SequenceMap bodies. :func:`name_fresh`
-walks the model twice, whatever its size.
-
-onnx_ir graphs name nodes and values the moment they are inserted, unique
-only within that graph (``val_0``, ``node_Loop_1``); the mark tells :func:`name_fresh`
-which names to replace. Values that have no name at all are named too.
-Nodes that had no name before a rewrite keep having none: node names are
-optional in ONNX, and untouched nodes stay as they were.
-
-Names that a rewrite carries over are another matter. A map's body input
-``X`` becomes the output of ``SequenceAt`` inside the new Loop body, so it
-is now *defined* by a node, and ONNX forbids a node output to repeat any
-name of its own or of an enclosing scope (exporters such as paddle2onnx
-name the body input exactly like the outer sequence, and nested maps all
-call theirs ``e``). And a body that reads an outer value directly, where it
-read a body input before, may meet a nested graph input of the same name
-that hides it. onnx_ir links values as objects, so the model is right; only
-its names must be made to say the same. After naming, it walks every
-scope with the names its ancestors define and renames, with a fresh name,
-each value that:
-
-- is defined (a node output, an initializer, or a subgraph input) with a
-  name that an enclosing scope (or its own) already defines: the deeper one
-  is renamed;
-- hides, by its name, an outer value that some node below it reads: the one
-  that hides is renamed.
-
-A function sees no name but its own, yet runtimes inline it into the
-graphs that call it. onnxruntime (1.32) stopped on a float16 model in which
-a main-graph input ``acc_1`` was passed into a function whose Loop body
-defined an ``acc_1`` of its own ("Shape mismatch attempting to re-use
-buffer" in a Cast it inserts for float16); renaming either ``acc_1`` made it
-run. The cause lies in onnxruntime's inlining and memory planning, past
-what we can see, so the rule covers the whole pattern: no name a function
-defines, at any depth, repeats a name the main graph defines. A function
-is resolved as if nested in the main graph::
+Rewrites mark what they create with :func:`fresh`; :func:`name_fresh` then
+names every fresh (or unnamed) value and node with a name nothing in the
+model uses, in any scope or function, and renames what would break name
+resolution: a value defined with a name an enclosing scope defines, one
+that hides an outer value read below it, and a name a function defines
+that the main graph defines too (runtimes inline functions). onnx_ir's
+``NameFixPass`` checks only the scopes walked so far and copies the scope's
+names per subgraph (quadratic); this walks the model twice. Why each rule
+exists: docs/decisions.md, "Names"::
 
     g (acc_1) { y = local.f1(acc_1) }           g (acc_1) { y = local.f1(acc_1) }
     f1 (s) => (y) {                             f1 (s) => (y) {
       y = Loop <body {                     ->     y = Loop <body {
             acc_1 = Gather(s, i) ... }>                 acc_1_1 = Gather(s, i) ... }>
     }                                           }
-
-Its formal parameters (inputs and outputs) keep their names: inlining
-replaces them by the caller's names, so they never meet.
-
-Only colliding values are renamed, so every other name stays as the user
-wrote it. Values of the main graph are never renamed (they come first), so
-the model's inputs and outputs keep their names. A model that no pass
-rewrote is not renamed at all (:func:`lowering.api.lower_in_place`).
 """
 
 from __future__ import annotations
@@ -72,7 +27,9 @@ import onnx_ir as ir
 from lowering.irutils.scopes import iter_scopes
 from lowering.irutils.walk import subgraphs
 
-# The mark, in the item's own metadata (never serialized): the stem for its name.
+# The mark, in the item's own metadata (never serialized): the stem for its
+# name. onnx_ir names a value or node the moment it is inserted ("val_0"),
+# unique only in its graph; the mark says which names to replace.
 _FRESH = "lowering.fresh"
 
 

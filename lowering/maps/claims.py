@@ -19,9 +19,10 @@ Where such a node is one ONNX may size wrong, the rewrite pins it to the
 shape onnxruntime computes (:mod:`lowering.irutils.pins`). Where no pin can
 be computed, or a copy of the body's node would keep ONNX's wrong size on
 its own output (pinned, not respelled: onnxruntime plans its buffer by
-that size and hands it on, fuzz seed 5310), :func:`unpinned_claim` says why (the body proven on each
-element, :func:`seeded`; the vectorizer also proves the batched nodes of its
-dry run, on stacks, with :func:`first_unpinned`), and the form declines with it:
+that size and hands it on), :func:`unpinned_claim` says why (the body
+proven on each element, :func:`seeded`; the vectorizer also proves the
+batched nodes of its dry run, on stacks, with :func:`first_unpinned`), and
+the form declines with it:
 the map gets a form that keeps the op where the original kept it, the Loop
 read through its sequences, or, for a runtime without them, a refusal::
 
