@@ -108,6 +108,11 @@ def reader_model(name: str, reader: str, declared: bool) -> tuple[onnx.ModelProt
             _const("last", np.array(-1)),
             helper.make_node("SequenceAt", ["s", "last"], ["Y"]),
         ]
+    elif reader == "length":
+        nodes.append(helper.make_node("SequenceLength", ["s"], ["Y"]))
+        onnx_dtype = onnx.TensorProto.INT64
+    elif reader == "concat":
+        nodes.append(helper.make_node("ConcatFromSequence", ["s"], ["Y"], **concat))
     else:  # a map with no batching rule: unrolled for the count it believes, or a loop
         body = helper.make_graph(
             [
@@ -122,7 +127,7 @@ def reader_model(name: str, reader: str, declared: bool) -> tuple[onnx.ModelProt
         )
         nodes.append(helper.make_node("SequenceMap", ["s"], ["m"], body=body))
         nodes.append(helper.make_node("ConcatFromSequence", ["m"], ["Y"], axis=0, new_axis=1))
-    rank = {"at_last": len(shape) - 1, "map": 2}.get(reader, len(shape))
+    rank = {"at_last": len(shape) - 1, "map": 2, "length": 0}.get(reader, len(shape))
     output = helper.make_tensor_value_info("Y", onnx_dtype, [None] * rank)
     graph = helper.make_graph(nodes, "g", inputs, [output], initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
@@ -185,6 +190,26 @@ def test_a_model_output_onnx_sizes_wrong_stays_the_ops_own(name, form):
         return  # (check took the refusal)
     producer = {o: n for n in result.graph.node for o in n.output}[result.graph.output[-1].name]
     assert producer.op_type == case.op
+
+
+@pytest.mark.parametrize("reader", ["at_last", "length", "concat"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_split_read_as_tensors_reads_its_source_through_the_pin(name, reader):
+    """R, declared as ONNX infers it, split and read (its last element, its
+    length, its concat) with no map: the reads become a Slice, a Shape, R
+    itself. onnxruntime plans what they make by ONNX's size of what they
+    read, so they read R's pin, never R (or the reads stay sequence reads)."""
+    model, feeds = reader_model(name, reader, declared=True)
+    check(model, feeds, "auto")
+    result = lowering.lower(model)
+    case = CASES[name][0]
+    for node in result.graph.node:
+        if node.op_type != case.op:
+            continue
+        readers = [n for n in result.graph.node if node.output[0] in n.input]
+        assert {n.op_type for n in readers} <= {"Reshape", "SplitToSequence"}, [
+            n.op_type for n in readers
+        ]
 
 
 def _try(function, *args, **kwargs):

@@ -132,13 +132,15 @@ class _Reading:
         """What ``node`` became (its op and why), or None where no rule applies."""
         opset = scope.opset(self.model) or 1
         elements = _construct_inputs(node.inputs[0]) if node.inputs else None
-        exposing = node.op_type in _EXPOSING and bool(elements)
-        if exposing and _unpinned(elements or [], opset, self.shapes):
+        reads = [*(elements or [])] if node.op_type in _EXPOSING else []
+        reads += _split_inputs(node)
+        if _unpinned(reads, opset, self.shapes):
             return None  # the sequence holds a shape ONNX may get wrong, with no pin
         done = self._apply(node, scope.owner, opset)
-        if done is not None and exposing:
-            # a sequence held their shapes: ONNX's inference now reads them
-            self.exposed += [(n, opset, None) for n in _producers(elements or [])]
+        if done is not None:
+            # A sequence held their shapes (or a split read them itself): ONNX's
+            # inference, and the buffers onnxruntime plans by it, now read them.
+            self.exposed += [(n, opset, None) for n in _producers(reads)]
         return done
 
     def _apply(self, node: ir.Node, owner, opset: int) -> tuple[str, str] | None:
@@ -148,7 +150,7 @@ class _Reading:
         if op_type == "SequenceAt":
             return _read_element(node, owner, opset, self.bounds, self.shapes)
         if op_type == "SequenceLength":
-            return _split_count(node, owner, self.bounds, opset, self.shapes)
+            return _split_count(node, owner, self.bounds, opset)
         return None
 
     def finish(self) -> None:
@@ -171,6 +173,18 @@ def _read_element(
     if _stack_element(node, owner, opset, shapes):
         return ("Gather", "an element of same-shape tensors at a computed position")
     return None
+
+
+def _split_inputs(node: ir.Node) -> list[ir.Value]:
+    """The tensor and the sizes a split reads, where ``node`` is one or reads
+    the sequence of one: a rule reads them itself (a Slice, a Shape, bounds)."""
+    split = node
+    if not is_onnx_op(node, "SplitToSequence"):
+        sequence = node.inputs[0] if node.inputs else None
+        split = sequence.producer() if sequence is not None else None  # type: ignore[assignment]
+    if split is None or not is_onnx_op(split, "SplitToSequence"):
+        return []
+    return [v for v in split.inputs[:2] if v is not None]
 
 
 def _producers(elements: list[ir.Value]) -> list[ir.Node]:
@@ -544,7 +558,7 @@ def _stack_type(
 
 
 def _split_count(
-    node: ir.Node, owner, bounds: dict[ir.Value, Bounds], opset: int, shapes: _Shapes
+    node: ir.Node, owner, bounds: dict[ir.Value, Bounds], opset: int
 ) -> tuple[str, str] | None:
     """``SequenceLength(SplitToSequence(X[, split]))`` where it is not static: the count of
     the split's bounds (:mod:`lowering.maps.split_bounds`), computed once per split;
@@ -560,8 +574,8 @@ def _split_count(
     not a Shape with start and end (opset 15), reads the dim: it refuses
     an axis out of range, as the split does, where Shape's bounds clamp.
     The split then goes once its reads became Slices. A Shape of an X that
-    ONNX may size wrong, with no pin, is not read (:func:`_unpinned`): the
-    length stays the split's.
+    ONNX may size wrong, with no pin, is not read (:func:`_unpinned`, as for
+    every rule that reads a split's X): the length stays the split's.
     """
     sequence = node.inputs[0] if node.inputs else None
     producer = sequence.producer() if sequence is not None else None
@@ -571,8 +585,6 @@ def _split_count(
         and producer.inputs[0] is not None
         and (len(producer.inputs) < 2 or producer.inputs[1] is None)
     ):
-        if _unpinned([producer.inputs[0]], opset, shapes):
-            return None
         axis = producer.attributes.get_int("axis", 0)
         shape = fresh(new_node("Shape", [producer.inputs[0]]))
         at = constant_node(np.array(axis, np.int64), "axis")
