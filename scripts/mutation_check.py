@@ -103,6 +103,7 @@ MECHANISMS: dict[str, tuple[str, ...]] = {
         "tests/test_accumulator_loops.py",
         "tests/test_torch_lists.py",
         "tests/test_tf_lists.py",
+        "tests/test_doubted_shapes.py::test_a_list_of_what_onnx_sizes_wrong_is_pinned_when_it_is_stacked",
     ),
     "shapes": (
         "tests/test_proven_shapes.py",
@@ -670,6 +671,14 @@ MUTANTS: tuple[Mutant, ...] = (
         'np.array([np.iinfo(np.int64).min], np.int64), "ends"',
         'np.array([0], np.int64), "ends"',
         "a prepended stack is reversed without its first row",
+    ),
+    Mutant(
+        "acc-pins-what-it-exposes",
+        "accumulators",
+        "lowering/loops/accumulators.py",
+        "    accumulator.doubted = tuple(doubted)\n",
+        "",
+        "an element computed from an op ONNX sizes wrong is stacked unpinned",
     ),
     Mutant(
         "acc-concat-prepend",

@@ -212,6 +212,55 @@ def test_a_split_read_as_tensors_reads_its_source_through_the_pin(name, reader):
         ]
 
 
+def accumulated_model(name: str, declared: bool) -> tuple[onnx.ModelProto, dict]:
+    """The case's output R appended to a list in a Loop of 3 trips, which is
+    concatenated after it (TorchScript's ``list.append`` then ``torch.stack``)."""
+    case, opset, shape = CASES[name]
+    nodes, inputs, initializers, feeds = case_nodes(case, "R")
+    dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
+    onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
+    body = helper.make_graph(
+        [*nodes, helper.make_node("SequenceInsert", ["acc", "R"], ["acc_next"])]
+        + [helper.make_node("Identity", ["cond"], ["cond_next"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info("acc", onnx_dtype, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_next", onnx.TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info("acc_next", onnx_dtype, None),
+        ],
+    )
+    outer = [
+        _const("trips", np.array(3)),
+        _const("go", np.array(True)),
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=onnx_dtype),
+        helper.make_node("Loop", ["trips", "go", "empty"], ["list"], body=body),
+        helper.make_node("ConcatFromSequence", ["list"], ["Y"], axis=0, new_axis=1),
+    ]
+    output = helper.make_tensor_value_info("Y", onnx_dtype, [None] * (len(shape) + 1))
+    graph = helper.make_graph(outer, "g", inputs, [output], initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", max(opset, 13))], ir_version=8
+    )
+    return (onnx.shape_inference.infer_shapes(model) if declared else model), feeds
+
+
+@pytest.mark.parametrize("form", ["auto", "openvino"])
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_list_of_what_onnx_sizes_wrong_is_pinned_when_it_is_stacked(name, declared, form):
+    """An exporter's accumulator loop over the case's output: stacked as a scan
+    output (or grown by a Concat), its claim reaches ONNX's inference and the
+    buffers onnxruntime plans by it, so what the element is computed from is
+    pinned, or the list stays a list with the reason (and a runtime without
+    sequences refuses it)."""
+    model, feeds = accumulated_model(name, declared)
+    check(model, feeds, form)
+
+
 def _try(function, *args, **kwargs):
     try:
         return function(*args, **kwargs)

@@ -49,7 +49,10 @@ import onnx_ir as ir
 
 from lowering.analysis.proven_shapes import Proof
 from lowering.irutils.constants import constant_array
+from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.op_facts import is_onnx_op
+from lowering.irutils.pins import unpinned_output
+from lowering.irutils.walk import nodes_under, nodes_within
 from lowering.loops.concat_form import concat_form
 from lowering.maps.strategies.uniform import stack_read_kind
 
@@ -106,6 +109,9 @@ class Accumulator:
     ragged: bool = False
     #: The graph input dims the empty start of a concat reads.
     bound: Bound = dataclasses.field(default_factory=dict)
+    #: The body's nodes the element is computed from that ONNX may size wrong:
+    #: the rewrite exposes their claim (a scan output, a Concat), so they are pinned.
+    doubted: tuple[ir.Node, ...] = ()
 
     @property
     def element(self) -> ir.Value:
@@ -208,13 +214,51 @@ def plan_accumulator(
         return "the element's rank is not proven"
     if known.dtype != dtype:
         return "the element's type is not proven to be the sequence's"
+    doubted = _doubted_sources(element, body)
+    if (problem := _unpinned(doubted, proof, opset)) is not None:
+        return problem
     accumulator = Accumulator(loop, k, insert, branch, prepend, dtype, tuple(known.shape))
+    accumulator.doubted = tuple(doubted)
     output = loop.outputs[k]
     if output.is_graph_output():
         accumulator.returned = True
         return accumulator
     problem = _choose_form(accumulator, opset, bound)
     return problem if problem is not None else accumulator
+
+
+def _doubted_sources(element: ir.Value, body: ir.Graph) -> list[ir.Node]:
+    """The nodes of ``body`` (at any depth) that ``element`` is computed from
+    and that ONNX may size wrong. A sequence kept their claim from the loop's
+    outputs; a scan output or a Concat shows it to ONNX's inference, and to
+    the buffers onnxruntime plans by it."""
+    within = set(nodes_within(body))
+    seen: set[ir.Node] = set()
+    found: list[ir.Node] = []
+    values = [element]
+    while values:
+        producer = values.pop().producer()
+        if producer is None or producer in seen or producer not in within:
+            continue
+        seen.add(producer)
+        for node in (producer, *nodes_under(producer)):
+            if may_be_seen_wrong(node.op_type) and node not in found:
+                found.append(node)
+        values += [v for n in (producer, *nodes_under(producer)) for v in n.inputs if v is not None]
+    return found
+
+
+def _unpinned(nodes: list[ir.Node], proof: Proof, opset: int) -> str | None:
+    """Why the claim of one of ``nodes`` could not be pinned, or None."""
+    for node in nodes:
+        k = unpinned_output(node, [proof.operand(v) for v in node.inputs], opset)
+        if k is not None:
+            name = f" {node.name!r}" if node.name else ""
+            return (
+                f"its element is computed from output {k} of {node.op_type}{name}, which "
+                "ONNX may size wrong, and its true shape is not computed here"
+            )
+    return None
 
 
 def _insert_of(

@@ -29,11 +29,12 @@ import logging
 
 import onnx_ir as ir
 
-from lowering.analysis.proven_shapes import prove_model
+from lowering.analysis.proven_shapes import Proof, prove_model
 from lowering.errors import LoweringError
 from lowering.irutils.identities import bypass_made_identities, identities_in
 from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
+from lowering.irutils.pins import apply_pin, plan_pins
 from lowering.irutils.scopes import Located, find_nodes
 from lowering.irutils.walk import nodes_within
 from lowering.loops.accumulators import Accumulator, Stays, bound_dims, plan_accumulators
@@ -74,9 +75,19 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
         loops = find_nodes(model, lambda n: is_onnx_op(n, "Loop"))
         if not loops:
             return LoweringResult(model, modified=False)
-        plans, kept = self._plan(model, loops)
+        plans, kept, proof = self._plan(model, loops)
         users = identities_in(model)  # the user's Identities stay, whatever they copy
         rewrites = [_rewrite(located, opset, chosen) for located, opset, chosen in plans]
+        # What an element is computed from, now exposed, pinned where ONNX sizes it wrong
+        # (each has a pin: plan_accumulator checked).
+        doubted = [
+            (node, opset, rewrite.written)
+            for (_, opset, chosen), rewrite in zip(plans, rewrites, strict=True)
+            for accumulator in chosen
+            for node in accumulator.doubted
+        ]
+        for pin in plan_pins(doubted, proof):
+            apply_pin(pin, model.graph)
         if rewrites:
             # A concat read as the carried tensor itself, and the like, copy for nothing.
             removed = bypass_made_identities(model, users)
@@ -87,9 +98,10 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
 
     def _plan(
         self, model: ir.Model, loops: list[Located]
-    ) -> tuple[list[tuple[Located, int, list[Accumulator]]], list[Kept]]:
-        """The accumulators to rewrite in each loop, and what the summary says of
-        those that stay; before anything changes."""
+    ) -> tuple[list[tuple[Located, int, list[Accumulator]]], list[Kept], Proof]:
+        """The accumulators to rewrite in each loop, what the summary says of
+        those that stay, and the proof they were planned on; before anything
+        changes."""
         proof = prove_model(model, fill=True)
         bound = bound_dims(model.graph)
         plans: list[tuple[Located, int, list[Accumulator]]] = []
@@ -105,7 +117,7 @@ class LowerAccumulatorLoopsPass(ir.passes.InPlacePass):
                 kept += [_kept(located, stay) for stay in stays]
             if chosen:
                 plans.append((located, opset, chosen))
-        return plans, kept
+        return plans, kept, proof
 
     def _chosen(self, accumulators: list[Accumulator], stays: list[Stays]) -> list[Accumulator]:
         """The accumulators rewritten for this target; ``stays`` gains those the
