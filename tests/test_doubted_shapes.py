@@ -212,15 +212,18 @@ def test_a_split_read_as_tensors_reads_its_source_through_the_pin(name, reader):
         ]
 
 
-def accumulated_model(name: str, declared: bool) -> tuple[onnx.ModelProto, dict]:
-    """The case's output R appended to a list in a Loop of 3 trips, which is
+def accumulated_model(name: str, declared: bool, where: str) -> tuple[onnx.ModelProto, dict]:
+    """The case's output R (computed in the body, or before the loop and
+    copied in the body) appended to a list in a Loop of 3 trips, which is
     concatenated after it (TorchScript's ``list.append`` then ``torch.stack``)."""
     case, opset, shape = CASES[name]
     nodes, inputs, initializers, feeds = case_nodes(case, "R")
     dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
     onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
+    inside = nodes if where == "body" else [helper.make_node("Identity", ["R"], ["R_copy"])]
+    element = "R" if where == "body" else "R_copy"
     body = helper.make_graph(
-        [*nodes, helper.make_node("SequenceInsert", ["acc", "R"], ["acc_next"])]
+        [*inside, helper.make_node("SequenceInsert", ["acc", element], ["acc_next"])]
         + [helper.make_node("Identity", ["cond"], ["cond_next"])],
         "body",
         [
@@ -234,6 +237,7 @@ def accumulated_model(name: str, declared: bool) -> tuple[onnx.ModelProto, dict]
         ],
     )
     outer = [
+        *(nodes if where == "before" else []),
         _const("trips", np.array(3)),
         _const("go", np.array(True)),
         helper.make_node("SequenceEmpty", [], ["empty"], dtype=onnx_dtype),
@@ -249,15 +253,16 @@ def accumulated_model(name: str, declared: bool) -> tuple[onnx.ModelProto, dict]
 
 
 @pytest.mark.parametrize("form", ["auto", "openvino"])
+@pytest.mark.parametrize("where", ["body", "before"])
 @pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_list_of_what_onnx_sizes_wrong_is_pinned_when_it_is_stacked(name, declared, form):
+def test_a_list_of_what_onnx_sizes_wrong_is_pinned_when_it_is_stacked(name, declared, where, form):
     """An exporter's accumulator loop over the case's output: stacked as a scan
     output (or grown by a Concat), its claim reaches ONNX's inference and the
     buffers onnxruntime plans by it, so what the element is computed from is
     pinned, or the list stays a list with the reason (and a runtime without
     sequences refuses it)."""
-    model, feeds = accumulated_model(name, declared)
+    model, feeds = accumulated_model(name, declared, where)
     check(model, feeds, form)
 
 

@@ -52,7 +52,7 @@ from lowering.irutils.constants import constant_array
 from lowering.irutils.node_inference import may_be_seen_wrong
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.pins import unpinned_output
-from lowering.irutils.walk import nodes_under, nodes_within
+from lowering.irutils.walk import nodes_under
 from lowering.loops.concat_form import concat_form
 from lowering.maps.strategies.uniform import stack_read_kind
 
@@ -109,8 +109,9 @@ class Accumulator:
     ragged: bool = False
     #: The graph input dims the empty start of a concat reads.
     bound: Bound = dataclasses.field(default_factory=dict)
-    #: The body's nodes the element is computed from that ONNX may size wrong:
-    #: the rewrite exposes their claim (a scan output, a Concat), so they are pinned.
+    #: The nodes the element is computed from (in the body or before the loop)
+    #: that ONNX may size wrong: the rewrite exposes their claim (a scan
+    #: output, a Concat), so they are pinned.
     doubted: tuple[ir.Node, ...] = ()
 
     @property
@@ -214,7 +215,7 @@ def plan_accumulator(
         return "the element's rank is not proven"
     if known.dtype != dtype:
         return "the element's type is not proven to be the sequence's"
-    doubted = _doubted_sources(element, body)
+    doubted = _doubted_sources(element)
     if (problem := _unpinned(doubted, proof, opset)) is not None:
         return problem
     accumulator = Accumulator(loop, k, insert, branch, prepend, dtype, tuple(known.shape))
@@ -227,24 +228,23 @@ def plan_accumulator(
     return problem if problem is not None else accumulator
 
 
-def _doubted_sources(element: ir.Value, body: ir.Graph) -> list[ir.Node]:
-    """The nodes of ``body`` (at any depth) that ``element`` is computed from
-    and that ONNX may size wrong. A sequence kept their claim from the loop's
-    outputs; a scan output or a Concat shows it to ONNX's inference, and to
-    the buffers onnxruntime plans by it."""
-    within = set(nodes_within(body))
+def _doubted_sources(element: ir.Value) -> list[ir.Node]:
+    """The nodes ``element`` is computed from (in the body, and before the
+    loop) that ONNX may size wrong. A sequence kept their claim from the
+    loop's outputs; a scan output or a Concat shows it to ONNX's inference,
+    and to the buffers onnxruntime plans by it."""
     seen: set[ir.Node] = set()
     found: list[ir.Node] = []
     values = [element]
     while values:
         producer = values.pop().producer()
-        if producer is None or producer in seen or producer not in within:
+        if producer is None or producer in seen:
             continue
         seen.add(producer)
         for node in (producer, *nodes_under(producer)):
-            if may_be_seen_wrong(node.op_type) and node not in found:
+            if may_be_seen_wrong(node.op_type):
                 found.append(node)
-        values += [v for n in (producer, *nodes_under(producer)) for v in n.inputs if v is not None]
+            values += [v for v in node.inputs if v is not None]
     return found
 
 
