@@ -172,6 +172,7 @@ def check(model: onnx.ModelProto, feeds: dict, form: str, optimized: bool = True
         assert_same(run(result, feeds), expected, "optimized")
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("form", ["auto", "loop"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_model_output_onnx_sizes_wrong_stays_the_ops_own(name, form):
@@ -192,6 +193,7 @@ def test_a_model_output_onnx_sizes_wrong_stays_the_ops_own(name, form):
     assert producer.op_type == case.op
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("reader", ["at_last", "length", "concat"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_split_read_as_tensors_reads_its_source_through_the_pin(name, reader):
@@ -252,6 +254,7 @@ def accumulated_model(name: str, declared: bool, where: str) -> tuple[onnx.Model
     return (onnx.shape_inference.infer_shapes(model) if declared else model), feeds
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("form", ["auto", "openvino"])
 @pytest.mark.parametrize("where", ["body", "before"])
 @pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
