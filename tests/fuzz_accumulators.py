@@ -2,7 +2,8 @@
 
 One Loop over the rows of ``x`` (float [N, 3]) grows one or two sequences
 from SequenceEmpty, the way exporters write ``list.append``: elements of one
-shape (a row, a scalar) or ragged (the first i + 1 rows, or values);
+shape (a row, a scalar, a pool ONNX sizes wrong, computed in the body or
+before the loop) or ragged (the first i + 1 rows, or values);
 appended or prepended; every iteration or under an If (every other
 iteration, the first always); the loop run for N trips or stopped by its
 condition. Each sequence is read after the loop by one to three of:
@@ -32,13 +33,26 @@ class AccumulatorModel(Picker):
         self.gen = gen
         self.rng = np.random.default_rng(gen.draw(st.integers(0, 2**32 - 1)))
         self.notes: list[str] = []
+        self.before: list[str] = []  # nodes before the loop an element reads
 
     def element(self, j: int) -> tuple[str, str, int, bool]:
         """Nodes defining ``y{j}`` in the body, its kind, rank and whether it is ragged."""
-        kind = self.pick(["row", "row", "scalar", "prefix", "values"])
+        kind = self.pick(["row", "row", "scalar", "prefix", "values", "pooled", "pooled_before"])
         op = self.pick(UNARY)
         if kind == "row":
             return f"y{j} = {op} (row)", kind, 1, False
+        if kind.startswith("pooled"):
+            # ONNX sizes this pool [1, 1, 3], onnxruntime [1, 1, 2] (its last
+            # window would start in the padding): pinned where it is stacked.
+            pool = (
+                f"img{j} = Reshape ({'row' if kind == 'pooled' else f'first{j}'}, three_d)\n"
+                f"    pool{j} = MaxPool <ceil_mode = 1, kernel_shape = [3], pads = [2, 2], "
+                f"strides = [3]> (img{j})"
+            )
+            if kind == "pooled":
+                return f"{pool}\n    y{j} = {op} (pool{j})", kind, 3, False
+            self.before.append(f"first{j} = Gather <axis = 0> (x, zero_c)\n  {pool}")
+            return f"y{j} = {op} (pool{j})", kind, 3, False
         if kind == "scalar":
             return f"y{j} = ReduceSum <keepdims = 0> (row)", kind, 0, False
         upto = f"i1_{j} = Unsqueeze (i, zero)\n    end{j} = Add (i1_{j}, one)"
@@ -160,6 +174,8 @@ g (float[N,3] x) => ({", ".join(outputs)}) {{
   e = SequenceEmpty <dtype = 1> ()
   minus = Constant <value = int64[1] {{-1}}> ()
   flat = Reshape (x, minus)
+  three_d = Constant <value = int64[3] {{1, 1, 3}}> ()
+  {chr(10).join("  " + b for b in self.before)}
   {names} = Loop ({trip}, {start}, {", ".join(inits)}) <body = b (int64 i, bool c, {", ".join(body_inputs)}) => (bool c2, {", ".join(body_outputs)}) {{
     zero = Constant <value = int64[1] {{0}}> ()
     one = Constant <value = int64[1] {{1}}> ()
