@@ -722,6 +722,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "a doubted declaration is declared again where the proof differs",
     ),
     Mutant(
+        "pin-model-output-moved",
+        "shapes",
+        "lowering/irutils/pins.py",
+        "    kept = graph is main and value.is_graph_output()\n",
+        "    kept = False\n",
+        "a pinned model output moves behind its pin (an inner value, planned by ONNX's size)",
+    ),
+    Mutant(
+        "reads-split-unpinned",
+        "shapes",
+        "lowering/sequences/reads.py",
+        "        reads += _split_inputs(node)\n",
+        "",
+        "a split read as tensors reads its tensor unpinned",
+    ),
+    Mutant(
         "computed-resize-double",
         "shapes",
         "lowering/irutils/computed_shapes.py",

@@ -193,7 +193,6 @@ def test_a_model_output_onnx_sizes_wrong_stays_the_ops_own(name, form):
     assert producer.op_type == case.op
 
 
-@pytest.mark.sweep
 @pytest.mark.parametrize("reader", ["at_last", "length", "concat"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_split_read_as_tensors_reads_its_source_through_the_pin(name, reader):
