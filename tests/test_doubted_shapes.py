@@ -268,6 +268,57 @@ def test_a_list_of_what_onnx_sizes_wrong_is_pinned_when_it_is_stacked(name, decl
     check(model, feeds, form)
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "inferred"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_loop_carrying_what_onnx_sizes_wrong_keeps_its_counter_and_condition(name, declared):
+    """A Loop carries the case's output, a doubted value: its body's carried
+    input is doubted with it, but not the iteration number and condition,
+    which the spec makes an int64 and a bool scalar (onnxruntime refuses a
+    Loop body that leaves them unshaped: "Loop subgraph input 0 has unknown
+    shape"). A sequence read after it makes the lowering run."""
+    case, opset, _ = CASES[name]
+    nodes, inputs, initializers, feeds = case_nodes(case, "R")
+    dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
+    onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["carried"], ["carried_next"]),
+            helper.make_node("Identity", ["cond"], ["cond_next"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried", onnx_dtype, None),
+        ],
+        [
+            helper.make_tensor_value_info("cond_next", onnx.TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried_next", onnx_dtype, None),
+        ],
+    )
+    nodes += [
+        _const("trips", np.array(2)),
+        _const("go", np.array(True)),
+        helper.make_node("Loop", ["trips", "go", "R"], ["L"], body=body),
+        helper.make_node("SequenceConstruct", ["L"], ["s"]),
+        _const("first", np.array(0)),
+        helper.make_node("SequenceAt", ["s", "first"], ["Y"]),
+    ]
+    output = helper.make_tensor_value_info("Y", onnx_dtype, None)
+    graph = helper.make_graph(nodes, "g", inputs, [output], initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", max(opset, 13))], ir_version=8
+    )
+    if declared:
+        model = onnx.shape_inference.infer_shapes(model)
+    check(model, feeds, "auto")
+    result = lowering.lower(model)
+    [loop] = [n for n in result.graph.node if n.op_type == "Loop"]
+    counter, condition = loop.attribute[0].g.input[:2]
+    assert counter.type.tensor_type.HasField("shape"), counter
+    assert condition.type.tensor_type.HasField("shape"), condition
+
+
 def _try(function, *args, **kwargs):
     try:
         return function(*args, **kwargs)

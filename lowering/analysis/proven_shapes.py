@@ -196,6 +196,15 @@ def prove(
     return proof
 
 
+def _doubtable_inputs(node: ir.Node, sub: ir.Graph, onnx_op: bool) -> Sequence[ir.Value]:
+    """The inputs of ``sub`` that what ``node`` reads may size: not a Loop
+    body's iteration number and condition, an int64 and a bool scalar by the
+    spec (onnxruntime refuses a Loop whose body leaves them unshaped)."""
+    if onnx_op and node.op_type == "Loop":
+        return sub.inputs[2:]
+    return sub.inputs
+
+
 @dataclasses.dataclass
 class _Prover:
     """One run of :func:`prove` over a graph and the graphs nested in it."""
@@ -261,10 +270,11 @@ class _Prover:
         proof = self.proof
         graphs = subgraphs(node)
         for sub in graphs:
+            inputs = _doubtable_inputs(node, sub, onnx_op)
             if doubted_input:
-                proof.doubted.update(sub.inputs)
+                proof.doubted.update(inputs)
             if rank_input:
-                proof.rank_doubted.update(sub.inputs)
+                proof.rank_doubted.update(inputs)
         flow = None
         if graphs and onnx_op:
             flow = prove_control_flow(node, proof, self.opset, self.body)
