@@ -213,6 +213,23 @@ def test_a_split_read_as_tensors_reads_its_source_through_the_pin(name, reader):
         ]
 
 
+def _loop_body(
+    nodes: list[onnx.NodeProto], carried: onnx.ValueInfoProto, result: onnx.ValueInfoProto
+) -> onnx.GraphProto:
+    """A Loop body of ``nodes`` carrying one value (``carried`` in, ``result``
+    out), its condition passed on."""
+    return helper.make_graph(
+        [*nodes, helper.make_node("Identity", ["cond"], ["cond_next"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, []),
+            carried,
+        ],
+        [helper.make_tensor_value_info("cond_next", onnx.TensorProto.BOOL, []), result],
+    )
+
+
 def accumulated_model(name: str, declared: bool, where: str) -> tuple[onnx.ModelProto, dict]:
     """The case's output R (computed in the body, or before the loop and
     copied in the body) appended to a list in a Loop of 3 trips, which is
@@ -223,19 +240,10 @@ def accumulated_model(name: str, declared: bool, where: str) -> tuple[onnx.Model
     onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
     inside = nodes if where == "body" else [helper.make_node("Identity", ["R"], ["R_copy"])]
     element = "R" if where == "body" else "R_copy"
-    body = helper.make_graph(
-        [*inside, helper.make_node("SequenceInsert", ["acc", element], ["acc_next"])]
-        + [helper.make_node("Identity", ["cond"], ["cond_next"])],
-        "body",
-        [
-            helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, []),
-            helper.make_tensor_sequence_value_info("acc", onnx_dtype, None),
-        ],
-        [
-            helper.make_tensor_value_info("cond_next", onnx.TensorProto.BOOL, []),
-            helper.make_tensor_sequence_value_info("acc_next", onnx_dtype, None),
-        ],
+    body = _loop_body(
+        [*inside, helper.make_node("SequenceInsert", ["acc", element], ["acc_next"])],
+        helper.make_tensor_sequence_value_info("acc", onnx_dtype, None),
+        helper.make_tensor_sequence_value_info("acc_next", onnx_dtype, None),
     )
     outer = [
         *(nodes if where == "before" else []),
@@ -280,21 +288,10 @@ def test_a_loop_carrying_what_onnx_sizes_wrong_keeps_its_counter_and_condition(n
     nodes, inputs, initializers, feeds = case_nodes(case, "R")
     dtype = ort_run(_case_model(case, opset), _case_feeds(case))[0].dtype
     onnx_dtype = helper.np_dtype_to_tensor_dtype(dtype)
-    body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["carried"], ["carried_next"]),
-            helper.make_node("Identity", ["cond"], ["cond_next"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, []),
-            helper.make_tensor_value_info("carried", onnx_dtype, None),
-        ],
-        [
-            helper.make_tensor_value_info("cond_next", onnx.TensorProto.BOOL, []),
-            helper.make_tensor_value_info("carried_next", onnx_dtype, None),
-        ],
+    body = _loop_body(
+        [helper.make_node("Identity", ["carried"], ["carried_next"])],
+        helper.make_tensor_value_info("carried", onnx_dtype, None),
+        helper.make_tensor_value_info("carried_next", onnx_dtype, None),
     )
     nodes += [
         _const("trips", np.array(2)),
