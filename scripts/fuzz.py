@@ -14,7 +14,8 @@ there): a comma list, or "all" minus a comma list of "-F". Each example is
 lowered with every strategy (and ``target_opset``, ``optimize``, ``runtime``
 where the example asks; a map of edge ops, issue 21, also with
 ``target_opset=11``) and checked (tests/fuzz_check.py) against a numpy/Python
-oracle. An example that itself fails ONNX's full checker is the
+oracle, and lowered once more with onnx_ir's objects hashed in another order,
+which must give the same bytes. An example that itself fails ONNX's full checker is the
 generator's failure ("invalid original (generator)") and is not lowered:
 the lowering of an invalid model proves nothing. A failure does not stop
 the run: it is counted by its signature (stage, strategy, message with
@@ -61,6 +62,7 @@ from tests.fuzz_check import (
     SKIPPED,
     FuzzFailure,
     after_inference_only,
+    check_deterministic,
     check_one,
     check_original,
     check_valid,
@@ -88,7 +90,9 @@ def failures_of(example) -> list[FuzzFailure]:
         found.append(failure)
     for options in option_sets(example):
         try:
-            check_one(example, options)
+            result = check_one(example, options)
+            if result is not None:
+                check_deterministic(example, options, result)
         except FuzzFailure as failure:
             found.append(after_inference_only(example, failure))
     return found
@@ -101,7 +105,9 @@ def check_again(example, kind: str, options: dict) -> None:
         check_original(example)
     elif not kind.startswith("invalid original"):
         try:
-            check_one(example, options)
+            result = check_one(example, options)
+            if result is not None and kind.startswith("nondeterministic"):
+                check_deterministic(example, options, result)
         except FuzzFailure as failure:
             raise after_inference_only(example, failure) from None
 

@@ -49,6 +49,7 @@ from tests.helpers import (
     assert_close,
     names_functions_share_with_the_main_graph,
     op_types,
+    salted_hashes,
 )
 
 STRATEGIES = [{}, {"strategy": "loop"}, {"max_unroll": 0}]
@@ -234,6 +235,15 @@ def check_one(example, options: dict) -> onnx.ModelProto | None:
                 "op the runtime lacks", options, f"the output has {', '.join(sorted(added))}"
             )
     return result
+
+
+def check_deterministic(example, options: dict, result: onnx.ModelProto) -> None:
+    """Lowered again with onnx_ir's objects hashed in another order, ``example``
+    gives ``result`` byte for byte (tests/test_determinism.py says why)."""
+    with salted_hashes(1):
+        again, _ = _lowered(example.model, options)
+    if again.SerializeToString(deterministic=True) != result.SerializeToString(deterministic=True):
+        raise FuzzFailure("nondeterministic output", options, "other hash orders, other bytes")
 
 
 def _reason(message: str) -> str:

@@ -7,6 +7,7 @@ empty sequences and outer-scope references.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pathlib
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 from onnx import TensorProto
 
@@ -446,3 +448,25 @@ def peak_rss_mib(command: list[str]) -> float:
         [sys.executable, "-c", probe, *command], check=True, capture_output=True, text=True
     )
     return int(out.stdout.split()[-1]) / 1024
+
+
+#: onnx_ir's objects that rewrites keep in sets and dicts, hashed by identity.
+_HASHED_BY_IDENTITY = (ir.Node, ir.Value, ir.Graph, ir.Function, ir.Model)
+
+
+@contextlib.contextmanager
+def salted_hashes(salt: int) -> Iterator[None]:
+    """Hash onnx_ir's nodes, values, graphs and functions in another order.
+
+    Their hash is their address, so a set of them iterates in an order that
+    changes between runs of one process. Lowering the same model under two
+    salts shows any output that depends on that order. Only for objects made
+    inside the block: one made before it changes its hash in a dict.
+    """
+    for cls in _HASHED_BY_IDENTITY:
+        cls.__hash__ = lambda self, salt=salt: hash((id(self), salt))  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for cls in _HASHED_BY_IDENTITY:
+            del cls.__hash__

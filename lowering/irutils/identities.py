@@ -133,6 +133,12 @@ def identities_in(model: ir.Model) -> set[ir.Node]:
 
 def bypass_made_identities(model: ir.Model, users: set[ir.Node]) -> set[ir.Node]:
     """:func:`bypass_identities` of every Identity of ``model`` not in ``users``
-    (what :func:`identities_in` gave before the rewrite): the ones it made."""
-    made = [node for node in identities_in(model) if node not in users]
+    (what :func:`identities_in` gave before the rewrite): the ones it made.
+
+    They go in the model's order, never a set's: in a chain of two, the one
+    bypassed first decides which stays, and so the output's bytes.
+    """
+    made = [
+        node for node in model_nodes(model) if is_onnx_op(node, "Identity") and node not in users
+    ]
     return bypass_identities(made)
