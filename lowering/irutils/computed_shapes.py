@@ -28,6 +28,7 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.irutils.node_inference import Dim, Operand
+from lowering.irutils.op_facts import POOL_OPS
 from lowering.irutils.shapes import (
     conv_transpose_output_size,
     onnxruntime_slice_length,
@@ -36,13 +37,11 @@ from lowering.irutils.shapes import (
 
 Shape = tuple[Dim, ...]
 
-_POOLS = ("MaxPool", "AveragePool", "LpPool")
-
 
 def computed_shapes(node: ir.Node, operands: Sequence[Operand | None]) -> list[Shape] | None:
     """The shape of each output of ``node``, by onnxruntime's rules; None where
     this module has no rule for the node or its inputs leave one unproven."""
-    if node.op_type in _POOLS:
+    if node.op_type in POOL_OPS:
         shape = _pool(node, operands)
         return None if shape is None else [shape] * len(node.outputs)  # MaxPool's Indices too
     rule = _RULES.get(node.op_type)

@@ -36,6 +36,7 @@ import onnx
 import onnx_ir as ir
 
 from lowering.irutils.op_facts import (
+    POOL_OPS,
     SHAPE_DOUBTED_OPS,
     SHAPES_SEEN_WRONG,
     TRUSTED_SHAPE_OPS,
@@ -266,15 +267,12 @@ def seen_wrong(node: ir.Node, operands: Sequence[Operand | None]) -> bool:
     :func:`doubted` case of a trusted op."""
     if node.op_type == "Einsum":
         return not _einsum_sizes_agree(node, operands)
-    if node.op_type in _POOLS:
+    if node.op_type in POOL_OPS:
         return not _pool_windows_fit(node, operands)
     if node.op_type == "NonZero":  # [rank, ?] is right but for a scalar's rank
         x = operands[0] if operands else None
         return x is None or x.shape is None or len(x.shape) == 0
     return node.op_type in SHAPES_SEEN_WRONG or doubted(node, operands)
-
-
-_POOLS = ("MaxPool", "AveragePool", "LpPool")
 
 
 def _pool_windows_fit(node: ir.Node, operands: Sequence[Operand | None]) -> bool:

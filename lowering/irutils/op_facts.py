@@ -166,13 +166,37 @@ TRUSTED_SHAPE_OPS = (
     )
 )  # fmt: skip
 
+#: The windowed pools, whose output sizes follow one rule (and whose windows
+#: ONNX counts otherwise than onnxruntime at ceil_mode 1).
+POOL_OPS = frozenset(["MaxPool", "AveragePool", "LpPool"])
+
+#: For the ops whose output shapes follow from their inputs' shapes and from
+#: the values of some operands (a Reshape's shape, a Slice's starts), those
+#: operands' indices: given the same shapes and the same such values, the
+#: same output shape.
+SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Tile": (1,),
+    "ConstantOfShape": (0,),
+    "Range": (0, 1, 2),
+    "Slice": (1, 2, 3, 4),
+    "Pad": (1, 2, 3),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "Split": (1,),
+    "Resize": (1, 2, 3),
+    "TopK": (1,),
+    "OneHot": (1,),
+    "CenterCropPad": (1,),
+    **{op: (1,) for op in REDUCE_OPS},
+}
+
 #: Ops whose ONNX-inferred shapes were seen to differ from onnxruntime's (above);
 #: trusted in the cases node_inference.seen_wrong() clears (a NonZero of rank
 #: 1 or more: [rank, ?]; a pool whose windows fit; an Einsum with no size-1
 #: dim to broadcast).
-SHAPES_SEEN_WRONG = frozenset(
-    ["MaxPool", "AveragePool", "LpPool", "ConvTranspose", "Resize", "Einsum", "NonZero"]
-)
+SHAPES_SEEN_WRONG = POOL_OPS | frozenset(["ConvTranspose", "Resize", "Einsum", "NonZero"])
 
 #: The trusted ops with cases where ONNX's shapes and onnxruntime's still differ
 #: (Range of float bounds, Slice to the first element, Squeeze of empty axes,

@@ -31,31 +31,12 @@ import onnx_ir as ir
 from lowering.irutils.constants import constant_array
 from lowering.irutils.op_facts import (
     RANDOM_OPS,
-    REDUCE_OPS,
     SHAPE_FROM_SHAPES_OPS,
+    SHAPE_OPERANDS,
     SHAPE_READING_OPS,
     is_onnx_domain,
 )
 from lowering.irutils.walk import has_subgraphs
-
-# Ops whose output shapes also depend on the values of these operands.
-_SHAPE_OPERANDS = {
-    "Reshape": (1,),
-    "Expand": (1,),
-    "Tile": (1,),
-    "ConstantOfShape": (0,),
-    "Range": (0, 1, 2),
-    "Slice": (1, 2, 3, 4),
-    "Pad": (1, 2, 3),
-    "Squeeze": (1,),
-    "Unsqueeze": (1,),
-    "Split": (1,),
-    "Resize": (1, 2, 3),
-    "TopK": (1,),
-    "OneHot": (1,),
-    "CenterCropPad": (1,),
-    **{op: (1,) for op in REDUCE_OPS},
-}
 
 
 def static_shapes(shapes: list[ir.Shape | None]) -> bool:
@@ -106,7 +87,7 @@ class UniformShapes:
             if has_subgraphs(node):
                 return f"{culprit} has a subgraph, whose shapes are not followed"
             shape_operands = (
-                () if node.op_type in SHAPE_FROM_SHAPES_OPS else _SHAPE_OPERANDS.get(node.op_type)
+                () if node.op_type in SHAPE_FROM_SHAPES_OPS else SHAPE_OPERANDS.get(node.op_type)
             )
             if shape_operands is None:
                 return f"{culprit} computes a shape from data"
@@ -143,7 +124,7 @@ class UniformShapes:
             self._invariant.update(outputs)
             self._uniform.update(outputs)
             return
-        shape_operands = _SHAPE_OPERANDS.get(op)
+        shape_operands = SHAPE_OPERANDS.get(op)
         if op in SHAPE_FROM_SHAPES_OPS:
             shape_operands = ()
         if shape_operands is None:
