@@ -358,7 +358,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "uniform-not-uniform",
         "uniform",
-        _STRAT + "uniform.py",
+        "lowering/maps/uniform_shapes.py",
         "if not shapes.is_uniform(result):",
         "if False:",
         "scan outputs are chosen for results that may differ in shape (it must decline)",
@@ -366,7 +366,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "uniform-count-dim",
         "uniform",
-        _STRAT + "uniform.py",
+        "lowering/maps/stack_reads.py",
         '    zero = constant_node(np.array(0, np.int64), "zero")\n    count = fresh(',
         '    zero = constant_node(np.array(1, np.int64), "zero")\n    count = fresh(',
         "a stack's count is read from its second dim",
@@ -374,7 +374,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "uniform-stack-axis-wrap",
         "uniform",
-        _STRAT + "uniform.py",
+        "lowering/maps/stack_reads.py",
         'return "stack", axis % (rank + 1)',
         'return "stack", axis % rank',
         "a concat with new_axis wraps its axis by the element's rank, not the stack's",
@@ -382,10 +382,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "uniform-merge-shape",
         "uniform",
-        _STRAT + "uniform.py",
+        "lowering/maps/stack_reads.py",
         "np.array([-1, *shape[1:]], np.int64)",
         "np.array([-1, *shape], np.int64)",
         "a concat along 0 keeps the stack's axis instead of merging it",
+    ),
+    Mutant(
+        "scan-outputs-split-keeps-dims",
+        "uniform",
+        _STRAT + "scan_outputs.py",
+        '"SplitToSequence", [stack], {"axis": 0, "keepdims": 0}',
+        '"SplitToSequence", [stack], {"axis": 0, "keepdims": 1}',
+        "a stack is split back into elements that keep the stacking axis",
     ),
     Mutant(
         "positions-scalar",

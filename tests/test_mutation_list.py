@@ -38,7 +38,7 @@ def test_every_main_mechanism_has_mutants():
     covered = {m.mechanism for m in script.MUTANTS}
     assert covered == set(script.MECHANISMS)
     files = {m.path for m in script.MUTANTS}
-    strategies = ["vectorize/batcher.py", "unroll.py", "scan.py", "uniform.py", "loop.py"]
+    strategies = ["vectorize/batcher.py", "unroll.py", "scan.py", "scan_outputs.py", "loop.py"]
     for strategy in strategies:
         assert "lowering/maps/strategies/" + strategy in files, strategy
     for needed in [

@@ -290,7 +290,7 @@ def test_a_position_fails_where_the_original_fails(reader, form, position, dtype
 @pytest.mark.parametrize("position", ["constant", "fed"])
 def test_these_forms_read_the_position_themselves(reader, form, position):
     """The sweep meets the rewrite's own reading of p, not a SequenceAt left
-    to the runtime: a map read from its stack (lowering.maps.strategies.uniform)
+    to the runtime: a map read from its stack (lowering.maps.stack_reads)
     by Gather, which counts p from the end as it is, constant or fed; by Slice
     (strings) at p counted from the end by wrap_negative."""
     result = _lowered(

@@ -1,6 +1,6 @@
 """Uniform maps are read from their stack; insert chains become constructs.
 
-lowering.maps.strategies.uniform.read_stack_in_readers: SequenceAt, SequenceLength and
+lowering.maps.stack_reads.read_stack_in_readers: SequenceAt, SequenceLength and
 ConcatFromSequence of a uniform map read the Loop's stacked output with
 Gather (Slice + Squeeze for strings), Shape/Gather, Transpose/Reshape, and
 no sequence is built. sequence_elimination: SequenceEmpty -> SequenceInsert

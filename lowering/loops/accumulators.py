@@ -25,7 +25,7 @@ nested graph: ``xs[i]`` in a second loop). The form (:class:`Accumulator`):
   static, or sized by a graph input's symbolic dim: :func:`bound_dims`) and
   every iteration appends: the Loop stacks the elements as a scan
   output, and the readers read the stack
-  (:func:`lowering.maps.strategies.uniform.read_stack_in_readers`);
+  (:func:`lowering.maps.stack_reads.read_stack_in_readers`);
 - ``concat``: otherwise, a tensor carried through the loop and grown by
   ``Concat`` along ``axis`` (after an Unsqueeze for ``new_axis``), with, where
   a reader needs it, the element's size along the axis carried as
@@ -54,7 +54,7 @@ from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.pins import unpinned_output
 from lowering.irutils.walk import nodes_under
 from lowering.loops.concat_form import concat_form
-from lowering.maps.strategies.uniform import stack_read_kind
+from lowering.maps.stack_reads import stack_read_kind
 
 Dims = tuple[int | str | None, ...]
 

@@ -31,7 +31,7 @@ from lowering.irutils.naming import fresh
 from lowering.irutils.nodes import new_node
 from lowering.irutils.positions import int64_scalar
 from lowering.maps.loop_body import typed
-from lowering.maps.strategies.uniform import count_of
+from lowering.maps.stack_reads import count_of
 
 _INT64_VECTOR = (ir.TensorType(ir.DataType.INT64), ir.Shape([None]))
 

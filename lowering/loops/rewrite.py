@@ -50,7 +50,7 @@ from lowering.irutils.nodes import new_node
 from lowering.loops.accumulators import Accumulator, Bound, runs_once
 from lowering.loops.concat_reads import lengths_count, nonempty, read_concat_in_readers
 from lowering.maps.loop_body import typed
-from lowering.maps.strategies.uniform import count_of, read_stack_in_readers
+from lowering.maps.stack_reads import count_of, read_stack_in_readers
 
 _INT64_VECTOR = (ir.TensorType(ir.DataType.INT64), ir.Shape([None]))
 

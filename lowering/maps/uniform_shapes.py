@@ -1,6 +1,6 @@
 """Does a SequenceMap body give every element's outputs the same shape?
 
-The uniform-shape strategy (:mod:`lowering.maps.strategies.uniform`) stacks the body's
+The uniform-shape strategy (:mod:`lowering.maps.strategies.scan_outputs`) stacks the body's
 outputs as a Loop's scan outputs, which needs one shape for all iterations.
 That holds in two cases:
 
@@ -37,6 +37,7 @@ from lowering.irutils.op_facts import (
     is_onnx_domain,
 )
 from lowering.irutils.walk import has_subgraphs
+from lowering.maps.plan import MapPlan
 
 
 def static_shapes(shapes: list[ir.Shape | None]) -> bool:
@@ -143,3 +144,46 @@ class UniformShapes:
 def _describe(node: ir.Node) -> str:
     op = node.op_type if is_onnx_domain(node.domain) else f"{node.domain}.{node.op_type}"
     return f"{op} ({node.name!r})" if node.name else op
+
+
+def uniform_reason(plan: MapPlan) -> tuple[bool, str]:
+    """Whether every output element has one shape, and why (not)."""
+    if static_shapes([shape for _, shape in plan.result_types]):
+        return True, "every output has a static shape"
+    node, body = plan.node, plan.body
+    k, (_, shape) = next(
+        (k, t) for k, t in enumerate(plan.result_types) if not static_shapes([t[1]])
+    )
+    output = f"output {k} ({node.outputs[k].name!r}) " + (
+        "has no known shape" if shape is None else f"has shape {_show(shape)}"
+    )
+    uniform_inputs, invariant_inputs = set(), set()
+    for outer, inner, sequence, element in zip(
+        node.inputs, body.inputs, plan.is_sequence, plan.element_types, strict=True
+    ):
+        assert outer is not None, "plan_map refuses omitted inputs"
+        if not sequence:
+            invariant_inputs.add(inner)
+        elif uniform_elements(outer, element[1] if element else None):
+            uniform_inputs.add(inner)
+        else:
+            return False, (
+                f"{output}, and the elements of {outer.name!r} may differ in shape "
+                "(not a SplitToSequence without split, nor of static shape)"
+            )
+    shapes = UniformShapes(body, uniform_inputs, invariant_inputs)
+    for k, result in enumerate(body.outputs):
+        if not shapes.is_uniform(result):
+            return False, (
+                f"output {k} ({node.outputs[k].name!r}) may differ in shape from element "
+                f"to element: {shapes.why_not(result)}"
+            )
+    return True, (
+        "every input element comes from a SplitToSequence without split, and the body "
+        "keeps shapes uniform"
+    )
+
+
+def _show(shape: ir.Shape) -> str:
+    unknown = (None, ir.SymbolicDim(None))
+    return "[" + ", ".join("?" if d in unknown else str(d) for d in shape) + "]"

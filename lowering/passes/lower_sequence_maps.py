@@ -12,7 +12,7 @@ onnxruntime has kernels for on the element types involved
 - ``unroll`` (:mod:`lowering.maps.strategies.unroll`): a small static length; one copy
   of the body per element, folded where unrolling made things static.
 - ``scan`` (:mod:`lowering.maps.strategies.scan`): split -> map -> concat.
-- ``uniform`` (:mod:`lowering.maps.strategies.uniform`): when every output element has
+- ``uniform`` (:mod:`lowering.maps.strategies.scan_outputs`): when every output element has
   the same shape, a Loop with scan outputs, its stacks read directly. O(n).
 - ``loop`` (:mod:`lowering.maps.strategies.loop`): otherwise, a Loop that appends to
   loop-carried sequences with ``SequenceInsert``. Always correct (the ops of
@@ -56,7 +56,7 @@ from lowering.maps.strategies.loop import SequenceLoop
 from lowering.maps.strategies.protocol import Context, Fit, choose
 from lowering.maps.strategies.protocol import Strategy as Form
 from lowering.maps.strategies.scan import Scan
-from lowering.maps.strategies.uniform import ScanOutputs
+from lowering.maps.strategies.scan_outputs import ScanOutputs
 from lowering.maps.strategies.unroll import Unroll
 from lowering.maps.strategies.vectorize import Vectorize, vectorized_stacks
 from lowering.options import (

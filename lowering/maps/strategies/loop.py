@@ -23,7 +23,7 @@ becomes::
         => (cond', acc_1', .., acc_m')
 
 Its cost: onnxruntime's SequenceInsert copies the sequence on every call,
-so n elements cost O(n^2). :mod:`lowering.maps.strategies.uniform` avoids that where
+so n elements cost O(n^2). :mod:`lowering.maps.strategies.scan_outputs` avoids that where
 element shapes are uniform.
 
 No sequence is built where none is needed. A sequence input split by
@@ -54,7 +54,7 @@ becomes::
 (the form :mod:`lowering.loops.concat_form` judges, as for an exporter's
 accumulator loop; still O(n^2) in the bytes copied, but 3x faster than the sequence form
 in onnxruntime at 4000 elements, and it runs in OpenVINO). Like the other
-stack readers (:func:`lowering.maps.strategies.uniform.read_stack_in_readers`),
+stack readers (:func:`lowering.maps.stack_reads.read_stack_in_readers`),
 a concat of no elements gives the empty ``init`` where onnxruntime's
 ConcatFromSequence fails. Strings keep the sequence form
 (docs/decisions.md), as does an output whose element has a dim other than

@@ -42,7 +42,7 @@ output is such a ``ConcatFromSequence`` (agreeing on the output axis).
 For a runtime without ``Loop`` (tract, ``--runtime tract``), where the map
 would otherwise be a Loop with scan outputs, readers may also be SequenceAt,
 SequenceLength and concats along different axes: the output is stacked
-along axis 0 and read as :func:`lowering.maps.strategies.uniform.read_stack_in_readers`
+along axis 0 and read as :func:`lowering.maps.stack_reads.read_stack_in_readers`
 reads a Loop's stack (a Transpose for a stack along another axis)::
 
     y = SequenceAt(ys, i)         ->  y = Gather<axis = 0>(out, i')
@@ -75,16 +75,15 @@ from lowering.maps.loop_body import (
     typed,
 )
 from lowering.maps.plan import SCALAR_BOOL, SCALAR_INT64, MapPlan, TypeAndShape, tensor_dtype
-from lowering.maps.strategies.protocol import Context, Decline, Fit
-from lowering.maps.strategies.uniform import (
-    ScanOutputs,
+from lowering.maps.stack_reads import (
     concat_kind,
     count_of,
     read_stack,
     read_stack_in_readers,
     stack_read_kind,
-    uniform_of,
 )
+from lowering.maps.strategies.protocol import Context, Decline, Fit
+from lowering.maps.strategies.scan_outputs import ScanOutputs, uniform_of
 from lowering.runtimes.ort_kernels import unsupported
 
 
@@ -93,7 +92,7 @@ def scan_axes(plan: MapPlan, stack_reads: bool = False) -> list[int] | None:
 
     Every reader of an output must be a concat of the stack along one axis,
     or, with ``stack_reads`` (for runtimes without Loop), any reader that
-    :func:`lowering.maps.strategies.uniform.read_stack_in_readers` serves from a stack
+    :func:`lowering.maps.stack_reads.read_stack_in_readers` serves from a stack
     along axis 0: SequenceAt and SequenceLength as well.
     """
     node = plan.node

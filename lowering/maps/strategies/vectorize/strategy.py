@@ -38,14 +38,14 @@ from lowering.irutils.static_values import small_constant
 from lowering.maps.claims import first_unpinned, seeded
 from lowering.maps.loop_body import Replacer, same_length_inputs, typed
 from lowering.maps.plan import MapPlan, empty_is_read, tensor_dtype
-from lowering.maps.strategies.protocol import Context, Decline, Fit
-from lowering.maps.strategies.uniform import (
+from lowering.maps.stack_reads import (
     concat_kind,
     count_of,
     merge_along,
     read_stack,
     read_stack_in_readers,
 )
+from lowering.maps.strategies.protocol import Context, Decline, Fit
 from lowering.maps.strategies.vectorize.batcher import Batcher
 from lowering.maps.strategies.vectorize.batcher import Decline as NotBatched
 from lowering.maps.strategies.vectorize.body_values import Ragged
