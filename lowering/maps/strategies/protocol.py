@@ -17,7 +17,7 @@ A decline is data, as onnxscript's ``MatchResult`` and MLIR's
 that are ``said`` (``not a Scan: tract has no Scan``), and a map that no
 form fits is refused with them. What a strategy computed while fitting (the
 vectorized nodes, the length) rides on its :class:`Fit` to its rewrite,
-which never judges again (but a Scan whose readers changed meanwhile).
+which never judges again (a Scan its axes).
 """
 
 from __future__ import annotations

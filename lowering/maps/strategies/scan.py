@@ -57,7 +57,6 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.analysis.proven_shapes import Proof
-from lowering.errors import LoweringError
 from lowering.irutils.axes import with_axes
 from lowering.irutils.constants import constant_array, constant_node
 from lowering.irutils.naming import adopt_name, fresh
@@ -83,7 +82,7 @@ from lowering.maps.stack_reads import (
     stack_read_kind,
 )
 from lowering.maps.strategies.protocol import Context, Decline, Fit
-from lowering.maps.strategies.scan_outputs import ScanOutputs, uniform_of
+from lowering.maps.strategies.scan_outputs import uniform_of
 from lowering.runtimes.ort_kernels import unsupported
 
 
@@ -543,8 +542,22 @@ _UNGUARDED = (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class ScanFit(Fit):
+    """A Scan fits: the scan output axis of each output (:func:`scan_axes`)."""
+
+    axes: tuple[int, ...] = ()
+
+
 class Scan:
-    """Split -> map -> concat as one Scan (this module)."""
+    """Split -> map -> concat as one Scan (this module).
+
+    The axes are judged once, when the Scan is chosen, from the readers of
+    the map's outputs. The maps rewritten before this one cannot change
+    them: a map earlier in its graph cannot read its outputs, and a map of
+    an inner graph (rewritten first) copies the readers its graph holds as
+    they are, a concat into a concat, and adds none.
+    """
 
     name = "scan"
     form = "a Scan"
@@ -564,28 +577,16 @@ class Scan:
         dtypes = [t[0].dtype if t is not None else None for t in plan.element_types] + [
             tensor_dtype(t) for t, _ in plan.result_types
         ]
-        return Fit(
+        return ScanFit(
             self,
             f"split -> map -> concat, and {why}",
             writes=[(op, d) for d in dtypes for op in ("Scan", "Unsqueeze", "Reshape")],
             needs=frozenset({"Scan"}),
+            axes=tuple(axes),
         )
 
     def lower(self, plan: MapPlan, replacer: Replacer, fit: Fit, context: Context) -> list[ir.Node]:
-        axes = scan_axes(plan, context.scan_reads_stacks)
-        if axes is None:
-            # Its readers changed since it was chosen (a map read by another
-            # map, rewritten first): a Loop with scan outputs, where the runtime runs one.
-            runtime = context.runtime
-            if lacks := runtime.missing({"Loop"}):
-                raise LoweringError(
-                    f"--runtime {runtime.name}: its readers changed while other "
-                    f"maps were lowered, so it can no longer be a Scan, and "
-                    f"{runtime.name} has no {lacks[0]}",
-                    node=plan.node,
-                    scope=plan.located.scope.description,
-                )
-            return ScanOutputs().lower(plan, replacer, fit, context)
+        assert isinstance(fit, ScanFit), "Scan.fit made it"
         guard = may_run_empty(plan, context.main_graph)
         if guard and not _may_guard(plan, context):
             guard = False
@@ -593,7 +594,7 @@ class Scan:
         # The slices' dims, where the body holds an op its pins are computed for.
         pinned = any(may_need_pin(node) for node in nodes_within(plan.body))
         return lower_to_scan(
-            plan, replacer, axes, guard, context.claims.proof() if pinned else None
+            plan, replacer, list(fit.axes), guard, context.claims.proof() if pinned else None
         )
 
 
