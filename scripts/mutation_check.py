@@ -136,6 +136,14 @@ _STRAT = "lowering/maps/strategies/"
 MUTANTS: tuple[Mutant, ...] = (
     # -- vectorize: the batcher -------------------------------------------------
     Mutant(
+        "vectorize-shared-stack-at-start",
+        "vectorize",
+        "lowering/irutils/constants.py",
+        "if made_by is not None and made_by.graph is owner:",
+        "if False:",
+        "a stack maps share goes to the start of its graph, before its sequence is made",
+    ),
+    Mutant(
         "batcher-split-perm",
         "vectorize",
         _VEC + "batcher.py",

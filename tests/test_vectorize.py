@@ -192,7 +192,91 @@ GOLDEN = {
           ys = SplitToSequence <axis = 0, keepdims = 0> (c)
         }""",
     ),
+    # Two maps stack one sequence: one stack, which both read.
+    "two_maps_share_one_stack": (
+        H
+        + """
+        g (seq(float[3]) xs) => (seq(float[3]) ys, seq(float[3]) zs) {
+          ys = SequenceMap <body = b1 (float[3] e) => (float[3] c) { c = Neg(e) }> (xs)
+          zs = SequenceMap <body = b2 (float[3] f) => (float[3] d) { d = Abs(f) }> (xs)
+        }""",
+        H
+        + """
+        g (seq(float[3]) xs) => (seq(float[3]) ys, seq(float[3]) zs) {
+          shape = Constant <value = int64[1] {3}> ()
+          zero = ConstantOfShape <value = float[1] {0.0}> (shape)
+          start = Constant <value = int64[1] {0}> ()
+          end = Constant <value = int64[1] {-1}> ()
+          appended = SequenceInsert(xs, zero)
+          stacked = ConcatFromSequence <axis = 0, new_axis = 1> (appended)
+          stack = Slice(stacked, start, end)
+          c = Neg(stack)
+          ys = SplitToSequence <axis = 0, keepdims = 0> (c)
+          d = Abs(stack)
+          zs = SplitToSequence <axis = 0, keepdims = 0> (d)
+        }""",
+    ),
+    # A shared stack goes right after its sequence is made.
+    "a_shared_stack_follows_its_sequence": (
+        H
+        + """
+        g (seq(float[3]) d, float[3] x) => (seq(float[3]) ys, seq(float[3]) zs) {
+          s = SequenceInsert(d, x)
+          ys = SequenceMap <body = b1 (float[3] e) => (float[3] c) { c = Neg(e) }> (s)
+          zs = SequenceMap <body = b2 (float[3] f) => (float[3] g) { g = Abs(f) }> (s)
+        }""",
+        H
+        + """
+        g (seq(float[3]) d, float[3] x) => (seq(float[3]) ys, seq(float[3]) zs) {
+          shape = Constant <value = int64[1] {3}> ()
+          zero = ConstantOfShape <value = float[1] {0.0}> (shape)
+          start = Constant <value = int64[1] {0}> ()
+          end = Constant <value = int64[1] {-1}> ()
+          s = SequenceInsert(d, x)
+          appended = SequenceInsert(s, zero)
+          stacked = ConcatFromSequence <axis = 0, new_axis = 1> (appended)
+          stack = Slice(stacked, start, end)
+          c = Neg(stack)
+          ys = SplitToSequence <axis = 0, keepdims = 0> (c)
+          g = Abs(stack)
+          zs = SplitToSequence <axis = 0, keepdims = 0> (g)
+        }""",
+    ),
 }
+
+# Maps over one sequence in the main graph, and in an If branch (which
+# stacks it again, at the branch's start: each graph its own stack).
+SHARED = (
+    H
+    + """
+g (seq(float[3]) xs, bool c) => (seq(float[3]) ys, seq(float[3]) zs, seq(float[3]) ws) {
+  ys = SequenceMap <body = b1 (float[3] e) => (float[3] o) { o = Neg(e) }> (xs)
+  zs = SequenceMap <body = b2 (float[3] f) => (float[3] p) { p = Abs(f) }> (xs)
+  ws = If (c) <then_branch = t () => (seq(float[3]) r) {
+         r = SequenceMap <body = b3 (float[3] h) => (float[3] q) { q = Exp(h) }> (xs)
+       }, else_branch = el () => (seq(float[3]) r2) {
+         r2 = SequenceMap <body = b4 (float[3] k) => (float[3] u) { u = Sqrt(k) }> (xs)
+       }>
+}"""
+)
+
+
+@pytest.mark.parametrize("branch", [True, False])
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_maps_sharing_a_stack_answer_as_the_lists(n, branch):
+    rng = rng_(n)
+    xs = [rng.uniform(0.5, 2.0, 3).astype(np.float32) for _ in range(n)]
+    result = lowered(parse(SHARED))
+    assert "SequenceMap" not in op_types(result)
+    main = [node.op_type for node in result.graph.node]
+    assert main.count("ConcatFromSequence") == 1  # shared by the main graph's two maps
+    got = run(result, {"xs": xs, "c": np.array(branch)})
+    third = [np.exp(x) if branch else np.sqrt(x) for x in xs]
+    expected = [[-x for x in xs], [abs(x) for x in xs], third]
+    for actual, wanted in zip(got, expected, strict=True):
+        assert len(actual) == len(wanted)
+        for a, w in zip(actual, wanted, strict=True):
+            np.testing.assert_allclose(a, w, rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", list(GOLDEN))

@@ -12,7 +12,7 @@ the ones their rewrites leave unread with
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -75,6 +75,23 @@ _Key = tuple[str, ir.DataType, tuple[int, ...], bytes]
 
 
 @dataclasses.dataclass
+class _Group:
+    """Nodes shared by :meth:`SharedConstants.shared`, detached until placed."""
+
+    nodes: list[ir.Node]
+    after: ir.Value
+    reads: list[list[ir.Value | None]]
+
+    def attach(self) -> list[ir.Node]:
+        """Give the nodes back their inputs; returns them."""
+        for node, inputs in zip(self.nodes, self.reads, strict=True):
+            for index, value in enumerate(inputs):
+                if node.inputs[index] is not value:
+                    node.replace_input_with(index, value)
+        return self.nodes
+
+
+@dataclasses.dataclass
 class SharedConstants:
     """One Constant (or zero-filled ``ConstantOfShape``) per value per graph,
     for rewrites that each need the same few: 10,000 vectorized maps in one
@@ -89,11 +106,46 @@ class SharedConstants:
 
         make:   rewrite A -> c0 (detached)      rewrite B -> c0 (the same)
         place:  graph { c0 = Constant(..); ...A...; ...B... }
+
+    The same holds for nodes that read a value of the model (:meth:`shared`:
+    the stack of a sequence that several maps vectorize), which go right
+    after that value is made; until placed they read nothing, so that the
+    plans made meanwhile see no new reader of it.
     """
 
     _values: dict[tuple[GraphLike, _Key], ir.Value] = dataclasses.field(default_factory=dict)
     _owners: dict[ir.Node, GraphLike] = dataclasses.field(default_factory=dict)
     _last: dict[GraphLike, ir.Node] = dataclasses.field(default_factory=dict)
+    _groups: dict[ir.Node, _Group] = dataclasses.field(default_factory=dict)
+    _shared: dict[tuple[GraphLike, Hashable], ir.Value] = dataclasses.field(default_factory=dict)
+
+    def shared(
+        self,
+        owner: GraphLike,
+        key: Hashable,
+        build: Callable[[], list[ir.Node]],
+        after: ir.Value,
+    ) -> ir.Value:
+        """The output of the last of ``build()``'s nodes, built once per ``key`` in
+        ``owner``; :meth:`place` puts them, in order, right after ``after`` (a
+        value they read) is made, or at the start where it is made elsewhere."""
+        found = self._shared.get((owner, key))
+        if found is None:
+            nodes = build()
+            group = _Group(nodes, after, [list(node.inputs) for node in nodes])
+            for node in nodes:
+                for index in range(len(node.inputs)):
+                    node.replace_input_with(index, None)
+                self._owners[node] = owner
+                self._groups[node] = group
+            found = self._shared[(owner, key)] = nodes[-1].outputs[0]
+        return found
+
+    def nodes_of(self, value: ir.Value) -> list[ir.Node]:
+        """The nodes :meth:`shared` built with ``value``, the last one's output."""
+        producer = value.producer()
+        group = None if producer is None else self._groups.get(producer)
+        return [] if group is None else list(group.nodes)
 
     def constant(self, owner: GraphLike, value: np.ndarray, stem: str | None = None) -> ir.Value:
         """A Constant of ``value`` for a node of ``owner``."""
@@ -139,10 +191,14 @@ class SharedConstants:
         def need(node: ir.Node) -> None:
             if node.graph is not None or node in needed:
                 return
-            for value in node.inputs:
-                if value is not None and value.producer() in self._owners:
-                    need(value.producer())  # type: ignore[arg-type]
-            needed.append(node)
+            group = self._groups.get(node)
+            members = [node] if group is None else group.attach()
+            for member in members:
+                for value in member.inputs:
+                    producer = None if value is None else value.producer()
+                    if producer in self._owners and producer not in members:
+                        need(producer)  # type: ignore[arg-type]
+            needed.extend(members)
 
         for value in values:
             node = value.producer()
@@ -151,11 +207,20 @@ class SharedConstants:
                 need(node)
         for node in needed:
             owner = self._owners[node]
+            group = self._groups.get(node)
+            nodes = [node] if group is None else group.nodes
+            if node is not nodes[0]:
+                continue  # placed with the first of its group
+            made_by = None if group is None else group.after.producer()
+            if made_by is not None and made_by.graph is owner:
+                owner.insert_after(made_by, nodes)
+                continue
             last = self._last.get(owner)
             if last is not None and last.graph is not None:  # (a function's: its own graph)
-                owner.insert_after(last, node)
+                owner.insert_after(last, nodes)
             elif len(owner) > 0:
-                owner.insert_before(next(iter(owner)), node)
+                owner.insert_before(next(iter(owner)), nodes)
             else:
-                owner.append(node)
-            self._last[owner] = node
+                owner.extend(nodes)
+            if group is None:  # (the Constants stay first, together)
+                self._last[owner] = node

@@ -32,7 +32,12 @@ becomes::
 A sequence that is not a split, whose elements have one static shape, is
 stacked with ``ConcatFromSequence<axis = 0, new_axis = 1>``; one zero element
 is appended first and sliced off after, because onnxruntime's
-ConcatFromSequence fails on an empty sequence.
+ConcatFromSequence fails on an empty sequence. The maps of one graph that
+stack the same sequence share that stack (``SharedConstants.shared``)::
+
+    ys = SequenceMap<Neg>(xs)                 stack = Slice(ConcatFromSequence(SequenceInsert(xs, 0)))
+    zs = SequenceMap<Abs>(xs)      ->         ys = SplitToSequence(Neg(stack))
+                                              zs = SplitToSequence(Abs(stack))
 
 Every body value is either *batched* (it differs from element to element
 and now has the batch axis in front) or *invariant* (an outer-scope value,

@@ -29,7 +29,7 @@ from lowering.irutils.axes import axes_as_input
 from lowering.irutils.constants import constant_array
 from lowering.irutils.naming import fresh
 from lowering.irutils.node_inference import Operand, seen_wrong
-from lowering.irutils.nodes import attribute
+from lowering.irutils.nodes import attribute, new_node
 from lowering.irutils.op_facts import (
     RANK_SEEN_WRONG,
     SAME_DTYPE_OPS,
@@ -123,6 +123,7 @@ class Batcher:
         self.stack_free = True
         self._batch_size: ir.Value | None = None
         self._shared: list[ir.Value] = []  # from plan.constants, placed by commit
+        self.shared_nodes: list[ir.Node] = []  # the stacks other maps may read too
         self._node: ir.Node | None = None  # the body node being batched, for reasons
         self._inputs: list[Sequence[ir.Value | None]] = []
         self.results: list[ir.Value] = []
@@ -318,21 +319,35 @@ class Batcher:
         if dtype is None or dtype == ir.DataType.STRING:
             # ConstantOfShape, which makes the filler, takes no strings.
             raise self.decline(f"elements of type {dtype} cannot be stacked")
+        owner, constants = self.plan.located.scope.owner, self.plan.constants
         try:
             # One filler per element shape and type in the graph, shared by its maps.
-            filler = self.plan.constants.zeros(self.plan.located.scope.owner, static_shape, dtype)
+            filler = constants.zeros(owner, static_shape, dtype)
         except Exception as error:  # noqa: BLE001 -- no numpy twin (string, float8, ...)
             raise self.decline(f"elements of type {dtype} cannot be stacked: {error}") from None
-        self._shared.append(filler)
-        self.emitted.append(("ConstantOfShape", ir.DataType.INT64))
-        # onnxruntime's ConcatFromSequence fails on an empty sequence: append a
-        # zero element, stack, and slice it off again.
-        appended = self.op("SequenceInsert", [sequence, filler])
-        stacked = self.op("ConcatFromSequence", [appended], {"axis": 0, "new_axis": 1})
-        stack = self.op("Slice", [stacked, self.const([0]), self.const([-1])])
-        # Its elements' shape, which the plan proves, declared (the pins of the
-        # ops on it are computed from it: lowering.irutils.pins).
-        stack.type, stack.shape = ir.TensorType(dtype), ir.Shape([None, *static_shape])
+        self.emitted += [("ConstantOfShape", ir.DataType.INT64)] + [
+            (op, dtype) for op in ("SequenceInsert", "ConcatFromSequence", "Slice")
+        ]
+
+        def build() -> list[ir.Node]:
+            # onnxruntime's ConcatFromSequence fails on an empty sequence: append
+            # a zero element, stack, and slice it off again.
+            appended = fresh(new_node("SequenceInsert", [sequence, filler]))
+            stacked = fresh(
+                new_node("ConcatFromSequence", appended.outputs, {"axis": 0, "new_axis": 1})
+            )
+            ends = [constants.constant(owner, np.array([k], np.int64)) for k in (0, -1)]
+            sliced = fresh(new_node("Slice", [stacked.outputs[0], *ends]))
+            stack = fresh(sliced.outputs[0])
+            # Its elements' shape, which the plan proves, declared (the pins of
+            # the ops on it are computed from it: lowering.irutils.pins).
+            stack.type, stack.shape = ir.TensorType(dtype), ir.Shape([None, *static_shape])
+            return [appended, stacked, sliced]
+
+        # One stack per sequence in the graph, shared by every map that stacks it.
+        stack = constants.shared(owner, ("stack", sequence), build, sequence)
+        self._shared.append(stack)
+        self.shared_nodes += constants.nodes_of(stack)
         return stack, tuple(static_shape)
 
     def _visit(self, node: ir.Node) -> None:

@@ -135,7 +135,11 @@ def _vectorized(plan: MapPlan, context: Context, strategy: Vectorize) -> Vectori
         f"every op in its body has a batching rule, and {how}",
         writes=emitted_ops(plan, rewrite),
         computes=tuple(node.op_type for node in plan.body),
-        forms=tuple(dict.fromkeys(f for node in rewrite.created for f in op_forms(node)[1:])),
+        forms=tuple(
+            dict.fromkeys(
+                f for node in (*rewrite.shared_nodes, *rewrite.created) for f in op_forms(node)[1:]
+            )
+        ),
         empty_read=empty_is_read(plan),
         batcher=rewrite,
         stack_free=rewrite.stack_free,
@@ -251,7 +255,7 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, rewrite: Batcher) ->
         else:
             sequences.append(None)
     replacer.replace(plan, new_nodes, sequences)
-    return new_nodes
+    return [*rewrite.shared_nodes, *new_nodes]  # (the stacks it shares placed already)
 
 
 def _read_ragged(
