@@ -344,8 +344,10 @@ class Batcher:
             stack.type, stack.shape = ir.TensorType(dtype), ir.Shape([None, *static_shape])
             return [appended, stacked, sliced]
 
-        # One stack per sequence in the graph, shared by every map that stacks it.
-        stack = constants.shared(owner, ("stack", sequence), build, sequence)
+        # One stack per sequence in the graph, shared by every map that stacks it
+        # (as elements of one type and shape: a body that declares another gets its own).
+        key = ("stack", sequence, dtype, tuple(static_shape))
+        stack = constants.shared(owner, key, build, sequence)
         self._shared.append(stack)
         self.shared_nodes += constants.nodes_of(stack)
         return stack, tuple(static_shape)
