@@ -255,7 +255,9 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, rewrite: Batcher) ->
         else:
             sequences.append(None)
     replacer.replace(plan, new_nodes, sequences)
-    return [*rewrite.shared_nodes, *new_nodes]  # (the stacks it shares placed already)
+    # The stacks it shares with other maps, where it read them (placed by commit).
+    shared = [node for node in rewrite.shared_nodes if node.graph is not None]
+    return [*shared, *new_nodes]
 
 
 def _read_ragged(
