@@ -27,7 +27,7 @@ from tests.cases.vectorize_families import (
     split_model,
 )
 from tests.golden import canonical_text
-from tests.helpers import all_nodes, assert_same, lowered, op_types, parse, run
+from tests.helpers import all_graphs, all_nodes, assert_same, lowered, op_types, parse, run
 
 rng_ = np.random.default_rng
 
@@ -244,39 +244,72 @@ GOLDEN = {
     ),
 }
 
-# Maps over one sequence in the main graph, and in an If branch (which
-# stacks it again, at the branch's start: each graph its own stack).
-SHARED = (
-    H
-    + """
-g (seq(float[3]) xs, bool c) => (seq(float[3]) ys, seq(float[3]) zs, seq(float[3]) ws) {
-  ys = SequenceMap <body = b1 (float[3] e) => (float[3] o) { o = Neg(e) }> (xs)
-  zs = SequenceMap <body = b2 (float[3] f) => (float[3] p) { p = Abs(f) }> (xs)
-  ws = If (c) <then_branch = t () => (seq(float[3]) r) {
-         r = SequenceMap <body = b3 (float[3] h) => (float[3] q) { q = Exp(h) }> (xs)
-       }, else_branch = el () => (seq(float[3]) r2) {
-         r2 = SequenceMap <body = b4 (float[3] k) => (float[3] u) { u = Sqrt(k) }> (xs)
-       }>
-}"""
-)
+# Two maps over one sequence share its stack, wherever they are: the sequence
+# a graph input (or an outer value), or made in the maps' own graph.
+_TWO_MAPS = """
+  {made}
+  m1{k} = SequenceMap <body = b1{k} (float[3] e) => (float[3] c) {{ c = Neg(e) }}> ({seq})
+  m2{k} = SequenceMap <body = b2{k} (float[3] f) => (float[3] g) {{ g = Abs(f) }}> ({seq})
+  {y} = ConcatFromSequence <axis = 0> (m1{k})
+  {z} = ConcatFromSequence <axis = 0> (m2{k})
+"""
+_SIGNATURE = "(seq(float[3]) d, float[3] x, bool c) => (float[?] y, float[?] z)"
+_SCOPES = {
+    "main graph": H + "\ng " + _SIGNATURE + " {{ {maps} }}",
+    "function": '<ir_version: 8, opset_import: ["" : 17, "local" : 1]>\n'
+    + "g "
+    + _SIGNATURE
+    + " {{ y, z = local.f (d, x) }}\n"
+    + '<domain: "local", opset_import: ["" : 17]>\nf (d, x) => (y, z) {{ {maps} }}',
+    "If branch": H
+    + "\ng "
+    + _SIGNATURE
+    + """ {{
+        y, z = If (c) <then_branch = t () => (float[?] y1, float[?] z1) {{ {maps} }},
+                       else_branch = el () => (float[?] y2, float[?] z2) {{ {other} }}>
+    }}""",
+    "Loop body": H
+    + "\ng "
+    + _SIGNATURE
+    + """ {{
+        one = Constant <value = int64 {{1}}> ()
+        flat = Constant <value = int64[1] {{-1}}> ()
+        ys, zs = Loop (one, c) <body = lb (int64 i, bool cin) => (bool cout, float[?] y1, float[?] z1) {{
+            cout = Identity (cin)
+            {maps}
+        }}>
+        y = Reshape (ys, flat)
+        z = Reshape (zs, flat)
+    }}""",
+}
 
 
-@pytest.mark.parametrize("branch", [True, False])
-@pytest.mark.parametrize("n", [0, 1, 4])
-def test_maps_sharing_a_stack_answer_as_the_lists(n, branch):
+def _two_maps_model(scope: str, made: bool) -> onnx.ModelProto:
+    def maps(k: str, y: str, z: str) -> str:
+        sequence = f"s{k} = SequenceInsert(d, x)" if made else ""
+        return _TWO_MAPS.format(made=sequence, k=k, seq=f"s{k}" if made else "d", y=y, z=z)
+
+    outputs = ("y", "z") if scope in ("main graph", "function") else ("y1", "z1")
+    return parse(_SCOPES[scope].format(maps=maps("", *outputs), other=maps("b", "y2", "z2")))
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["sequence from outside", "sequence made"])
+@pytest.mark.parametrize("scope", list(_SCOPES))
+@pytest.mark.parametrize("n", [0, 3])
+def test_maps_sharing_a_stack_answer_as_the_lists(scope, made, n):
     rng = rng_(n)
-    xs = [rng.uniform(0.5, 2.0, 3).astype(np.float32) for _ in range(n)]
-    result = lowered(parse(SHARED))
-    assert "SequenceMap" not in op_types(result)
-    main = [node.op_type for node in result.graph.node]
-    assert main.count("ConcatFromSequence") == 1  # shared by the main graph's two maps
-    got = run(result, {"xs": xs, "c": np.array(branch)})
-    third = [np.exp(x) if branch else np.sqrt(x) for x in xs]
-    expected = [[-x for x in xs], [abs(x) for x in xs], third]
+    d = [rng.standard_normal(3).astype(np.float32) for _ in range(n)]
+    x = rng.standard_normal(3).astype(np.float32)
+    result = lowered(_two_maps_model(scope, made))  # (checked: nodes in order)
+    for graph in [*all_graphs(result, in_functions=False), *result.functions]:
+        stacks = [node for node in graph.node if node.op_type == "ConcatFromSequence"]
+        assert len(stacks) <= 1, f"{len(stacks)} stacks of one sequence in one graph"
+    elements = d + [x] if made else d
+    expected = [np.concatenate([-e for e in elements] or [np.zeros(0, np.float32)])]
+    expected.append(np.abs(expected[0]))
+    got = run(result, {"d": d, "x": x, "c": np.array(True)})
     for actual, wanted in zip(got, expected, strict=True):
-        assert len(actual) == len(wanted)
-        for a, w in zip(actual, wanted, strict=True):
-            np.testing.assert_allclose(a, w, rtol=1e-6)
+        np.testing.assert_allclose(actual, wanted, rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", list(GOLDEN))

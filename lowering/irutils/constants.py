@@ -74,6 +74,11 @@ def constant_node(
 _Key = tuple[str, ir.DataType, tuple[int, ...], bytes]
 
 
+def _graph_of(owner: GraphLike) -> ir.Graph:
+    """The graph that holds ``owner``'s nodes (a function's is its own)."""
+    return owner.graph if isinstance(owner, ir.Function) else owner
+
+
 @dataclasses.dataclass
 class _Group:
     """Nodes shared by :meth:`SharedConstants.shared`, detached until placed."""
@@ -212,7 +217,7 @@ class SharedConstants:
             if node is not nodes[0]:
                 continue  # placed with the first of its group
             made_by = None if group is None else group.after.producer()
-            if made_by is not None and made_by.graph is owner:
+            if made_by is not None and made_by.graph is _graph_of(owner):
                 owner.insert_after(made_by, nodes)
                 continue
             last = self._last.get(owner)
