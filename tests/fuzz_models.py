@@ -372,6 +372,7 @@ FEATURES = (
     "other_length",  # extra sequences longer than the first
     "insert",  # sequences built with SequenceInsert at positions
     "post_insert",  # SequenceInsert into the map's output
+    "twin_maps",  # a second map over the same sequence, in the same graph
     "untyped",  # map bodies without declared types
     "opsets",  # model opset 17-21 (else 17)
     "target_opset",  # also lowered with target_opset
@@ -1720,7 +1721,15 @@ class Gen(Picker):
             if self.on("extras"):
                 tensors = [v for v in inner.values() if v.kind == "tensor"]
                 extras += self.draw(st.lists(st.sampled_from(tensors), max_size=1))
-            return self.core_map(builder, inner, depth, first, extras)
+            if not (self.on("twin_maps") and self.draw(st.booleans())):
+                return self.core_map(builder, inner, depth, first, extras)
+            # Two maps over one sequence made in their own graph (not a split nor a
+            # construct): vectorized, they share its stack, placed after it is made.
+            self.note("two maps over one sequence made in their graph")
+            twin = dataclasses.replace(first, name=self.fresh("twin"))
+            self.node(builder, "Identity", [first.name], [twin], lambda s: (s,))
+            results = self.core_map(builder, inner, depth, twin, extras)
+            return results + self.core_map(builder, inner, depth, twin, [])
 
         results = self.wrap(b, env, self.wrappers(top=False), core)
         outs = []
@@ -1754,12 +1763,16 @@ class Gen(Picker):
             extras += self.draw(st.lists(st.sampled_from(self.tensors), max_size=2))
         if any(v.length != first.length for v in extras):
             self.note("extra sequence of another length")
-        return self.wrap(
-            b,
-            env,
-            self.wrappers(top=True),
-            lambda builder, inner: self.core_map(builder, inner, 0, first, extras),
-        )
+
+        def core(builder: Builder, inner: dict) -> list[V]:
+            results = self.core_map(builder, inner, 0, first, extras)
+            if self.on("twin_maps") and self.draw(st.booleans()):
+                # Maps of one graph over one sequence share its stack (vectorize).
+                self.note("a second map over the same sequence, in the same graph")
+                results = results + self.core_map(builder, inner, 0, first, [])
+            return results
+
+        return self.wrap(b, env, self.wrappers(top=True), core)
 
 
 IR_VERSION = {17: 8, 18: 8, 19: 9, 20: 9, 21: 10}

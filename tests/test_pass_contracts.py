@@ -85,7 +85,8 @@ def _maps_in_every_structure():
     return structured_models(
         features=frozenset(
             {"function", "if", "loop", "scan", "nested", "names", "insert", "post_insert",
-             "static", "dynamic", "extras", "outer_sequences", "seq_extras", "untyped"}
+             "static", "dynamic", "extras", "outer_sequences", "seq_extras", "untyped",
+             "twin_maps"}
         )
     )  # fmt: skip
 
