@@ -418,8 +418,9 @@ def _check_same(sessions: list[ort.InferenceSession], feeds: dict, label: str) -
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=label)
 
 
-def many_maps_model(count: int) -> onnx.ModelProto:
-    """``count`` SequenceMap nodes, each of its own result a graph output."""
+def many_maps_model(count: int, inputs: int = 1) -> onnx.ModelProto:
+    """``count`` SequenceMap nodes, each of its own result a graph output, over
+    ``inputs`` graph-input sequences in turn (maps over one sequence share its stack)."""
     nodes, outputs = [], []
     for i in range(count):
         body = helper.make_graph(
@@ -428,29 +429,33 @@ def many_maps_model(count: int) -> onnx.ModelProto:
             [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16])],
             [helper.make_tensor_value_info("c", TensorProto.FLOAT, [16])],
         )
-        nodes.append(helper.make_node("SequenceMap", ["x"], [f"y{i}"], body=body, name=f"m{i}"))
+        source = "x" if inputs == 1 else f"x{i % inputs}"
+        nodes.append(helper.make_node("SequenceMap", [source], [f"y{i}"], body=body, name=f"m{i}"))
         outputs.append(helper.make_tensor_sequence_value_info(f"y{i}", TensorProto.FLOAT, [16]))
-    graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_sequence_value_info("x", TensorProto.FLOAT, [16])], outputs
-    )
+    names = ["x"] if inputs == 1 else [f"x{k}" for k in range(inputs)]
+    sequences = [helper.make_tensor_sequence_value_info(n, TensorProto.FLOAT, [16]) for n in names]
+    graph = helper.make_graph(nodes, "g", sequences, outputs)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def pass_time_table(counts: list[int], folder: pathlib.Path, repeats: int = 3) -> str:
+def pass_time_table(
+    counts: list[int], folder: pathlib.Path, repeats: int = 3, distinct: bool = False
+) -> str:
     """The lowering pass against an onnx_ir load + save of the same model, in
     one process, in turns; each cell the median of ``repeats`` pairs.
 
     Each timed region starts after ``gc.collect()``: a model is cyclic
     garbage once dropped (its nodes and graphs point at each other), and
     without it the pass of the second pair paid for collecting the first
-    pair's lowered model, which a program lowering one model never does."""
+    pair's lowered model, which a program lowering one model never does.
+    With ``distinct``, each map reads a sequence of its own (no stack shared)."""
     rows = [
         "| SequenceMap nodes | load + save (s) | lowering pass (s) | pass / (load + save), median of pairs |",
         "|---:|---:|---:|---:|",
     ]
     for count in counts:
-        path = folder / f"maps_{count}.onnx"
-        onnx.save(many_maps_model(count), path)
+        path = folder / f"maps_{count}{'_distinct' if distinct else ''}.onnx"
+        onnx.save(many_maps_model(count, count if distinct else 1), path)
         pairs = []
         for _ in range(repeats):
             gc.collect()
@@ -706,6 +711,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         print("## The pass's own time\n")
         print(pass_time_table(counts, pathlib.Path(folder)), "\n")
+        print("## The pass's own time, each map over a sequence of its own\n")
+        print(pass_time_table(counts, pathlib.Path(folder), distinct=True), "\n")
         print("## The CLI against a load + save process\n")
         print(cli_time_table(counts[-1], pathlib.Path(folder), 3 if args.quick else 5), "\n")
         print("## What the summary and --report cost\n")
