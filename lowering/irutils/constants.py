@@ -190,7 +190,8 @@ class SharedConstants:
 
     def place(self, values: list[ir.Value]) -> None:
         """Put each of ``values`` that something reads, and what it reads, at the
-        start of its graph (in the order they were made), if not there yet."""
+        start of its graph (in the order they were made), if not there yet; a
+        group of :meth:`shared` right after the value it reads is made."""
         needed: list[ir.Node] = []
 
         def need(node: ir.Node) -> None:
@@ -211,21 +212,25 @@ class SharedConstants:
             if node is not None and node.graph is None and node in self._owners and value.uses():
                 need(node)
         for node in needed:
-            owner = self._owners[node]
             group = self._groups.get(node)
-            nodes = [node] if group is None else group.nodes
-            if node is not nodes[0]:
-                continue  # placed with the first of its group
-            made_by = None if group is None else group.after.producer()
-            if made_by is not None and made_by.graph is _graph_of(owner):
-                owner.insert_after(made_by, nodes)
-                continue
-            last = self._last.get(owner)
-            if last is not None and last.graph is not None:  # (a function's: its own graph)
-                owner.insert_after(last, nodes)
-            elif len(owner) > 0:
-                owner.insert_before(next(iter(owner)), nodes)
-            else:
-                owner.extend(nodes)
-            if group is None:  # (the Constants stay first, together)
-                self._last[owner] = node
+            if group is None:
+                self._at_start(self._owners[node], [node])
+                self._last[self._owners[node]] = node  # (the Constants stay first, together)
+            elif node is group.nodes[0]:  # (the others go with it)
+                self._place_group(self._owners[node], group)
+
+    def _place_group(self, owner: GraphLike, group: _Group) -> None:
+        made_by = group.after.producer()
+        if made_by is not None and made_by.graph is _graph_of(owner):
+            owner.insert_after(made_by, group.nodes)
+        else:  # a graph input, or a value of an enclosing graph
+            self._at_start(owner, group.nodes)
+
+    def _at_start(self, owner: GraphLike, nodes: list[ir.Node]) -> None:
+        last = self._last.get(owner)
+        if last is not None and last.graph is not None:  # (a function's: its own graph)
+            owner.insert_after(last, nodes)
+        elif len(owner) > 0:
+            owner.insert_before(next(iter(owner)), nodes)
+        else:
+            owner.extend(nodes)
