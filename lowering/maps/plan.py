@@ -11,6 +11,7 @@ strategies' rewrites share (the Loop body, the element reads, the
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import onnx_ir as ir
 
@@ -65,7 +66,7 @@ def plan_map(located: Located, opset: int = 17, proof: Proof | None = None) -> M
     """
     node = located.node
     proof = Proof() if proof is None else proof
-    reading = _Reading(located, proof, _interface_dims(located.scope.owner))
+    reading = _Reading(located, proof)
     body = _body_of(node, reading.fail)
     reading.check_arity(body)
     inputs = [
@@ -92,11 +93,16 @@ def plan_map(located: Located, opset: int = 17, proof: Proof | None = None) -> M
 class _Reading:
     """How :func:`plan_map` reads a map's types: each as ``proof`` gives it
     (:meth:`Proof.typed`: declared, else proven), the body's own symbolic dims
-    (not in ``names``) dropped."""
+    (not in :attr:`names`) dropped."""
 
     located: Located
     proof: Proof
-    names: set[str]
+
+    @functools.cached_property
+    def names(self) -> set[str]:
+        """The symbolic dims the inputs of the map's graph declare; read only for a
+        type with symbolic dims (a graph of 10,000 inputs has 10,000 maps to plan)."""
+        return _interface_dims(self.located.scope.owner)
 
     def fail(self, reason: str) -> LoweringError:
         return LoweringError(reason, node=self.located.node, scope=self.located.scope.description)
@@ -130,7 +136,7 @@ class _Reading:
         if sequence and outer_type is not None:
             outer_type = _element_of(outer_type)
         element = _first_typed(self.of(inner), outer_type)
-        return sequence, None if element is None else _unnamed(element, self.names)
+        return sequence, None if element is None else _unnamed(element, self)
 
     def _is_sequence(self, j: int, outer: ir.Value, outer_type: TypeAndShape | None) -> bool:
         if outer_type is None:
@@ -164,7 +170,7 @@ class _Reading:
                 "but SequenceMap outputs are sequences"
             )
         result_type = self._result_type(k, result, output, declared_output)
-        result_type = _unnamed(result_type, self.names)
+        result_type = _unnamed(result_type, self)
         output_type = (
             ir.SequenceType(result_type[0]),
             declared_output[1] if declared_output else result_type[1],
@@ -245,7 +251,7 @@ def _element_of(type_and_shape: TypeAndShape) -> TypeAndShape:
     return type_, shape
 
 
-def _unnamed(type_and_shape: TypeAndShape, names: set[str]) -> TypeAndShape:
+def _unnamed(type_and_shape: TypeAndShape, reading: _Reading) -> TypeAndShape:
     """The type with the body's own symbolic dims unknown: the element types leave the body.
 
     A body's symbolic dims are said of one run of the body (one element),
@@ -255,11 +261,14 @@ def _unnamed(type_and_shape: TypeAndShape, names: set[str]) -> TypeAndShape:
     tract, which unifies dims by name, refuses such a model ("Impossible to
     unify Val(1) with Sym(R)"). Every type a rewrite copies out of a body
     comes from the plan, so this is where they lose their names. A name
-    the enclosing graph's inputs declare (``names``: d of ``x: [T, d]``)
+    the enclosing graph's inputs declare (``reading.names``: d of ``x: [T, d]``)
     is the interface's, and means the same inside and out.
     """
     type_, shape = type_and_shape
-    if shape is None or all(isinstance(d, int) or str(d.value) in names for d in shape):
+    if shape is None or all(isinstance(d, int) for d in shape):
+        return type_and_shape
+    names = reading.names
+    if all(isinstance(d, int) or str(d.value) in names for d in shape):
         return type_and_shape
     return type_, ir.Shape(
         [d if isinstance(d, int) or str(d.value) in names else None for d in shape]
