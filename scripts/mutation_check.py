@@ -139,7 +139,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "vectorize-shared-stack-at-start",
         "vectorize",
         "lowering/irutils/constants.py",
-        "if made_by is not None and made_by.graph is _graph_of(owner):",
+        "if made_by is not None and made_by.graph is graph_of(owner):",
         "if False:",
         "a stack maps share goes to the start of its graph, before its sequence is made",
     ),

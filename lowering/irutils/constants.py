@@ -19,7 +19,7 @@ import onnx_ir as ir
 
 from lowering.irutils.naming import fresh
 from lowering.irutils.op_facts import is_onnx_op
-from lowering.irutils.walk import GraphLike
+from lowering.irutils.walk import GraphLike, graph_of
 
 _LIST_ATTRIBUTES = {"value_ints": np.int64, "value_floats": np.float32}
 _SCALAR_ATTRIBUTES = {"value_int": np.int64, "value_float": np.float32}
@@ -72,11 +72,6 @@ def constant_node(
 
 # (kind, element type, shape, contents): numpy spells bfloat16 and float8 types alike
 _Key = tuple[str, ir.DataType, tuple[int, ...], bytes]
-
-
-def _graph_of(owner: GraphLike) -> ir.Graph:
-    """The graph that holds ``owner``'s nodes (a function's is its own)."""
-    return owner.graph if isinstance(owner, ir.Function) else owner
 
 
 @dataclasses.dataclass
@@ -221,7 +216,7 @@ class SharedConstants:
 
     def _place_group(self, owner: GraphLike, group: _Group) -> None:
         made_by = group.after.producer()
-        if made_by is not None and made_by.graph is _graph_of(owner):
+        if made_by is not None and made_by.graph is graph_of(owner):
             owner.insert_after(made_by, group.nodes)
         else:  # a graph input, or a value of an enclosing graph
             self._at_start(owner, group.nodes)

@@ -74,7 +74,7 @@ from lowering.irutils.op_facts import (
 )
 from lowering.irutils.scopes import GraphLike
 from lowering.irutils.static_values import evaluate_node, small_constant
-from lowering.irutils.walk import named_subgraphs, nodes_within, subgraphs
+from lowering.irutils.walk import graph_of, named_subgraphs, nodes_within, subgraphs
 
 Discard = Callable[[GraphLike, list[ir.Node]], None]
 
@@ -102,7 +102,7 @@ def fold_static(
     outside: set[ir.Value] = set()
     pending = collections.deque(nodes)
     kept: list[ir.Node] = []
-    graph = owner.graph if isinstance(owner, ir.Function) else owner  # (a function's nodes')
+    graph = graph_of(owner)
     while pending:
         node = pending.popleft()
         if node.graph is not graph:

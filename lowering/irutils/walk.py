@@ -24,6 +24,12 @@ GraphLike = ir.Graph | ir.Function
 _GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
+def graph_of(owner: GraphLike) -> ir.Graph:
+    """The graph whose nodes are ``owner``'s: a function's nodes say their
+    graph is the function's own, not the function."""
+    return owner.graph if isinstance(owner, ir.Function) else owner
+
+
 def _attributes(node: ir.Node):
     """``node``'s attributes, read from the dict behind onnx_ir's ``Attributes``
     (a ``UserDict``: its ``data``): every walk reads every node's, and the
