@@ -123,7 +123,6 @@ class Batcher:
         self.stack_free = True
         self._batch_size: ir.Value | None = None
         self._shared: list[ir.Value] = []  # from plan.constants, placed by commit
-        self.shared_nodes: list[ir.Node] = []  # the stacks other maps may read too
         self._node: ir.Node | None = None  # the body node being batched, for reasons
         self._inputs: list[Sequence[ir.Value | None]] = []
         self.results: list[ir.Value] = []
@@ -202,6 +201,11 @@ class Batcher:
         self.body.inputs.clear()
         self.plan.constants.place(self._shared)
         return list(self.nodes)
+
+    @property
+    def shared_nodes(self) -> list[ir.Node]:
+        """The nodes of the stacks it reads that other maps may read too."""
+        return [n for value in self._shared for n in self.plan.constants.nodes_of(value)]
 
     def decline(self, why: str) -> Decline:
         """The reason to give up, naming the body node being batched."""
@@ -349,7 +353,6 @@ class Batcher:
         key = ("stack", sequence, dtype, tuple(static_shape))
         stack = constants.shared(owner, key, build, sequence)
         self._shared.append(stack)
-        self.shared_nodes += constants.nodes_of(stack)
         return stack, tuple(static_shape)
 
     def _visit(self, node: ir.Node) -> None:
