@@ -90,3 +90,33 @@ def test_tract_runs_the_lowered_map(tmp_path, body):
     for feeds in FEEDS:
         got = run_tract(path, [feeds["x"], feeds["w"]])[0]
         np.testing.assert_allclose(got, run(model, feeds)[0], rtol=1e-6)
+
+
+def test_each_graph_has_its_interface_dims_read_once(monkeypatch):
+    """The maps of one run share what each graph's inputs declare: a graph of
+    k inputs and k maps is read once, not k times (planning was quadratic).
+    N, declared by the graph's inputs, is the interface's and stays."""
+    from lowering.maps import plan
+
+    owners: list[object] = []
+    read = plan._interface_dims
+
+    def counted(owner):
+        owners.append(owner)
+        return read(owner)
+
+    monkeypatch.setattr(plan, "_interface_dims", counted)
+    maps = "\n".join(
+        f"y{i} = SequenceMap <body = b{i} (float[N] e) => (float[N] r) {{ r = Neg(e) }}> (x{i % 2})"
+        for i in range(3)
+    )
+    model = parse(f"""{H}
+    g (seq(float[N]) x0, seq(float[N]) x1, float[N] t) =>
+      (seq(float[N]) y0, seq(float[N]) y1, seq(float[N]) y2) {{
+      {maps}
+    }}""")
+    result = lowered(model)
+    assert len(owners) == 1
+    for output in result.graph.output:
+        dims = output.type.sequence_type.elem_type.tensor_type.shape.dim
+        assert [d.dim_param for d in dims] == ["N"]

@@ -11,7 +11,6 @@ strategies' rewrites share (the Loop body, the element reads, the
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import onnx_ir as ir
 
@@ -56,17 +55,24 @@ class MapPlan:
         return inputs
 
 
-def plan_map(located: Located, opset: int = 17, proof: Proof | None = None) -> MapPlan:
+def plan_map(
+    located: Located,
+    opset: int = 17,
+    proof: Proof | None = None,
+    interfaces: dict[object, set[str]] | None = None,
+) -> MapPlan:
     """Check a SequenceMap and work out every type its lowering needs.
 
     ``proof``: what is proven of the model's shapes
     (:func:`~lowering.analysis.proven_shapes.prove_model`); a declared shape
     is read only as far as it is a fact (:meth:`Proof.declarable`). Without
-    it, every declaration is taken as one.
+    it, every declaration is taken as one. ``interfaces``: the symbolic dims
+    each graph's inputs declare, as far as read; the maps one run plans share
+    it, so a graph of 10,000 inputs and 10,000 maps has them read once.
     """
     node = located.node
     proof = Proof() if proof is None else proof
-    reading = _Reading(located, proof)
+    reading = _Reading(located, proof, {} if interfaces is None else interfaces)
     body = _body_of(node, reading.fail)
     reading.check_arity(body)
     inputs = [
@@ -97,12 +103,17 @@ class _Reading:
 
     located: Located
     proof: Proof
+    interfaces: dict[object, set[str]]
 
-    @functools.cached_property
+    @property
     def names(self) -> set[str]:
         """The symbolic dims the inputs of the map's graph declare; read only for a
-        type with symbolic dims (a graph of 10,000 inputs has 10,000 maps to plan)."""
-        return _interface_dims(self.located.scope.owner)
+        type with symbolic dims, and once per graph (``interfaces``)."""
+        owner = self.located.scope.owner
+        names = self.interfaces.get(owner)
+        if names is None:
+            names = self.interfaces[owner] = _interface_dims(owner)
+        return names
 
     def fail(self, reason: str) -> LoweringError:
         return LoweringError(reason, node=self.located.node, scope=self.located.scope.description)

@@ -228,7 +228,8 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         # (Untyped values typed too, where a map leaves types to inference:
         # a pass of per-node inference over the whole model.)
         proof = prove_model(model, fill=not all(declares_enough(loc.node) for loc in found))
-        plans = [plan_map(loc, _opset(model, loc), proof) for loc in found]
+        interfaces: dict[object, set[str]] = {}  # per graph, the dims its inputs declare
+        plans = [plan_map(loc, _opset(model, loc), proof, interfaces) for loc in found]
         shared = SharedConstants()  # one per value per graph, for every map of this run
         for plan in plans:
             plan.constants = shared
