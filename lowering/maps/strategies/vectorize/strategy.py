@@ -39,10 +39,7 @@ from lowering.maps.claims import first_unpinned, seeded
 from lowering.maps.loop_body import Replacer, same_length_inputs, typed
 from lowering.maps.plan import MapPlan, empty_is_read, tensor_dtype
 from lowering.maps.stack_reads import (
-    concat_kind,
     count_of,
-    merge_along,
-    read_stack,
     read_stack_in_readers,
 )
 from lowering.maps.strategies.protocol import Context, Decline, Fit
@@ -225,9 +222,8 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, rewrite: Batcher) ->
             continue
         stack_shape = None if shape is None else ir.Shape([rewrite.batch_dim, *shape])
         stack = typed(result, (type_, stack_shape))
-        rank = None if shape is None else len(shape)
-        # SequenceAt, SequenceLength and concats read the stack (scan_outputs' rules);
-        # an output only the graph returns has no reader (the count is not built).
+        # SequenceAt, SequenceLength and concats read the stack (stack_reads' rules), the
+        # rest the split; an output only the graph returns has no reader (no count built).
         if output.uses():
             count_nodes = count_of(stack, rewrite.batch_dim)
             count = count_nodes[-1].outputs[0]
@@ -235,19 +231,6 @@ def lower_by_vectorizing(plan: MapPlan, replacer: Replacer, rewrite: Batcher) ->
             if count.uses():
                 new_nodes += count_nodes
             new_nodes += constants
-        for user, index in list(output.uses()):
-            kind = concat_kind(user, index, rank, shape)
-            if kind is None:
-                new_nodes += merge_along(user, index, stack, shape)
-                continue
-            along = stack
-            if kind == ("stack", kind[1]) and kind[1] != 0 and rank is not None:
-                b = kind[1]
-                perm = [*range(1, b + 1), 0, *range(b + 1, rank + 1)]
-                transpose = fresh(new_node("Transpose", [stack], {"perm": perm}))
-                new_nodes.append(transpose)
-                along = transpose.outputs[0]
-            new_nodes += read_stack(user, along, shape)
         if output.uses() or output.is_graph_output():
             split = fresh(new_node("SplitToSequence", [stack], {"axis": 0, "keepdims": 0}))
             new_nodes.append(split)
