@@ -9,7 +9,6 @@ the two models could not be compared.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import logging
 import os
@@ -22,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from lowering import console, summary
 from lowering.defaults import DEFAULT_MAX_UNROLL, DEFAULT_RUNTIME, RUNTIME_NAMES, STRATEGIES
-from lowering.irutils.collector import collector_paused
 
 if TYPE_CHECKING:
     import onnx
@@ -295,14 +293,8 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
     from lowering.options import InputShapeError
 
     run.stage, run.file = "read", _label(args.input)
-    paused = contextlib.ExitStack()
     try:
-        # Read, lower and write with the cyclic collector paused throughout, not
-        # only in the passes (lowering.irutils.collector): each collection walks
-        # every IR object of the model read, and at 10,000 maps serializing the
-        # result with it on took four times as long. It resumes before --verify.
-        paused.enter_context(collector_paused())
-        return _read_lower_write(args, run, paused)
+        return _read_lower_write(args, run)
     except model_io.ModelFileError as error:
         return _fail(run.failed(f"{error.file or run.file}: {error}"), args.verbose)
     except InputShapeError as error:  # a usage error IN's declarations reveal
@@ -318,12 +310,10 @@ def _lower(args: argparse.Namespace, run: _Run) -> int:
             ),
             args.verbose,
         )
-    finally:
-        paused.close()
 
 
-def _read_lower_write(args: argparse.Namespace, run: _Run, paused: contextlib.ExitStack) -> int:
-    """The run's stages, each said in ``run.stage``; the collector resumes once OUT is written."""
+def _read_lower_write(args: argparse.Namespace, run: _Run) -> int:
+    """The run's stages, each said in ``run.stage``."""
     from lowering import model_io
     from lowering.report import Files, Measure
 
@@ -363,7 +353,6 @@ def _read_lower_write(args: argparse.Namespace, run: _Run, paused: contextlib.Ex
             model, source, out, changed=changed, external_data=args.external_data
         )
         run.written = _label(args.output)
-        paused.close()
         run.line("summarizing", 0, 0)
         files = Files(written.identical, written.data_files, written.embedded, written.shared)
         run.report = _summarized(run, model, result, args, source.label, files)

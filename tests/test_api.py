@@ -399,7 +399,7 @@ def _collector_watched(enabled: bool, cls: type, method: str) -> Iterator[list[b
 @pytest.mark.parametrize("kind", [None, "first_input_is_a_tensor", "target_opset_blocked"])
 def test_the_passes_leave_the_garbage_collector_alone(enabled, kind):
     """The collector is process-wide state: a lowering or a refusal through the
-    API never switches it (only the command line, which owns its process, does)."""
+    API never switches it."""
     model = _model(kind) if kind else parse(f"{H}\n{SIGNATURE} {{\n{GOOD}\n}}")
     options = BROKEN[kind][2] if kind else {"target_opset": 13}
     with _collector_watched(enabled, LowerSequenceMapPass, "call") as seen:
@@ -430,10 +430,10 @@ def test_the_opset_pass_alone_leaves_the_garbage_collector_alone(enabled, refuse
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_the_command_line_pauses_the_collector_while_it_lowers(enabled, tmp_path):
-    """The command line owns its process: it pauses the collector from read to
-    write (docs/performance.md) and puts it back as it was."""
+def test_the_command_line_leaves_the_garbage_collector_alone(enabled, tmp_path):
+    """Nor does the command line switch it: it meets its time target with the
+    collector on (docs/performance.md)."""
     onnx.save(parse(f"{H}\n{SIGNATURE} {{\n{GOOD}\n}}"), tmp_path / "in.onnx")
     with _collector_watched(enabled, LowerSequenceMapPass, "call") as seen:
         assert cli(["-q", tmp_path / "in.onnx", tmp_path / "out.onnx"]).returncode == 0
-    assert seen == [False]
+    assert seen == [enabled]

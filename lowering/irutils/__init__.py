@@ -7,6 +7,6 @@ constant evaluation (:mod:`.static_values`), folding (:mod:`.static_fold`),
 the Identities a rewrite made that may go (:mod:`.identities`),
 per-node shape inference (:mod:`.node_inference`), the spec's own dim
 arithmetic (:mod:`.shapes`), sequence positions counted from the end
-(:mod:`.positions`), the transaction (:mod:`.snapshot`) and the
-collector pause (:mod:`.collector`). Nothing here imports a pass.
+(:mod:`.positions`) and the transaction (:mod:`.snapshot`). Nothing here
+imports a pass.
 """
