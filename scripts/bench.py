@@ -418,28 +418,34 @@ def _check_same(sessions: list[ort.InferenceSession], feeds: dict, label: str) -
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=label)
 
 
-def many_maps_model(count: int, inputs: int = 1) -> onnx.ModelProto:
+def many_maps_model(count: int, inputs: int = 1, dim: int | str = 16) -> onnx.ModelProto:
     """``count`` SequenceMap nodes, each of its own result a graph output, over
-    ``inputs`` graph-input sequences in turn (maps over one sequence share its stack)."""
+    ``inputs`` graph-input sequences in turn (maps over one sequence share its
+    stack), of elements ``[dim]``: a name makes each map's plan ask which
+    symbolic dims its graph's inputs declare."""
     nodes, outputs = [], []
     for i in range(count):
         body = helper.make_graph(
             [helper.make_node("Neg", ["a"], ["c"])],
             f"body_{i}",
-            [helper.make_tensor_value_info("a", TensorProto.FLOAT, [16])],
-            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [16])],
+            [helper.make_tensor_value_info("a", TensorProto.FLOAT, [dim])],
+            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [dim])],
         )
         source = "x" if inputs == 1 else f"x{i % inputs}"
         nodes.append(helper.make_node("SequenceMap", [source], [f"y{i}"], body=body, name=f"m{i}"))
-        outputs.append(helper.make_tensor_sequence_value_info(f"y{i}", TensorProto.FLOAT, [16]))
+        outputs.append(helper.make_tensor_sequence_value_info(f"y{i}", TensorProto.FLOAT, [dim]))
     names = ["x"] if inputs == 1 else [f"x{k}" for k in range(inputs)]
-    sequences = [helper.make_tensor_sequence_value_info(n, TensorProto.FLOAT, [16]) for n in names]
+    sequences = [helper.make_tensor_sequence_value_info(n, TensorProto.FLOAT, [dim]) for n in names]
     graph = helper.make_graph(nodes, "g", sequences, outputs)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def pass_time_table(
-    counts: list[int], folder: pathlib.Path, repeats: int = 3, distinct: bool = False
+    counts: list[int],
+    folder: pathlib.Path,
+    repeats: int = 3,
+    distinct: bool = False,
+    dim: int | str = 16,
 ) -> str:
     """The lowering pass against an onnx_ir load + save of the same model, in
     one process, in turns; each cell the median of ``repeats`` pairs.
@@ -448,14 +454,15 @@ def pass_time_table(
     garbage once dropped (its nodes and graphs point at each other), and
     without it the pass of the second pair paid for collecting the first
     pair's lowered model, which a program lowering one model never does.
-    With ``distinct``, each map reads a sequence of its own (no stack shared)."""
+    With ``distinct``, each map reads a sequence of its own (no stack shared);
+    ``dim``: the elements' one dim (a name: symbolic)."""
     rows = [
         "| SequenceMap nodes | load + save (s) | lowering pass (s) | pass / (load + save), median of pairs |",
         "|---:|---:|---:|---:|",
     ]
     for count in counts:
-        path = folder / f"maps_{count}{'_distinct' if distinct else ''}.onnx"
-        onnx.save(many_maps_model(count, count if distinct else 1), path)
+        path = folder / f"maps_{count}{'_distinct' if distinct else ''}_{dim}.onnx"
+        onnx.save(many_maps_model(count, count if distinct else 1, dim), path)
         pairs = []
         for _ in range(repeats):
             gc.collect()
@@ -713,6 +720,8 @@ def main() -> None:
         print(pass_time_table(counts, pathlib.Path(folder)), "\n")
         print("## The pass's own time, each map over a sequence of its own\n")
         print(pass_time_table(counts, pathlib.Path(folder), distinct=True), "\n")
+        print("## The same, over elements of a symbolic dim\n")
+        print(pass_time_table(counts, pathlib.Path(folder), distinct=True, dim="N"), "\n")
         print("## The CLI against a load + save process\n")
         print(cli_time_table(counts[-1], pathlib.Path(folder), 3 if args.quick else 5), "\n")
         print("## What the summary and --report cost\n")
