@@ -19,6 +19,7 @@ from lowering.errors import LoweringError
 from lowering.irutils.constants import SharedConstants
 from lowering.irutils.op_facts import is_onnx_op
 from lowering.irutils.scopes import Located
+from lowering.irutils.walk import GraphLike
 
 TypeAndShape = tuple[ir.TypeProtocol, ir.Shape | None]
 SCALAR_INT64: TypeAndShape = (ir.TensorType(ir.DataType.INT64), ir.Shape([]))
@@ -59,7 +60,7 @@ def plan_map(
     located: Located,
     opset: int = 17,
     proof: Proof | None = None,
-    interfaces: dict[object, set[str]] | None = None,
+    interfaces: dict[GraphLike, set[str]] | None = None,
 ) -> MapPlan:
     """Check a SequenceMap and work out every type its lowering needs.
 
@@ -103,7 +104,7 @@ class _Reading:
 
     located: Located
     proof: Proof
-    interfaces: dict[object, set[str]]
+    interfaces: dict[GraphLike, set[str]]
 
     @property
     def names(self) -> set[str]:
@@ -286,7 +287,7 @@ def _unnamed(type_and_shape: TypeAndShape, reading: _Reading) -> TypeAndShape:
     )
 
 
-def _interface_dims(owner) -> set[str]:
+def _interface_dims(owner: GraphLike) -> set[str]:
     """The symbolic dims the inputs of the graph (or function) ``owner`` declare."""
     return {
         str(d.value)

@@ -48,7 +48,7 @@ from lowering.irutils.naming import name_fresh
 from lowering.irutils.op_facts import PORTABILITY_OPS, is_onnx_op
 from lowering.irutils.pins import apply_pin, may_need_pin, plan_pins, read_producers
 from lowering.irutils.scopes import Located, find_nodes, link_outer_outputs
-from lowering.irutils.walk import has_subgraphs, nodes_under, nodes_within, subgraphs
+from lowering.irutils.walk import GraphLike, has_subgraphs, nodes_under, nodes_within, subgraphs
 from lowering.maps.claims import Claims
 from lowering.maps.loop_body import Replacer
 from lowering.maps.plan import MapPlan, declares_enough, empty_is_read, plan_map
@@ -228,7 +228,7 @@ class LowerSequenceMapPass(ir.passes.InPlacePass):
         # (Untyped values typed too, where a map leaves types to inference:
         # a pass of per-node inference over the whole model.)
         proof = prove_model(model, fill=not all(declares_enough(loc.node) for loc in found))
-        interfaces: dict[object, set[str]] = {}  # per graph, the dims its inputs declare
+        interfaces: dict[GraphLike, set[str]] = {}  # per graph, the dims its inputs declare
         plans = [plan_map(loc, _opset(model, loc), proof, interfaces) for loc in found]
         shared = SharedConstants()  # one per value per graph, for every map of this run
         for plan in plans:
